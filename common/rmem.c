@@ -1,0 +1,190 @@
+#define _GNU_SOURCE
+#include "rmem.h"
+
+#include "scry_err.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#ifndef IOV_MAX
+#define IOV_MAX 1024
+#endif
+
+#define RMEM_IMAGE_MAX_REGIONS 65536
+
+typedef struct rmem_region {
+    raddr_t addr;
+    size_t len;
+    unsigned char *data;
+} rmem_region_t;
+
+struct rmem {
+    pid_t pid; /* 0 for an image */
+    rmem_region_t *regions;
+    size_t nregions;
+    rmem_stats_t stats;
+};
+
+rmem_t *rmem_open_pid(pid_t pid)
+{
+    rmem_t *m = calloc(1, sizeof *m);
+    if (m)
+        m->pid = pid;
+    return m;
+}
+
+rmem_t *rmem_open_image(void)
+{
+    return calloc(1, sizeof(rmem_t));
+}
+
+int rmem_image_add(rmem_t *m, raddr_t addr, const void *data, size_t len)
+{
+    if (!m || m->pid != 0 || (!data && len))
+        return SCRY_E_INVAL;
+    if (m->nregions >= RMEM_IMAGE_MAX_REGIONS)
+        return SCRY_E_NOMEM;
+    rmem_region_t *r = realloc(m->regions, (m->nregions + 1) * sizeof *r);
+    if (!r)
+        return SCRY_E_NOMEM;
+    m->regions = r;
+    unsigned char *copy = malloc(len ? len : 1);
+    if (!copy)
+        return SCRY_E_NOMEM;
+    if (len)
+        memcpy(copy, data, len);
+    m->regions[m->nregions++] = (rmem_region_t){.addr = addr, .len = len, .data = copy};
+    return 0;
+}
+
+void rmem_free(rmem_t *m)
+{
+    if (!m)
+        return;
+    for (size_t i = 0; i < m->nregions; i++)
+        free(m->regions[i].data);
+    free(m->regions);
+    free(m);
+}
+
+static int image_read(rmem_t *m, raddr_t addr, void *buf, size_t len)
+{
+    for (size_t i = 0; i < m->nregions; i++) {
+        const rmem_region_t *r = &m->regions[i];
+        if (addr >= r->addr && addr - r->addr <= r->len && len <= r->len - (addr - r->addr)) {
+            memcpy(buf, r->data + (addr - r->addr), len);
+            return 0;
+        }
+    }
+    m->stats.faults++;
+    return SCRY_E_FAULT;
+}
+
+int rmem_read(rmem_t *m, raddr_t addr, void *buf, size_t len)
+{
+    rmem_iov_t one = {.addr = addr, .buf = buf, .len = len};
+    int n = rmem_readv(m, &one, 1);
+    if (n < 0)
+        return n;
+    return n == 1 ? 0 : SCRY_E_FAULT;
+}
+
+/* One process_vm_readv over at most IOV_MAX regions; returns regions completed or error. */
+static int live_readv_chunk(rmem_t *m, const rmem_iov_t *iov, size_t n)
+{
+    struct iovec local[IOV_MAX > 1024 ? 1024 : IOV_MAX];
+    struct iovec remote[IOV_MAX > 1024 ? 1024 : IOV_MAX];
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        local[i].iov_base = iov[i].buf;
+        local[i].iov_len = iov[i].len;
+        remote[i].iov_base = (void *)(uintptr_t)iov[i].addr;
+        remote[i].iov_len = iov[i].len;
+        total += iov[i].len;
+    }
+    m->stats.syscalls++;
+    ssize_t got = process_vm_readv(m->pid, local, n, remote, n, 0);
+    if (got < 0) {
+        int err = scry_err_from_errno(errno);
+        if (err == SCRY_E_FAULT)
+            m->stats.faults++;
+        return err;
+    }
+    m->stats.bytes += (uint64_t)got;
+    if ((size_t)got == total)
+        return (int)n;
+    /* Partial: count the regions that arrived whole. */
+    size_t done = 0, acc = 0;
+    while (done < n && acc + iov[done].len <= (size_t)got) {
+        acc += iov[done].len;
+        done++;
+    }
+    m->stats.faults++;
+    return (int)done;
+}
+
+int rmem_readv(rmem_t *m, const rmem_iov_t *iov, size_t n)
+{
+    if (!m || (!iov && n))
+        return SCRY_E_INVAL;
+    if (m->pid == 0) {
+        for (size_t i = 0; i < n; i++) {
+            if (image_read(m, iov[i].addr, iov[i].buf, iov[i].len) != 0)
+                return (int)i;
+        }
+        return (int)n;
+    }
+    size_t done = 0;
+    const size_t chunk = 1024;
+    while (done < n) {
+        size_t k = n - done < chunk ? n - done : chunk;
+        /* Zero-length regions are fine for process_vm_readv. */
+        int got = live_readv_chunk(m, iov + done, k);
+        if (got < 0) {
+            if (got == SCRY_E_FAULT)
+                return (int)done;
+            return done ? (int)done : got;
+        }
+        done += (size_t)got;
+        if ((size_t)got < k)
+            break;
+    }
+    return (int)done;
+}
+
+int rmem_read_cstr(rmem_t *m, raddr_t addr, char *buf, size_t max)
+{
+    if (!buf || max == 0)
+        return SCRY_E_INVAL;
+    size_t have = 0;
+    /* Read in pieces that do not cross a 4 KiB page, so a string near the end of a
+     * mapping is still readable. */
+    while (have + 1 < max) {
+        raddr_t a = addr + have;
+        size_t room = 4096 - (size_t)(a & 4095);
+        if (room > max - 1 - have)
+            room = max - 1 - have;
+        int err = rmem_read(m, a, buf + have, room);
+        if (err)
+            return err;
+        void *nul = memchr(buf + have, 0, room);
+        if (nul)
+            return (int)((char *)nul - buf);
+        have += room;
+    }
+    buf[max - 1] = 0;
+    return (int)(max - 1);
+}
+
+rmem_stats_t rmem_stats(const rmem_t *m)
+{
+    return m->stats;
+}
+
+pid_t rmem_pid(const rmem_t *m)
+{
+    return m->pid;
+}

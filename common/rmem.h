@@ -1,0 +1,75 @@
+/* rmem.h - reading another process's memory.
+ *
+ * All reads of target memory go through an rmem_t: a live process (process_vm_readv)
+ * or an in-memory image (captured regions, for unit tests of the walkers). Everything
+ * read is untrusted: callers bound every length and validate every pointer they follow.
+ */
+#ifndef SCRY_RMEM_H
+#define SCRY_RMEM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* A remote (target) address. Never dereferenced locally. */
+typedef uint64_t raddr_t;
+
+typedef struct rmem rmem_t;
+
+/* One region of a batched read. */
+typedef struct rmem_iov {
+    raddr_t addr;
+    void *buf;
+    size_t len;
+} rmem_iov_t;
+
+/* Opens a reader on live process PID. Returns NULL only when out of memory; a missing or
+ * forbidden process shows up as the error of the first read. */
+rmem_t *rmem_open_pid(pid_t pid);
+
+/* Opens a reader over an in-memory image: no regions at first, add them with
+ * rmem_image_add. Reads outside every region fail with SCRY_E_FAULT. Returns NULL on ENOMEM. */
+rmem_t *rmem_open_image(void);
+
+/* Adds a copy of LEN bytes from DATA at remote address ADDR to an image reader.
+ * Returns 0, SCRY_E_INVAL for a live reader, or SCRY_E_NOMEM. */
+int rmem_image_add(rmem_t *m, raddr_t addr, const void *data, size_t len);
+
+/* Frees the reader. NULL is a no-op. */
+void rmem_free(rmem_t *m);
+
+/* Reads exactly LEN bytes at ADDR into BUF. Returns 0, SCRY_E_FAULT (unmapped or stale
+ * address: recoverable), SCRY_E_GONE (target exited), SCRY_E_PERM (not allowed).
+ * On error BUF's content is unspecified. */
+int rmem_read(rmem_t *m, raddr_t addr, void *buf, size_t len);
+
+/* Reads N regions, in as few system calls as possible (one process_vm_readv for up to
+ * IOV_MAX regions). Returns the number of leading regions read completely (0..N), or a
+ * negative code when not even the first could be read for a reason other than FAULT
+ * (GONE, PERM). A region that faults ends the batch; the caller may retry the rest. */
+int rmem_readv(rmem_t *m, const rmem_iov_t *iov, size_t n);
+
+/* Reads a NUL-terminated string of at most MAX-1 bytes at ADDR into BUF (always
+ * terminated). Returns its length, or a negative code. */
+int rmem_read_cstr(rmem_t *m, raddr_t addr, char *buf, size_t max);
+
+/* Counts of system calls and bytes, for the summary and the benchmarks. */
+typedef struct rmem_stats {
+    uint64_t syscalls;
+    uint64_t bytes;
+    uint64_t faults;
+} rmem_stats_t;
+
+/* Returns the counters accumulated since the reader was opened. */
+rmem_stats_t rmem_stats(const rmem_t *m);
+
+/* Returns the PID of a live reader, or 0 for an image. */
+pid_t rmem_pid(const rmem_t *m);
+
+/* Convenience: read a 64-bit pointer-sized value. Returns 0 or a negative code. */
+static inline int rmem_read_u64(rmem_t *m, raddr_t addr, uint64_t *out)
+{
+    return rmem_read(m, addr, out, sizeof *out);
+}
+
+#endif
