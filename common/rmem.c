@@ -1,4 +1,3 @@
-#define _GNU_SOURCE
 #include "rmem.h"
 
 #include "scry_err.h"

@@ -53,7 +53,7 @@ typedef struct pystate_layout {
     /* PyInterpreterState */
     int64_t interp_size;
     int64_t interp_next;
-    int64_t interp_tstate_head; /* tstate_head (<=3.11) or threads.head (3.12+) */
+    int64_t interp_tstate_head; /* tstate_head (<=3.10) or threads.head (3.11+) */
     int64_t interp_id;          /* -1 on 3.6 */
     int64_t interp_gil_ptr;     /* 3.12+: offsetof(PyInterpreterState, ceval.gil) (a pointer), else -1 */
     int64_t interp_modules;     /* offsetof(PyInterpreterState, modules) (sys.modules dict), -1 if absent */
@@ -66,7 +66,7 @@ typedef struct pystate_layout {
     int64_t tstate_frame;            /* <=3.10 frame; 3.11/3.12 cframe (pointer); 3.13 current_frame */
     int64_t cframe_current_frame;    /* 3.11/3.12: offsetof(_PyCFrame, current_frame), else -1 */
     int64_t tstate_thread_id;        /* pthread_t */
-    int64_t tstate_native_thread_id; /* 3.8+, else -1 */
+    int64_t tstate_native_thread_id; /* 3.11+ (the field is new in 3.11), else -1 */
     int64_t tstate_datastack_chunk;  /* 3.11+, else -1 */
 
     /* _PyStackChunk (3.11+, else -1) */

@@ -1,0 +1,19 @@
+/* commands.h - the subcommands of the scry executable. */
+#ifndef SCRY_COMMANDS_H
+#define SCRY_COMMANDS_H
+
+#include "options.h"
+#include "pystate.h"
+
+#include <stdlib.h>
+
+/* Each returns the process exit code. */
+int cmd_record(const scry_config_t *cfg);
+int cmd_dump(const scry_config_t *cfg);
+int cmd_top(const scry_config_t *cfg);
+
+/* Opens PID for reading, printing a clear message on failure (no such process, not
+ * Python, permission, unsupported version). Returns 0 or the negative code. */
+int cmd_open_target(pid_t pid, strtab_t *strings, pystate_target_t **out);
+
+#endif

@@ -1,0 +1,22 @@
+/* launch.h - start a program and wait until it is a Python process scry can read. */
+#ifndef SCRY_LAUNCH_H
+#define SCRY_LAUNCH_H
+
+#include "pystate.h"
+
+#include <sys/types.h>
+
+/* Forks and execs ARGV[0] (searched in PATH) with ENV_EXTRA (NULL-terminated "K=V" list,
+ * may be NULL) added to the environment. Returns 0 and the child's pid, or a negative code
+ * after printing why (the program could not be executed). */
+int launch_start(char **argv, char **env_extra, pid_t *child);
+
+/* Waits until CHILD is a readable Python process with at least one thread, polling
+ * quickly (programs that run for milliseconds must still be caught), following execs
+ * through wrappers (pyenv shims, shell scripts). Returns 0 with *OUT opened, SCRY_E_GONE
+ * when the child exited first (*STATUS set), or SCRY_E_NOTPY after TIMEOUT_S seconds
+ * without Python (ERRBUF says what the child is). */
+int launch_wait_python(pid_t child, strtab_t *strings, double timeout_s,
+                       pystate_target_t **out, int *status, char *errbuf, size_t errlen);
+
+#endif

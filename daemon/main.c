@@ -1,0 +1,59 @@
+/* main.c - the scry command line. */
+#include "commands.h"
+#include "options.h"
+#include "procinfo.h"
+#include "scry_err.h"
+
+#include <stdio.h>
+
+int cmd_open_target(pid_t pid, strtab_t *strings, pystate_target_t **out)
+{
+    char msg[1024] = "";
+    if (procinfo_exists(pid) != 0) {
+        fprintf(stderr, "scry: no such process: %d\n", (int)pid);
+        return SCRY_E_NOPROC;
+    }
+    int err = pystate_target_open(pid, strings, out, msg, sizeof msg);
+    if (err == 0)
+        return 0;
+    switch (err) {
+    case SCRY_E_PERM: {
+        char hint[512];
+        procinfo_permission_hint(pid, hint, sizeof hint);
+        fprintf(stderr, "scry: permission denied: %s%s%s\n", hint, msg[0] ? "; " : "", msg);
+        break;
+    }
+    case SCRY_E_NOPROC:
+    case SCRY_E_GONE:
+        fprintf(stderr, "scry: no such process: %d\n", (int)pid);
+        break;
+    default:
+        fprintf(stderr, "scry: %s\n", msg[0] ? msg : scry_strerror(err));
+        break;
+    }
+    return err;
+}
+
+int main(int argc, char **argv)
+{
+    scry_config_t cfg;
+    if (options_parse(argc, argv, &cfg) != 0)
+        return 2;
+    switch (cfg.command) {
+    case CMD_HELP:
+        options_usage(cfg.help_for);
+        return 0;
+    case CMD_VERSION:
+        printf("scry 0.1.0\n");
+        return 0;
+    case CMD_RECORD:
+        return cmd_record(&cfg);
+    case CMD_DUMP:
+        return cmd_dump(&cfg);
+    case CMD_TOP:
+        return cmd_top(&cfg);
+    default:
+        options_usage(CMD_NONE);
+        return 2;
+    }
+}

@@ -1,0 +1,305 @@
+#include "options.h"
+
+#include "scry_err.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum opt_kind { OPT_FLAG, OPT_PID, OPT_DOUBLE, OPT_STRING, OPT_BYTES };
+
+typedef struct opt_spec {
+    const char *long_name;
+    char short_name;
+    enum opt_kind kind;
+    size_t offset; /* into scry_config_t */
+    unsigned commands; /* bit per enum scry_command */
+    const char *arg;
+    const char *help;
+} opt_spec_t;
+
+#define ON(c) (1u << (c))
+#define REC ON(CMD_RECORD)
+#define DMP ON(CMD_DUMP)
+#define TOP ON(CMD_TOP)
+
+static const opt_spec_t opt_table[] = {
+    {"pid", 'p', OPT_PID, offsetof(scry_config_t, pid), REC | DMP | TOP, "PID",
+     "the Python process to attach to"},
+    {"rate", 'r', OPT_DOUBLE, offsetof(scry_config_t, rate_hz), REC | TOP, "HZ",
+     "samples per second (default 100)"},
+    {"duration", 'd', OPT_DOUBLE, offsetof(scry_config_t, duration_s), REC, "SECONDS",
+     "stop after this long (default: until Ctrl-C or the target exits)"},
+    {"format", 'f', OPT_STRING, offsetof(scry_config_t, format), REC, "FMT",
+     "flamegraph (default), collapsed, speedscope, json, text, html, pprof"},
+    {"output", 'o', OPT_STRING, offsetof(scry_config_t, output), REC, "PATH",
+     "where to write the profile ('-' for stdout; default scry-PID-TIME.EXT)"},
+    {"idle", 'i', OPT_FLAG, offsetof(scry_config_t, idle), REC | DMP | TOP, NULL,
+     "include threads that are not running on a CPU"},
+    {"threads", 't', OPT_FLAG, offsetof(scry_config_t, threads), REC, NULL,
+     "give each thread its own root frame"},
+    {"blocking", 'b', OPT_FLAG, offsetof(scry_config_t, blocking), REC | DMP | TOP, NULL,
+     "stop each thread while reading it, for exact snapshots (always resumed)"},
+    {"native", 'n', OPT_FLAG, offsetof(scry_config_t, native), REC | DMP | TOP, NULL,
+     "include native (C) frames, merged with the Python frames"},
+    {"gil", 'g', OPT_FLAG, offsetof(scry_config_t, gil), REC | TOP, NULL,
+     "only sample the thread holding the GIL"},
+    {"json", 'j', OPT_FLAG, offsetof(scry_config_t, json), DMP, NULL, "print JSON"},
+    {"memory", 'm', OPT_FLAG, offsetof(scry_config_t, memory), REC, NULL,
+     "sample allocations, frees and copies per line (preloads or injects libscry-shim.so)"},
+    {"memory-sample-bytes", 0, OPT_BYTES, offsetof(scry_config_t, memory_sample_bytes), REC,
+     "BYTES", "mean bytes between memory samples (default 1M; suffixes k, M, G)"},
+    {"quiet", 'q', OPT_FLAG, offsetof(scry_config_t, quiet), REC, NULL,
+     "do not print the summary line"},
+    {"subprocesses", 's', OPT_FLAG, offsetof(scry_config_t, subprocesses), REC, NULL,
+     "also profile child processes (reserved: not implemented yet)"},
+};
+
+static const char *command_name(enum scry_command c)
+{
+    switch (c) {
+    case CMD_RECORD:
+        return "record";
+    case CMD_DUMP:
+        return "dump";
+    case CMD_TOP:
+        return "top";
+    default:
+        return "";
+    }
+}
+
+void options_usage(enum scry_command command)
+{
+    if (command != CMD_RECORD && command != CMD_DUMP && command != CMD_TOP) {
+        printf("scry - see which lines of a Python program spend time and memory, from outside.\n"
+               "\n"
+               "usage:\n"
+               "  scry record [options] --pid PID        profile a running process\n"
+               "  scry record [options] -- COMMAND ARGS  launch a program and profile it\n"
+               "  scry dump --pid PID [--json]           print every thread's stack now\n"
+               "  scry top --pid PID                     live view of the hottest functions\n"
+               "  scry help COMMAND | scry --version\n"
+               "\n"
+               "examples:\n"
+               "  scry record -o profile.svg --pid 1234\n"
+               "  scry record --format collapsed -o out.txt -- python3 app.py\n"
+               "  scry dump --pid 1234\n");
+        return;
+    }
+    printf("usage: scry %s [options]%s\n\noptions:\n", command_name(command),
+           command == CMD_RECORD ? " (--pid PID | -- COMMAND ARGS...)" : " --pid PID");
+    for (size_t i = 0; i < sizeof opt_table / sizeof opt_table[0]; i++) {
+        const opt_spec_t *o = &opt_table[i];
+        if (!(o->commands & ON(command)))
+            continue;
+        char left[64];
+        if (o->short_name)
+            snprintf(left, sizeof left, "-%c, --%s%s%s", o->short_name, o->long_name,
+                     o->arg ? " " : "", o->arg ? o->arg : "");
+        else
+            snprintf(left, sizeof left, "    --%s%s%s", o->long_name, o->arg ? " " : "",
+                     o->arg ? o->arg : "");
+        printf("  %-30s %s\n", left, o->help);
+    }
+}
+
+static int parse_bytes(const char *s, uint64_t *out)
+{
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || v <= 0)
+        return SCRY_E_INVAL;
+    switch (*end) {
+    case 'k': case 'K': v *= 1024; end++; break;
+    case 'm': case 'M': v *= 1024 * 1024; end++; break;
+    case 'g': case 'G': v *= 1024.0 * 1024 * 1024; end++; break;
+    default: break;
+    }
+    if (*end == 'B' || *end == 'b')
+        end++;
+    if (*end || v < 1 || v > 1e12)
+        return SCRY_E_INVAL;
+    *out = (uint64_t)v;
+    return 0;
+}
+
+static int set_value(const opt_spec_t *o, const char *value, scry_config_t *cfg)
+{
+    char *base = (char *)cfg + o->offset;
+    char *end = NULL;
+    switch (o->kind) {
+    case OPT_FLAG:
+        *(int *)base = 1;
+        return 0;
+    case OPT_PID: {
+        errno = 0;
+        long v = strtol(value, &end, 10);
+        if (errno || !*value || *end || v <= 0 || v > 0x3fffffff) {
+            fprintf(stderr, "scry: --pid needs a process id, not '%s'\n", value);
+            return SCRY_E_INVAL;
+        }
+        *(pid_t *)base = (pid_t)v;
+        return 0;
+    }
+    case OPT_DOUBLE: {
+        errno = 0;
+        double v = strtod(value, &end);
+        if (errno || !*value || *end || !(v > 0) || v > 1e9) {
+            fprintf(stderr, "scry: --%s needs a positive number, not '%s'\n", o->long_name,
+                    value);
+            return SCRY_E_INVAL;
+        }
+        *(double *)base = v;
+        return 0;
+    }
+    case OPT_STRING:
+        *(const char **)base = value;
+        return 0;
+    case OPT_BYTES:
+        if (parse_bytes(value, (uint64_t *)base) != 0) {
+            fprintf(stderr, "scry: --%s needs a size such as 512k or 1M, not '%s'\n",
+                    o->long_name, value);
+            return SCRY_E_INVAL;
+        }
+        return 0;
+    }
+    return SCRY_E_INVAL;
+}
+
+static const opt_spec_t *find_long(const char *name, size_t len)
+{
+    for (size_t i = 0; i < sizeof opt_table / sizeof opt_table[0]; i++)
+        if (strlen(opt_table[i].long_name) == len && strncmp(opt_table[i].long_name, name, len) == 0)
+            return &opt_table[i];
+    return NULL;
+}
+
+static const opt_spec_t *find_short(char c)
+{
+    for (size_t i = 0; i < sizeof opt_table / sizeof opt_table[0]; i++)
+        if (opt_table[i].short_name == c)
+            return &opt_table[i];
+    return NULL;
+}
+
+static int check_conflicts(scry_config_t *cfg)
+{
+    const char *cmd = command_name(cfg->command);
+    if (cfg->command == CMD_RECORD) {
+        if (cfg->pid && cfg->argv) {
+            fprintf(stderr, "scry: give either --pid or a command after --, not both\n");
+            return SCRY_E_INVAL;
+        }
+        if (!cfg->pid && !cfg->argv) {
+            fprintf(stderr, "scry: record needs --pid PID or -- COMMAND ARGS...\n"
+                            "try 'scry help record'\n");
+            return SCRY_E_INVAL;
+        }
+    } else if (cfg->command == CMD_DUMP || cfg->command == CMD_TOP) {
+        if (cfg->argv && cfg->command == CMD_DUMP) {
+            fprintf(stderr, "scry: %s takes --pid PID, not a command\n", cmd);
+            return SCRY_E_INVAL;
+        }
+        if (!cfg->pid && !(cfg->command == CMD_TOP && cfg->argv)) {
+            fprintf(stderr, "scry: %s needs --pid PID\n", cmd);
+            return SCRY_E_INVAL;
+        }
+    }
+    if (cfg->rate_hz > 10000) {
+        fprintf(stderr, "scry: --rate %.0f is more than the 10000 Hz scry supports\n",
+                cfg->rate_hz);
+        return SCRY_E_INVAL;
+    }
+    return 0;
+}
+
+int options_parse(int argc, char **argv, scry_config_t *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->rate_hz = 100;
+    cfg->memory_sample_bytes = 0; /* the shim's default */
+    if (argc < 2) {
+        cfg->command = CMD_HELP;
+        return 0;
+    }
+    const char *c = argv[1];
+    if (!strcmp(c, "record"))
+        cfg->command = CMD_RECORD;
+    else if (!strcmp(c, "dump"))
+        cfg->command = CMD_DUMP;
+    else if (!strcmp(c, "top"))
+        cfg->command = CMD_TOP;
+    else if (!strcmp(c, "help") || !strcmp(c, "--help") || !strcmp(c, "-h")) {
+        cfg->command = CMD_HELP;
+        if (argc > 2) {
+            if (!strcmp(argv[2], "record"))
+                cfg->help_for = CMD_RECORD;
+            else if (!strcmp(argv[2], "dump"))
+                cfg->help_for = CMD_DUMP;
+            else if (!strcmp(argv[2], "top"))
+                cfg->help_for = CMD_TOP;
+        }
+        return 0;
+    } else if (!strcmp(c, "--version") || !strcmp(c, "-V") || !strcmp(c, "version")) {
+        cfg->command = CMD_VERSION;
+        return 0;
+    } else {
+        fprintf(stderr, "scry: unknown command '%s' (record, dump, top, help)\n", c);
+        return SCRY_E_INVAL;
+    }
+    unsigned mask = ON(cfg->command);
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--")) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "scry: nothing to run after --\n");
+                return SCRY_E_INVAL;
+            }
+            cfg->argv = &argv[i + 1];
+            break;
+        }
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            cfg->help_for = cfg->command;
+            cfg->command = CMD_HELP;
+            return 0;
+        }
+        const opt_spec_t *o = NULL;
+        const char *value = NULL;
+        if (a[0] == '-' && a[1] == '-') {
+            const char *eq = strchr(a + 2, '=');
+            size_t len = eq ? (size_t)(eq - (a + 2)) : strlen(a + 2);
+            o = find_long(a + 2, len);
+            if (eq)
+                value = eq + 1;
+        } else if (a[0] == '-' && a[1] && !a[2]) {
+            o = find_short(a[1]);
+        } else {
+            /* py-spy style: a bare program name starts the command. */
+            cfg->argv = &argv[i];
+            break;
+        }
+        if (!o || !(o->commands & mask)) {
+            fprintf(stderr, "scry: %s does not take the option '%s' (see 'scry help %s')\n",
+                    command_name(cfg->command), a, command_name(cfg->command));
+            return SCRY_E_INVAL;
+        }
+        if (o->kind != OPT_FLAG && !value) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "scry: %s needs a value\n", a);
+                return SCRY_E_INVAL;
+            }
+            value = argv[++i];
+        } else if (o->kind == OPT_FLAG && value) {
+            fprintf(stderr, "scry: %s takes no value\n", a);
+            return SCRY_E_INVAL;
+        }
+        int err = set_value(o, value, cfg);
+        if (err)
+            return err;
+    }
+    return check_conflicts(cfg);
+}

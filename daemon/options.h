@@ -1,0 +1,38 @@
+/* options.h - the command line: one table fills one config struct. */
+#ifndef SCRY_OPTIONS_H
+#define SCRY_OPTIONS_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+enum scry_command { CMD_NONE, CMD_RECORD, CMD_DUMP, CMD_TOP, CMD_HELP, CMD_VERSION };
+
+typedef struct scry_config {
+    enum scry_command command;
+    enum scry_command help_for; /* with CMD_HELP: which command's help */
+    pid_t pid;          /* --pid; 0 when launching */
+    char **argv;        /* the program to launch (after --), NULL-terminated; NULL with --pid */
+    double rate_hz;     /* --rate */
+    double duration_s;  /* --duration; 0 = until interrupted or the target exits */
+    const char *format; /* --format; NULL = the command's default */
+    const char *output; /* --output; NULL = a generated name; "-" = stdout */
+    int idle;           /* --idle */
+    int threads;        /* --threads */
+    int blocking;       /* --blocking */
+    int native;         /* --native */
+    int gil;            /* --gil */
+    int json;           /* dump --json */
+    int memory;         /* --memory */
+    uint64_t memory_sample_bytes; /* --memory-sample-bytes */
+    int quiet;          /* --quiet: no summary line */
+    int subprocesses;   /* --subprocesses (reserved) */
+} scry_config_t;
+
+/* Parses ARGV into CFG. Returns 0, or a negative code after printing a message to stderr
+ * (unknown option, missing value, conflicting options). CMD_HELP/CMD_VERSION need no more. */
+int options_parse(int argc, char **argv, scry_config_t *cfg);
+
+/* Prints the usage text for COMMAND (CMD_NONE: the overview) to stdout. */
+void options_usage(enum scry_command command);
+
+#endif

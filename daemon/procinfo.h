@@ -1,0 +1,32 @@
+/* procinfo.h - small facts about a process from /proc, for messages and the sampler. */
+#ifndef SCRY_PROCINFO_H
+#define SCRY_PROCINFO_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Returns 0 when PID exists, SCRY_E_NOPROC otherwise. */
+int procinfo_exists(pid_t pid);
+
+/* Writes "NAME (EXE)" describing PID into BUF, e.g. "bash (/usr/bin/bash)". */
+void procinfo_describe(pid_t pid, char *buf, size_t len);
+
+/* Writes a sentence saying what tracing PID needs (root or CAP_SYS_PTRACE, and the Yama
+ * ptrace_scope value when the kernel has it). */
+void procinfo_permission_hint(pid_t pid, char *buf, size_t len);
+
+/* Per-thread /proc files kept open between samples so each read is one pread. */
+typedef struct procinfo_threads procinfo_threads_t;
+
+procinfo_threads_t *procinfo_threads_new(pid_t pid);
+void procinfo_threads_free(procinfo_threads_t *p);
+
+/* The scheduler state letter of thread TID ('R', 'S', 'D', ...), or 0 when unknown, and
+ * its CPU time in ns from schedstat (0 when unknown). */
+char procinfo_thread_state(procinfo_threads_t *p, pid_t tid, uint64_t *cpu_ns);
+
+/* The thread's name (comm), interned by the caller; writes "" when unknown. */
+void procinfo_thread_name(pid_t pid, pid_t tid, char *buf, size_t len);
+
+#endif

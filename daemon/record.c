@@ -1,0 +1,250 @@
+/* record.c - 'scry record': sample until done, then write the profile. */
+#include "commands.h"
+
+#include "launch.h"
+#include "procinfo.h"
+#include "report.h"
+#include "sampler.h"
+#include "scry_err.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static volatile sig_atomic_t record_stop;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    record_stop = 1;
+}
+
+static void install_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+static const char *format_extension(int fmt)
+{
+    switch (fmt) {
+    case REPORT_FORMAT_COLLAPSED:
+        return "txt";
+    case REPORT_FORMAT_SPEEDSCOPE:
+        return "speedscope.json";
+    case REPORT_FORMAT_JSON:
+        return "json";
+    case REPORT_FORMAT_TEXT:
+        return "txt";
+    case REPORT_FORMAT_FLAMEGRAPH:
+        return "svg";
+    default:
+        return "out";
+    }
+}
+
+static void emit_to_profile(const scry_sample_t *s, void *ctx)
+{
+    report_profile_add(ctx, s);
+}
+
+typedef struct progress {
+    int tty;
+    uint64_t last_ns;
+    uint64_t start_ns;
+} progress_t;
+
+static int show_progress(sampler_t *s, void *ctx)
+{
+    progress_t *p = ctx;
+    if (!p->tty)
+        return 0;
+    uint64_t now = sampler_now_ns();
+    if (now - p->last_ns < 1000000000ull)
+        return 0;
+    p->last_ns = now;
+    const sampler_stats_t *st = sampler_stats(s);
+    double el = (double)(now - p->start_ns) / 1e9;
+    fprintf(stderr, "\rscry: %.0f s, %llu samples (%.0f/s), %llu errors   ", el,
+            (unsigned long long)st->samples, el > 0 ? (double)st->samples / el : 0.0,
+            (unsigned long long)st->errors);
+    fflush(stderr);
+    return 0;
+}
+
+static void join_command(char **argv, char *buf, size_t len)
+{
+    size_t off = 0;
+    buf[0] = 0;
+    for (size_t i = 0; argv && argv[i] && off + 1 < len; i++)
+        off += (size_t)snprintf(buf + off, len - off, "%s%s", i ? " " : "", argv[i]);
+}
+
+static void read_cmdline(pid_t pid, char *buf, size_t len)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
+    FILE *f = fopen(path, "r");
+    buf[0] = 0;
+    if (!f)
+        return;
+    size_t n = fread(buf, 1, len - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    for (size_t i = 0; i + 1 < n; i++)
+        if (buf[i] == 0)
+            buf[i] = ' ';
+}
+
+int cmd_record(const scry_config_t *cfg)
+{
+    int fmt = report_format_parse(cfg->format ? cfg->format : "flamegraph");
+    if (fmt < 0) {
+        fprintf(stderr, "scry: unknown format '%s' (flamegraph, collapsed, speedscope, json, "
+                        "text)\n",
+                cfg->format);
+        return 2;
+    }
+    install_signals();
+    strtab_t *strings = strtab_new();
+    pystate_target_t *t = NULL;
+    sampler_t *smp = NULL;
+    report_profile_t *prof = NULL;
+    pid_t child = 0;
+    int child_status = 0, child_reaped = 0;
+    int rc = 1;
+    char command[4096] = "";
+    if (!strings)
+        goto out;
+    if (cfg->argv) {
+        if (launch_start(cfg->argv, NULL, &child) != 0)
+            goto out;
+        char msg[1024] = "";
+        int err = launch_wait_python(child, strings, 10.0, &t, &child_status, msg, sizeof msg);
+        if (err == SCRY_E_GONE) {
+            child_reaped = 1;
+            fprintf(stderr, "scry: '%s' exited before scry could read it as Python (status %d)\n",
+                    cfg->argv[0], WIFEXITED(child_status) ? WEXITSTATUS(child_status) : -1);
+            goto out;
+        }
+        if (err) {
+            fprintf(stderr, "scry: %s\n", msg[0] ? msg : scry_strerror(err));
+            goto out;
+        }
+        join_command(cfg->argv, command, sizeof command);
+    } else {
+        if (cmd_open_target(cfg->pid, strings, &t) != 0)
+            goto out;
+        read_cmdline(cfg->pid, command, sizeof command);
+    }
+    const pystate_info_t *info = pystate_target_info(t);
+    char root[64];
+    snprintf(root, sizeof root, "/proc/%d/root", (int)info->pid);
+    struct timespec wall;
+    clock_gettime(CLOCK_REALTIME, &wall);
+    report_meta_t meta = {
+        .pid = info->pid,
+        .python_version = info->version,
+        .command = command,
+        .rate_hz = cfg->rate_hz,
+        .start_unix_ns = (int64_t)wall.tv_sec * 1000000000ll + wall.tv_nsec,
+        .start_mono_ns = sampler_now_ns(),
+        .flags = (cfg->threads ? REPORT_F_THREADS : 0) | (cfg->idle ? REPORT_F_IDLE : 0) |
+                 (cfg->native ? REPORT_F_NATIVE : 0) | (cfg->gil ? REPORT_F_GIL : 0) |
+                 (cfg->memory ? REPORT_F_MEMORY : 0),
+        .source_root = root,
+    };
+    prof = report_profile_new(&meta);
+    smp = sampler_new(cfg, t, strings);
+    if (!prof || !smp) {
+        fprintf(stderr, "scry: out of memory\n");
+        goto out;
+    }
+    progress_t prog = {.tty = isatty(2) && !cfg->quiet, .start_ns = sampler_now_ns()};
+    prog.last_ns = prog.start_ns;
+    uint64_t t0 = sampler_now_ns();
+    int err = sampler_run(smp, cfg->duration_s, &record_stop, emit_to_profile, prof,
+                          show_progress, &prog);
+    double elapsed = (double)(sampler_now_ns() - t0) / 1e9;
+    if (prog.tty)
+        fprintf(stderr, "\r\033[K");
+    const sampler_stats_t *st = sampler_stats(smp);
+    if (err)
+        fprintf(stderr, "scry: sampling stopped: %s\n", scry_strerror(err));
+    if (child) {
+        /* The program may still be running (interrupted or --duration): leave it be in
+         * attach-like fashion only when asked to stop; otherwise it has exited. */
+        if (waitpid(child, &child_status, record_stop ? WNOHANG : 0) == child)
+            child_reaped = 1;
+    }
+    report_end_t end = {
+        .duration_s = elapsed,
+        .ticks = st->ticks,
+        .errors = st->errors + pystate_target_stats(t).truncated,
+        .late = st->late,
+        .late_mean_ms = st->late ? (double)st->late_total_ns / (double)st->late / 1e6 : 0,
+        .late_max_ms = (double)st->late_max_ns / 1e6,
+        .target_exited = st->target_exited && !child,
+        .gil_fraction = st->ticks ? (double)st->gil_ticks / (double)st->ticks : -1,
+    };
+    report_profile_set_end(prof, &end);
+
+    char outname[600];
+    const char *path = cfg->output;
+    if (!path) {
+        char stamp[32];
+        time_t now = time(NULL);
+        strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", localtime(&now));
+        snprintf(outname, sizeof outname, "scry-%d-%s.%s", (int)info->pid, stamp,
+                 format_extension(fmt));
+        path = outname;
+    }
+    FILE *out = strcmp(path, "-") == 0 ? stdout : fopen(path, "w");
+    if (!out) {
+        fprintf(stderr, "scry: cannot write %s: %s\n", path, strerror(errno));
+        goto out;
+    }
+    report_options_t ropt = {.color = out == stdout && isatty(1), .metric = -1};
+    int werr = report_write(prof, fmt, out, &ropt);
+    if (out != stdout && fclose(out) != 0)
+        werr = werr ? werr : SCRY_E_IO;
+    else if (out == stdout)
+        fflush(stdout);
+    if (werr) {
+        fprintf(stderr, "scry: writing %s failed: %s\n", path, scry_strerror(werr));
+        goto out;
+    }
+    if (!cfg->quiet) {
+        double busy_us = st->ticks ? (double)st->busy_ns / (double)st->ticks / 1e3 : 0;
+        fprintf(stderr,
+                "scry: %llu samples in %.1f s at %.0f Hz from pid %d (Python %s), %llu errors, "
+                "late %llu of %llu ticks (max %.1f ms), %.1f us per tick%s; wrote %s\n",
+                (unsigned long long)st->samples, elapsed, cfg->rate_hz, (int)info->pid,
+                info->version, (unsigned long long)end.errors, (unsigned long long)st->late,
+                (unsigned long long)st->ticks, end.late_max_ms, busy_us,
+                end.target_exited ? "; the target exited while sampling, kept what was collected"
+                                  : "",
+                path);
+    }
+    rc = 0;
+out:
+    if (child && !child_reaped) {
+        /* Wait for the launched program so it is not left a zombie. */
+        waitpid(child, &child_status, 0);
+    }
+    sampler_free(smp);
+    report_profile_free(prof);
+    pystate_target_free(t);
+    strtab_free(strings);
+    return rc;
+}

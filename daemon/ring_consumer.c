@@ -1,0 +1,363 @@
+/* ring_consumer.c - creates, feeds and drains the shim ring (see ring_consumer.h). */
+#include "ring_consumer.h"
+
+#include "scry_err.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define RINGC_MAX_FILE  ((uint64_t)1 << 30)
+#define RINGC_MAX_SIZE  ((uint64_t)1 << 47) /* no block or copy is bigger */
+#define RINGC_MAX_WEIGHT ((uint64_t)1 << 56)
+#define RINGC_REC_FLAGS (SCRY_RING_REC_TRUNCATED | SCRY_RING_REC_UNTRACKED | \
+                         SCRY_RING_REC_NOGIL | SCRY_RING_REC_REALLOC)
+
+struct ringc {
+    char *path;
+    void *mem;
+    size_t len;
+    struct scry_ring_header *hdr;
+    struct scry_ring_record *recs;
+    uint64_t nrecords; /* private copies: never re-read from the shared header */
+    uint64_t tail;
+    uint64_t stall_ns;
+    uint64_t stall_pos; /* position we are waiting on, and since when */
+    uint64_t stall_since;
+    int created;
+    int unlinked;
+    ringc_stats_t st;
+};
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void set_err(int *err, int e)
+{
+    if (err)
+        *err = e;
+}
+
+static uint64_t records_for(uint64_t bytes)
+{
+    if (bytes == 0)
+        bytes = SCRY_RING_DEFAULT_BYTES;
+    if (bytes > RINGC_MAX_FILE)
+        bytes = RINGC_MAX_FILE;
+    uint64_t n = SCRY_RING_MIN_RECORDS;
+    while (n < SCRY_RING_MAX_RECORDS &&
+           SCRY_RING_HEADER_SIZE + 2 * n * sizeof(struct scry_ring_record) <= bytes)
+        n *= 2;
+    return n;
+}
+
+ringc_t *ringc_create(const ringc_params_t *p, int *err)
+{
+    ringc_t *r = NULL;
+    int fd = -1, e = SCRY_E_INVAL;
+    if (!p || !p->path || !*p->path)
+        goto fail;
+    e = SCRY_E_NOMEM;
+    r = calloc(1, sizeof *r);
+    if (!r || !(r->path = strdup(p->path)))
+        goto fail;
+    r->nrecords = records_for(p->ring_bytes);
+    r->len = SCRY_RING_HEADER_SIZE + r->nrecords * sizeof(struct scry_ring_record);
+    r->stall_ns = p->stall_ns ? p->stall_ns : 1000000000ull;
+    fd = open(p->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) {
+        e = (errno == EACCES || errno == EPERM) ? SCRY_E_PERM : SCRY_E_IO;
+        goto fail;
+    }
+    r->created = 1;
+    e = SCRY_E_IO;
+    if (ftruncate(fd, (off_t)r->len) != 0)
+        goto fail;
+    if (p->uid >= 0 && fchown(fd, (uid_t)p->uid, (gid_t)p->gid) != 0) {
+        e = SCRY_E_PERM;
+        goto fail;
+    }
+    r->mem = mmap(NULL, r->len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (r->mem == MAP_FAILED) {
+        r->mem = NULL;
+        goto fail;
+    }
+    close(fd);
+    fd = -1;
+    r->hdr = r->mem;
+    r->recs = (struct scry_ring_record *)((char *)r->mem + SCRY_RING_HEADER_SIZE);
+    struct scry_ring_header *h = r->hdr;
+    h->version = SCRY_RING_VERSION;
+    h->header_size = SCRY_RING_HEADER_SIZE;
+    h->record_size = sizeof(struct scry_ring_record);
+    h->nrecords = r->nrecords;
+    h->file_size = r->len;
+    h->alloc_mean = p->alloc_mean;
+    h->copy_mean = p->copy_mean;
+    h->target_pid = p->target_pid;
+    h->layout = p->layout;
+    h->heartbeat_ns = now_ns();
+    h->enabled = p->enabled ? 1 : 0;
+    for (uint64_t i = 0; i < r->nrecords; i++)
+        r->recs[i].seq = i;
+    __atomic_store_n(&h->magic, SCRY_RING_MAGIC, __ATOMIC_RELEASE);
+    r->st.nrecords = r->nrecords;
+    set_err(err, 0);
+    return r;
+fail:
+    if (fd >= 0)
+        close(fd);
+    set_err(err, e);
+    ringc_free(r);
+    return NULL;
+}
+
+ringc_t *ringc_open(const char *path, int *err)
+{
+    ringc_t *r = NULL;
+    int fd = -1, e = SCRY_E_INVAL;
+    struct stat sb;
+    if (!path)
+        goto fail;
+    e = SCRY_E_NOMEM;
+    r = calloc(1, sizeof *r);
+    if (!r || !(r->path = strdup(path)))
+        goto fail;
+    r->stall_ns = 1000000000ull;
+    fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) {
+        e = errno == ENOENT ? SCRY_E_NOTFOUND : SCRY_E_IO;
+        goto fail;
+    }
+    e = SCRY_E_CORRUPT;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size < SCRY_RING_HEADER_SIZE ||
+        (uint64_t)sb.st_size > RINGC_MAX_FILE)
+        goto fail;
+    r->len = (size_t)sb.st_size;
+    r->mem = mmap(NULL, r->len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (r->mem == MAP_FAILED) {
+        r->mem = NULL;
+        e = SCRY_E_IO;
+        goto fail;
+    }
+    r->hdr = r->mem;
+    struct scry_ring_header *h = r->hdr;
+    uint64_t n = h->nrecords;
+    if (h->magic != SCRY_RING_MAGIC || h->version != SCRY_RING_VERSION ||
+        h->header_size != SCRY_RING_HEADER_SIZE ||
+        h->record_size != sizeof(struct scry_ring_record) || n < SCRY_RING_MIN_RECORDS ||
+        n > SCRY_RING_MAX_RECORDS || (n & (n - 1)) != 0 ||
+        SCRY_RING_HEADER_SIZE + n * sizeof(struct scry_ring_record) > r->len)
+        goto fail;
+    r->nrecords = n;
+    r->recs = (struct scry_ring_record *)((char *)r->mem + SCRY_RING_HEADER_SIZE);
+    /* Resume where the consumer left off, if that looks sane; else at the oldest slot. */
+    r->tail = h->consumer_tail;
+    r->st.nrecords = n;
+    close(fd);
+    set_err(err, 0);
+    return r;
+fail:
+    if (fd >= 0)
+        close(fd);
+    set_err(err, e);
+    ringc_free(r);
+    return NULL;
+}
+
+void ringc_free(ringc_t *r)
+{
+    if (!r)
+        return;
+    if (r->mem) {
+        if (r->created)
+            __atomic_store_n(&r->hdr->enabled, 0, __ATOMIC_RELEASE);
+        munmap(r->mem, r->len);
+    }
+    if (r->created && !r->unlinked && r->path)
+        unlink(r->path);
+    free(r->path);
+    free(r);
+}
+
+static int plausible_code(uint64_t p)
+{
+    return p >= 4096 && p < ((uint64_t)1 << 47) && (p & 7) == 0;
+}
+
+/* Validates the private copy C of the record for position POS into EV. Returns 0 or -1. */
+static int validate(ringc_t *r, const struct scry_ring_record *c, uint64_t pos,
+                    ringc_event_t *ev)
+{
+    if (c->pos != pos || c->kind < SCRY_RING_ALLOC || c->kind > SCRY_RING_COPY ||
+        c->origin > SCRY_RING_ORIGIN_NATIVE || c->nframes > SCRY_RING_MAX_FRAMES ||
+        (c->flags & ~RINGC_REC_FLAGS) != 0 || c->tid <= 0 || c->time_ns == 0 ||
+        c->size > RINGC_MAX_SIZE || c->weight == 0 || c->weight > RINGC_MAX_WEIGHT ||
+        c->weight < c->size || (c->kind != SCRY_RING_COPY && c->addr == 0))
+        return -1;
+    ev->kind = c->kind;
+    ev->origin = c->origin;
+    ev->flags = c->flags;
+    ev->size = c->size;
+    ev->weight = c->weight;
+    ev->addr = c->addr;
+    ev->time_ns = c->time_ns;
+    ev->tid = c->tid;
+    uint32_t n = 0;
+    for (; n < c->nframes; n++) {
+        if (!plausible_code(c->code[n]))
+            break;
+        ev->frames[n].code = c->code[n];
+        ev->frames[n].instr_offset = c->instr[n];
+    }
+    if (n < c->nframes) {
+        ev->flags |= SCRY_RING_REC_TRUNCATED;
+        r->st.frames_trimmed++;
+    }
+    ev->nframes = n;
+    return 0;
+}
+
+int ringc_poll(ringc_t *r, ringc_event_t *out, size_t max, size_t *n)
+{
+    if (!r || !n || (!out && max))
+        return SCRY_E_INVAL;
+    *n = 0;
+    struct scry_ring_header *h = r->hdr;
+    if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != SCRY_RING_MAGIC ||
+        __atomic_load_n(&h->version, __ATOMIC_RELAXED) != SCRY_RING_VERSION)
+        return SCRY_E_CORRUPT;
+    uint64_t mask = r->nrecords - 1, budget = max + r->nrecords;
+    struct scry_ring_record copy;
+    while (*n < max && budget-- > 0) {
+        struct scry_ring_record *rec = &r->recs[r->tail & mask];
+        uint64_t seq = __atomic_load_n(&rec->seq, __ATOMIC_ACQUIRE);
+        if (seq == r->tail + 1) { /* committed */
+            memcpy(&copy, rec, sizeof copy);
+            __atomic_store_n(&rec->seq, r->tail + r->nrecords, __ATOMIC_RELEASE);
+            if (validate(r, &copy, r->tail, &out[*n]) == 0) {
+                ++*n;
+                r->st.consumed++;
+            } else {
+                r->st.bad_records++;
+            }
+            r->tail++;
+            r->stall_since = 0;
+            continue;
+        }
+        uint64_t head = __atomic_load_n(&h->head, __ATOMIC_RELAXED);
+        int claimed = (int64_t)(head - r->tail) > 0;
+        if (seq == r->tail) {
+            if (!claimed)
+                break; /* empty */
+            /* claimed but not committed yet: a producer is writing, or died writing */
+            uint64_t t = now_ns();
+            if (r->stall_since == 0 || r->stall_pos != r->tail) {
+                r->stall_pos = r->tail;
+                r->stall_since = t;
+                break;
+            }
+            if (t - r->stall_since < r->stall_ns)
+                break;
+            uint64_t expect = r->tail;
+            if (__atomic_compare_exchange_n(&rec->seq, &expect, r->tail + r->nrecords, 0,
+                                            __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+                r->st.stalled++;
+                r->tail++;
+                r->stall_since = 0;
+            }
+            continue; /* if the CAS failed, the producer committed just now: re-read */
+        }
+        /* impossible commit word: a hostile or corrupted ring */
+        r->st.bad_seq++;
+        if (claimed) {
+            __atomic_store_n(&rec->seq, r->tail + r->nrecords, __ATOMIC_RELEASE);
+            r->tail++;
+        } else {
+            __atomic_store_n(&rec->seq, r->tail, __ATOMIC_RELEASE); /* free for producers */
+            break;
+        }
+    }
+    __atomic_store_n(&h->consumer_tail, r->tail, __ATOMIC_RELAXED);
+    return 0;
+}
+
+int ringc_heartbeat(ringc_t *r)
+{
+    if (!r)
+        return SCRY_E_INVAL;
+    __atomic_store_n(&r->hdr->consumer_tail, r->tail, __ATOMIC_RELAXED);
+    __atomic_store_n(&r->hdr->heartbeat_ns, now_ns(), __ATOMIC_RELEASE);
+    return 0;
+}
+
+int ringc_set_enabled(ringc_t *r, int enabled)
+{
+    if (!r)
+        return SCRY_E_INVAL;
+    __atomic_store_n(&r->hdr->enabled, enabled ? 1u : 0u, __ATOMIC_RELEASE);
+    return 0;
+}
+
+int ringc_set_means(ringc_t *r, uint64_t alloc_mean, uint64_t copy_mean)
+{
+    if (!r)
+        return SCRY_E_INVAL;
+    __atomic_store_n(&r->hdr->alloc_mean, alloc_mean, __ATOMIC_RELAXED);
+    __atomic_store_n(&r->hdr->copy_mean, copy_mean, __ATOMIC_RELAXED);
+    return 0;
+}
+
+int ringc_unlink(ringc_t *r)
+{
+    if (!r || !r->path)
+        return SCRY_E_INVAL;
+    if (r->unlinked)
+        return 0;
+    if (unlink(r->path) != 0 && errno != ENOENT)
+        return SCRY_E_IO;
+    r->unlinked = 1;
+    return 0;
+}
+
+int ringc_stats(const ringc_t *r, ringc_stats_t *s)
+{
+    if (!r || !s)
+        return SCRY_E_INVAL;
+    *s = r->st;
+    const struct scry_ring_header *h = r->hdr;
+    for (int k = 0; k < SCRY_RING_NKINDS; k++) {
+        s->sampled_events[k] = __atomic_load_n(&h->sampled_events[k], __ATOMIC_RELAXED);
+        s->sampled_weight[k] = __atomic_load_n(&h->sampled_weight[k], __ATOMIC_RELAXED);
+        s->dropped_events[k] = __atomic_load_n(&h->dropped_events[k], __ATOMIC_RELAXED);
+        s->dropped_weight[k] = __atomic_load_n(&h->dropped_weight[k], __ATOMIC_RELAXED);
+    }
+    s->untracked = __atomic_load_n(&h->untracked, __ATOMIC_RELAXED);
+    s->attach_count = __atomic_load_n(&h->attach_count, __ATOMIC_RELAXED);
+    s->owner_pid = __atomic_load_n(&h->owner_pid, __ATOMIC_RELAXED);
+    s->shim_state = __atomic_load_n(&h->shim_state, __ATOMIC_RELAXED);
+    return 0;
+}
+
+const char *ringc_path(const ringc_t *r)
+{
+    return r ? r->path : NULL;
+}
+
+void *ringc_mapping(ringc_t *r, size_t *len)
+{
+    if (!r)
+        return NULL;
+    if (len)
+        *len = r->len;
+    return r->mem;
+}

@@ -1,0 +1,179 @@
+#include "sampler.h"
+
+#include "procinfo.h"
+#include "scry_err.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define SAMPLER_MAX_FRAMES (PYSTATE_MAX_DEPTH + 2)
+
+struct sampler {
+    scry_config_t cfg;
+    pystate_target_t *target;
+    strtab_t *strings;
+    pystate_snapshot_t *snap;
+    procinfo_threads_t *threads;
+    scry_frame_t frames[SAMPLER_MAX_FRAMES];
+    sampler_stats_t stats;
+    uint64_t interval_ns;
+    const char *s_truncated;
+    const char *s_empty;
+};
+
+uint64_t sampler_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+sampler_t *sampler_new(const scry_config_t *cfg, pystate_target_t *t, strtab_t *strings)
+{
+    sampler_t *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->cfg = *cfg;
+    s->target = t;
+    s->strings = strings;
+    s->snap = pystate_snapshot_new();
+    s->threads = procinfo_threads_new(pystate_target_info(t)->pid);
+    s->s_truncated = strtab_intern(strings, "<truncated>");
+    s->s_empty = strtab_intern(strings, "");
+    s->interval_ns = (uint64_t)(1e9 / (cfg->rate_hz > 0 ? cfg->rate_hz : 100));
+    if (!s->snap || !s->threads || !s->s_truncated || !s->s_empty) {
+        sampler_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+void sampler_free(sampler_t *s)
+{
+    if (!s)
+        return;
+    pystate_snapshot_free(s->snap);
+    procinfo_threads_free(s->threads);
+    free(s);
+}
+
+const sampler_stats_t *sampler_stats(const sampler_t *s)
+{
+    return &s->stats;
+}
+
+static const char *thread_name(sampler_t *s, pid_t tid)
+{
+    char name[64];
+    procinfo_thread_name(pystate_target_info(s->target)->pid, tid, name, sizeof name);
+    const char *n = strtab_intern(s->strings, name);
+    return n ? n : s->s_empty;
+}
+
+static void emit_thread(sampler_t *s, const pystate_thread_t *th, char state, uint64_t now,
+                        sampler_emit_fn emit, void *ctx)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < th->nframes && n < SAMPLER_MAX_FRAMES - 2; i++)
+        s->frames[n++] = th->frames[i];
+    if (th->truncated)
+        s->frames[n++] = (scry_frame_t){s->s_truncated, s->s_empty, 0, SCRY_FRAME_OTHER};
+    int running = state == 'R';
+    scry_sample_t smp = {
+        .time_ns = now,
+        .weight_ns = s->interval_ns,
+        .tid = th->tid,
+        .thread_name = thread_name(s, th->tid),
+        .metric = SCRY_METRIC_CPU,
+        .cls = running ? (th->leaf_opclass == 1 /* PYSTATE_OP_CALL */ ? SCRY_CLASS_NATIVE
+                                                                      : SCRY_CLASS_PYTHON)
+                       : SCRY_CLASS_SYSTEM,
+        .gil = th->gil,
+        .running = (uint8_t)running,
+        .truncated = th->truncated,
+        .nframes = n,
+        .frames = s->frames,
+    };
+    emit(&smp, ctx);
+    s->stats.samples++;
+}
+
+int sampler_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
+{
+    uint64_t t0 = sampler_now_ns();
+    s->stats.ticks++;
+    int err = pystate_sample(s->target, s->snap);
+    if (err) {
+        if (err == SCRY_E_GONE || procinfo_exists(pystate_target_info(s->target)->pid) != 0) {
+            s->stats.target_exited = 1;
+            return SCRY_E_GONE;
+        }
+        s->stats.errors++;
+        s->stats.busy_ns += sampler_now_ns() - t0;
+        return err == SCRY_E_PERM || err == SCRY_E_NOMEM ? err : 0;
+    }
+    size_t n = pystate_snapshot_count(s->snap);
+    int any_gil = 0;
+    for (size_t i = 0; i < n; i++) {
+        const pystate_thread_t *th = pystate_snapshot_thread(s->snap, i);
+        any_gil |= th->gil;
+        if (s->cfg.gil && !th->gil)
+            continue;
+        char state = procinfo_thread_state(s->threads, th->tid, NULL);
+        if (!s->cfg.idle && state != 'R')
+            continue;
+        if (th->nframes == 0 && !th->truncated)
+            continue; /* a thread with no Python frames (e.g. starting or finishing) */
+        emit_thread(s, th, state, t0, emit, ctx);
+    }
+    if (any_gil)
+        s->stats.gil_ticks++;
+    s->stats.busy_ns += sampler_now_ns() - t0;
+    return 0;
+}
+
+int sampler_run(sampler_t *s, double duration_s, volatile sig_atomic_t *stop,
+                sampler_emit_fn emit, void *ctx, int (*tick_cb)(sampler_t *, void *),
+                void *tick_ctx)
+{
+    uint64_t start = sampler_now_ns();
+    uint64_t end = duration_s > 0 ? start + (uint64_t)(duration_s * 1e9) : UINT64_MAX;
+    uint64_t next = start;
+    while (!(stop && *stop)) {
+        uint64_t now = sampler_now_ns();
+        if (now >= end)
+            break;
+        if (now > next + s->interval_ns / 2) {
+            uint64_t late = now - next;
+            s->stats.late++;
+            s->stats.late_total_ns += late;
+            if (late > s->stats.late_max_ns)
+                s->stats.late_max_ns = late;
+        }
+        int err = sampler_tick(s, emit, ctx);
+        if (err)
+            return err == SCRY_E_GONE ? 0 : err;
+        if (tick_cb && tick_cb(s, tick_ctx))
+            break;
+        next += s->interval_ns;
+        now = sampler_now_ns();
+        if (next < now) {
+            /* Fell behind: skip missed deadlines rather than bursting. */
+            uint64_t behind = (now - next) / s->interval_ns;
+            next += behind * s->interval_ns;
+            if (next < now)
+                next += s->interval_ns;
+        }
+        if (next > end)
+            next = end;
+        struct timespec ts = {(time_t)(next / 1000000000ull), (long)(next % 1000000000ull)};
+        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+            if (stop && *stop)
+                break;
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,54 @@
+/* sampler.h - the sampling loop shared by 'record', 'top' and the daemon.
+ *
+ * A sampler turns pystate snapshots into scry_sample_t, one per sampled thread per tick,
+ * and hands them to a callback. It paces itself on absolute deadlines and counts how
+ * late it ran. It never stops the target unless asked to (--blocking), and then always
+ * resumes every thread before returning.
+ */
+#ifndef SCRY_SAMPLER_H
+#define SCRY_SAMPLER_H
+
+#include "options.h"
+#include "pystate.h"
+#include "sample.h"
+#include "strtab.h"
+
+#include <signal.h>
+#include <stdint.h>
+
+typedef struct sampler sampler_t;
+
+typedef void (*sampler_emit_fn)(const scry_sample_t *sample, void *ctx);
+
+typedef struct sampler_stats {
+    uint64_t ticks;        /* rounds attempted */
+    uint64_t samples;      /* thread samples emitted */
+    uint64_t errors;       /* rounds or threads lost to errors */
+    uint64_t late;         /* rounds that started more than half an interval late */
+    uint64_t late_total_ns;
+    uint64_t late_max_ns;
+    uint64_t busy_ns;      /* time spent sampling (CPU cost) */
+    uint64_t gil_ticks;    /* rounds where some thread held the GIL */
+    int target_exited;
+} sampler_stats_t;
+
+/* Creates a sampler over target T (not owned). Returns NULL when out of memory. */
+sampler_t *sampler_new(const scry_config_t *cfg, pystate_target_t *t, strtab_t *strings);
+void sampler_free(sampler_t *s);
+
+/* Takes one round of samples now. Returns 0, SCRY_E_GONE when the target exited, or
+ * another negative code for an error that ends the run. */
+int sampler_tick(sampler_t *s, sampler_emit_fn emit, void *ctx);
+
+/* Samples at the configured rate until *STOP becomes non-zero, DURATION_S elapses (0: no
+ * limit) or the target exits. TICK_CB, when not NULL, runs after each round (for progress
+ * and live views); a non-zero return ends the loop. Returns 0 or a negative code. */
+int sampler_run(sampler_t *s, double duration_s, volatile sig_atomic_t *stop,
+                sampler_emit_fn emit, void *ctx, int (*tick_cb)(sampler_t *, void *), void *tick_ctx);
+
+const sampler_stats_t *sampler_stats(const sampler_t *s);
+
+/* CLOCK_MONOTONIC now, in ns. */
+uint64_t sampler_now_ns(void);
+
+#endif

@@ -1,0 +1,131 @@
+/* disasm.c - finding the addresses a function refers to, with capstone. */
+#include "disasm.h"
+
+#include <capstone/capstone.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "scry_err.h"
+
+/* Immediates below this are constants, not addresses. */
+#define MIN_IMM_ADDR 0x10000u
+
+static int insn_is_stop(unsigned id)
+{
+    return id == X86_INS_RET || id == X86_INS_JMP;
+}
+
+/* Appends the references of one decoded instruction. Returns the new count. */
+static size_t refs_of(const cs_insn *in, unsigned kinds, elfsym_ref_t *out, size_t n, size_t max)
+{
+    const cs_x86 *x = &in->detail->x86;
+    int lea = in->id == X86_INS_LEA;
+    for (uint8_t i = 0; i < x->op_count && n < max; i++) {
+        const cs_x86_op *op = &x->operands[i];
+        elfsym_ref_t r = {0};
+        r.insn_addr = in->address;
+        r.is_lea = (uint8_t)lea;
+        if (op->type == X86_OP_MEM) {
+            if (op->mem.base == X86_REG_RIP && op->mem.index == X86_REG_INVALID) {
+                r.kind = ELFSYM_REF_RIP;
+                r.target = in->address + in->size + (uint64_t)op->mem.disp;
+            } else if (op->mem.base == X86_REG_INVALID && op->mem.index == X86_REG_INVALID &&
+                       op->mem.segment == X86_REG_INVALID && op->mem.disp > 0) {
+                r.kind = ELFSYM_REF_ABS;
+                r.target = (uint64_t)op->mem.disp;
+            } else {
+                continue;
+            }
+            r.is_load = (uint8_t)(!lea && (op->access & CS_AC_READ) != 0);
+            r.size = lea ? 0 : op->size;
+        } else if (op->type == X86_OP_IMM && i == 1 && x->op_count == 2 &&
+                   x->operands[0].type == X86_OP_REG &&
+                   (in->id == X86_INS_MOV || in->id == X86_INS_MOVABS)) {
+            if (op->imm < (int64_t)MIN_IMM_ADDR)
+                continue;
+            r.kind = ELFSYM_REF_IMM;
+            r.target = (uint64_t)op->imm;
+        } else {
+            continue;
+        }
+        if (r.kind & kinds)
+            out[n++] = r;
+    }
+    return n;
+}
+
+int elfsym_disasm_refs(const uint8_t *code, size_t len, uint64_t addr, unsigned kinds,
+                       int stop_at_ret, elfsym_ref_t *out, size_t max)
+{
+    csh h;
+    size_t n = 0;
+    if (!code || !out || max == 0)
+        return 0;
+    if (len > ELFSYM_DISASM_MAX_BYTES)
+        len = ELFSYM_DISASM_MAX_BYTES;
+    if (cs_open(CS_ARCH_X86, CS_MODE_64, &h) != CS_ERR_OK)
+        return SCRY_E_NOSYS;
+    cs_option(h, CS_OPT_DETAIL, CS_OPT_ON);
+    cs_insn *in = cs_malloc(h);
+    if (!in) {
+        cs_close(&h);
+        return SCRY_E_NOMEM;
+    }
+    const uint8_t *p = code;
+    size_t left = len;
+    uint64_t pc = addr;
+    for (unsigned k = 0; k < ELFSYM_DISASM_MAX_INSNS && n < max; k++) {
+        if (!cs_disasm_iter(h, &p, &left, &pc, in))
+            break;
+        n = refs_of(in, kinds, out, n, max);
+        if (stop_at_ret && insn_is_stop(in->id))
+            break;
+    }
+    cs_free(in, 1);
+    cs_close(&h);
+    return (int)n;
+}
+
+int elfsym_obj_func_refs(const elfsym_obj_t *obj, const char *func, unsigned kinds,
+                         elfsym_ref_t *out, size_t max)
+{
+    elfsym_sym_t s;
+    int rc = elfsym_obj_lookup(obj, func, &s);
+    if (rc)
+        return rc;
+    size_t len = s.size ? (size_t)s.size : 256;
+    if (len > ELFSYM_DISASM_MAX_BYTES)
+        len = ELFSYM_DISASM_MAX_BYTES;
+    uint8_t *code = malloc(len);
+    if (!code)
+        return SCRY_E_NOMEM;
+    rc = elfsym_obj_read_vaddr(obj, s.value, code, len);
+    /* A size-0 symbol near the end of its segment: read less. */
+    while (rc == SCRY_E_FAULT && s.size == 0 && len > 16) {
+        len /= 2;
+        rc = elfsym_obj_read_vaddr(obj, s.value, code, len);
+    }
+    if (rc == 0)
+        rc = elfsym_disasm_refs(code, len, s.value, kinds, s.size == 0, out, max);
+    free(code);
+    return rc;
+}
+
+int elfsym_insn_is_syscall(const uint8_t *bytes, size_t len)
+{
+    if (!bytes || len < 2)
+        return 0;
+    uint8_t a = bytes[len - 2], b = bytes[len - 1];
+    return (a == 0x0f && (b == 0x05 || b == 0x34)) || (a == 0xcd && b == 0x80);
+}
+
+int elfsym_remote_is_syscall(rmem_t *m, raddr_t pc)
+{
+    uint8_t b[2];
+    if (pc < 2)
+        return 0;
+    int rc = rmem_read(m, pc - 2, b, sizeof b);
+    if (rc)
+        return rc;
+    return elfsym_insn_is_syscall(b, sizeof b);
+}

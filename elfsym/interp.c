@@ -1,0 +1,249 @@
+/* interp.c - where a mapped file comes from, its load bias, and finding libpython. */
+#include "interp.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "pyversion.h"
+#include "scry_err.h"
+
+/* How many mapping entries a file's run may span (guards, bss, holes). */
+#define MODULE_SCAN_MAX 4096
+
+int elfsym_map_open_path(pid_t pid, const elfsym_map_t *e, char *buf, size_t size)
+{
+    struct stat st;
+    char root[PATH_MAX + 32];
+    char mf[96];
+    if (!elfsym_map_is_file(e) || !buf || size == 0)
+        return SCRY_E_INVAL;
+    int n = snprintf(root, sizeof root, "/proc/%d/root%s", (int)pid, e->path);
+    int root_ok = n > 0 && (size_t)n < sizeof root && stat(root, &st) == 0;
+    const char *pick = NULL;
+    if (root_ok && !e->deleted && (uint64_t)st.st_ino == e->inode) {
+        pick = root;
+    } else {
+        snprintf(mf, sizeof mf, "/proc/%d/map_files/%llx-%llx", (int)pid,
+                 (unsigned long long)e->start, (unsigned long long)e->end);
+        if (stat(mf, &st) == 0)
+            pick = mf;
+        else if (root_ok)
+            pick = root;
+        else
+            pick = e->path;
+    }
+    size_t len = strlen(pick);
+    if (len >= size)
+        return SCRY_E_TRUNC;
+    memcpy(buf, pick, len + 1);
+    return 0;
+}
+
+static int same_file(const elfsym_map_t *a, const elfsym_map_t *b)
+{
+    return a->inode == b->inode && a->dev_major == b->dev_major && a->dev_minor == b->dev_minor &&
+           strcmp(a->path, b->path) == 0;
+}
+
+/* The run of entries [*lo, *hi] holding the file of entry I: entries of the same file,
+ * with anonymous entries (bss, guard gaps) allowed in between. */
+static void module_run(const elfsym_maps_t *maps, size_t i, size_t *lo, size_t *hi)
+{
+    const elfsym_map_t *e = elfsym_maps_get(maps, i);
+    size_t n = elfsym_maps_count(maps);
+    size_t a = i, b = i;
+    for (size_t k = i, steps = 0; k-- > 0 && steps++ < MODULE_SCAN_MAX;) {
+        const elfsym_map_t *o = elfsym_maps_get(maps, k);
+        if (same_file(o, e))
+            a = k;
+        else if (o->inode != 0)
+            break;
+    }
+    for (size_t k = i + 1, steps = 0; k < n && steps++ < MODULE_SCAN_MAX; k++) {
+        const elfsym_map_t *o = elfsym_maps_get(maps, k);
+        if (same_file(o, e))
+            b = k;
+        else if (o->inode != 0)
+            break;
+    }
+    *lo = a;
+    *hi = b;
+}
+
+int elfsym_module_bias(const elfsym_obj_t *obj, const elfsym_maps_t *maps, size_t map_index,
+                       raddr_t *bias)
+{
+    const elfsym_map_t *e = elfsym_maps_get(maps, map_index);
+    if (!obj || !e || !bias)
+        return SCRY_E_INVAL;
+    size_t lo, hi;
+    module_run(maps, map_index, &lo, &hi);
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    if (page == 0 || (page & (page - 1)))
+        page = 4096;
+    /* Segments in file order; the first PT_LOAD decides when it is mapped. */
+    for (size_t s = 0; s < elfsym_obj_nsegments(obj); s++) {
+        const elfsym_segment_t *seg = elfsym_obj_segment(obj, s);
+        uint64_t poff = seg->offset & ~(page - 1);
+        for (size_t k = lo; k <= hi; k++) {
+            const elfsym_map_t *m = elfsym_maps_get(maps, k);
+            if (!same_file(m, e) || m->offset != poff)
+                continue;
+            /* The mapping starts at file offset m->offset, i.e. link-time address
+             * p_vaddr - (p_offset - m->offset). */
+            uint64_t link = seg->vaddr - (seg->offset - m->offset);
+            raddr_t b = m->start - link;
+            if ((b & (page - 1)) != 0)
+                continue; /* not this mapping (inconsistent alignment) */
+            *bias = b;
+            return 0;
+        }
+    }
+    return SCRY_E_NOTFOUND;
+}
+
+int elfsym_module_locate(pid_t pid, const elfsym_maps_t *maps, size_t map_index,
+                         elfsym_module_t *out)
+{
+    const elfsym_map_t *e = elfsym_maps_get(maps, map_index);
+    int rc;
+    if (!out)
+        return SCRY_E_INVAL;
+    memset(out, 0, sizeof *out);
+    if (!elfsym_map_is_file(e))
+        return SCRY_E_INVAL;
+    size_t lo, hi;
+    module_run(maps, map_index, &lo, &hi);
+    out->start = UINT64_MAX;
+    for (size_t k = lo; k <= hi; k++) {
+        const elfsym_map_t *m = elfsym_maps_get(maps, k);
+        if (!same_file(m, e))
+            continue;
+        if (m->start < out->start)
+            out->start = m->start;
+        if (m->end > out->end)
+            out->end = m->end;
+    }
+    /* Open from the mapping at offset 0 when there is one: map_files needs a real range. */
+    size_t first = map_index;
+    for (size_t k = lo; k <= hi; k++) {
+        const elfsym_map_t *m = elfsym_maps_get(maps, k);
+        if (same_file(m, e) && m->offset == 0) {
+            first = k;
+            break;
+        }
+    }
+    size_t plen = strlen(e->path);
+    if (plen >= sizeof out->path)
+        return SCRY_E_TRUNC;
+    memcpy(out->path, e->path, plen + 1);
+    out->inode = e->inode;
+    out->deleted = e->deleted;
+    rc = elfsym_map_open_path(pid, elfsym_maps_get(maps, first), out->open_path,
+                              sizeof out->open_path);
+    if (rc)
+        return rc;
+    out->obj = elfsym_obj_open(out->open_path, &rc);
+    if (!out->obj)
+        return rc;
+    rc = elfsym_module_bias(out->obj, maps, map_index, &out->bias);
+    if (rc) {
+        elfsym_obj_free(out->obj);
+        out->obj = NULL;
+        return rc;
+    }
+    out->is_libpython = elfsym_is_libpython_name(out->path);
+    if (elfsym_pyversion_from_name(out->path, &out->major, &out->minor) != 0)
+        out->major = out->minor = 0;
+    return 0;
+}
+
+long elfsym_find_exe_mapping(pid_t pid, const elfsym_maps_t *maps)
+{
+    char link[64], target[PATH_MAX];
+    struct stat st;
+    snprintf(link, sizeof link, "/proc/%d/exe", (int)pid);
+    ssize_t n = readlink(link, target, sizeof target - 1);
+    if (n < 0) {
+        if (errno == ENOENT || errno == ESRCH)
+            return SCRY_E_NOPROC;
+        if (errno == EACCES || errno == EPERM)
+            return SCRY_E_PERM;
+        return SCRY_E_NOTFOUND; /* kernel thread: no executable */
+    }
+    target[n] = '\0';
+    static const char del[] = " (deleted)";
+    size_t dl = sizeof del - 1;
+    if ((size_t)n > dl && strcmp(target + n - dl, del) == 0)
+        target[n - dl] = '\0';
+    size_t cnt = elfsym_maps_count(maps);
+    for (size_t i = 0; i < cnt; i++) {
+        const elfsym_map_t *e = elfsym_maps_get(maps, i);
+        if (elfsym_map_is_file(e) && strcmp(e->path, target) == 0)
+            return (long)i;
+    }
+    /* Paths differ across mount namespaces: match the inode instead. */
+    if (stat(link, &st) == 0) {
+        for (size_t i = 0; i < cnt; i++) {
+            const elfsym_map_t *e = elfsym_maps_get(maps, i);
+            if (elfsym_map_is_file(e) && e->inode == (uint64_t)st.st_ino)
+                return (long)i;
+        }
+    }
+    return SCRY_E_NOTFOUND;
+}
+
+static int defines_python(const elfsym_obj_t *obj)
+{
+    static const char *const names[] = {"Py_GetVersion", "Py_Initialize", "_PyRuntime",
+                                        "PyInterpreterState_Head"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (elfsym_obj_lookup(obj, names[i], NULL) == 0)
+            return 1;
+    return 0;
+}
+
+int elfsym_find_interpreter(pid_t pid, const elfsym_maps_t *maps, elfsym_module_t *out)
+{
+    elfsym_maps_t *own = NULL;
+    int rc = SCRY_E_NOTPY;
+    if (!out)
+        return SCRY_E_INVAL;
+    memset(out, 0, sizeof *out);
+    if (!maps) {
+        own = elfsym_maps_new(pid, &rc);
+        if (!own)
+            return rc;
+        maps = own;
+    }
+    long idx = -1;
+    size_t cnt = elfsym_maps_count(maps);
+    for (size_t i = 0; i < cnt; i++) {
+        const elfsym_map_t *e = elfsym_maps_get(maps, i);
+        if (elfsym_map_is_file(e) && elfsym_is_libpython_name(e->path)) {
+            idx = (long)i;
+            break;
+        }
+    }
+    if (idx < 0) {
+        idx = elfsym_find_exe_mapping(pid, maps);
+        if (idx < 0) {
+            rc = idx == SCRY_E_NOTFOUND ? SCRY_E_NOTPY : (int)idx;
+            goto out;
+        }
+    }
+    rc = elfsym_module_locate(pid, maps, (size_t)idx, out);
+    if (rc)
+        goto out;
+    if (!defines_python(out->obj)) {
+        elfsym_obj_free(out->obj);
+        out->obj = NULL;
+        rc = SCRY_E_NOTPY;
+    }
+out:
+    elfsym_maps_free(own);
+    return rc;
+}

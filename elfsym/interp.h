@@ -1,0 +1,64 @@
+/* interp.h - locating a mapped ELF file in a process: where to open it, its load bias,
+ * and which file holds the Python interpreter.
+ *
+ * Load bias: runtime address = link-time address + bias. It is computed from the first
+ * PT_LOAD segment (p_vaddr, p_offset) and the mapping of the same file whose file offset
+ * is that segment's page-aligned offset: bias = map.start - (p_vaddr - (p_offset -
+ * map.offset)). This gives 0 for a non-PIE executable linked at 0x400000 and the mapping
+ * base for PIE executables and shared libraries.
+ */
+#ifndef ELFSYM_INTERP_H
+#define ELFSYM_INTERP_H
+
+#include <limits.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "elfobj.h"
+#include "maps.h"
+
+typedef struct elfsym_module {
+    char path[PATH_MAX];      /* as the target sees it ("/usr/lib/libpython3.11.so.1.0") */
+    char open_path[PATH_MAX]; /* where scry opens it (/proc/PID/root/..., map_files) */
+    raddr_t bias;             /* runtime = link-time + bias */
+    raddr_t start;            /* lowest start of its mappings */
+    raddr_t end;              /* highest end of its mappings */
+    uint64_t inode;
+    int deleted;        /* the file was deleted or replaced on disk */
+    int is_libpython;   /* found as libpythonX.Y*.so* (else: the main executable) */
+    int major, minor;   /* Python version from the file name; 0 when unknown */
+    elfsym_obj_t *obj;  /* the loaded object; one reference owned by the caller */
+} elfsym_module_t;
+
+/* Fills BUF with the path scry should open for mapping E of process PID: /proc/PID/root
+ * + path when that file still has the mapping's inode (works across mount namespaces),
+ * else /proc/PID/map_files/START-END (needs CAP_SYS_ADMIN; works for deleted files),
+ * else /proc/PID/root + path, else the path itself. Returns 0, SCRY_E_INVAL (not a file
+ * mapping) or SCRY_E_TRUNC (BUF too small). */
+int elfsym_map_open_path(pid_t pid, const elfsym_map_t *e, char *buf, size_t size);
+
+/* Computes the load bias of OBJ mapped in MAPS, using the mappings of the same file
+ * (same inode and path) around index MAP_INDEX. Returns 0 with *BIAS, or SCRY_E_NOTFOUND
+ * when no mapping matches a PT_LOAD segment. */
+int elfsym_module_bias(const elfsym_obj_t *obj, const elfsym_maps_t *maps, size_t map_index,
+                       raddr_t *bias);
+
+/* Describes the file mapped at entry MAP_INDEX of MAPS (read from process PID): paths,
+ * extent, bias, and the loaded object (through the cache). Returns 0, SCRY_E_INVAL (not
+ * a file mapping), or the error of elfsym_obj_open / elfsym_module_bias. On success the
+ * caller owns one reference to OUT->obj (elfsym_obj_free). */
+int elfsym_module_locate(pid_t pid, const elfsym_maps_t *maps, size_t map_index,
+                         elfsym_module_t *out);
+
+/* Finds the interpreter of process PID: the mapped libpythonX.Y[abiflags].so* when there
+ * is one, else the main executable (/proc/PID/exe). MAPS may be NULL (then read here).
+ * The chosen file must define a CPython symbol (Py_GetVersion, Py_Initialize, _PyRuntime
+ * or PyInterpreterState_Head). Returns 0 with OUT filled (the caller owns OUT->obj),
+ * SCRY_E_NOTPY, SCRY_E_NOPROC, SCRY_E_PERM, or another error. */
+int elfsym_find_interpreter(pid_t pid, const elfsym_maps_t *maps, elfsym_module_t *out);
+
+/* Index in MAPS of the first mapping of the main executable of PID, or a negative code
+ * (SCRY_E_NOTFOUND, SCRY_E_NOPROC, SCRY_E_PERM). */
+long elfsym_find_exe_mapping(pid_t pid, const elfsym_maps_t *maps);
+
+#endif

@@ -1,0 +1,157 @@
+/* codecache.c - code objects read once, cached by address, validated on each use. */
+#include "internal.h"
+#include "linetable.h"
+#include "scry_err.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int pystate__codecache_init(pystate_codecache_t *c)
+{
+    c->slots = calloc(PYSTATE_CODE_CACHE, sizeof *c->slots);
+    c->used = 0;
+    return c->slots ? 0 : SCRY_E_NOMEM;
+}
+
+static void code_clear(pystate_code_t *code)
+{
+    free(code->linetable);
+    free(code->bytecode);
+    memset(code, 0, sizeof *code);
+}
+
+void pystate__codecache_fini(pystate_codecache_t *c)
+{
+    if (!c->slots)
+        return;
+    for (size_t i = 0; i < PYSTATE_CODE_CACHE; i++)
+        code_clear(&c->slots[i]);
+    free(c->slots);
+    c->slots = NULL;
+}
+
+static size_t code_slot(raddr_t addr)
+{
+    uint64_t h = addr * 0x9E3779B97F4A7C15ULL;
+    return (size_t)(h >> 40) & (PYSTATE_CODE_CACHE - 1);
+}
+
+static int64_t field(const uint8_t *buf, size_t size, int64_t off, uint64_t *out)
+{
+    if (off < 0 || (uint64_t)off + 8 > size)
+        return SCRY_E_CORRUPT;
+    memcpy(out, buf + off, 8);
+    return 0;
+}
+
+static int32_t field_i32(const uint8_t *buf, size_t size, int64_t off)
+{
+    int32_t v = 0;
+    if (off >= 0 && (uint64_t)off + 4 <= size)
+        memcpy(&v, buf + off, 4);
+    return v;
+}
+
+/* Checks once that an object's type is named "code"; caches the type's address. */
+static int code_type_ok(pystate_target_t *t, raddr_t type)
+{
+    if (type && t->code_type == type)
+        return 1;
+    uint64_t name_ptr = 0;
+    char name[8];
+    if (rmem_read_u64(t->mem, type + (uint64_t)t->layout.type_name, &name_ptr) != 0)
+        return 0;
+    if (rmem_read_cstr(t->mem, name_ptr, name, sizeof name) < 0 || strcmp(name, "code") != 0)
+        return 0;
+    t->code_type = type;
+    return 1;
+}
+
+static int code_load(pystate_target_t *t, raddr_t addr, pystate_code_t *code)
+{
+    const pystate_layout_t *L = &t->layout;
+    uint8_t hdr[512];
+    size_t size = (size_t)L->code_size;
+    if (size == 0 || size > sizeof hdr)
+        size = sizeof hdr;
+    int err = rmem_read(t->mem, addr, hdr, size);
+    if (err)
+        return err;
+    uint64_t type = 0, filename = 0, name = 0, table = 0, bytecode = 0;
+    if (field(hdr, size, L->object_type, &type) || !code_type_ok(t, type))
+        return SCRY_E_CORRUPT;
+    if (field(hdr, size, L->code_filename, &filename) ||
+        field(hdr, size, L->code_qualname >= 0 ? L->code_qualname : L->code_name, &name) ||
+        field(hdr, size, L->code_linetable, &table))
+        return SCRY_E_CORRUPT;
+    char buf[PYSTATE_STR_MAX];
+    int n = pystate__read_str(t, filename, buf, sizeof buf);
+    code->file = n >= 0 ? strtab_intern_n(t->strings, buf, (size_t)n) : t->s_unknown;
+    n = pystate__read_str(t, name, buf, sizeof buf);
+    code->function = n >= 0 ? strtab_intern_n(t->strings, buf, (size_t)n) : t->s_unknown;
+    if (!code->file || !code->function)
+        return SCRY_E_NOMEM;
+    code->firstlineno = field_i32(hdr, size, L->code_firstlineno);
+    if (pystate__read_bytes(t, table, PYSTATE_TABLE_MAX, &code->linetable,
+                            &code->linetable_len) != 0) {
+        code->linetable = NULL;
+        code->linetable_len = 0;
+    }
+    if (L->code_code >= 0 && field(hdr, size, L->code_code, &bytecode) == 0) {
+        if (pystate__read_bytes(t, bytecode, PYSTATE_TABLE_MAX, &code->bytecode,
+                                &code->bytecode_len) != 0) {
+            code->bytecode = NULL;
+            code->bytecode_len = 0;
+        }
+    }
+    if (L->code_size_field >= 0) {
+        uint64_t units = 0;
+        if (field(hdr, size, L->code_size_field, &units) == 0 && units < (1u << 24))
+            code->ncodeunits = (uint32_t)units;
+    }
+    if (t->code_key_len > 0 && t->code_key_start >= 0 &&
+        (uint64_t)(t->code_key_start + t->code_key_len) <= size)
+        memcpy(code->key, hdr + t->code_key_start, (size_t)t->code_key_len);
+    code->addr = addr;
+    code->last_offset = UINT32_MAX;
+    return 0;
+}
+
+const pystate_code_t *pystate__code_get(pystate_target_t *t, raddr_t addr, const uint8_t *key)
+{
+    if (!addr || (addr & 7))
+        return NULL;
+    pystate_code_t *slot = &t->codes.slots[code_slot(addr)];
+    if (slot->addr == addr &&
+        (!key || memcmp(slot->key, key, (size_t)t->code_key_len) == 0)) {
+        t->stats.code_hits++;
+        return slot;
+    }
+    t->stats.code_misses++;
+    code_clear(slot);
+    if (code_load(t, addr, slot) != 0) {
+        code_clear(slot);
+        return NULL;
+    }
+    if (key && memcmp(slot->key, key, (size_t)t->code_key_len) != 0) {
+        /* The code object changed between the two reads: not trustworthy this time. */
+        t->stats.torn++;
+        code_clear(slot);
+        return NULL;
+    }
+    return slot;
+}
+
+int pystate__code_line(const pystate_target_t *t, pystate_code_t *code, uint32_t offset)
+{
+    if (code->last_offset == offset)
+        return code->last_line;
+    int line = 0;
+    if (!code->linetable ||
+        pystate_line_for_offset(t->layout.linetable_style, code->linetable, code->linetable_len, code->firstlineno,
+                                offset, &line) != 0)
+        line = 0;
+    code->last_offset = offset;
+    code->last_line = line;
+    return line;
+}

@@ -1,0 +1,75 @@
+/* internal.h - state shared by the pystate/ files; not part of the public API. */
+#ifndef SCRY_PYSTATE_INTERNAL_H
+#define SCRY_PYSTATE_INTERNAL_H
+
+#include "pystate.h"
+
+#define PYSTATE_STR_MAX 1024          /* bytes of UTF-8 kept of a name or file name */
+#define PYSTATE_TABLE_MAX (1u << 20)  /* bytes of a line table or bytecode kept */
+#define PYSTATE_CODE_CACHE 8192       /* code objects cached (power of two) */
+#define PYSTATE_CODE_KEY_MAX 64       /* bytes of a code object compared to validate */
+
+typedef struct pystate_code {
+    raddr_t addr;           /* 0 = empty slot */
+    uint8_t key[PYSTATE_CODE_KEY_MAX]; /* the window compared on each use */
+    const char *function;   /* interned (qualified name where the version has one) */
+    const char *file;       /* interned */
+    int firstlineno;
+    uint8_t *linetable;     /* owned */
+    uint32_t linetable_len;
+    uint8_t *bytecode;      /* <= 3.10: co_code (owned); NULL on 3.11+ */
+    uint32_t bytecode_len;
+    uint32_t ncodeunits;    /* 3.11+: Py_SIZE(code) */
+    uint32_t last_offset;   /* memo: last looked-up offset and its line */
+    int32_t last_line;
+} pystate_code_t;
+
+typedef struct pystate_codecache {
+    pystate_code_t *slots;
+    size_t used;
+} pystate_codecache_t;
+
+struct pystate_target {
+    pid_t pid;
+    rmem_t *mem;
+    strtab_t *strings;
+    pystate_layout_t layout;
+    pystate_info_t info;
+    raddr_t runtime;             /* _PyRuntime (3.7+) */
+    raddr_t interp_head_addr;    /* 3.6: &interp_head */
+    raddr_t tstate_current_addr; /* 3.6: &_PyThreadState_Current */
+    int64_t code_key_start;      /* window of a code object compared to validate a cache hit */
+    int64_t code_key_len;
+    raddr_t code_type;           /* address of the code type, once checked by name */
+    int64_t pthread_tid_offset;  /* offset of the tid in glibc's struct pthread; -1 unknown */
+    pystate_codecache_t codes;
+    pystate_stats_t stats;
+    const char *s_unknown;       /* interned "<unknown>" */
+    const char *s_empty;
+};
+
+/* Reads a str object at ADDR as UTF-8 into BUF (at most MAX-1 bytes, NUL-terminated).
+ * Returns the length or a negative code; SCRY_E_CORRUPT when it is not a sane str. */
+int pystate__read_str(pystate_target_t *t, raddr_t addr, char *buf, size_t max);
+
+/* Reads a bytes object's payload (at most MAX bytes) into a new buffer *OUT (caller frees).
+ * Returns 0 or a negative code. */
+int pystate__read_bytes(pystate_target_t *t, raddr_t addr, size_t max, uint8_t **out,
+                        uint32_t *len);
+
+/* Sets up the cache. Returns 0 or SCRY_E_NOMEM. */
+int pystate__codecache_init(pystate_codecache_t *c);
+void pystate__codecache_fini(pystate_codecache_t *c);
+
+/* Returns the cached code object at ADDR when KEY (code_key_len bytes read from the
+ * code object at code_key_start) matches the cached copy; otherwise reads it anew.
+ * KEY may be NULL to skip validation. Returns NULL when it cannot be read. */
+const pystate_code_t *pystate__code_get(pystate_target_t *t, raddr_t addr, const uint8_t *key);
+
+/* Line of byte offset OFFSET in CODE (0 when unknown). */
+int pystate__code_line(const pystate_target_t *t, pystate_code_t *code, uint32_t offset);
+
+/* Finds the OS thread id of a pthread id (3.6/3.7 have no native_thread_id). 0 if unknown. */
+int32_t pystate__tid_from_pthread(pystate_target_t *t, uint64_t pthread_id);
+
+#endif

@@ -1,0 +1,105 @@
+/* pystate.h - reading a live CPython's threads and frames from outside.
+ *
+ * pystate_target_open finds the interpreter in a process (elfsym/), detects its version,
+ * locates the runtime root and picks the layout (pystate/layout.h). pystate_sample then
+ * reads every thread's Python stack into a snapshot, through a handful of batched
+ * process_vm_readv calls: code objects and strings are cached by address and validated.
+ *
+ * The target is never stopped here: a torn read (a frame changed under us) gives a
+ * truncated or dropped thread, counted in the snapshot, never an error exit.
+ */
+#ifndef SCRY_PYSTATE_H
+#define SCRY_PYSTATE_H
+
+#include "layout.h"
+#include "rmem.h"
+#include "sample.h"
+#include "strtab.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define PYSTATE_MAX_DEPTH 2048  /* frames per thread */
+#define PYSTATE_MAX_THREADS 4096 /* threads per interpreter */
+#define PYSTATE_MAX_INTERPS 64
+
+typedef struct pystate_target pystate_target_t;
+
+typedef struct pystate_info {
+    pid_t pid;
+    int major, minor, micro;
+    uint32_t version_hex;  /* PY_VERSION_HEX when known, else 0 */
+    char version[32];      /* "3.11.7" (micro may be "?" when only the minor is known) */
+    char interp_path[4096]; /* libpython or executable, as the target sees it */
+    char exe_path[512];    /* /proc/PID/exe target */
+    raddr_t runtime_addr;  /* _PyRuntime (3.7+) or interp_head's address (3.6) */
+    char how_found[96];    /* e.g. "symbol _PyRuntime", ".PyRuntime section" */
+    int layout_from_debug_offsets; /* 3.13+: offsets read from the target */
+} pystate_info_t;
+
+typedef struct pystate_thread {
+    raddr_t tstate;
+    uint64_t pthread_id;
+    int32_t tid;          /* OS thread id; 0 when it could not be found */
+    int32_t interp_id;
+    uint8_t gil;          /* holds the GIL (last holder while the GIL is locked) */
+    uint8_t truncated;    /* the walk stopped early (bound or torn read) */
+    uint8_t leaf_opclass; /* enum pystate_opclass of the leaf frame's instruction */
+    uint32_t nframes;
+    scry_frame_t *frames; /* leaf first; owned by the snapshot */
+    uint8_t *entry;       /* per frame: 1 when it is the first Python frame of a C-level
+                             call into the eval loop (for merging with native stacks) */
+} pystate_thread_t;
+
+typedef struct pystate_snapshot pystate_snapshot_t;
+
+/* Opens target PID. On failure returns a negative code and writes a sentence for a person
+ * into ERRBUF (what the process is, which version, what permission is missing):
+ * SCRY_E_NOPROC, SCRY_E_PERM, SCRY_E_NOTPY, SCRY_E_UNSUPPORTED, SCRY_E_NOMEM.
+ * On success *OUT owns a reader on the process; free with pystate_target_free. */
+int pystate_target_open(pid_t pid, strtab_t *strings, pystate_target_t **out, char *errbuf,
+                        size_t errlen);
+
+/* Frees the target handle. NULL is a no-op. The process is not touched. */
+void pystate_target_free(pystate_target_t *t);
+
+/* Facts about the target; valid while T lives. */
+const pystate_info_t *pystate_target_info(const pystate_target_t *t);
+
+/* The reader used for the target (for statistics and for other readers). */
+rmem_t *pystate_target_mem(pystate_target_t *t);
+
+/* The layout in use. */
+const pystate_layout_t *pystate_target_layout(const pystate_target_t *t);
+
+/* Creates an empty snapshot, reused across samples. NULL when out of memory. */
+pystate_snapshot_t *pystate_snapshot_new(void);
+void pystate_snapshot_free(pystate_snapshot_t *s);
+
+/* Reads every thread of every interpreter into SNAP (replacing what it held).
+ * Returns 0 (threads may be truncated; see the counts), SCRY_E_GONE when the process
+ * exited, SCRY_E_PERM, or SCRY_E_CORRUPT when even the thread list could not be read. */
+int pystate_sample(pystate_target_t *t, pystate_snapshot_t *snap);
+
+size_t pystate_snapshot_count(const pystate_snapshot_t *s);
+const pystate_thread_t *pystate_snapshot_thread(const pystate_snapshot_t *s, size_t i);
+
+/* Counters since the target was opened. */
+typedef struct pystate_stats {
+    uint64_t samples;
+    uint64_t threads_read;
+    uint64_t truncated;     /* threads whose walk stopped early */
+    uint64_t code_misses;   /* code objects read (cache misses) */
+    uint64_t code_hits;
+    uint64_t torn;          /* inconsistent reads detected */
+} pystate_stats_t;
+
+pystate_stats_t pystate_target_stats(const pystate_target_t *t);
+
+/* Resolves one (code object address, byte offset of the instruction) pair, as the memory
+ * shim reports them, into a frame. Returns 0 or a negative code (the code object may be
+ * gone). */
+int pystate_resolve_code(pystate_target_t *t, raddr_t code, uint32_t offset, scry_frame_t *out);
+
+#endif

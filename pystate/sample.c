@@ -1,0 +1,645 @@
+/* sample.c - one snapshot of every thread's Python stack.
+ *
+ * Phases, each a bounded number of system calls:
+ *   1. the interpreter and thread lists (one read per thread state: a linked list);
+ *   2. per thread, its current frame pointer and (3.11+) its whole data-stack chunk,
+ *      and the GIL state, batched in one process_vm_readv;
+ *   3. the frame chains: frames inside a chunk already read cost nothing, others one read;
+ *   4. one batched read of a validation window of every distinct code object and of every
+ *      leaf instruction; cache misses read the code object once.
+ */
+#include "internal.h"
+#include "opcodes.h"
+#include "scry_err.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TSTATE_READ_MAX 4096
+#define FRAME_READ_MAX 512
+#define CHUNK_READ_MAX (256u * 1024)
+#define CODE_BATCH_MAX 4096
+#define FRAME_OWNED_BY_CSTACK 3
+
+typedef struct raw_frame {
+    raddr_t code;
+    uint32_t offset; /* byte offset of the current instruction */
+    uint8_t entry;
+    uint8_t has_offset;
+} raw_frame_t;
+
+typedef struct thread_work {
+    raddr_t tstate;
+    raddr_t interp;
+    uint64_t pthread_id;
+    int32_t tid;
+    int32_t interp_id;
+    raddr_t top_frame;
+    raddr_t cframe;
+    raddr_t chunk;
+    uint8_t *chunk_buf;
+    size_t chunk_len;
+    size_t chunk_cap;
+    raw_frame_t *raw;
+    uint32_t nraw;
+    uint8_t truncated;
+    uint8_t leaf_instr[2];
+    raddr_t leaf_instr_addr;
+} thread_work_t;
+
+struct pystate_snapshot {
+    pystate_thread_t *threads;
+    thread_work_t *work;
+    size_t count;
+    size_t cap;
+};
+
+pystate_snapshot_t *pystate_snapshot_new(void)
+{
+    return calloc(1, sizeof(pystate_snapshot_t));
+}
+
+void pystate_snapshot_free(pystate_snapshot_t *s)
+{
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->cap; i++) {
+        free(s->threads[i].frames);
+        free(s->threads[i].entry);
+        free(s->work[i].raw);
+        free(s->work[i].chunk_buf);
+    }
+    free(s->threads);
+    free(s->work);
+    free(s);
+}
+
+size_t pystate_snapshot_count(const pystate_snapshot_t *s)
+{
+    return s->count;
+}
+
+const pystate_thread_t *pystate_snapshot_thread(const pystate_snapshot_t *s, size_t i)
+{
+    return i < s->count ? &s->threads[i] : NULL;
+}
+
+static int snapshot_reserve(pystate_snapshot_t *s, size_t n)
+{
+    if (n <= s->cap)
+        return 0;
+    size_t ncap = s->cap ? s->cap * 2 : 16;
+    while (ncap < n)
+        ncap *= 2;
+    pystate_thread_t *th = realloc(s->threads, ncap * sizeof *th);
+    if (!th)
+        return SCRY_E_NOMEM;
+    s->threads = th;
+    thread_work_t *w = realloc(s->work, ncap * sizeof *w);
+    if (!w)
+        return SCRY_E_NOMEM;
+    s->work = w;
+    memset(s->threads + s->cap, 0, (ncap - s->cap) * sizeof *th);
+    memset(s->work + s->cap, 0, (ncap - s->cap) * sizeof *w);
+    s->cap = ncap;
+    return 0;
+}
+
+static uint64_t get_u64(const uint8_t *buf, size_t len, int64_t off)
+{
+    uint64_t v = 0;
+    if (off >= 0 && (uint64_t)off + 8 <= len)
+        memcpy(&v, buf + off, 8);
+    return v;
+}
+
+static int32_t get_i32(const uint8_t *buf, size_t len, int64_t off)
+{
+    int32_t v = 0;
+    if (off >= 0 && (uint64_t)off + 4 <= len)
+        memcpy(&v, buf + off, 4);
+    return v;
+}
+
+static uint8_t get_u8(const uint8_t *buf, size_t len, int64_t off)
+{
+    return (off >= 0 && (uint64_t)off < len) ? buf[off] : 0;
+}
+
+/* Phase 1: the thread states of every interpreter. */
+static int list_threads(pystate_target_t *t, pystate_snapshot_t *s)
+{
+    const pystate_layout_t *L = &t->layout;
+    raddr_t interp = 0;
+    int err;
+    if (t->runtime)
+        err = rmem_read_u64(t->mem, t->runtime + (uint64_t)L->runtime_interpreters_head, &interp);
+    else
+        err = rmem_read_u64(t->mem, t->interp_head_addr, &interp);
+    if (err)
+        return err == SCRY_E_FAULT ? SCRY_E_CORRUPT : err;
+    size_t tsize = L->tstate_size > 0 && L->tstate_size < TSTATE_READ_MAX ? (size_t)L->tstate_size
+                                                                           : TSTATE_READ_MAX;
+    uint8_t tbuf[TSTATE_READ_MAX];
+    s->count = 0;
+    for (int ni = 0; interp && ni < PYSTATE_MAX_INTERPS; ni++) {
+        uint8_t ibuf[24];
+        /* Read only the fields we need, in one call. */
+        rmem_iov_t iov[3] = {
+            {interp + (uint64_t)L->interp_next, ibuf, 8},
+            {interp + (uint64_t)L->interp_tstate_head, ibuf + 8, 8},
+            {interp + (uint64_t)(L->interp_id >= 0 ? L->interp_id : 0), ibuf + 16, 8},
+        };
+        int got = rmem_readv(t->mem, iov, 3);
+        if (got < 0)
+            return got;
+        if (got < 3)
+            return ni == 0 ? SCRY_E_CORRUPT : 0;
+        raddr_t next_interp = get_u64(ibuf, 24, 0);
+        raddr_t ts = get_u64(ibuf, 24, 8);
+        int32_t iid = L->interp_id >= 0 ? (int32_t)get_u64(ibuf, 24, 16) : ni;
+        for (size_t nt = 0; ts && nt < PYSTATE_MAX_THREADS; nt++) {
+            err = rmem_read(t->mem, ts, tbuf, tsize);
+            if (err) {
+                if (err == SCRY_E_FAULT) {
+                    t->stats.torn++;
+                    break;
+                }
+                return err;
+            }
+            if (get_u64(tbuf, tsize, L->tstate_interp) != interp) {
+                t->stats.torn++; /* a stale or torn list */
+                break;
+            }
+            if ((err = snapshot_reserve(s, s->count + 1)) != 0)
+                return err;
+            thread_work_t *w = &s->work[s->count];
+            w->tstate = ts;
+            w->interp = interp;
+            w->interp_id = iid;
+            w->pthread_id = get_u64(tbuf, tsize, L->tstate_thread_id);
+            w->tid = L->tstate_native_thread_id >= 0
+                         ? (int32_t)get_u64(tbuf, tsize, L->tstate_native_thread_id)
+                         : 0;
+            w->top_frame = get_u64(tbuf, tsize, L->tstate_frame);
+            w->cframe = 0;
+            if (L->cframe_current_frame >= 0) {
+                w->cframe = w->top_frame;
+                w->top_frame = 0;
+            }
+            w->chunk = L->tstate_datastack_chunk >= 0
+                           ? get_u64(tbuf, tsize, L->tstate_datastack_chunk)
+                           : 0;
+            w->nraw = 0;
+            w->truncated = 0;
+            w->leaf_instr_addr = 0;
+            s->count++;
+            ts = get_u64(tbuf, tsize, L->tstate_next);
+        }
+        interp = next_interp;
+    }
+    return 0;
+}
+
+/* Phase 2: current frames of 3.11/3.12 (behind cframe), chunk headers, then chunks. */
+static int read_frame_roots(pystate_target_t *t, pystate_snapshot_t *s)
+{
+    const pystate_layout_t *L = &t->layout;
+    if (L->cframe_current_frame >= 0) {
+        rmem_iov_t *iov = calloc(s->count, sizeof *iov);
+        if (!iov)
+            return SCRY_E_NOMEM;
+        size_t n = 0;
+        for (size_t i = 0; i < s->count; i++) {
+            thread_work_t *w = &s->work[i];
+            if (!w->cframe)
+                continue;
+            iov[n++] = (rmem_iov_t){w->cframe + (uint64_t)L->cframe_current_frame, &w->top_frame, 8};
+        }
+        size_t done = 0;
+        while (done < n) {
+            int got = rmem_readv(t->mem, iov + done, n - done);
+            if (got < 0) {
+                free(iov);
+                return got;
+            }
+            done += (size_t)got;
+            if (done < n) {
+                *(uint64_t *)iov[done].buf = 0; /* unreadable: no frames for that thread */
+                t->stats.torn++;
+                done++;
+            }
+        }
+        free(iov);
+    }
+    if (L->tstate_datastack_chunk < 0 || L->chunk_size < 0)
+        return 0;
+    /* Chunk headers: size of each chunk. */
+    uint64_t *sizes = calloc(s->count, sizeof *sizes);
+    rmem_iov_t *iov = calloc(s->count, sizeof *iov);
+    int err = 0;
+    if (!sizes || !iov) {
+        err = SCRY_E_NOMEM;
+        goto out_free;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < s->count; i++) {
+        thread_work_t *w = &s->work[i];
+        w->chunk_len = 0;
+        if (w->chunk && w->top_frame)
+            iov[n++] = (rmem_iov_t){w->chunk + (uint64_t)L->chunk_size, &sizes[i], 8};
+    }
+    size_t done = 0;
+    while (done < n) {
+        int got = rmem_readv(t->mem, iov + done, n - done);
+        if (got < 0) {
+            err = got;
+            goto out_free;
+        }
+        done += (size_t)got;
+        if (done < n) {
+            *(uint64_t *)iov[done].buf = 0;
+            done++;
+        }
+    }
+    n = 0;
+    for (size_t i = 0; i < s->count; i++) {
+        thread_work_t *w = &s->work[i];
+        uint64_t size = sizes[i];
+        if (!w->chunk || !w->top_frame || size < 64 || size > (1ull << 30))
+            continue;
+        /* Read the part of the chunk up to just past the top frame when it lies inside. */
+        uint64_t want = size;
+        if (w->top_frame > w->chunk && w->top_frame - w->chunk < size)
+            want = w->top_frame - w->chunk + FRAME_READ_MAX;
+        if (want > size)
+            want = size;
+        if (want > CHUNK_READ_MAX)
+            want = CHUNK_READ_MAX;
+        if (w->chunk_cap < want) {
+            uint8_t *nb = realloc(w->chunk_buf, want);
+            if (!nb) {
+                err = SCRY_E_NOMEM;
+                goto out_free;
+            }
+            w->chunk_buf = nb;
+            w->chunk_cap = want;
+        }
+        w->chunk_len = want;
+        iov[n++] = (rmem_iov_t){w->chunk, w->chunk_buf, want};
+    }
+    done = 0;
+    while (done < n) {
+        int got = rmem_readv(t->mem, iov + done, n - done);
+        if (got < 0) {
+            err = got;
+            goto out_free;
+        }
+        done += (size_t)got;
+        if (done < n) {
+            /* find which thread and drop its chunk copy */
+            for (size_t i = 0; i < s->count; i++)
+                if (s->work[i].chunk_buf == iov[done].buf)
+                    s->work[i].chunk_len = 0;
+            done++;
+        }
+    }
+out_free:
+    free(sizes);
+    free(iov);
+    return err;
+}
+
+/* Reads LEN bytes of a frame at ADDR, from the thread's chunk copy when it lies inside. */
+static int frame_bytes(pystate_target_t *t, thread_work_t *w, raddr_t addr, uint8_t *buf,
+                       size_t len)
+{
+    if (w->chunk_len && addr >= w->chunk && addr - w->chunk + len <= w->chunk_len) {
+        memcpy(buf, w->chunk_buf + (addr - w->chunk), len);
+        return 0;
+    }
+    return rmem_read(t->mem, addr, buf, len);
+}
+
+static int push_raw(thread_work_t *w, raddr_t code, uint32_t offset, int has_offset, int entry)
+{
+    if (!w->raw) {
+        w->raw = malloc(PYSTATE_MAX_DEPTH * sizeof *w->raw);
+        if (!w->raw)
+            return SCRY_E_NOMEM;
+    }
+    if (w->nraw >= PYSTATE_MAX_DEPTH) {
+        w->truncated = 1;
+        return SCRY_E_TRUNC;
+    }
+    w->raw[w->nraw++] = (raw_frame_t){code, offset, (uint8_t)entry, (uint8_t)has_offset};
+    return 0;
+}
+
+static int64_t max4(int64_t a, int64_t b, int64_t c, int64_t d)
+{
+    int64_t m = a > b ? a : b;
+    m = m > c ? m : c;
+    return m > d ? m : d;
+}
+
+/* Phase 3, <= 3.10: PyFrameObject chains. */
+static void walk_frame_objects(pystate_target_t *t, thread_work_t *w)
+{
+    const pystate_layout_t *L = &t->layout;
+    size_t len = (size_t)max4(L->frame_back, L->frame_code, L->frame_lasti, L->frame_lineno) + 8;
+    uint8_t buf[FRAME_READ_MAX];
+    if (len > sizeof buf)
+        len = sizeof buf;
+    raddr_t f = w->top_frame;
+    raddr_t prev = 0;
+    while (f) {
+        if (f == prev || rmem_read(t->mem, f, buf, len) != 0) {
+            w->truncated = 1;
+            t->stats.torn++;
+            return;
+        }
+        raddr_t code = get_u64(buf, len, L->frame_code);
+        int32_t lasti = get_i32(buf, len, L->frame_lasti);
+        uint32_t offset = lasti < 0 ? 0 : (uint32_t)lasti;
+        if (L->major == 3 && L->minor == 10)
+            offset *= 2;
+        if (push_raw(w, code, offset, 1, 1) != 0)
+            return;
+        prev = f;
+        f = get_u64(buf, len, L->frame_back);
+    }
+}
+
+/* Phase 3, 3.11+: _PyInterpreterFrame chains, with entry and shim frames. */
+static void walk_interpreter_frames(pystate_target_t *t, thread_work_t *w)
+{
+    const pystate_layout_t *L = &t->layout;
+    size_t len = (size_t)max4(L->iframe_code, L->iframe_previous, L->iframe_instr,
+                              L->iframe_owner > L->iframe_is_entry ? L->iframe_owner
+                                                                   : L->iframe_is_entry) +
+                 8;
+    uint8_t buf[FRAME_READ_MAX];
+    if (len > sizeof buf)
+        len = sizeof buf;
+    raddr_t f = w->top_frame;
+    raddr_t prev = 0;
+    size_t steps = 0;
+    while (f && steps++ < 2 * PYSTATE_MAX_DEPTH) {
+        if (f == prev || frame_bytes(t, w, f, buf, len) != 0) {
+            w->truncated = 1;
+            t->stats.torn++;
+            return;
+        }
+        uint8_t owner = get_u8(buf, len, L->iframe_owner);
+        raddr_t next = get_u64(buf, len, L->iframe_previous);
+        if (L->frame_style >= PYSTATE_FRAMES_312 && owner == FRAME_OWNED_BY_CSTACK) {
+            /* A shim frame: the Python frame just above it was entered from C. */
+            if (w->nraw)
+                w->raw[w->nraw - 1].entry = 1;
+        } else {
+            raddr_t code = get_u64(buf, len, L->iframe_code);
+            raddr_t instr = get_u64(buf, len, L->iframe_instr);
+            raddr_t start = code + (uint64_t)L->code_adaptive;
+            uint32_t offset = 0;
+            int has = 0;
+            if (instr >= start && instr - start < (1u << 26)) {
+                offset = (uint32_t)(instr - start);
+                has = 1;
+            }
+            int entry = L->iframe_is_entry >= 0 ? get_u8(buf, len, L->iframe_is_entry) != 0 : 0;
+            if (w->nraw == 0) {
+                w->leaf_instr_addr = has ? instr : 0;
+            }
+            if (push_raw(w, code, offset, has, entry) != 0)
+                return;
+        }
+        prev = f;
+        f = next;
+    }
+    if (f)
+        w->truncated = 1;
+}
+
+/* The frame list for the root: 3.12+ marks the bottom frame as entry implicitly. */
+static void finish_entries(thread_work_t *w)
+{
+    if (w->nraw)
+        w->raw[w->nraw - 1].entry = 1;
+}
+
+typedef struct code_ref {
+    raddr_t addr;
+    uint8_t key[PYSTATE_CODE_KEY_MAX];
+    uint8_t ok;
+} code_ref_t;
+
+static int find_ref(code_ref_t *refs, size_t n, raddr_t addr)
+{
+    for (size_t i = 0; i < n; i++)
+        if (refs[i].addr == addr)
+            return (int)i;
+    return -1;
+}
+
+/* Phase 4: validate code objects and read leaf instructions, then fill the frames. */
+static int resolve_frames(pystate_target_t *t, pystate_snapshot_t *s)
+{
+    const pystate_layout_t *L = &t->layout;
+    /* Distinct code objects across every thread, small linear set per sample. */
+    code_ref_t *refs = malloc(CODE_BATCH_MAX * sizeof *refs);
+    rmem_iov_t *iov = malloc((CODE_BATCH_MAX + s->count) * sizeof *iov);
+    int err = 0;
+    if (!refs || !iov) {
+        err = SCRY_E_NOMEM;
+        goto out;
+    }
+    size_t nrefs = 0, niov = 0;
+    for (size_t i = 0; i < s->count; i++) {
+        thread_work_t *w = &s->work[i];
+        for (uint32_t k = 0; k < w->nraw; k++) {
+            raddr_t c = w->raw[k].code;
+            if (!c || nrefs >= CODE_BATCH_MAX)
+                continue;
+            /* Recent duplicates are the common case (recursion): check the last few. */
+            int dup = 0;
+            for (size_t j = nrefs > 8 ? nrefs - 8 : 0; j < nrefs; j++)
+                if (refs[j].addr == c) {
+                    dup = 1;
+                    break;
+                }
+            if (dup || (nrefs < 256 && find_ref(refs, nrefs, c) >= 0))
+                continue;
+            refs[nrefs].addr = c;
+            refs[nrefs].ok = 0;
+            iov[niov++] = (rmem_iov_t){c + (uint64_t)t->code_key_start, refs[nrefs].key,
+                                       (size_t)t->code_key_len};
+            nrefs++;
+        }
+        if (w->leaf_instr_addr)
+            iov[niov++] = (rmem_iov_t){w->leaf_instr_addr, w->leaf_instr, 2};
+    }
+    size_t done = 0;
+    while (done < niov) {
+        int got = rmem_readv(t->mem, iov + done, niov - done);
+        if (got < 0) {
+            err = got;
+            goto out;
+        }
+        done += (size_t)got;
+        if (done < niov) {
+            memset(iov[done].buf, 0xff, iov[done].len); /* never matches a cached key */
+            done++;
+        }
+    }
+    for (size_t i = 0; i < s->count; i++) {
+        thread_work_t *w = &s->work[i];
+        pystate_thread_t *th = &s->threads[i];
+        if (!th->frames) {
+            th->frames = malloc(PYSTATE_MAX_DEPTH * sizeof *th->frames);
+            th->entry = malloc(PYSTATE_MAX_DEPTH);
+            if (!th->frames || !th->entry) {
+                err = SCRY_E_NOMEM;
+                goto out;
+            }
+        }
+        th->tstate = w->tstate;
+        th->pthread_id = w->pthread_id;
+        th->tid = w->tid ? w->tid : pystate__tid_from_pthread(t, w->pthread_id);
+        th->interp_id = w->interp_id;
+        th->gil = 0;
+        th->truncated = w->truncated;
+        th->leaf_opclass = PYSTATE_OP_UNKNOWN;
+        uint32_t n = 0;
+        for (uint32_t k = 0; k < w->nraw; k++) {
+            raw_frame_t *r = &w->raw[k];
+            int idx = -1;
+            for (size_t j = 0; j < nrefs; j++) /* nrefs is small: a stack's distinct codes */
+                if (refs[j].addr == r->code) {
+                    idx = (int)j;
+                    break;
+                }
+            pystate_code_t *code =
+                (pystate_code_t *)pystate__code_get(t, r->code, idx >= 0 ? refs[idx].key : NULL);
+            if (!code) {
+                th->truncated = 1;
+                t->stats.torn++;
+                continue;
+            }
+            scry_frame_t *f = &th->frames[n];
+            f->function = code->function;
+            f->file = code->file;
+            f->line = r->has_offset ? pystate__code_line(t, code, r->offset) : 0;
+            f->kind = SCRY_FRAME_PYTHON;
+            th->entry[n] = r->entry;
+            if (n == 0) {
+                int op = -1;
+                if (code->bytecode && r->offset < code->bytecode_len)
+                    op = code->bytecode[r->offset];
+                else if (w->leaf_instr_addr)
+                    op = w->leaf_instr[0];
+                if (op >= 0)
+                    th->leaf_opclass =
+                        (uint8_t)pystate_opcode_class(L->major, L->minor, (uint8_t)op);
+            }
+            n++;
+        }
+        th->nframes = n;
+        if (th->truncated)
+            t->stats.truncated++;
+    }
+out:
+    free(refs);
+    free(iov);
+    return err;
+}
+
+/* GIL holder: marks the thread whose tstate holds the GIL. */
+static void mark_gil(pystate_target_t *t, pystate_snapshot_t *s)
+{
+    const pystate_layout_t *L = &t->layout;
+    raddr_t holder = 0;
+    if (t->tstate_current_addr) {
+        rmem_read_u64(t->mem, t->tstate_current_addr, &holder);
+    } else {
+        raddr_t gil = 0;
+        if (L->runtime_gil >= 0 && t->runtime)
+            gil = t->runtime + (uint64_t)L->runtime_gil;
+        else if (L->interp_gil_ptr >= 0 && s->count)
+            rmem_read_u64(t->mem, s->work[0].interp + (uint64_t)L->interp_gil_ptr, &gil);
+        if (gil && L->gil_locked >= 0 && L->gil_last_holder >= 0) {
+            int32_t locked = 0;
+            rmem_iov_t iov[2] = {{gil + (uint64_t)L->gil_locked, &locked, 4},
+                                 {gil + (uint64_t)L->gil_last_holder, &holder, 8}};
+            if (rmem_readv(t->mem, iov, 2) != 2 || !locked)
+                holder = 0;
+        }
+    }
+    for (size_t i = 0; i < s->count; i++)
+        s->threads[i].gil = holder && s->threads[i].tstate == holder;
+}
+
+int pystate_sample(pystate_target_t *t, pystate_snapshot_t *s)
+{
+    t->stats.samples++;
+    int err = list_threads(t, s);
+    if (err)
+        return err;
+    err = read_frame_roots(t, s);
+    if (err)
+        return err;
+    for (size_t i = 0; i < s->count; i++) {
+        thread_work_t *w = &s->work[i];
+        if (!w->top_frame)
+            continue;
+        if (t->layout.frame_style == PYSTATE_FRAMES_OBJECTS)
+            walk_frame_objects(t, w);
+        else
+            walk_interpreter_frames(t, w);
+        finish_entries(w);
+    }
+    err = resolve_frames(t, s);
+    if (err)
+        return err;
+    mark_gil(t, s);
+    t->stats.threads_read += s->count;
+    return 0;
+}
+
+int32_t pystate__tid_from_pthread(pystate_target_t *t, uint64_t pthread_id)
+{
+    if (!pthread_id || t->pthread_tid_offset == -2)
+        return 0;
+    uint8_t buf[1024];
+    if (rmem_read(t->mem, pthread_id, buf, sizeof buf) != 0)
+        return 0;
+    if (t->pthread_tid_offset >= 0)
+        return get_i32(buf, sizeof buf, t->pthread_tid_offset);
+    /* Learn the offset of 'tid' in glibc's struct pthread once: the first 4-byte aligned
+     * field that holds one of the process's thread ids. */
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)t->pid);
+    DIR *d = opendir(path);
+    if (!d)
+        return 0;
+    int32_t tids[4096];
+    size_t ntids = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) && ntids < 4096) {
+        int v = atoi(de->d_name);
+        if (v > 0)
+            tids[ntids++] = v;
+    }
+    closedir(d);
+    for (int64_t off = 0; off + 4 <= (int64_t)sizeof buf; off += 4) {
+        int32_t v = get_i32(buf, sizeof buf, off);
+        for (size_t i = 0; i < ntids; i++)
+            if (v == tids[i]) {
+                t->pthread_tid_offset = off;
+                return v;
+            }
+    }
+    return 0;
+}

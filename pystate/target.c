@@ -1,0 +1,352 @@
+/* target.c - finding the interpreter in a process and choosing its layout. */
+#include "debug_offsets.h"
+#include "disasm.h"
+#include "elfobj.h"
+#include "internal.h"
+#include "interp.h"
+#include "pyversion.h"
+#include "scry_err.h"
+
+#include <elf.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void say(char *buf, size_t len, const char *fmt, ...)
+{
+    if (!buf || !len)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, len, fmt, ap);
+    va_end(ap);
+}
+
+static int sym_addr(const elfsym_obj_t *obj, uint64_t bias, const char *name, raddr_t *out)
+{
+    elfsym_sym_t s;
+    if (elfsym_obj_lookup(obj, name, &s) != 0 || !s.value)
+        return SCRY_E_NOTFOUND;
+    *out = bias + s.value;
+    return 0;
+}
+
+/* Checks that RUNTIME looks like a _PyRuntime: its interpreter list leads to an
+ * interpreter whose first thread points back to it (or the list is still empty). */
+static int runtime_plausible(pystate_target_t *t, raddr_t runtime)
+{
+    const pystate_layout_t *L = &t->layout;
+    raddr_t interp = 0, ts = 0, back = 0;
+    if (rmem_read_u64(t->mem, runtime + (uint64_t)L->runtime_interpreters_head, &interp) != 0)
+        return 0;
+    if (interp == 0)
+        return 1; /* not initialised yet: cannot tell, accept */
+    if (interp & 7)
+        return 0;
+    if (rmem_read_u64(t->mem, interp + (uint64_t)L->interp_tstate_head, &ts) != 0)
+        return 0;
+    if (ts == 0)
+        return 1;
+    if (rmem_read_u64(t->mem, ts + (uint64_t)L->tstate_interp, &back) != 0)
+        return 0;
+    return back == interp;
+}
+
+static int find_runtime(pystate_target_t *t, const elfsym_obj_t *obj, uint64_t bias)
+{
+    raddr_t addr = 0;
+    if (sym_addr(obj, bias, "_PyRuntime", &addr) == 0 && runtime_plausible(t, addr)) {
+        t->runtime = addr;
+        snprintf(t->info.how_found, sizeof t->info.how_found, "symbol _PyRuntime");
+        return 0;
+    }
+    elfsym_section_t sec;
+    if (elfsym_obj_section(obj, ".PyRuntime", &sec) == 0 && sec.addr &&
+        runtime_plausible(t, bias + sec.addr)) {
+        t->runtime = bias + sec.addr;
+        snprintf(t->info.how_found, sizeof t->info.how_found, ".PyRuntime section");
+        return 0;
+    }
+    /* PyInterpreterState_Head() returns _PyRuntime.interpreters.head: its first load
+     * names that field's address. */
+    elfsym_ref_t refs[4];
+    int n = elfsym_obj_func_refs(obj, "PyInterpreterState_Head", ELFSYM_REF_ALL, refs, 4);
+    for (int i = 0; i < n; i++) {
+        if (refs[i].is_lea)
+            continue;
+        raddr_t cand = bias + refs[i].target - (uint64_t)t->layout.runtime_interpreters_head;
+        if (runtime_plausible(t, cand)) {
+            t->runtime = cand;
+            snprintf(t->info.how_found, sizeof t->info.how_found,
+                     "disassembly of PyInterpreterState_Head");
+            return 0;
+        }
+    }
+    return SCRY_E_NOTFOUND;
+}
+
+static int find_roots_36(pystate_target_t *t, const elfsym_obj_t *obj, uint64_t bias)
+{
+    if (sym_addr(obj, bias, "interp_head", &t->interp_head_addr) == 0) {
+        snprintf(t->info.how_found, sizeof t->info.how_found, "symbol interp_head");
+    } else {
+        elfsym_ref_t refs[4];
+        int n = elfsym_obj_func_refs(obj, "PyInterpreterState_Head", ELFSYM_REF_ALL, refs, 4);
+        if (n <= 0)
+            return SCRY_E_NOTFOUND;
+        t->interp_head_addr = bias + refs[0].target;
+        snprintf(t->info.how_found, sizeof t->info.how_found,
+                 "disassembly of PyInterpreterState_Head");
+    }
+    if (sym_addr(obj, bias, "_PyThreadState_Current", &t->tstate_current_addr) != 0)
+        t->tstate_current_addr = 0;
+    t->info.runtime_addr = t->interp_head_addr;
+    return 0;
+}
+
+static void choose_code_key(pystate_target_t *t)
+{
+    const pystate_layout_t *L = &t->layout;
+    int64_t f[4] = {L->code_filename, L->code_name, L->code_linetable, L->code_qualname};
+    int64_t lo = INT64_MAX, hi = -1;
+    for (int i = 0; i < 4; i++) {
+        if (f[i] < 0)
+            continue;
+        lo = f[i] < lo ? f[i] : lo;
+        hi = f[i] + 8 > hi ? f[i] + 8 : hi;
+    }
+    if (hi - lo > PYSTATE_CODE_KEY_MAX)
+        hi = lo + PYSTATE_CODE_KEY_MAX;
+    t->code_key_start = lo;
+    t->code_key_len = hi - lo;
+}
+
+static int classify_open_error(pid_t pid, int err, char *errbuf, size_t errlen)
+{
+    if (err == SCRY_E_NOPROC || err == SCRY_E_GONE) {
+        say(errbuf, errlen, "no such process: %d", (int)pid);
+        return SCRY_E_NOPROC;
+    }
+    if (err == SCRY_E_PERM) {
+        say(errbuf, errlen, "cannot read the memory maps of process %d", (int)pid);
+        return SCRY_E_PERM;
+    }
+    return err;
+}
+
+int pystate_target_open(pid_t pid, strtab_t *strings, pystate_target_t **out, char *errbuf,
+                        size_t errlen)
+{
+    *out = NULL;
+    int err = 0;
+    elfsym_obj_t *obj = NULL;
+    pystate_target_t *t = calloc(1, sizeof *t);
+    if (!t)
+        return SCRY_E_NOMEM;
+    t->pid = pid;
+    t->strings = strings;
+    t->pthread_tid_offset = -1;
+    t->info.pid = pid;
+    t->mem = rmem_open_pid(pid);
+    t->s_unknown = strtab_intern(strings, "<unknown>");
+    t->s_empty = strtab_intern(strings, "");
+    if (!t->mem || !t->s_unknown || !t->s_empty || pystate__codecache_init(&t->codes) != 0) {
+        err = SCRY_E_NOMEM;
+        goto fail;
+    }
+    char link[64];
+    snprintf(link, sizeof link, "/proc/%d/exe", (int)pid);
+    ssize_t n = readlink(link, t->info.exe_path, sizeof t->info.exe_path - 1);
+    if (n > 0) {
+        t->info.exe_path[n] = 0;
+        /* A replaced executable shows as "path (deleted)": compare without it. */
+        char *del = strstr(t->info.exe_path, " (deleted)");
+        if (del)
+            *del = 0;
+    } else if (errno == ENOENT) {
+        err = classify_open_error(pid, SCRY_E_NOPROC, errbuf, errlen);
+        goto fail;
+    }
+    elfsym_module_t mod;
+    err = elfsym_find_interpreter(pid, NULL, &mod);
+    if (err) {
+        if (err == SCRY_E_NOTPY || err == SCRY_E_NOTFOUND) {
+            say(errbuf, errlen, "process %d is not a Python process (its executable is %s)",
+                (int)pid, t->info.exe_path[0] ? t->info.exe_path : "unknown");
+            err = SCRY_E_NOTPY;
+        } else {
+            err = classify_open_error(pid, err, errbuf, errlen);
+        }
+        goto fail;
+    }
+    obj = mod.obj;
+    uint64_t bias = mod.bias;
+    snprintf(t->info.interp_path, sizeof t->info.interp_path, "%s", mod.path);
+
+    /* Version: Py_Version (3.11+), the library's name, or the version string. */
+    int major = 0, minor = 0, micro = -1;
+    raddr_t pyver_addr;
+    uint32_t hex = 0;
+    if (sym_addr(obj, bias, "Py_Version", &pyver_addr) == 0) {
+        err = rmem_read(t->mem, pyver_addr, &hex, sizeof hex);
+        if (err == SCRY_E_PERM || err == SCRY_E_GONE) {
+            say(errbuf, errlen, "cannot read the memory of process %d", (int)pid);
+            goto fail;
+        }
+        if (err == 0 && (hex >> 24) == 3) {
+            major = 3;
+            minor = (int)((hex >> 16) & 0xff);
+            micro = (int)((hex >> 8) & 0xff);
+        }
+    }
+    if (!major && mod.major) {
+        major = mod.major;
+        minor = mod.minor;
+    }
+    elfsym_pyversion_t fv;
+    if (elfsym_obj_pyversion(obj, &fv) == 0) {
+        if (!major) {
+            major = fv.major;
+            minor = fv.minor;
+        }
+        if (micro < 0 && fv.major == major && fv.minor == minor)
+            micro = fv.micro;
+    }
+    if (!major) {
+        say(errbuf, errlen, "process %d looks like Python (%s) but its version cannot be found",
+            (int)pid, mod.path);
+        err = SCRY_E_NOTPY;
+        goto fail;
+    }
+    t->info.major = major;
+    t->info.minor = minor;
+    t->info.micro = micro;
+    t->info.version_hex = hex;
+    if (micro >= 0)
+        snprintf(t->info.version, sizeof t->info.version, "%d.%d.%d", major, minor, micro);
+    else
+        snprintf(t->info.version, sizeof t->info.version, "%d.%d", major, minor);
+
+    const pystate_layout_t *known = pystate_layout_for(major, minor);
+    if (major != 3 || minor < 6 || (!known && minor < 13)) {
+        say(errbuf, errlen,
+            "process %d runs Python %s, which scry does not support (it reads CPython "
+            "3.6 to 3.13)",
+            (int)pid, t->info.version);
+        err = SCRY_E_UNSUPPORTED;
+        goto fail;
+    }
+    if (minor == 6) {
+        t->layout = *known;
+        if ((err = find_roots_36(t, obj, bias)) != 0) {
+            say(errbuf, errlen, "cannot find the interpreter list in %s (Python %s)", mod.path,
+                t->info.version);
+            err = SCRY_E_NOTPY;
+            goto fail;
+        }
+    } else {
+        if (minor >= 13) {
+            /* Find the runtime first with the 3.13 table's offset, then take every offset
+             * from the target's own _Py_DebugOffsets. */
+            const pystate_layout_t *fallback = pystate_layout_for(3, 13);
+            if (fallback)
+                t->layout = *fallback;
+            else
+                t->layout.runtime_interpreters_head = 0;
+        } else {
+            t->layout = *known;
+        }
+        raddr_t rt = 0;
+        if (minor >= 13 && (sym_addr(obj, bias, "_PyRuntime", &rt) == 0 ||
+                            (elfsym_obj_section(obj, ".PyRuntime", &(elfsym_section_t){0}) == 0))) {
+            if (!rt) {
+                elfsym_section_t sec;
+                elfsym_obj_section(obj, ".PyRuntime", &sec);
+                rt = bias + sec.addr;
+            }
+            pystate_layout_t dbg;
+            uint32_t dhex = 0;
+            int derr = pystate_debug_offsets_read(t->mem, rt, &dbg, &dhex);
+            if (derr == 0) {
+                t->layout = dbg;
+                t->info.layout_from_debug_offsets = 1;
+                t->runtime = rt;
+                snprintf(t->info.how_found, sizeof t->info.how_found,
+                         "_PyRuntime with _Py_DebugOffsets");
+            } else if (!known) {
+                say(errbuf, errlen,
+                    "process %d runs Python %s, whose _Py_DebugOffsets scry cannot use (%s)",
+                    (int)pid, t->info.version, scry_strerror(derr));
+                err = derr == SCRY_E_CORRUPT ? SCRY_E_CORRUPT : SCRY_E_UNSUPPORTED;
+                goto fail;
+            }
+        }
+        if (!t->runtime && (err = find_runtime(t, obj, bias)) != 0) {
+            say(errbuf, errlen, "cannot find _PyRuntime in %s (Python %s)", mod.path,
+                t->info.version);
+            err = SCRY_E_NOTPY;
+            goto fail;
+        }
+        t->info.runtime_addr = t->runtime;
+    }
+    choose_code_key(t);
+    /* A last check that memory is readable at all (permissions). */
+    uint64_t probe;
+    err = rmem_read_u64(t->mem, t->info.runtime_addr, &probe);
+    if (err == SCRY_E_PERM || err == SCRY_E_GONE) {
+        say(errbuf, errlen, "cannot read the memory of process %d", (int)pid);
+        goto fail;
+    }
+    err = 0;
+    elfsym_obj_free(obj);
+    *out = t;
+    return 0;
+fail:
+    elfsym_obj_free(obj);
+    pystate_target_free(t);
+    return err;
+}
+
+void pystate_target_free(pystate_target_t *t)
+{
+    if (!t)
+        return;
+    pystate__codecache_fini(&t->codes);
+    rmem_free(t->mem);
+    free(t);
+}
+
+const pystate_info_t *pystate_target_info(const pystate_target_t *t)
+{
+    return &t->info;
+}
+
+rmem_t *pystate_target_mem(pystate_target_t *t)
+{
+    return t->mem;
+}
+
+const pystate_layout_t *pystate_target_layout(const pystate_target_t *t)
+{
+    return &t->layout;
+}
+
+pystate_stats_t pystate_target_stats(const pystate_target_t *t)
+{
+    return t->stats;
+}
+
+int pystate_resolve_code(pystate_target_t *t, raddr_t code, uint32_t offset, scry_frame_t *out)
+{
+    pystate_code_t *c = (pystate_code_t *)pystate__code_get(t, code, NULL);
+    if (!c)
+        return SCRY_E_FAULT;
+    out->function = c->function;
+    out->file = c->file;
+    out->line = pystate__code_line(t, c, offset);
+    out->kind = SCRY_FRAME_PYTHON;
+    return 0;
+}

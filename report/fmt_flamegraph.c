@@ -1,0 +1,306 @@
+/* fmt_flamegraph.c - a self-contained interactive SVG flame graph (root at the bottom). */
+#include "report_internal.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "flamegraph_js.h"
+#include "scry_err.h"
+
+#define FG_FRAME_H  16
+#define FG_FONT     12
+#define FG_XPAD     10
+#define FG_YPAD_TOP (FG_FONT * 3 + 10)
+#define FG_YPAD_BOT (FG_FONT * 2 + 10)
+#define FG_MIN_FRAC 0.001 /* frames below 0.1% of the total are elided */
+
+typedef struct fg_node {
+    uint32_t frame; /* frame id; REPORT__NONE for the "all" root */
+    uint32_t depth;
+    uint64_t start, value, childfill;
+    uint64_t cls[REPORT__NCLASS];
+} fg_node_t;
+
+typedef struct fg {
+    fg_node_t *nodes;
+    uint32_t n, cap;
+    uint32_t maxdepth;
+} fg_t;
+
+static uint32_t fg_add(fg_t *g, uint32_t frame, uint32_t depth, uint64_t start)
+{
+    if (g->n == g->cap) {
+        uint32_t ncap = g->cap ? g->cap * 2 : 1024;
+        fg_node_t *n = realloc(g->nodes, (size_t)ncap * sizeof *n);
+        if (!n)
+            return REPORT__NONE;
+        g->nodes = n;
+        g->cap = ncap;
+    }
+    fg_node_t *nd = &g->nodes[g->n];
+    memset(nd, 0, sizeof *nd);
+    nd->frame = frame;
+    nd->depth = depth;
+    nd->start = start;
+    if (depth > g->maxdepth)
+        g->maxdepth = depth;
+    return g->n++;
+}
+
+/* Merges the sorted stacks into a tree laid out left to right (nodes in DFS order). */
+static int fg_build(fg_t *g, const report_profile_t *p, const uint32_t *order, int metric)
+{
+    uint32_t *path = malloc((REPORT__MAX_DEPTH + 2) * sizeof *path);
+    if (!path || fg_add(g, REPORT__NONE, 0, 0) == REPORT__NONE) {
+        free(path);
+        return SCRY_E_NOMEM;
+    }
+    path[0] = 0;
+    uint32_t plen = 1; /* valid entries of path (the root always) */
+    for (uint32_t k = 0; k < p->nstacks; k++) {
+        const report__stack_t *st = &p->stacks[order[k]];
+        uint64_t v = report__stack_value(st, metric);
+        if (!v)
+            continue;
+        uint64_t cls[REPORT__NCLASS];
+        for (int c = 0; c < REPORT__NCLASS; c++)
+            cls[c] = metric == SCRY_METRIC_CPU ? st->count[metric][c] : st->value[metric][c];
+        const uint32_t *ids = p->ids + st->off;
+        uint32_t depth = st->depth + 1;
+        for (uint32_t d = 0; d < depth; d++) {
+            uint32_t fid = d ? ids[st->depth - d] : REPORT__NONE;
+            uint32_t ni;
+            if (d < plen && g->nodes[path[d]].frame == fid) {
+                ni = path[d];
+            } else {
+                fg_node_t *parent = &g->nodes[path[d - 1]];
+                uint64_t start = parent->start + parent->childfill;
+                if ((ni = fg_add(g, fid, d, start)) == REPORT__NONE) {
+                    free(path);
+                    return SCRY_E_NOMEM;
+                }
+                path[d] = ni;
+                plen = d + 1;
+            }
+            fg_node_t *nd = &g->nodes[ni];
+            nd->value += v;
+            for (int c = 0; c < REPORT__NCLASS; c++)
+                nd->cls[c] += cls[c];
+            if (d)
+                g->nodes[path[d - 1]].childfill += v;
+        }
+        plen = depth;
+    }
+    free(path);
+    return 0;
+}
+
+static uint32_t name_hash(const char *s)
+{
+    uint32_t h = 2166136261u;
+    for (; s && *s; s++)
+        h = (h ^ (unsigned char)*s) * 16777619u;
+    return h;
+}
+
+static void color(report__sb_t *b, const report_profile_t *p, const fg_node_t *nd, int metric)
+{
+    if (nd->frame == REPORT__NONE) {
+        report__sb_puts(b, "rgb(215,215,215)");
+        return;
+    }
+    const report__frame_t *f = &p->frames[nd->frame];
+    uint32_t h = name_hash(f->function);
+    double a = (double)(h & 0xff) / 255.0, c = (double)((h >> 8) & 0xff) / 255.0,
+           e = (double)((h >> 16) & 0xff) / 255.0;
+    uint64_t sum = nd->cls[0] + nd->cls[1] + nd->cls[2];
+    int system = metric == SCRY_METRIC_CPU && sum && nd->cls[SCRY_CLASS_SYSTEM] * 2 > sum;
+    int r, gr, bl;
+    if (f->kind == SCRY_FRAME_THREAD) {
+        r = 185 + (int)(25 * a), gr = 170 + (int)(25 * a), bl = 220;
+    } else if (f->kind == SCRY_FRAME_OTHER || system) {
+        int v = 165 + (int)(45 * a);
+        r = v, gr = v, bl = v + 5;
+    } else if (f->kind == SCRY_FRAME_NATIVE) {
+        r = 40 + (int)(60 * a), gr = 150 + (int)(70 * c), bl = 170 + (int)(70 * e);
+    } else { /* Python: warm yellows and oranges */
+        r = 225 + (int)(30 * a), gr = 110 + (int)(110 * c), bl = 30 + (int)(40 * e);
+    }
+    report__sb_printf(b, "rgb(%d,%d,%d)", r, gr, bl);
+}
+
+static void fmt_value(report__sb_t *b, uint64_t v, int metric)
+{
+    if (metric == SCRY_METRIC_CPU) {
+        report__sb_printf(b, "%" PRIu64 " sample%s", v, v == 1 ? "" : "s");
+    } else if (v >= 1024 * 1024) {
+        report__sb_printf(b, "%.2f MB", (double)v / REPORT__MB);
+    } else if (v >= 1024) {
+        report__sb_printf(b, "%.1f KB", (double)v / 1024.0);
+    } else {
+        report__sb_printf(b, "%" PRIu64 " bytes", v);
+    }
+}
+
+static void node_name(report__sb_t *b, const report_profile_t *p, const fg_node_t *nd)
+{
+    if (nd->frame == REPORT__NONE)
+        report__sb_puts(b, "all");
+    else
+        report__sb_frame(b, &p->frames[nd->frame]);
+}
+
+static const char *auto_title(int metric)
+{
+    switch (metric) {
+    case SCRY_METRIC_ALLOC:
+        return "Memory Flame Graph: bytes allocated";
+    case SCRY_METRIC_FREE:
+        return "Memory Flame Graph: bytes freed";
+    case SCRY_METRIC_COPY:
+        return "Memory Flame Graph: bytes copied";
+    default:
+        return "CPU Flame Graph";
+    }
+}
+
+static void write_frames(report__sb_t *b, const report_profile_t *p, const fg_t *g, int metric,
+                         int width, int height)
+{
+    double total = (double)g->nodes[0].value;
+    double scale = (width - 2.0 * FG_XPAD) / (total > 0 ? total : 1.0);
+    double minfrac = 1.0 / (width - 2.0 * FG_XPAD);
+    if (minfrac < FG_MIN_FRAC)
+        minfrac = FG_MIN_FRAC;
+    report__sb_t name = {0};
+    for (uint32_t i = 0; i < g->n; i++) {
+        const fg_node_t *nd = &g->nodes[i];
+        if ((double)nd->value < minfrac * total)
+            continue; /* elided: too narrow to see (its children are narrower) */
+        double x = FG_XPAD + (double)nd->start * scale, w = (double)nd->value * scale;
+        int y = height - FG_YPAD_BOT - (int)(nd->depth + 1) * FG_FRAME_H;
+        name.len = 0;
+        node_name(&name, p, nd);
+        if (name.oom) {
+            b->oom = 1;
+            break;
+        }
+        report__sb_printf(b,
+                          "<g class=\"f\" data-s=\"%" PRIu64 "\" data-v=\"%" PRIu64
+                          "\" data-d=\"%" PRIu32 "\"><title>",
+                          nd->start, nd->value, nd->depth);
+        report__sb_xml(b, name.buf, 0);
+        report__sb_puts(b, " (");
+        fmt_value(b, nd->value, metric);
+        report__sb_printf(b,
+                          ", %.2f%%)</title><rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" "
+                          "height=\"%d\" fill=\"",
+                          100.0 * (double)nd->value / total, x, y, w, FG_FRAME_H - 1);
+        color(b, p, nd, metric);
+        report__sb_printf(b, "\" rx=\"2\" ry=\"2\"/><text x=\"%.2f\" y=\"%.1f\">", x + 3,
+                          y + FG_FRAME_H - 4.5);
+        /* label: as many characters as fit, ".." when cut */
+        size_t fit = w > 6 ? (size_t)((w - 6) / (FG_FONT * 0.59)) : 0;
+        size_t cps = 0;
+        for (const char *s = name.buf; *s;) {
+            report__utf8_next(&s);
+            cps++;
+        }
+        if (fit >= 3) {
+            report__sb_xml(b, name.buf, cps > fit ? fit - 2 : 0);
+            if (cps > fit)
+                report__sb_puts(b, "..");
+        }
+        report__sb_puts(b, "</text></g>\n");
+    }
+    report__sb_free(&name);
+}
+
+int report__write_flamegraph(report_profile_t *p, FILE *out, const report_options_t *o)
+{
+    int metric = report__pick_metric(p, o);
+    int width = o->width >= 200 && o->width <= 100000 ? o->width : 1200;
+    fg_t g = {0};
+    report__sb_t b = {0};
+    int rc;
+    uint32_t *order = report__sorted_stacks(p, 0);
+    if (!order) {
+        rc = SCRY_E_NOMEM;
+        goto out;
+    }
+    if ((rc = fg_build(&g, p, order, metric)) < 0)
+        goto out;
+    int height = (int)(g.maxdepth + 1) * FG_FRAME_H + FG_YPAD_TOP + FG_YPAD_BOT;
+    uint64_t total = g.nodes[0].value;
+
+    report__sb_printf(&b,
+                      "<?xml version=\"1.0\" standalone=\"no\"?>\n"
+                      "<!DOCTYPE svg PUBLIC \"-//W3C//DTD SVG 1.1//EN\" "
+                      "\"http://www.w3.org/Graphics/SVG/1.1/DTD/svg11.dtd\">\n"
+                      "<svg version=\"1.1\" width=\"%d\" height=\"%d\" onload=\"init(evt)\" "
+                      "viewBox=\"0 0 %d %d\" xmlns=\"http://www.w3.org/2000/svg\" "
+                      "xmlns:xlink=\"http://www.w3.org/1999/xlink\">\n",
+                      width, height, width, height);
+    report__sb_puts(&b, "<!-- Flame graph written by scry; layout and controls follow "
+                        "flamegraph.pl's conventions. -->\n");
+    report__sb_printf(
+        &b,
+        "<defs><linearGradient id=\"background\" y1=\"0\" y2=\"1\" x1=\"0\" x2=\"0\">"
+        "<stop stop-color=\"#eeeeee\" offset=\"5%%\"/><stop stop-color=\"#eeeeb0\" "
+        "offset=\"95%%\"/></linearGradient></defs>\n"
+        "<style type=\"text/css\">\n"
+        "text { font-family: Verdana, sans-serif; font-size: %dpx; fill: rgb(0,0,0); }\n"
+        "#title { text-anchor: middle; font-size: %dpx; }\n"
+        "#subtitle { text-anchor: middle; fill: rgb(90,90,90); }\n"
+        "#search, #unzoom { cursor: pointer; }\n"
+        "#frames > g:hover > rect { stroke: rgb(0,0,0); stroke-width: 0.5; cursor: pointer; }\n"
+        "</style>\n",
+        FG_FONT, FG_FONT + 5);
+    report__sb_printf(&b,
+                      "<script type=\"text/ecmascript\"><![CDATA[\n"
+                      "var TOTAL = %" PRIu64 ", W = %d, XPAD = %d, FONT = %d;\n",
+                      total, width, FG_XPAD, FG_FONT);
+    report__sb_puts(&b, report__flamegraph_js);
+    report__sb_puts(&b, "]]></script>\n");
+    report__sb_printf(&b,
+                      "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" "
+                      "fill=\"url(#background)\"/>\n",
+                      width, height);
+    report__sb_printf(&b, "<text id=\"title\" x=\"%d\" y=\"%d\">", width / 2, FG_FONT * 2);
+    report__sb_xml(&b, o->title ? o->title : auto_title(metric), 0);
+    report__sb_puts(&b, "</text>\n");
+    report__sb_printf(&b, "<text id=\"subtitle\" x=\"%d\" y=\"%d\">", width / 2, FG_FONT * 3 + 2);
+    {
+        report__sb_t sub = {0};
+        report__sb_printf(&sub, "pid %d", (int)p->meta.pid);
+        if (p->meta.command && p->meta.command[0])
+            report__sb_printf(&sub, ": %.120s", p->meta.command);
+        report__sb_puts(&sub, " \xe2\x80\x94 ");
+        fmt_value(&sub, total, metric);
+        report__sb_xml(&b, sub.oom ? "" : sub.buf, 0);
+        report__sb_free(&sub);
+    }
+    report__sb_puts(&b, "</text>\n");
+    report__sb_printf(&b,
+                      "<text id=\"unzoom\" x=\"%d\" y=\"%d\" style=\"opacity:0\">Reset Zoom"
+                      "</text>\n"
+                      "<text id=\"search\" x=\"%d\" y=\"%d\" text-anchor=\"end\">Search</text>\n"
+                      "<text id=\"details\" x=\"%d\" y=\"%d\"> </text>\n"
+                      "<text id=\"matched\" x=\"%d\" y=\"%d\" text-anchor=\"end\"> </text>\n",
+                      FG_XPAD, FG_FONT * 2, width - FG_XPAD, FG_FONT * 2, FG_XPAD, height - FG_FONT,
+                      width - FG_XPAD, height - FG_FONT);
+    if (!total)
+        report__sb_printf(&b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">no samples</text>\n",
+                          width / 2, height / 2);
+    report__sb_puts(&b, "<g id=\"frames\">\n");
+    if (total)
+        write_frames(&b, p, &g, metric, width, height);
+    report__sb_puts(&b, "</g>\n</svg>\n");
+    rc = report__sb_flush(&b, out);
+out:
+    free(order);
+    free(g.nodes);
+    report__sb_free(&b);
+    return rc;
+}

@@ -1,0 +1,306 @@
+/* fmt_text.c - the terminal report: header, hottest lines with their source, functions. */
+#include "report_internal.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+#include "scry_err.h"
+
+#define LOC_MAX 40 /* columns of "file:line" */
+
+typedef struct text {
+    report__sb_t b;
+    int color;
+} text_t;
+
+static void on(text_t *t, const char *sgr)
+{
+    if (t->color)
+        report__sb_printf(&t->b, "\x1b[%sm", sgr);
+}
+
+static void off(text_t *t)
+{
+    if (t->color)
+        report__sb_puts(&t->b, "\x1b[0m");
+}
+
+static double pct(uint64_t part, uint64_t whole)
+{
+    return whole ? 100.0 * (double)part / (double)whole : 0.0;
+}
+
+static void pct_col(text_t *t, double x)
+{
+    if (x >= 20)
+        on(t, "1;31");
+    else if (x >= 5)
+        on(t, "33");
+    else if (x < 0.05)
+        on(t, "2");
+    report__sb_printf(&t->b, " %6.1f%%", x);
+    off(t);
+}
+
+/* Appends at most MAXCOLS code points of S (LEN bytes), printable only, tabs as spaces. */
+static void put_clean(report__sb_t *b, const char *s, size_t len, size_t maxcols)
+{
+    char tmp[4096];
+    if (len >= sizeof tmp)
+        len = sizeof tmp - 1;
+    memcpy(tmp, s, len);
+    tmp[len] = 0;
+    const char *p = tmp;
+    size_t cols = 0;
+    while (*p) {
+        uint32_t c = report__utf8_next(&p);
+        if (cols + 1 > maxcols) {
+            report__sb_puts(b, "\xe2\x80\xa6"); /* … */
+            return;
+        }
+        if (c == '\t') {
+            report__sb_putc(b, ' ');
+        } else if (c < 0x20 || c == 0x7F || (c >= 0x80 && c < 0xA0)) {
+            report__sb_putc(b, '?');
+        } else {
+            report__sb_put_cp(b, c);
+        }
+        cols++;
+    }
+}
+
+/* Appends "file:line" cut from the left to LOC_MAX columns; returns columns written. */
+static size_t put_loc(report__sb_t *b, const char *file, int32_t line)
+{
+    char num[16];
+    snprintf(num, sizeof num, ":%d", (int)line);
+    const char *f = file && file[0] ? file : "?";
+    size_t cols = 0;
+    for (const char *p = f; *p;) {
+        report__utf8_next(&p);
+        cols++;
+    }
+    size_t budget = LOC_MAX - strlen(num);
+    const char *p = f;
+    if (cols > budget) {
+        size_t skip = cols - budget + 1;
+        while (skip--)
+            report__utf8_next(&p);
+        report__sb_puts(b, "\xe2\x80\xa6");
+        cols = budget;
+    }
+    put_clean(b, p, strlen(p), budget);
+    report__sb_puts(b, num);
+    return cols + strlen(num);
+}
+
+static void spark(report__sb_t *b, const report__line_t *l)
+{
+    static const char *blocks[8] = {"\xe2\x96\x81", "\xe2\x96\x82", "\xe2\x96\x83", "\xe2\x96\x84",
+                                    "\xe2\x96\x85", "\xe2\x96\x86", "\xe2\x96\x87", "\xe2\x96\x88"};
+    float lo = 0, hi = 0;
+    for (uint32_t i = 0; i < l->ntrend; i++) {
+        lo = l->trend[i] < lo ? l->trend[i] : lo;
+        hi = l->trend[i] > hi ? l->trend[i] : hi;
+    }
+    for (uint32_t i = 0; i < REPORT__TREND_MAX; i++) {
+        if (i >= l->ntrend) {
+            report__sb_putc(b, ' ');
+            continue;
+        }
+        int k = hi > lo ? (int)((l->trend[i] - lo) / (hi - lo) * 7.0f + 0.5f) : 0;
+        report__sb_puts(b, blocks[k < 0 ? 0 : k > 7 ? 7 : k]);
+    }
+}
+
+static void header(text_t *t, const report__view_t *v)
+{
+    const report_profile_t *p = v->p;
+    on(t, "1");
+    report__sb_printf(&t->b, "scry: pid %d", (int)p->meta.pid);
+    off(t);
+    if (p->meta.python_version)
+        report__sb_printf(&t->b, ", Python %s", p->meta.python_version);
+    if (p->meta.command && p->meta.command[0]) {
+        report__sb_puts(&t->b, ": ");
+        put_clean(&t->b, p->meta.command, strlen(p->meta.command), 200);
+    }
+    report__sb_printf(&t->b, "\nduration %.2f s, %" PRIu64 " samples", v->duration_s, v->cpu_count);
+    if (p->meta.rate_hz > 0)
+        report__sb_printf(&t->b, " at %.0f Hz", p->meta.rate_hz);
+    if (p->nsamples > v->cpu_count)
+        report__sb_printf(&t->b, ", %" PRIu64 " memory samples", p->nsamples - v->cpu_count);
+    report__sb_printf(&t->b, ", %" PRIu64 " errors", p->end.errors);
+    if (p->end.dropped)
+        report__sb_printf(&t->b, ", %" PRIu64 " dropped", p->end.dropped);
+    if (p->truncated)
+        report__sb_printf(&t->b, ", %" PRIu64 " truncated stacks", p->truncated);
+    if (p->end.late)
+        report__sb_printf(&t->b, ", %" PRIu64 " late ticks (max %.1f ms)", p->end.late,
+                          p->end.late_max_ms);
+    if (p->end.target_exited) {
+        on(t, "33");
+        report__sb_puts(&t->b, " (target exited)");
+        off(t);
+    }
+    report__sb_putc(&t->b, '\n');
+    if (p->have_end && p->end.gil_fraction >= 0)
+        report__sb_printf(&t->b, "GIL held %.1f%% of the time\n", 100.0 * p->end.gil_fraction);
+    if (v->has_memory)
+        report__sb_printf(&t->b, "memory: peak %.1f MB, net %.1f MB at the end\n",
+                          (double)p->mem_peak / REPORT__MB, (double)p->mem_net / REPORT__MB);
+}
+
+static void lines(text_t *t, const report__view_t *v, const report_options_t *o, report__src_t *src)
+{
+    const report_profile_t *p = v->p;
+    uint32_t top = o->top_lines > 0 ? (uint32_t)o->top_lines : 20;
+    size_t width = o->width_text > 0 ? (size_t)o->width_text : 72;
+    on(t, "1");
+    report__sb_puts(&t->b, "\nHottest lines");
+    off(t);
+    if (v->use_weight)
+        report__sb_printf(&t->b, " (%% of %.3f s sampled)", (double)v->cpu_total / 1e9);
+    report__sb_puts(&t->b, "\n  %python %native %system");
+    if (v->has_memory)
+        report__sb_printf(&t->b, " %9s %9s %9s  %-27s", "alloc MB", "net MB", "copy MB/s", "trend");
+    report__sb_puts(&t->b, "  line\n");
+    for (uint32_t k = 0; k < v->nline_order && k < top; k++) {
+        uint32_t i = v->line_order[k];
+        const report__line_t *l = &p->lines[i];
+        const uint64_t *c = v->line_cpu + (size_t)i * REPORT__NCLASS;
+        report__sb_putc(&t->b, ' ');
+        pct_col(t, pct(c[SCRY_CLASS_PYTHON], v->cpu_total));
+        pct_col(t, pct(c[SCRY_CLASS_NATIVE], v->cpu_total));
+        pct_col(t, pct(c[SCRY_CLASS_SYSTEM], v->cpu_total));
+        if (v->has_memory) {
+            report__sb_printf(&t->b, " %9.1f %9.1f %9.1f  ", (double)l->alloc_bytes / REPORT__MB,
+                              (double)l->net / REPORT__MB,
+                              v->duration_s > 0 ? (double)l->copy_bytes / REPORT__MB / v->duration_s
+                                                : 0.0);
+            on(t, "36");
+            spark(&t->b, l);
+            off(t);
+        }
+        report__sb_puts(&t->b, "  ");
+        on(t, "36");
+        size_t cols;
+        if (l->kind == SCRY_FRAME_PYTHON) {
+            cols = put_loc(&t->b, l->file, l->line);
+        } else { /* no Python frame: the native/other leaf */
+            report__sb_t name = {0};
+            report__frame_t fr = {l->function, l->file, l->line, l->kind};
+            report__sb_frame(&name, &fr);
+            if (!name.oom)
+                put_clean(&t->b, name.buf, name.len, LOC_MAX);
+            report__sb_free(&name);
+            cols = LOC_MAX;
+        }
+        off(t);
+        size_t n = 0;
+        const char *s =
+            l->kind == SCRY_FRAME_PYTHON ? report__src_line(src, l->file, l->line, &n) : NULL;
+        if (s) {
+            while (n && (*s == ' ' || *s == '\t'))
+                s++, n--;
+            for (; cols < LOC_MAX; cols++)
+                report__sb_putc(&t->b, ' ');
+            report__sb_puts(&t->b, "  ");
+            put_clean(&t->b, s, n, width);
+        } else if (l->kind == SCRY_FRAME_PYTHON) {
+            for (; cols < LOC_MAX; cols++)
+                report__sb_putc(&t->b, ' ');
+            report__sb_puts(&t->b, "  ");
+            on(t, "2");
+            report__sb_puts(&t->b, "# in ");
+            put_clean(&t->b, l->function, strlen(l->function ? l->function : ""), width);
+            off(t);
+        }
+        report__sb_putc(&t->b, '\n');
+    }
+}
+
+static void functions(text_t *t, const report__view_t *v, const report_options_t *o)
+{
+    uint32_t top = o->top_functions > 0 ? (uint32_t)o->top_functions : 10;
+    on(t, "1");
+    report__sb_puts(&t->b, "\nHottest functions\n");
+    off(t);
+    report__sb_puts(&t->b, "   %total   %self  function\n");
+    for (uint32_t k = 0; k < v->nfuncs && k < top; k++) {
+        const report__func_t *f = &v->funcs[v->func_order[k]];
+        uint64_t self = f->self_value[0] + f->self_value[1] + f->self_value[2];
+        report__sb_putc(&t->b, ' ');
+        pct_col(t, pct(f->total_value, v->cpu_total));
+        pct_col(t, pct(self, v->cpu_total));
+        report__sb_puts(&t->b, "  ");
+        const char *fn = f->function ? f->function : "";
+        put_clean(&t->b, fn, strlen(fn), 60);
+        if (f->kind == SCRY_FRAME_NATIVE && f->file && f->file[0]) {
+            report__sb_puts(&t->b, " (");
+            put_clean(&t->b, f->file, strlen(f->file), 60);
+            report__sb_putc(&t->b, ')');
+        } else if (f->kind == SCRY_FRAME_PYTHON) {
+            report__sb_puts(&t->b, " (");
+            on(t, "36");
+            put_loc(&t->b, f->file, f->first_line);
+            off(t);
+            report__sb_putc(&t->b, ')');
+        }
+        report__sb_putc(&t->b, '\n');
+    }
+}
+
+static void leaks(text_t *t, const report__view_t *v)
+{
+    const report_profile_t *p = v->p;
+    int any = 0;
+    for (uint32_t k = 0; k < v->nline_order; k++) {
+        const report__line_t *l = &p->lines[v->line_order[k]];
+        int growing;
+        double score = report__leak_score(l, &growing);
+        if (score < 0.95 || !growing)
+            continue;
+        if (any == 10) {
+            report__sb_puts(&t->b, "  ...\n");
+            break;
+        }
+        if (!any++) {
+            on(t, "1");
+            report__sb_puts(&t->b, "\nPossible leaks\n");
+            off(t);
+        }
+        report__sb_printf(&t->b, "  score %.2f  net %.1f MB  ", score, (double)l->net / REPORT__MB);
+        put_loc(&t->b, l->file, l->line);
+        report__sb_putc(&t->b, '\n');
+    }
+}
+
+int report__write_text(report_profile_t *p, FILE *out, const report_options_t *o)
+{
+    report__view_t v;
+    text_t t = {.color = o->color};
+    int rc = report__view_build(&v, p);
+    if (rc < 0)
+        return rc;
+    report__src_t *src = report__src_new(p->meta.source_root);
+    if (!src) {
+        report__view_free(&v);
+        return SCRY_E_NOMEM;
+    }
+    header(&t, &v);
+    if (!v.nline_order) {
+        report__sb_puts(&t.b, "\nno samples collected\n");
+    } else {
+        lines(&t, &v, o, src);
+        if (v.nfuncs)
+            functions(&t, &v, o);
+        if (v.has_memory)
+            leaks(&t, &v);
+    }
+    rc = report__sb_flush(&t.b, out);
+    report__sb_free(&t.b);
+    report__src_free(src);
+    report__view_free(&v);
+    return rc;
+}

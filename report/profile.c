@@ -1,0 +1,425 @@
+/* profile.c - the hot path: interning frames and stacks, counting samples. */
+#include "report_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "scry_err.h"
+
+static const uint64_t K = 0x9E3779B97F4A7C15ULL;
+
+static inline uint64_t rotl5(uint64_t h)
+{
+    return (h << 5) | (h >> 59);
+}
+
+static inline uint64_t fmix(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return x;
+}
+
+static inline uint64_t hash_frame_into(uint64_t h, const char *function, const char *file,
+                                       int32_t line, uint8_t kind)
+{
+    h = (rotl5(h) ^ (uint64_t)(uintptr_t)function) * K;
+    h = (rotl5(h) ^ (uint64_t)(uintptr_t)file) * K;
+    h = (rotl5(h) ^ (((uint64_t)(uint32_t)line << 8) | kind)) * K;
+    return h;
+}
+
+static char *dup_or_null(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+static void *grow(void *arr, uint32_t *cap, size_t elem, uint32_t need)
+{
+    if (need <= *cap)
+        return arr;
+    uint64_t ncap = *cap ? *cap : 64;
+    while (ncap < need)
+        ncap *= 2;
+    if (ncap > UINT32_MAX / 2)
+        return NULL;
+    void *n = realloc(arr, ncap * elem);
+    if (!n)
+        return NULL;
+    *cap = (uint32_t)ncap;
+    return n;
+}
+
+/* Rebuilds an id+1 slot array of NEWCAP slots for N entries whose hash HASHOF gives. */
+typedef uint64_t (*hash_of_fn)(const report_profile_t *p, uint32_t id);
+
+static int rehash(const report_profile_t *p, uint32_t **slots, uint32_t *cap, uint32_t n,
+                  hash_of_fn hash_of)
+{
+    uint32_t ncap = *cap ? *cap * 2 : 256;
+    while (ncap < n * 2)
+        ncap *= 2;
+    uint32_t *ns = calloc(ncap, sizeof *ns);
+    if (!ns)
+        return SCRY_E_NOMEM;
+    for (uint32_t id = 0; id < n; id++) {
+        uint32_t j = (uint32_t)hash_of(p, id) & (ncap - 1);
+        while (ns[j])
+            j = (j + 1) & (ncap - 1);
+        ns[j] = id + 1;
+    }
+    free(*slots);
+    *slots = ns;
+    *cap = ncap;
+    return 0;
+}
+
+static uint64_t frame_hash(const report__frame_t *f)
+{
+    return fmix(hash_frame_into(0, f->function, f->file, f->line, f->kind));
+}
+
+static uint64_t frame_hash_of(const report_profile_t *p, uint32_t id)
+{
+    return frame_hash(&p->frames[id]);
+}
+
+static uint64_t stack_hash_of(const report_profile_t *p, uint32_t id)
+{
+    return p->stacks[id].hash;
+}
+
+static uint64_t line_hash(const char *file, const char *function, int32_t line, uint8_t kind)
+{
+    return fmix(hash_frame_into(1, function, file, line, kind));
+}
+
+static uint64_t line_hash_of(const report_profile_t *p, uint32_t id)
+{
+    const report__line_t *l = &p->lines[id];
+    return line_hash(l->file, l->function, l->line, l->kind);
+}
+
+/* Returns the frame id of F, interning it; REPORT__NONE when out of memory. */
+static uint32_t intern_frame(report_profile_t *p, const scry_frame_t *f)
+{
+    if ((p->nframes + 1) * 2 > p->frame_slots_cap &&
+        rehash(p, &p->frame_slots, &p->frame_slots_cap, p->nframes, frame_hash_of) < 0)
+        return REPORT__NONE;
+    report__frame_t key = {f->function, f->file, f->line, f->kind};
+    uint32_t mask = p->frame_slots_cap - 1;
+    uint32_t j = (uint32_t)frame_hash(&key) & mask;
+    for (uint32_t s; (s = p->frame_slots[j]) != 0; j = (j + 1) & mask) {
+        const report__frame_t *e = &p->frames[s - 1];
+        if (e->function == key.function && e->file == key.file && e->line == key.line &&
+            e->kind == key.kind)
+            return s - 1;
+    }
+    report__frame_t *nf = grow(p->frames, &p->frames_cap, sizeof *nf, p->nframes + 1);
+    if (!nf)
+        return REPORT__NONE;
+    p->frames = nf;
+    p->frames[p->nframes] = key;
+    p->frame_slots[j] = ++p->nframes;
+    return p->nframes - 1;
+}
+
+/* Returns the line id for an attribution frame, interning it; REPORT__NONE when OOM. */
+static uint32_t intern_line(report_profile_t *p, const report__frame_t *f)
+{
+    if ((p->nlines + 1) * 2 > p->line_slots_cap &&
+        rehash(p, &p->line_slots, &p->line_slots_cap, p->nlines, line_hash_of) < 0)
+        return REPORT__NONE;
+    uint32_t mask = p->line_slots_cap - 1;
+    uint32_t j = (uint32_t)line_hash(f->file, f->function, f->line, f->kind) & mask;
+    for (uint32_t s; (s = p->line_slots[j]) != 0; j = (j + 1) & mask) {
+        const report__line_t *e = &p->lines[s - 1];
+        if (e->function == f->function && e->file == f->file && e->line == f->line &&
+            e->kind == f->kind)
+            return s - 1;
+    }
+    report__line_t *nl = grow(p->lines, &p->lines_cap, sizeof *nl, p->nlines + 1);
+    if (!nl)
+        return REPORT__NONE;
+    p->lines = nl;
+    memset(&p->lines[p->nlines], 0, sizeof *nl);
+    p->lines[p->nlines].file = f->file;
+    p->lines[p->nlines].function = f->function;
+    p->lines[p->nlines].line = f->line;
+    p->lines[p->nlines].kind = f->kind;
+    p->line_slots[j] = ++p->nlines;
+    return p->nlines - 1;
+}
+
+/* Creates stack entry for S (depth frames) at slot J. Returns its id or REPORT__NONE. */
+static uint32_t new_stack(report_profile_t *p, const scry_sample_t *s, uint32_t depth, uint64_t h,
+                          uint32_t j)
+{
+    if (p->nids + depth > UINT32_MAX)
+        return REPORT__NONE;
+    if (p->nids + depth > p->ids_cap) {
+        size_t ncap = p->ids_cap ? p->ids_cap : 1024;
+        while (ncap < p->nids + depth)
+            ncap *= 2;
+        uint32_t *n = realloc(p->ids, ncap * sizeof *n);
+        if (!n)
+            return REPORT__NONE;
+        p->ids = n;
+        p->ids_cap = ncap;
+    }
+    report__stack_t *ns = grow(p->stacks, &p->stacks_cap, sizeof *ns, p->nstacks + 1);
+    if (!ns)
+        return REPORT__NONE;
+    p->stacks = ns;
+    uint32_t *ids = p->ids + p->nids;
+    uint32_t attr = REPORT__NONE;
+    for (uint32_t i = 0; i < depth; i++) {
+        ids[i] = intern_frame(p, &s->frames[i]);
+        if (ids[i] == REPORT__NONE)
+            return REPORT__NONE;
+        if (attr == REPORT__NONE && s->frames[i].kind == SCRY_FRAME_PYTHON)
+            attr = i;
+    }
+    if (attr == REPORT__NONE && depth > 0)
+        attr = 0; /* no Python frame: the leaf stands for the line */
+    report__frame_t unknown = {strtab_intern(p->strs, "<unknown>"), "", 0, SCRY_FRAME_OTHER};
+    if (!unknown.function)
+        return REPORT__NONE;
+    uint32_t line = intern_line(p, attr == REPORT__NONE ? &unknown : &p->frames[ids[attr]]);
+    if (line == REPORT__NONE)
+        return REPORT__NONE;
+    report__stack_t *st = &p->stacks[p->nstacks];
+    memset(st, 0, sizeof *st);
+    st->hash = h;
+    st->off = (uint32_t)p->nids;
+    st->depth = depth;
+    st->tid = s->tid;
+    st->line = line;
+    st->attr = attr;
+    p->nids += depth;
+    p->stack_slots[j] = ++p->nstacks;
+    return p->nstacks - 1;
+}
+
+static uint32_t find_stack(report_profile_t *p, const scry_sample_t *s)
+{
+    uint32_t depth = s->nframes > REPORT__MAX_DEPTH ? REPORT__MAX_DEPTH : s->nframes;
+    uint64_t h = (uint64_t)(uint32_t)s->tid * K;
+    for (uint32_t i = 0; i < depth; i++) {
+        const scry_frame_t *f = &s->frames[i];
+        h = hash_frame_into(h, f->function, f->file, f->line, f->kind);
+    }
+    h = fmix(h ^ depth);
+
+    if ((p->nstacks + 1) * 2 > p->stack_slots_cap &&
+        rehash(p, &p->stack_slots, &p->stack_slots_cap, p->nstacks, stack_hash_of) < 0)
+        return REPORT__NONE;
+    uint32_t mask = p->stack_slots_cap - 1;
+    uint32_t j = (uint32_t)h & mask;
+    for (uint32_t slot; (slot = p->stack_slots[j]) != 0; j = (j + 1) & mask) {
+        const report__stack_t *st = &p->stacks[slot - 1];
+        if (st->hash != h || st->depth != depth || st->tid != s->tid)
+            continue;
+        const uint32_t *ids = p->ids + st->off;
+        uint32_t i = 0;
+        for (; i < depth; i++) {
+            const report__frame_t *e = &p->frames[ids[i]];
+            const scry_frame_t *f = &s->frames[i];
+            if (e->function != f->function || e->file != f->file || e->line != f->line ||
+                e->kind != f->kind)
+                break;
+        }
+        if (i == depth)
+            return slot - 1;
+    }
+    return new_stack(p, s, depth, h, j);
+}
+
+static report__thread_t *find_thread(report_profile_t *p, int32_t tid)
+{
+    if (p->last_thread < p->nthreads && p->threads[p->last_thread].tid == tid)
+        return &p->threads[p->last_thread];
+    for (uint32_t i = 0; i < p->nthreads; i++) {
+        if (p->threads[i].tid == tid) {
+            p->last_thread = i;
+            return &p->threads[i];
+        }
+    }
+    if (p->nthreads >= 65536)
+        return NULL; /* bound: beyond this, threads are only counted in stacks */
+    report__thread_t *nt = grow(p->threads, &p->threads_cap, sizeof *nt, p->nthreads + 1);
+    if (!nt)
+        return NULL;
+    p->threads = nt;
+    memset(&nt[p->nthreads], 0, sizeof *nt);
+    nt[p->nthreads].tid = tid;
+    nt[p->nthreads].name = "";
+    p->last_thread = p->nthreads;
+    return &nt[p->nthreads++];
+}
+
+report_profile_t *report_profile_new(const report_meta_t *meta)
+{
+    if (!meta)
+        return NULL;
+    report_profile_t *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->meta = *meta;
+    p->meta.python_version = dup_or_null(meta->python_version);
+    p->meta.command = dup_or_null(meta->command);
+    p->meta.source_root = dup_or_null(meta->source_root);
+    p->strs = strtab_new();
+    p->end.gil_fraction = -1.0;
+    p->foot_bucket_ns = 10000000; /* 10 ms, doubled as the run grows */
+    if (!p->strs || (meta->python_version && !p->meta.python_version) ||
+        (meta->command && !p->meta.command) || (meta->source_root && !p->meta.source_root)) {
+        report_profile_free(p);
+        return NULL;
+    }
+    return p;
+}
+
+void report_profile_free(report_profile_t *p)
+{
+    if (!p)
+        return;
+    free((char *)p->meta.python_version);
+    free((char *)p->meta.command);
+    free((char *)p->meta.source_root);
+    strtab_free(p->strs);
+    free(p->frames);
+    free(p->frame_slots);
+    free(p->stacks);
+    free(p->stack_slots);
+    free(p->ids);
+    free(p->lines);
+    free(p->line_slots);
+    free(p->threads);
+    free(p->amap);
+    free(p);
+}
+
+int report_profile_add(report_profile_t *p, const scry_sample_t *s)
+{
+    if (!p || !s || (s->nframes && !s->frames) || s->metric >= REPORT__NMETRIC)
+        return SCRY_E_INVAL;
+    uint32_t id = find_stack(p, s);
+    if (id == REPORT__NONE)
+        return SCRY_E_NOMEM;
+    report__stack_t *st = &p->stacks[id];
+    unsigned cls = s->cls < REPORT__NCLASS ? s->cls : SCRY_CLASS_SYSTEM;
+    uint64_t v = s->metric == SCRY_METRIC_CPU ? s->weight_ns : s->bytes;
+    st->count[s->metric][cls]++;
+    st->value[s->metric][cls] += v;
+    p->nsamples++;
+    p->metric_count[s->metric]++;
+    p->metric_value[s->metric] += v;
+    if (s->truncated)
+        p->truncated++;
+    if (p->nsamples == 1 || s->time_ns < p->first_ns)
+        p->first_ns = s->time_ns;
+    if (s->time_ns > p->last_ns)
+        p->last_ns = s->time_ns;
+
+    report__thread_t *t = find_thread(p, s->tid);
+    if (t && s->thread_name && s->thread_name[0])
+        t->name = s->thread_name;
+    if (s->metric == SCRY_METRIC_CPU) {
+        if (s->gil) {
+            p->gil_count++;
+            p->gil_weight += s->weight_ns;
+        }
+        if (t) {
+            t->samples++;
+            t->weight += s->weight_ns;
+            t->gil += s->gil ? 1 : 0;
+            t->running += s->running ? 1 : 0;
+        }
+        return 0;
+    }
+    if (t)
+        t->mem_samples++;
+    return report__mem_add(p, s, st->line);
+}
+
+int report_profile_set_end(report_profile_t *p, const report_end_t *end)
+{
+    if (!p || !end)
+        return SCRY_E_INVAL;
+    p->end = *end;
+    p->have_end = 1;
+    return 0;
+}
+
+uint64_t report_profile_samples(const report_profile_t *p)
+{
+    return p ? p->nsamples : 0;
+}
+
+static const struct {
+    const char *name;
+    enum report_format fmt;
+} format_names[] = {
+    {"collapsed", REPORT_FORMAT_COLLAPSED},
+    {"speedscope", REPORT_FORMAT_SPEEDSCOPE},
+    {"json", REPORT_FORMAT_JSON},
+    {"text", REPORT_FORMAT_TEXT},
+    {"flamegraph", REPORT_FORMAT_FLAMEGRAPH},
+    {"folded", REPORT_FORMAT_COLLAPSED},
+    {"svg", REPORT_FORMAT_FLAMEGRAPH},
+};
+
+int report_format_parse(const char *name)
+{
+    if (!name)
+        return SCRY_E_INVAL;
+    for (size_t i = 0; i < sizeof format_names / sizeof format_names[0]; i++)
+        if (strcmp(name, format_names[i].name) == 0)
+            return (int)format_names[i].fmt;
+    return SCRY_E_INVAL;
+}
+
+const char *report_format_name(enum report_format fmt)
+{
+    for (size_t i = 0; i < sizeof format_names / sizeof format_names[0]; i++)
+        if (format_names[i].fmt == fmt)
+            return format_names[i].name;
+    return NULL;
+}
+
+int report_write(report_profile_t *p, enum report_format fmt, FILE *out,
+                 const report_options_t *opt)
+{
+    static const report_options_t defaults = {.metric = -1};
+    if (!p || !out)
+        return SCRY_E_INVAL;
+    if (!opt)
+        opt = &defaults;
+    int rc;
+    switch (fmt) {
+    case REPORT_FORMAT_COLLAPSED:
+        rc = report__write_collapsed(p, out, opt);
+        break;
+    case REPORT_FORMAT_SPEEDSCOPE:
+        rc = report__write_speedscope(p, out, opt);
+        break;
+    case REPORT_FORMAT_JSON:
+        rc = report__write_json(p, out, opt);
+        break;
+    case REPORT_FORMAT_TEXT:
+        rc = report__write_text(p, out, opt);
+        break;
+    case REPORT_FORMAT_FLAMEGRAPH:
+        rc = report__write_flamegraph(p, out, opt);
+        break;
+    default:
+        return SCRY_E_INVAL;
+    }
+    if (rc == 0 && (fflush(out) != 0 || ferror(out)))
+        rc = SCRY_E_IO;
+    return rc;
+}

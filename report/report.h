@@ -1,0 +1,115 @@
+/* report.h - aggregation of samples and every output format.
+ *
+ * The daemon creates one profile per run, feeds it every sample (report_profile_add, the
+ * hot path: O(stack depth), no allocation once the stack has been seen), records the
+ * end-of-run summary (report_profile_set_end) and writes one or more formats
+ * (report_write). The report side never touches the target: it only reads the samples
+ * and, for the text report, source files from disk. Not thread-safe.
+ *
+ * Formats are described precisely in docs/output-formats.md.
+ */
+#ifndef SCRY_REPORT_H
+#define SCRY_REPORT_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "sample.h"
+
+typedef struct report_profile report_profile_t;
+
+enum report_format {
+    REPORT_FORMAT_COLLAPSED = 0,  /* "collapsed": flamegraph.pl/inferno folded stacks */
+    REPORT_FORMAT_SPEEDSCOPE = 1, /* "speedscope": speedscope.app JSON file format */
+    REPORT_FORMAT_JSON = 2,       /* "json": scry's line-level report */
+    REPORT_FORMAT_TEXT = 3,       /* "text": the terminal report */
+    REPORT_FORMAT_FLAMEGRAPH = 4, /* "flamegraph": self-contained interactive SVG */
+};
+
+/* report_meta_t.flags: how the run was configured. */
+#define REPORT_F_THREADS 0x01u /* stacks carry a THREAD root frame (--threads) */
+#define REPORT_F_IDLE    0x02u /* off-CPU (idle) samples are included */
+#define REPORT_F_NATIVE  0x04u /* native frames are merged in (--native) */
+#define REPORT_F_GIL     0x08u /* samples carry a meaningful GIL flag (--gil) */
+#define REPORT_F_MEMORY  0x10u /* memory sampling was on (the shim is loaded) */
+
+typedef struct report_meta {
+    int32_t pid;                /* target pid */
+    const char *python_version; /* "3.12.1"; NULL when unknown */
+    const char *command;        /* target command line, arguments joined by spaces; NULL ok */
+    double rate_hz;             /* sampling rate */
+    int64_t start_unix_ns;      /* wall clock (CLOCK_REALTIME) at start; 0 when unknown */
+    uint64_t start_mono_ns;     /* CLOCK_MONOTONIC at start (time base of time_ns); 0: first
+                                   sample's time */
+    unsigned flags;             /* REPORT_F_* */
+    const char *source_root;    /* e.g. "/proc/1234/root": prefix to open the target's source
+                                   files through its mount namespace; NULL = plain paths */
+} report_meta_t;
+
+/* End-of-run summary, given by the daemon once sampling stopped. */
+typedef struct report_end {
+    double duration_s;   /* wall time sampled; <= 0: derived from the samples' timestamps */
+    uint64_t ticks;      /* sampling rounds attempted; 0 when unknown */
+    uint64_t errors;     /* samples lost to errors (torn reads, unreadable frames) */
+    uint64_t dropped;    /* samples dropped (memory ring overflow, backpressure) */
+    uint64_t late;       /* ticks that fired late */
+    double late_mean_ms; /* mean lateness of the late ticks */
+    double late_max_ms;  /* worst lateness */
+    int target_exited;   /* 1 when the target exited before the run ended */
+    double gil_fraction; /* [0,1] share of time some thread held the GIL; < 0 unknown
+                            (then derived from the samples when REPORT_F_GIL is set) */
+} report_end_t;
+
+typedef struct report_options {
+    int color;         /* text: use ANSI colours (the caller decides, e.g. by isatty) */
+    int metric;        /* collapsed/flamegraph: enum scry_metric to draw, or -1 = automatic
+                          (CPU when CPU samples exist, else ALLOC) */
+    int top_lines;     /* text: hottest lines shown; 0 = 20 */
+    int top_functions; /* text: hottest functions shown; 0 = 10 */
+    int width;         /* flamegraph: image width in px; 0 = 1200 */
+    int width_text;    /* text: max columns of source text per line; 0 = 72 */
+    const char *title; /* flamegraph title; NULL = automatic */
+} report_options_t;
+
+/* Creates an empty profile for the run described by META (copied: the caller keeps
+ * ownership of its strings). Returns NULL when out of memory or META is NULL. */
+report_profile_t *report_profile_new(const report_meta_t *meta);
+
+/* Frees the profile and everything it holds. NULL is a no-op. */
+void report_profile_free(report_profile_t *p);
+
+/* Adds one sample. The sample's strings must be interned (pointer-equal when equal) and
+ * live as long as the profile; its frames array is only read during the call. Samples
+ * should arrive in time order (memory footprints are tracked over time). Cost: O(nframes)
+ * and no allocation when the stack was seen before. Returns 0, SCRY_E_INVAL (NULL
+ * argument, frames NULL with nframes > 0, unknown metric) or SCRY_E_NOMEM (the sample is
+ * then not counted). Stacks deeper than 4096 frames keep their 4096 leaf-most frames. */
+int report_profile_add(report_profile_t *p, const scry_sample_t *s);
+
+/* Records the end-of-run summary (copied). May be called again to replace it. Returns 0
+ * or SCRY_E_INVAL when an argument is NULL. */
+int report_profile_set_end(report_profile_t *p, const report_end_t *end);
+
+/* Number of samples added so far (every metric). 0 when P is NULL. */
+uint64_t report_profile_samples(const report_profile_t *p);
+
+/* Writes the profile to OUT in format FMT. OPT may be NULL (defaults). Deterministic for
+ * the same samples. An empty profile gives a valid empty document. Returns 0,
+ * SCRY_E_INVAL (bad argument or format), SCRY_E_NOMEM, or SCRY_E_IO when writing to OUT
+ * failed (OUT is then left in an unspecified state). OUT is not closed. */
+int report_write(report_profile_t *p, enum report_format fmt, FILE *out,
+                 const report_options_t *opt);
+
+/* Maps a --format name ("collapsed", "speedscope", "json", "text", "flamegraph"; "svg"
+ * and "folded" are accepted aliases) to its enum value. Returns the value (>= 0) or
+ * SCRY_E_INVAL for an unknown or NULL name. */
+int report_format_parse(const char *name);
+
+/* Returns the canonical name of a format ("collapsed", ...), or NULL when unknown. */
+const char *report_format_name(enum report_format fmt);
+
+/* Writes S to OUT as a JSON string literal with quotes (valid UTF-8, control characters
+ * escaped). Returns 0, or -1 when out of memory or the write failed. */
+int report_json_fputs(FILE *out, const char *s);
+
+#endif

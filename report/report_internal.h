@@ -1,0 +1,232 @@
+/* report_internal.h - the profile's tables, shared by the aggregation and the formats.
+ *
+ * Aggregation (profile.c, memtrack.c) fills four tables while samples arrive:
+ *   frames  - every distinct (function, file, line, kind), interned once;
+ *   stacks  - every distinct (tid, frame ids leaf first), with counts and values per
+ *             metric and class;
+ *   lines   - attribution targets (innermost Python frame of a stack), carrying the
+ *             memory accounting that needs time order (net, peak, trend);
+ *   threads - per OS thread totals.
+ * The formats (fmt_*.c) read them through a view (view.c) computed at write time.
+ */
+#ifndef SCRY_REPORT_INTERNAL_H
+#define SCRY_REPORT_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "report.h"
+#include "strtab.h"
+
+#define REPORT__MAX_DEPTH 4096u
+#define REPORT__NMETRIC   4
+#define REPORT__NCLASS    3
+#define REPORT__TREND_MAX 27         /* Scalene's sparkline length */
+#define REPORT__FOOT_MAX  256        /* program footprint points kept */
+#define REPORT__ADDR_MAX  (1u << 21) /* live sampled blocks tracked for free matching */
+#define REPORT__NONE      UINT32_MAX
+#define REPORT__MB        (1024.0 * 1024.0)
+
+typedef struct report__frame {
+    const char *function;
+    const char *file;
+    int32_t line;
+    uint8_t kind;
+} report__frame_t;
+
+typedef struct report__stack {
+    uint64_t hash;
+    uint32_t off;   /* first frame id in profile->ids (leaf first) */
+    uint32_t depth; /* frame count */
+    int32_t tid;
+    uint32_t line; /* attribution line id */
+    uint32_t attr; /* index (leaf first) of the attribution frame; REPORT__NONE if none */
+    uint64_t count[REPORT__NMETRIC][REPORT__NCLASS]; /* samples */
+    uint64_t value[REPORT__NMETRIC][REPORT__NCLASS]; /* weight_ns (CPU) or bytes */
+} report__stack_t;
+
+typedef struct report__line {
+    const char *file;
+    const char *function;
+    int32_t line;
+    uint8_t kind;
+    /* memory, in time order */
+    uint64_t alloc_bytes;
+    uint64_t alloc_py_bytes; /* ALLOC bytes with cls == 0 (allocated by Python) */
+    uint64_t free_bytes;     /* matched FREE bytes of blocks this line allocated */
+    uint64_t copy_bytes;
+    uint64_t allocs; /* sampled allocations */
+    uint64_t frees;  /* of which a FREE was seen */
+    int64_t net;     /* bytes still live */
+    int64_t peak;    /* max of net over time */
+    uint32_t ntrend;
+    float trend[REPORT__TREND_MAX]; /* net MB, Scalene's median-of-three decimation */
+} report__line_t;
+
+typedef struct report__thread {
+    int32_t tid;
+    const char *name;
+    uint64_t samples; /* CPU samples */
+    uint64_t weight;  /* CPU weight_ns */
+    uint64_t gil;     /* CPU samples holding the GIL */
+    uint64_t running; /* CPU samples on a CPU */
+    uint64_t mem_samples;
+} report__thread_t;
+
+typedef struct report__addr {
+    uint64_t addr; /* 0 = empty slot */
+    uint64_t bytes;
+    uint32_t line;
+} report__addr_t;
+
+typedef struct report__point {
+    double t_s;
+    double mb;
+} report__point_t;
+
+struct report_profile {
+    report_meta_t meta; /* strings owned (duplicated) */
+    report_end_t end;
+    int have_end;
+    strtab_t *strs; /* synthetic strings ("<unknown>") */
+
+    report__frame_t *frames;
+    uint32_t nframes, frames_cap;
+    uint32_t *frame_slots; /* id + 1; 0 = empty */
+    uint32_t frame_slots_cap;
+
+    report__stack_t *stacks;
+    uint32_t nstacks, stacks_cap;
+    uint32_t *stack_slots; /* id + 1; 0 = empty */
+    uint32_t stack_slots_cap;
+    uint32_t *ids; /* frame ids of every stack, leaf first */
+    size_t nids, ids_cap;
+
+    report__line_t *lines;
+    uint32_t nlines, lines_cap;
+    uint32_t *line_slots;
+    uint32_t line_slots_cap;
+
+    report__thread_t *threads;
+    uint32_t nthreads, threads_cap;
+    uint32_t last_thread; /* cache */
+
+    report__addr_t *amap;
+    uint32_t amap_cap, amap_count;
+
+    /* totals */
+    uint64_t nsamples;
+    uint64_t metric_count[REPORT__NMETRIC];
+    uint64_t metric_value[REPORT__NMETRIC];
+    uint64_t truncated;
+    uint64_t gil_count, gil_weight;
+    uint64_t first_ns, last_ns;
+    uint64_t unmatched_frees, untracked_allocs;
+
+    /* program memory footprint */
+    int64_t mem_net, mem_peak;
+    uint64_t foot_bucket_ns; /* width of one footprint point */
+    uint32_t nfoot;
+    report__point_t foot[REPORT__FOOT_MAX];
+};
+
+/* memtrack.c: memory accounting of one ALLOC/FREE/COPY sample attributed to LINE. */
+int report__mem_add(report_profile_t *p, const scry_sample_t *s, uint32_t line);
+/* Appends VALUE to a trend, decimating by medians of three when full. */
+void report__trend_push(report__line_t *l, float value);
+/* Leak score of a line in [0,1] (rule of succession); *GROWING tells whether its net is
+ * still near its peak. */
+double report__leak_score(const report__line_t *l, int *growing);
+/* Seconds since the run's time base. */
+double report__rel_s(const report_profile_t *p, uint64_t t_ns);
+
+/* --- write-time view (view.c) --- */
+
+typedef struct report__func {
+    const char *function;
+    const char *file;
+    int32_t first_line;
+    uint8_t kind;
+    uint64_t self_count[REPORT__NCLASS];
+    uint64_t self_value[REPORT__NCLASS];
+    uint64_t total_count, total_value;
+    uint32_t stamp; /* last stack counted in total */
+} report__func_t;
+
+typedef struct report__view {
+    const report_profile_t *p;
+    int use_weight;       /* CPU shares computed from weight_ns (else sample counts) */
+    uint64_t cpu_count;   /* CPU samples */
+    uint64_t cpu_total;   /* CPU total in the chosen unit */
+    uint64_t *line_cpu;   /* nlines x NCLASS, chosen unit */
+    uint64_t *line_count; /* nlines: CPU samples */
+    uint32_t *line_order; /* lines with CPU or memory, hottest first */
+    uint32_t nline_order;
+    report__func_t *funcs;
+    uint32_t nfuncs;
+    uint32_t *func_order; /* hottest (total) first */
+    int has_memory;
+    double duration_s;
+} report__view_t;
+
+int report__view_build(report__view_t *v, const report_profile_t *p);
+void report__view_free(report__view_t *v);
+/* Picks the metric drawn by collapsed/flamegraph (OPT->metric or automatic). */
+int report__pick_metric(const report_profile_t *p, const report_options_t *opt);
+/* Value of a stack for METRIC: sample count for CPU, bytes for memory metrics. */
+uint64_t report__stack_value(const report__stack_t *s, int metric);
+/* Total of a line in the view's unit (all classes). */
+uint64_t report__line_total(const report__view_t *v, uint32_t line);
+/* Stack ids sorted root-first by frame text (then tid): deterministic order. Caller frees. */
+uint32_t *report__sorted_stacks(const report_profile_t *p, int by_tid);
+
+/* --- strings (escape.c) --- */
+
+typedef struct report__sb {
+    char *buf;
+    size_t len, cap;
+    int oom;
+} report__sb_t;
+
+void report__sb_free(report__sb_t *b);
+void report__sb_putn(report__sb_t *b, const char *s, size_t n);
+void report__sb_puts(report__sb_t *b, const char *s);
+void report__sb_putc(report__sb_t *b, char c);
+void report__sb_printf(report__sb_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Decodes one UTF-8 code point at *S (advancing it); invalid bytes decode as U+FFFD. */
+uint32_t report__utf8_next(const char **s);
+/* Appends code point CP as UTF-8. */
+void report__sb_put_cp(report__sb_t *b, uint32_t cp);
+/* Appends S as a JSON string with quotes (valid UTF-8, control chars escaped). */
+void report__sb_json(report__sb_t *b, const char *s);
+/* Appends S escaped for XML text/attributes (valid UTF-8, &<>"' escaped, characters not
+ * allowed in XML 1.0 replaced by U+FFFD). At most MAXCP code points (0 = no limit). */
+void report__sb_xml(report__sb_t *b, const char *s, size_t maxcp);
+/* Appends a frame's text ("function (file:line)", "symbol (library)", or the function
+ * text for THREAD/OTHER) with ';' and control characters replaced (collapsed-safe). */
+void report__sb_frame(report__sb_t *b, const report__frame_t *f);
+/* Appends a JSON number (finite; non-finite as 0) with up to DIGITS decimals, trimmed. */
+void report__sb_num(report__sb_t *b, double x, int digits);
+/* Writes the buffer to OUT and empties it. Returns 0, SCRY_E_NOMEM (buffer overflowed
+ * memory earlier) or SCRY_E_IO. */
+int report__sb_flush(report__sb_t *b, FILE *out);
+
+/* --- source lines (source.c) --- */
+
+typedef struct report__src report__src_t;
+report__src_t *report__src_new(const char *root);
+void report__src_free(report__src_t *c);
+/* Returns line LINE (1-based) of FILE without its newline, length in *LEN; NULL when the
+ * file or line is unavailable. Valid until report__src_free. */
+const char *report__src_line(report__src_t *c, const char *file, int32_t line, size_t *len);
+
+/* --- formats --- */
+int report__write_collapsed(report_profile_t *p, FILE *out, const report_options_t *o);
+int report__write_speedscope(report_profile_t *p, FILE *out, const report_options_t *o);
+int report__write_json(report_profile_t *p, FILE *out, const report_options_t *o);
+int report__write_text(report_profile_t *p, FILE *out, const report_options_t *o);
+int report__write_flamegraph(report_profile_t *p, FILE *out, const report_options_t *o);
+
+#endif

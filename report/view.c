@@ -1,0 +1,306 @@
+/* view.c - write-time derived data: per-line CPU shares, functions, deterministic orders. */
+#include "report_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "scry_err.h"
+
+static const char *nz(const char *s)
+{
+    return s ? s : "";
+}
+
+static int frame_cmp(const report__frame_t *a, const report__frame_t *b)
+{
+    int c = strcmp(nz(a->function), nz(b->function));
+    if (c)
+        return c;
+    if ((c = strcmp(nz(a->file), nz(b->file))) != 0)
+        return c;
+    if (a->line != b->line)
+        return a->line < b->line ? -1 : 1;
+    return (int)a->kind - (int)b->kind;
+}
+
+static int frame_id_cmp(const void *x, const void *y, void *ctx)
+{
+    const report_profile_t *p = ctx;
+    return frame_cmp(&p->frames[*(const uint32_t *)x], &p->frames[*(const uint32_t *)y]);
+}
+
+typedef struct sort_ctx {
+    const report_profile_t *p;
+    const uint32_t *rank; /* frame id -> rank in text order */
+    int by_tid;
+} sort_ctx_t;
+
+static int stack_cmp(const void *x, const void *y, void *ctxp)
+{
+    const sort_ctx_t *ctx = ctxp;
+    const report__stack_t *a = &ctx->p->stacks[*(const uint32_t *)x];
+    const report__stack_t *b = &ctx->p->stacks[*(const uint32_t *)y];
+    if (ctx->by_tid && a->tid != b->tid)
+        return a->tid < b->tid ? -1 : 1;
+    const uint32_t *ia = ctx->p->ids + a->off, *ib = ctx->p->ids + b->off;
+    uint32_t n = a->depth < b->depth ? a->depth : b->depth;
+    for (uint32_t i = 1; i <= n; i++) { /* root first */
+        uint32_t ra = ctx->rank[ia[a->depth - i]], rb = ctx->rank[ib[b->depth - i]];
+        if (ra != rb)
+            return ra < rb ? -1 : 1;
+    }
+    if (a->depth != b->depth)
+        return a->depth < b->depth ? -1 : 1;
+    if (a->tid != b->tid)
+        return a->tid < b->tid ? -1 : 1;
+    return 0;
+}
+
+uint32_t *report__sorted_stacks(const report_profile_t *p, int by_tid)
+{
+    uint32_t *order = malloc(((size_t)p->nstacks + 1) * sizeof *order);
+    uint32_t *byrank = malloc(((size_t)p->nframes + 1) * sizeof *byrank);
+    uint32_t *rank = malloc(((size_t)p->nframes + 1) * sizeof *rank);
+    if (!order || !byrank || !rank) {
+        free(order);
+        order = NULL;
+        goto out;
+    }
+    for (uint32_t i = 0; i < p->nframes; i++)
+        byrank[i] = i;
+    qsort_r(byrank, p->nframes, sizeof *byrank, frame_id_cmp, (void *)p);
+    for (uint32_t i = 0; i < p->nframes; i++)
+        rank[byrank[i]] = i;
+    for (uint32_t i = 0; i < p->nstacks; i++)
+        order[i] = i;
+    sort_ctx_t ctx = {p, rank, by_tid};
+    qsort_r(order, p->nstacks, sizeof *order, stack_cmp, &ctx);
+out:
+    free(byrank);
+    free(rank);
+    return order;
+}
+
+int report__pick_metric(const report_profile_t *p, const report_options_t *opt)
+{
+    if (opt && opt->metric >= 0 && opt->metric < REPORT__NMETRIC)
+        return opt->metric;
+    if (p->metric_count[SCRY_METRIC_CPU] || !p->metric_count[SCRY_METRIC_ALLOC])
+        return SCRY_METRIC_CPU;
+    return SCRY_METRIC_ALLOC;
+}
+
+uint64_t report__stack_value(const report__stack_t *s, int metric)
+{
+    uint64_t v = 0;
+    for (int c = 0; c < REPORT__NCLASS; c++)
+        v += metric == SCRY_METRIC_CPU ? s->count[metric][c] : s->value[metric][c];
+    return v;
+}
+
+uint64_t report__line_total(const report__view_t *v, uint32_t line)
+{
+    const uint64_t *c = v->line_cpu + (size_t)line * REPORT__NCLASS;
+    return c[0] + c[1] + c[2];
+}
+
+/* --- functions --- */
+
+typedef struct func_table {
+    uint32_t *slots; /* id + 1 */
+    uint32_t cap;
+} func_table_t;
+
+static uint64_t func_hash(const char *function, const char *file)
+{
+    uint64_t h = (uint64_t)(uintptr_t)function * 0x9E3779B97F4A7C15ULL;
+    h ^= (uint64_t)(uintptr_t)file * 0xC2B2AE3D27D4EB4FULL;
+    return h ^ (h >> 29);
+}
+
+/* Returns the function id of frame F, adding it; REPORT__NONE on OOM. */
+static uint32_t func_of(report__view_t *v, func_table_t *t, uint32_t *cap, const report__frame_t *f)
+{
+    uint32_t mask = t->cap - 1;
+    uint32_t j = (uint32_t)func_hash(f->function, f->file) & mask;
+    for (uint32_t s; (s = t->slots[j]) != 0; j = (j + 1) & mask) {
+        report__func_t *e = &v->funcs[s - 1];
+        if (e->function == f->function && e->file == f->file) {
+            if (f->line > 0 && (e->first_line <= 0 || f->line < e->first_line))
+                e->first_line = f->line;
+            return s - 1;
+        }
+    }
+    if (v->nfuncs >= *cap) {
+        report__func_t *n = realloc(v->funcs, (size_t)*cap * 2 * sizeof *n);
+        if (!n)
+            return REPORT__NONE;
+        v->funcs = n;
+        *cap *= 2;
+    }
+    report__func_t *e = &v->funcs[v->nfuncs];
+    memset(e, 0, sizeof *e);
+    e->function = f->function;
+    e->file = f->file;
+    e->first_line = f->line;
+    e->kind = f->kind;
+    e->stamp = REPORT__NONE;
+    t->slots[j] = ++v->nfuncs;
+    return v->nfuncs - 1;
+}
+
+static int build_funcs(report__view_t *v)
+{
+    const report_profile_t *p = v->p;
+    func_table_t t = {0};
+    uint32_t cap = 64;
+    /* at most one function per frame: size the table for every frame */
+    t.cap = 64;
+    while (t.cap < p->nframes * 2 + 2)
+        t.cap *= 2;
+    t.slots = calloc(t.cap, sizeof *t.slots);
+    v->funcs = malloc(cap * sizeof *v->funcs);
+    if (!t.slots || !v->funcs) {
+        free(t.slots);
+        return SCRY_E_NOMEM;
+    }
+    int rc = 0;
+    for (uint32_t si = 0; si < p->nstacks; si++) {
+        const report__stack_t *st = &p->stacks[si];
+        uint64_t cnt = 0, val = 0;
+        for (int c = 0; c < REPORT__NCLASS; c++) {
+            cnt += st->count[SCRY_METRIC_CPU][c];
+            val += v->use_weight ? st->value[SCRY_METRIC_CPU][c] : st->count[SCRY_METRIC_CPU][c];
+        }
+        if (!cnt)
+            continue;
+        const uint32_t *ids = p->ids + st->off;
+        for (uint32_t i = 0; i < st->depth; i++) {
+            const report__frame_t *f = &p->frames[ids[i]];
+            if (f->kind != SCRY_FRAME_PYTHON && i != st->attr)
+                continue;
+            uint32_t fid = func_of(v, &t, &cap, f);
+            if (fid == REPORT__NONE) {
+                rc = SCRY_E_NOMEM;
+                goto out;
+            }
+            report__func_t *fn = &v->funcs[fid];
+            if (i == st->attr) {
+                for (int c = 0; c < REPORT__NCLASS; c++) {
+                    fn->self_count[c] += st->count[SCRY_METRIC_CPU][c];
+                    fn->self_value[c] += v->use_weight ? st->value[SCRY_METRIC_CPU][c]
+                                                       : st->count[SCRY_METRIC_CPU][c];
+                }
+            }
+            if (fn->stamp != si) { /* count a recursive function once per stack */
+                fn->stamp = si;
+                fn->total_count += cnt;
+                fn->total_value += val;
+            }
+        }
+    }
+out:
+    free(t.slots);
+    return rc;
+}
+
+static int func_order_cmp(const void *x, const void *y, void *ctx)
+{
+    const report__view_t *v = ctx;
+    const report__func_t *a = &v->funcs[*(const uint32_t *)x];
+    const report__func_t *b = &v->funcs[*(const uint32_t *)y];
+    if (a->total_value != b->total_value)
+        return a->total_value > b->total_value ? -1 : 1;
+    uint64_t sa = a->self_value[0] + a->self_value[1] + a->self_value[2];
+    uint64_t sb = b->self_value[0] + b->self_value[1] + b->self_value[2];
+    if (sa != sb)
+        return sa > sb ? -1 : 1;
+    int c = strcmp(nz(a->function), nz(b->function));
+    if (c)
+        return c;
+    if ((c = strcmp(nz(a->file), nz(b->file))) != 0)
+        return c;
+    return a->first_line < b->first_line ? -1 : a->first_line > b->first_line;
+}
+
+static int line_order_cmp(const void *x, const void *y, void *ctx)
+{
+    const report__view_t *v = ctx;
+    uint32_t ia = *(const uint32_t *)x, ib = *(const uint32_t *)y;
+    uint64_t ta = report__line_total(v, ia), tb = report__line_total(v, ib);
+    if (ta != tb)
+        return ta > tb ? -1 : 1;
+    const report__line_t *a = &v->p->lines[ia], *b = &v->p->lines[ib];
+    if (a->alloc_bytes != b->alloc_bytes)
+        return a->alloc_bytes > b->alloc_bytes ? -1 : 1;
+    if (a->copy_bytes != b->copy_bytes)
+        return a->copy_bytes > b->copy_bytes ? -1 : 1;
+    int c = strcmp(nz(a->file), nz(b->file));
+    if (c)
+        return c;
+    if (a->line != b->line)
+        return a->line < b->line ? -1 : 1;
+    if ((c = strcmp(nz(a->function), nz(b->function))) != 0)
+        return c;
+    return (int)a->kind - (int)b->kind;
+}
+
+int report__view_build(report__view_t *v, const report_profile_t *p)
+{
+    memset(v, 0, sizeof *v);
+    v->p = p;
+    v->use_weight = p->metric_value[SCRY_METRIC_CPU] > 0;
+    v->cpu_count = p->metric_count[SCRY_METRIC_CPU];
+    v->has_memory = p->metric_count[SCRY_METRIC_ALLOC] + p->metric_count[SCRY_METRIC_FREE] +
+                        p->metric_count[SCRY_METRIC_COPY] >
+                    0;
+    if (p->have_end && p->end.duration_s > 0)
+        v->duration_s = p->end.duration_s;
+    else if (p->nsamples)
+        v->duration_s = (double)(p->last_ns - p->first_ns) / 1e9;
+
+    size_t n = (size_t)p->nlines + 1;
+    v->line_cpu = calloc(n * REPORT__NCLASS, sizeof *v->line_cpu);
+    v->line_count = calloc(n, sizeof *v->line_count);
+    v->line_order = malloc(n * sizeof *v->line_order);
+    if (!v->line_cpu || !v->line_count || !v->line_order)
+        goto oom;
+    for (uint32_t si = 0; si < p->nstacks; si++) {
+        const report__stack_t *st = &p->stacks[si];
+        uint64_t *lc = v->line_cpu + (size_t)st->line * REPORT__NCLASS;
+        for (int c = 0; c < REPORT__NCLASS; c++) {
+            lc[c] += v->use_weight ? st->value[SCRY_METRIC_CPU][c] : st->count[SCRY_METRIC_CPU][c];
+            v->line_count[st->line] += st->count[SCRY_METRIC_CPU][c];
+        }
+    }
+    for (uint32_t i = 0; i < p->nlines; i++) {
+        v->cpu_total += report__line_total(v, i);
+        const report__line_t *l = &p->lines[i];
+        if (v->line_count[i] || l->allocs || l->copy_bytes || l->frees)
+            v->line_order[v->nline_order++] = i;
+    }
+    qsort_r(v->line_order, v->nline_order, sizeof *v->line_order, line_order_cmp, v);
+
+    if (build_funcs(v) < 0)
+        goto oom;
+    v->func_order = malloc(((size_t)v->nfuncs + 1) * sizeof *v->func_order);
+    if (!v->func_order)
+        goto oom;
+    for (uint32_t i = 0; i < v->nfuncs; i++)
+        v->func_order[i] = i;
+    qsort_r(v->func_order, v->nfuncs, sizeof *v->func_order, func_order_cmp, v);
+    return 0;
+oom:
+    report__view_free(v);
+    return SCRY_E_NOMEM;
+}
+
+void report__view_free(report__view_t *v)
+{
+    free(v->line_cpu);
+    free(v->line_count);
+    free(v->line_order);
+    free(v->funcs);
+    free(v->func_order);
+    memset(v, 0, sizeof *v);
+}

@@ -1,0 +1,162 @@
+/* ring.h - the shared-memory protocol between libscry-shim.so (producer, in the target)
+ * and the scry daemon (consumer, daemon/ring_consumer.c).
+ *
+ * One file in /dev/shm, created and sized by the daemon, mmap'd MAP_SHARED by both:
+ *
+ *   [ struct scry_ring_header, padded to SCRY_RING_HEADER_SIZE ]
+ *   [ nrecords x struct scry_ring_record ]            (nrecords a power of two, >= 4)
+ *
+ * Records form a bounded multi-producer / single-consumer queue (Vyukov style): record i
+ * of lap L is free for position p = L*nrecords + i when its 'seq' word equals p; a
+ * producer claims p by a CAS of header.head from p to p+1, fills the record, and commits
+ * it with a CAS of seq from p to p+1 (release). The consumer reads the record whose seq is
+ * tail+1, copies it, and frees it for the next lap by storing seq = tail + nrecords. A
+ * producer that finds seq < p (ring full) or loses the CAS too often drops the event and
+ * counts it: it never blocks. A claimed record that stays uncommitted too long (producer
+ * killed or stopped) is skipped by the consumer with a CAS of seq from p to p+nrecords; the
+ * late producer's commit CAS then fails and it counts a drop.
+ *
+ * Everything here is plain data. Both sides treat the other side's writes as hostile:
+ * the shim validates the header before it writes, the consumer validates every record.
+ * All multi-byte fields are native-endian (x86_64). Shared words are accessed with
+ * __atomic builtins.
+ */
+#ifndef SCRY_SHIM_RING_H
+#define SCRY_SHIM_RING_H
+
+#include <stdint.h>
+
+#define SCRY_RING_MAGIC       0x474e495259524353ULL /* "SCRYRING" little-endian */
+#define SCRY_RING_VERSION     1u
+#define SCRY_RING_HEADER_SIZE 4096u /* records start at this file offset */
+#define SCRY_RING_MAX_FRAMES  32u
+#define SCRY_RING_MIN_RECORDS 4u
+#define SCRY_RING_MAX_RECORDS (1u << 22)
+
+/* The shim stops writing when the heartbeat is older than this (daemon gone). The daemon
+ * must call ringc_heartbeat() at least every SCRY_RING_HEARTBEAT_PERIOD_NS. */
+#define SCRY_RING_HEARTBEAT_STALE_NS  1000000000ull
+#define SCRY_RING_HEARTBEAT_PERIOD_NS 250000000ull
+
+/* Defaults (bytes); see docs/memory.md for how they were chosen. */
+#define SCRY_RING_DEFAULT_ALLOC_MEAN (512u * 1024u)
+#define SCRY_RING_DEFAULT_COPY_MEAN  (2u * 1024u * 1024u)
+#define SCRY_RING_DEFAULT_BYTES      (8u * 1024u * 1024u)
+
+/* Record kinds. 0 is never valid. */
+enum scry_ring_kind {
+    SCRY_RING_ALLOC = 1,
+    SCRY_RING_FREE = 2, /* a block that had been sampled as an ALLOC was freed */
+    SCRY_RING_COPY = 3, /* memcpy/memmove (and their _chk forms) */
+};
+#define SCRY_RING_NKINDS 4 /* counter arrays are indexed by kind; [0] unused */
+
+/* Where an allocation came from. */
+enum scry_ring_origin {
+    SCRY_RING_ORIGIN_PYTHON = 0, /* PyMem_Malloc/PyObject_Malloc (domains MEM and OBJ) */
+    SCRY_RING_ORIGIN_NATIVE = 1, /* malloc & co. called by anything else; all copies */
+};
+
+/* Record flags. */
+#define SCRY_RING_REC_TRUNCATED 0x01u /* more than SCRY_RING_MAX_FRAMES frames: cut */
+#define SCRY_RING_REC_UNTRACKED 0x02u /* ALLOC not kept in the live set: no FREE will come */
+#define SCRY_RING_REC_NOGIL     0x04u /* thread did not hold the GIL: no frames read */
+#define SCRY_RING_REC_REALLOC   0x08u /* ALLOC/FREE half of a realloc */
+
+/* header.shim_state bits, set by the shim (informational, for the daemon's summary). */
+#define SCRY_RING_SHIM_ATTACHED       0x001u /* a shim mapped the ring and owns it */
+#define SCRY_RING_SHIM_PRELOADED      0x002u /* malloc/memcpy are interposed (launch mode) */
+#define SCRY_RING_SHIM_PY_SCHEDULED   0x004u /* Py_AddPendingCall done */
+#define SCRY_RING_SHIM_PY_HOOKS       0x008u /* PyMem MEM+OBJ hooks installed */
+#define SCRY_RING_SHIM_STACKS_OK      0x010u /* frame layout validated in-process */
+#define SCRY_RING_SHIM_STACKS_BAD     0x020u /* layout failed validation: no frames sent */
+#define SCRY_RING_SHIM_VERSION_MISMATCH 0x040u /* header py version != running interpreter */
+#define SCRY_RING_SHIM_NOPYTHON       0x080u /* no Python API found in the process */
+#define SCRY_RING_SHIM_PASSTHROUGH    0x100u /* shim saw disabled/stale ring and stopped */
+
+/* Frame layout, copied by the daemon from pystate_layout_t (pystate/layout.h) for the
+ * target's version. -1 means "no such field". The shim treats these as untrusted data:
+ * it validates them once with process_vm_readv on itself before following pointers. */
+struct scry_ring_layout {
+    int32_t py_major;    /* must equal the running interpreter's, or no frames are sent */
+    int32_t py_minor;
+    int32_t frame_style; /* enum pystate_frame_style: 0 objects, 1 3.11, 2 3.12, 3 3.13+ */
+    int32_t reserved;
+    int64_t tstate_frame;         /* <=3.10 frame; 3.11/3.12 cframe; 3.13 current_frame */
+    int64_t cframe_current_frame; /* 3.11/3.12 */
+    int64_t frame_back;           /* <=3.10 PyFrameObject */
+    int64_t frame_code;
+    int64_t frame_lasti;
+    int64_t iframe_code; /* 3.11+ _PyInterpreterFrame: f_code / f_executable */
+    int64_t iframe_previous;
+    int64_t iframe_instr; /* prev_instr (3.11/3.12) or instr_ptr (3.13+) */
+    int64_t iframe_owner;
+    int64_t iframe_is_entry; /* 3.11 only */
+    int64_t code_adaptive;   /* offsetof(PyCodeObject, co_code_adaptive), 3.11+ */
+    int64_t reserved2[5];
+};
+
+struct scry_ring_header {
+    /* -- written once by the daemon before the target can see the file ------------- */
+    uint64_t magic;       /* SCRY_RING_MAGIC */
+    uint32_t version;     /* SCRY_RING_VERSION */
+    uint32_t header_size; /* SCRY_RING_HEADER_SIZE */
+    uint32_t record_size; /* sizeof(struct scry_ring_record) */
+    uint32_t reserved0;
+    uint64_t nrecords;   /* power of two, SCRY_RING_MIN_RECORDS..SCRY_RING_MAX_RECORDS */
+    uint64_t file_size;  /* header_size + nrecords * record_size */
+    uint64_t alloc_mean; /* mean bytes between allocation samples; 0 = allocations off */
+    uint64_t copy_mean;  /* mean bytes between copy samples; 0 = copies off */
+    int32_t target_pid;  /* pid allowed to claim the ring; 0 = the first shim to map it */
+    uint32_t reserved1;
+    struct scry_ring_layout layout;
+
+    /* -- daemon control, updated while recording ------------------------------------ */
+    _Alignas(64) uint64_t heartbeat_ns; /* CLOCK_MONOTONIC of the daemon's last beat */
+    uint32_t enabled;                   /* 1 while recording; 0 = shim goes pass-through */
+    uint32_t reserved2;
+    uint64_t consumer_tail; /* informational: next position the consumer will read */
+
+    /* -- shim status and counters (shim writes, atomically) ------------------------- */
+    _Alignas(64) int32_t owner_pid; /* pid that claimed the ring (CAS from 0) */
+    uint32_t shim_state;            /* SCRY_RING_SHIM_* bits */
+    uint64_t sampled_events[SCRY_RING_NKINDS]; /* events produced (pushed or dropped) */
+    uint64_t sampled_weight[SCRY_RING_NKINDS]; /* sum of their weights (bytes) */
+    uint64_t dropped_events[SCRY_RING_NKINDS]; /* ring full / lost the race / skipped */
+    uint64_t dropped_weight[SCRY_RING_NKINDS];
+    uint64_t untracked;     /* sampled allocs the live set could not hold */
+    uint64_t live_entries;  /* sampled blocks currently tracked */
+    uint64_t attach_count;  /* scry_shim_attach successes on this ring */
+
+    /* -- producer reservation counter, alone on its cache line ---------------------- */
+    _Alignas(64) uint64_t head;
+};
+
+/* One event. 448 bytes: 7 cache lines. */
+struct scry_ring_record {
+    uint64_t seq;     /* commit word, see above */
+    uint64_t pos;     /* the position this record was written for (== consumer tail) */
+    uint64_t addr;    /* block address (ALLOC/FREE), destination (COPY) */
+    uint64_t size;    /* bytes requested / copied */
+    uint64_t weight;  /* bytes this sample stands for (unbiased estimate, see memory.md) */
+    uint64_t time_ns; /* CLOCK_MONOTONIC */
+    int32_t tid;      /* gettid() */
+    uint8_t kind;     /* enum scry_ring_kind */
+    uint8_t origin;   /* enum scry_ring_origin */
+    uint8_t nframes;  /* 0..SCRY_RING_MAX_FRAMES; 0 = location unknown */
+    uint8_t flags;    /* SCRY_RING_REC_* */
+    uint64_t reserved;
+    /* Python stack of the calling thread, leaf first. code[i] is the code object address
+     * (for 3.13+ f_executable, which may be a non-code object: the daemon checks);
+     * instr[i] the byte offset of the current instruction in the code's bytecode
+     * (<=3.9 f_lasti; 3.10 2*f_lasti; 3.11+ instruction pointer - co_code_adaptive),
+     * negative when the frame has not started yet. */
+    uint64_t code[SCRY_RING_MAX_FRAMES];
+    int32_t instr[SCRY_RING_MAX_FRAMES];
+};
+
+_Static_assert(sizeof(struct scry_ring_header) <= SCRY_RING_HEADER_SIZE, "header too big");
+_Static_assert(sizeof(struct scry_ring_record) == 448, "record layout changed");
+_Static_assert(sizeof(struct scry_ring_layout) == 136, "layout changed");
+
+#endif

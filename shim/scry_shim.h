@@ -1,0 +1,38 @@
+/* scry_shim.h - the entry points libscry-shim.so exports besides the interposed
+ * allocator and copy functions.
+ *
+ * Launch mode: LD_PRELOAD=libscry-shim.so SCRY_RING=/dev/shm/<name> python ...
+ * (the constructor calls scry_shim_attach(getenv("SCRY_RING"))).
+ * Attach mode: an injector dlopen()s libscry-shim.so in a live process and calls
+ * scry_shim_attach() (resolve it with dlsym). Only the PyMem hooks (python-origin
+ * allocations) work in attach mode: malloc/memcpy of already-loaded code are not
+ * interposed.
+ */
+#ifndef SCRY_SHIM_H
+#define SCRY_SHIM_H
+
+/* Maps the ring file RING_PATH (created by the daemon, see ring.h), checks its header,
+ * claims it for this process (header.owner_pid: CAS from 0, or already this pid; and
+ * target_pid must be 0 or this pid), makes it the active ring and, when the interpreter
+ * is initialised, schedules the PyMem hook installation with Py_AddPendingCall (run by
+ * the main thread at its next eval-breaker check, GIL held).
+ *
+ * Callable from any thread, at any time after the library's constructor ran; idempotent
+ * (attaching again to the active path returns 0 and only retries the Python hook
+ * scheduling); a different path replaces the active ring (at most 16 per process: the
+ * old mappings stay mapped). Never blocks: a concurrent attach returns SCRY_E_AGAIN.
+ * Never calls into the interpreter except Py_IsInitialized/Py_AddPendingCall and the
+ * lookups of Python's symbols (dlsym: needs the loader lock, like the dlopen before it).
+ * Threads start sampling within 16 MiB of their next allocations.
+ *
+ * Returns 0, or SCRY_E_INVAL (bad path), SCRY_E_NOTFOUND (cannot open), SCRY_E_CORRUPT
+ * (not a valid ring), SCRY_E_IO (mmap failed), SCRY_E_PERM (ring claimed by another
+ * process, or a fork child), SCRY_E_AGAIN (attach in progress), SCRY_E_NOMEM (too many
+ * rings). */
+int scry_shim_attach(const char *ring_path);
+
+/* Stops recording into the active ring (the shim becomes a pass-through; hooks stay
+ * installed). Returns 0. */
+int scry_shim_detach(void);
+
+#endif

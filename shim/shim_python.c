@@ -1,0 +1,345 @@
+/* shim_python.c - what the shim knows about the interpreter it lives in: the Python API
+ * (found with dlsym at run time: libpython is never linked, so this works with a shared
+ * libpython and with a static python executable that exports its API), the PyMem hooks,
+ * and reading the calling thread's own Python stack.
+ *
+ * PyMem hooks: domains MEM and OBJ are wrapped (as tracemalloc does), delegating to the
+ * allocators already installed, so pymalloc stays in use. RAW is not wrapped: RAW is
+ * plain malloc, which the native hook sees (a block from RAW is 'native' origin). While a
+ * hook calls the wrapped allocator, shim__tls.in_py is set and the native hook gives back
+ * the bytes it subtracted, so a pymalloc fall-through to malloc is counted once.
+ *
+ * Stacks: frames are read in-process, directly, only when the thread holds the GIL
+ * (its tstate is the current one), with the offsets the daemon published in the ring
+ * header. Before trusting those offsets, the first walks read through process_vm_readv
+ * on ourselves (a bad pointer gives EFAULT, not SIGSEGV) and check that every code
+ * pointer is a code object (ob_type == &PyCode_Type). Any failure: no frames, ever.
+ */
+#include "shim_so.h"
+
+#include <dlfcn.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+/* PyMemAllocatorEx (3.5+) */
+typedef struct shim_pyalloc {
+    void *ctx;
+    void *(*malloc)(void *ctx, size_t size);
+    void *(*calloc)(void *ctx, size_t nelem, size_t elsize);
+    void *(*realloc)(void *ctx, void *ptr, size_t new_size);
+    void (*free)(void *ctx, void *ptr);
+} shim_pyalloc_t;
+
+enum { PYMEM_RAW = 0, PYMEM_MEM = 1, PYMEM_OBJ = 2 };
+
+#define PY_OB_TYPE 8 /* offsetof(PyObject, ob_type), non-debug builds 3.x */
+#define FRAME_OWNED_BY_CSTACK 3
+#define WALK_MAX_STEPS 256 /* frames skipped or kept, whichever first */
+#define VALIDATE_WALKS 8   /* good safe walks before trusting direct reads */
+
+static struct {
+    int state; /* 0 unresolved, 1 resolving, 2 resolved, 3 no Python */
+    int (*is_initialized)(void);
+    int (*add_pending)(int (*)(void *), void *);
+    void (*get_alloc)(int, shim_pyalloc_t *);
+    void (*set_alloc)(int, shim_pyalloc_t *);
+    void *(*tstate_current)(void);
+    void *(*tstate_this)(void);
+    uintptr_t code_type;
+    int major, minor;
+    int scheduled; /* atomic */
+    int installed;
+    shim_pyalloc_t old[3];
+    int stacks; /* 0 unknown, 1 ok, -1 bad */
+    int good_walks;
+    int bad_walks;
+} py;
+
+/* ---- resolution and hook installation ------------------------------------------------- */
+
+static void parse_version(void)
+{
+    const unsigned long *hex = dlsym(RTLD_DEFAULT, "Py_Version"); /* 3.11+ */
+    if (hex) {
+        py.major = (int)((*hex >> 24) & 0xff);
+        py.minor = (int)((*hex >> 16) & 0xff);
+        return;
+    }
+    const char *(*getv)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, "Py_GetVersion");
+    const char *s = getv ? getv() : NULL;
+    if (!s)
+        return;
+    int maj = 0, min = 0, i = 0;
+    for (; i < 4 && s[i] >= '0' && s[i] <= '9'; i++)
+        maj = maj * 10 + (s[i] - '0');
+    if (s[i++] != '.')
+        return;
+    for (int j = 0; j < 4 && s[i] >= '0' && s[i] <= '9'; j++, i++)
+        min = min * 10 + (s[i] - '0');
+    py.major = maj;
+    py.minor = min;
+}
+
+static void resolve_python(void)
+{
+    int st = 0;
+    if (!__atomic_compare_exchange_n(&py.state, &st, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+        return;
+    py.is_initialized = (int (*)(void))dlsym(RTLD_DEFAULT, "Py_IsInitialized");
+    py.add_pending = (int (*)(int (*)(void *), void *))dlsym(RTLD_DEFAULT, "Py_AddPendingCall");
+    py.get_alloc = (void (*)(int, shim_pyalloc_t *))dlsym(RTLD_DEFAULT, "PyMem_GetAllocator");
+    py.set_alloc = (void (*)(int, shim_pyalloc_t *))dlsym(RTLD_DEFAULT, "PyMem_SetAllocator");
+    py.tstate_this = (void *(*)(void))dlsym(RTLD_DEFAULT, "PyGILState_GetThisThreadState");
+    py.tstate_current = (void *(*)(void))dlsym(RTLD_DEFAULT, "PyThreadState_GetUnchecked");
+    if (!py.tstate_current) /* <= 3.12 */
+        py.tstate_current = (void *(*)(void))dlsym(RTLD_DEFAULT, "_PyThreadState_UncheckedGet");
+    py.code_type = (uintptr_t)dlsym(RTLD_DEFAULT, "PyCode_Type");
+    parse_version();
+    int ok = py.is_initialized && py.add_pending && py.get_alloc && py.set_alloc && py.major == 3;
+    __atomic_store_n(&py.state, ok ? 2 : 3, __ATOMIC_RELEASE);
+}
+
+static void *hook_malloc(void *ctx, size_t n)
+{
+    shim_pyalloc_t *o = ctx;
+    shim_tls_t *t = &shim__tls;
+    uint8_t prev = t->in_py;
+    t->in_py = 1;
+    void *p = o->malloc(o->ctx, n);
+    t->in_py = prev;
+    if (SHIM_UNLIKELY((t->alloc_left -= (int64_t)n) < 0))
+        shim__alloc_slow(p, n, SCRY_RING_ORIGIN_PYTHON, 0);
+    return p;
+}
+
+static void *hook_calloc(void *ctx, size_t a, size_t b)
+{
+    shim_pyalloc_t *o = ctx;
+    shim_tls_t *t = &shim__tls;
+    uint8_t prev = t->in_py;
+    t->in_py = 1;
+    void *p = o->calloc(o->ctx, a, b);
+    t->in_py = prev;
+    size_t n;
+    if (!__builtin_mul_overflow(a, b, &n) && SHIM_UNLIKELY((t->alloc_left -= (int64_t)n) < 0))
+        shim__alloc_slow(p, n, SCRY_RING_ORIGIN_PYTHON, 0);
+    return p;
+}
+
+static void *hook_realloc(void *ctx, void *p, size_t n)
+{
+    shim_pyalloc_t *o = ctx;
+    shim_tls_t *t = &shim__tls;
+    if (p && SHIM_UNLIKELY(shim__live_maybe(p)))
+        shim__free_slow(p, SCRY_RING_REC_REALLOC);
+    uint8_t prev = t->in_py;
+    t->in_py = 1;
+    void *q = o->realloc(o->ctx, p, n);
+    t->in_py = prev;
+    if (SHIM_UNLIKELY((t->alloc_left -= (int64_t)n) < 0))
+        shim__alloc_slow(q, n, SCRY_RING_ORIGIN_PYTHON, p ? SCRY_RING_REC_REALLOC : 0);
+    return q;
+}
+
+static void hook_free(void *ctx, void *p)
+{
+    shim_pyalloc_t *o = ctx;
+    if (SHIM_UNLIKELY(shim__live_maybe(p)) && p)
+        shim__free_slow(p, 0);
+    o->free(o->ctx, p);
+}
+
+/* Runs in the main thread with the GIL held (a pending call). */
+static int install_hooks(void *arg)
+{
+    (void)arg;
+    if (py.installed)
+        return 0;
+    for (int d = PYMEM_MEM; d <= PYMEM_OBJ; d++) {
+        py.get_alloc(d, &py.old[d]);
+        if (!py.old[d].malloc || !py.old[d].free)
+            return 0;
+    }
+    for (int d = PYMEM_MEM; d <= PYMEM_OBJ; d++) {
+        shim_pyalloc_t a = {&py.old[d], hook_malloc, hook_calloc, hook_realloc, hook_free};
+        py.set_alloc(d, &a);
+    }
+    py.installed = 1;
+    shim__state_set(SCRY_RING_SHIM_PY_HOOKS);
+    return 0;
+}
+
+void shim__py_poll(const shim_ring_view_t *v)
+{
+    if (SHIM_LIKELY(__atomic_load_n(&py.scheduled, __ATOMIC_RELAXED)))
+        return;
+    int st = __atomic_load_n(&py.state, __ATOMIC_ACQUIRE);
+    if (st == 0) {
+        resolve_python();
+        st = __atomic_load_n(&py.state, __ATOMIC_ACQUIRE);
+    }
+    if (st == 3) {
+        shim__state_set(SCRY_RING_SHIM_NOPYTHON);
+        return;
+    }
+    if (st != 2 || !py.is_initialized())
+        return;
+    if ((int32_t)v->hdr->layout.py_major != py.major ||
+        (int32_t)v->hdr->layout.py_minor != py.minor) {
+        shim__state_set(SCRY_RING_SHIM_VERSION_MISMATCH);
+        py.stacks = -1;
+    }
+    int expect = 0;
+    if (!__atomic_compare_exchange_n(&py.scheduled, &expect, 1, 0, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_RELAXED))
+        return;
+    if (py.add_pending(install_hooks, NULL) != 0) {
+        __atomic_store_n(&py.scheduled, 0, __ATOMIC_RELEASE); /* queue full: retry later */
+        return;
+    }
+    shim__state_set(SCRY_RING_SHIM_PY_SCHEDULED);
+}
+
+void shim__py_atfork_child(void)
+{
+    /* Nothing to undo: hooks stay installed (pass-through), the child never records. */
+}
+
+/* ---- stacks ----------------------------------------------------------------------------- */
+
+typedef struct reader {
+    int safe; /* read through process_vm_readv */
+    int failed;
+} reader_t;
+
+static int plausible(uint64_t p)
+{
+    return p >= 4096 && p < ((uint64_t)1 << 47) && (p & 7) == 0;
+}
+
+static void rd(reader_t *r, uint64_t addr, void *buf, size_t len)
+{
+    if (r->failed) {
+        memset(buf, 0, len);
+        return;
+    }
+    if (!r->safe) { /* fixed-size copies: no call to (our own) memcpy */
+        const void *src = (const void *)(uintptr_t)addr;
+        if (len == 8)
+            __builtin_memcpy(buf, src, 8);
+        else if (len == 4)
+            __builtin_memcpy(buf, src, 4);
+        else
+            __builtin_memcpy(buf, src, 1);
+        return;
+    }
+    struct iovec l = {buf, len}, rm = {(void *)(uintptr_t)addr, len};
+    if (process_vm_readv(getpid(), &l, 1, &rm, 1, 0) != (ssize_t)len) {
+        r->failed = 1;
+        memset(buf, 0, len);
+    }
+}
+
+static uint64_t rd_ptr(reader_t *r, uint64_t base, int64_t off)
+{
+    uint64_t v = 0;
+    if (off < 0 || off > 4096 || !plausible(base)) {
+        r->failed = 1;
+        return 0;
+    }
+    rd(r, base + (uint64_t)off, &v, sizeof v);
+    return v;
+}
+
+static int is_code(reader_t *r, uint64_t obj)
+{
+    return plausible(obj) && rd_ptr(r, obj, PY_OB_TYPE) == py.code_type && !r->failed;
+}
+
+/* Walks from TSTATE; returns frames kept, or -1 when the layout looks wrong. */
+static int walk(reader_t *r, const struct scry_ring_layout *L, uint64_t ts, uint64_t *code,
+                int32_t *instr, unsigned max, uint8_t *flags)
+{
+    unsigned n = 0;
+    int style = L->frame_style;
+    uint64_t f = rd_ptr(r, ts, L->tstate_frame);
+    if (style == 1 || style == 2)
+        f = f ? rd_ptr(r, f, L->cframe_current_frame) : 0;
+    for (int steps = 0; f && !r->failed && steps < WALK_MAX_STEPS; steps++) {
+        if (n == max) {
+            *flags |= SCRY_RING_REC_TRUNCATED;
+            break;
+        }
+        if (style == 0) {
+            uint64_t c = rd_ptr(r, f, L->frame_code);
+            int32_t lasti = 0;
+            if (L->frame_lasti < 0 || L->frame_lasti > 4096)
+                return -1;
+            rd(r, f + (uint64_t)L->frame_lasti, &lasti, sizeof lasti);
+            if (!is_code(r, c))
+                return -1;
+            code[n] = c;
+            instr[n++] = py.minor == 10 ? lasti * 2 : lasti;
+            f = rd_ptr(r, f, L->frame_back);
+            continue;
+        }
+        uint8_t owner = 0;
+        if (style >= 2 && L->iframe_owner >= 0 && L->iframe_owner < 4096) {
+            rd(r, f + (uint64_t)L->iframe_owner, &owner, 1);
+            if (owner == FRAME_OWNED_BY_CSTACK) {
+                f = rd_ptr(r, f, L->iframe_previous);
+                continue;
+            }
+        }
+        uint64_t c = rd_ptr(r, f, L->iframe_code);
+        uint64_t ip = rd_ptr(r, f, L->iframe_instr);
+        if (is_code(r, c)) {
+            int64_t off = (int64_t)(ip - (c + (uint64_t)L->code_adaptive));
+            if (L->code_adaptive < 0 || off < -(1 << 20) || off > (1 << 30))
+                off = -1;
+            code[n] = c;
+            instr[n++] = (int32_t)off;
+        } else if (style < 3 || r->failed) {
+            return -1; /* 3.11/3.12 frames always hold a code object */
+        }
+        f = rd_ptr(r, f, L->iframe_previous);
+    }
+    return r->failed ? -1 : (int)n;
+}
+
+unsigned shim__py_stack(const shim_ring_view_t *v, uint64_t *code, int32_t *instr,
+                        unsigned max, uint8_t *flags)
+{
+    if (py.stacks < 0 || __atomic_load_n(&py.state, __ATOMIC_ACQUIRE) != 2 ||
+        !py.tstate_current || !py.tstate_this || !py.code_type)
+        return 0;
+    void *ts = py.tstate_current();
+    if (!ts || ts != py.tstate_this()) {
+        *flags |= SCRY_RING_REC_NOGIL;
+        return 0;
+    }
+    struct scry_ring_layout L = v->hdr->layout; /* one copy: the daemon may not change it */
+    if (L.py_major != py.major || L.py_minor != py.minor || L.frame_style < 0 ||
+        L.frame_style > 3) {
+        py.stacks = -1;
+        shim__state_set(SCRY_RING_SHIM_VERSION_MISMATCH);
+        return 0;
+    }
+    reader_t r = {py.stacks != 1, 0};
+    int n = walk(&r, &L, (uint64_t)(uintptr_t)ts, code, instr, max, flags);
+    if (n < 0) {
+        if (!r.safe) /* cannot happen with a validated layout and the GIL held */
+            return 0;
+        if (++py.bad_walks >= 2) {
+            py.stacks = -1;
+            shim__state_set(SCRY_RING_SHIM_STACKS_BAD);
+        }
+        return 0;
+    }
+    if (r.safe && n > 0 && ++py.good_walks >= VALIDATE_WALKS) {
+        py.stacks = 1;
+        shim__state_set(SCRY_RING_SHIM_STACKS_OK);
+    }
+    return (unsigned)n;
+}

@@ -1,0 +1,74 @@
+/* shim_so.h - state of libscry-shim.so itself: per-thread counters, the real allocator
+ * functions, and the slow paths the interposed functions call. */
+#ifndef SCRY_SHIM_SO_H
+#define SCRY_SHIM_SO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shim_internal.h"
+
+/* While no ring is active, threads re-enter the slow path only every this many bytes, to
+ * notice a (re-)attach: the cost is a few loads per 16 MiB allocated. */
+#define SHIM_IDLE_STRIDE ((int64_t)16 << 20)
+
+/* Per-thread state: small, initial-exec TLS (the fast path is fs-relative). */
+typedef struct shim_tls {
+    int64_t alloc_left; /* bytes until the next allocation sample */
+    int64_t copy_left;  /* bytes until the next copy sample */
+    uint64_t rng;       /* xorshift64* state, 0 = unseeded */
+    int32_t tid;        /* cached gettid(), 0 = unknown */
+    uint8_t busy;       /* inside the shim's slow path: hooks pass through */
+    uint8_t in_py;      /* inside a PyMem hook's call of the wrapped allocator */
+    uint8_t alloc_armed;
+    uint8_t copy_armed;
+} shim_tls_t;
+
+extern __thread shim_tls_t shim__tls __attribute__((tls_model("initial-exec")));
+
+/* The allocator and copy functions the shim forwards to. */
+typedef struct shim_real {
+    void *(*malloc)(size_t);
+    void *(*calloc)(size_t, size_t);
+    void *(*realloc)(void *, size_t);
+    void (*free)(void *);
+    int (*posix_memalign)(void **, size_t, size_t);
+    void *(*aligned_alloc)(size_t, size_t);
+    void *(*memalign)(size_t, size_t);
+    void *(*valloc)(size_t);
+    void *(*pvalloc)(size_t);
+    void *(*memcpy)(void *, const void *, size_t);
+    void *(*memmove)(void *, const void *, size_t);
+    void *(*memcpy_chk)(void *, const void *, size_t, size_t);
+    void *(*memmove_chk)(void *, const void *, size_t, size_t);
+} shim_real_t;
+
+extern shim_real_t shim__real;
+
+/* shim_hooks.c: resolves shim__real (idempotent). Returns 0 once resolved. */
+int shim__resolve(void);
+/* Nonzero when this library's malloc is the process's malloc (launch mode). */
+int shim__interposed(void);
+
+/* shim_core.c: slow paths. */
+void shim__alloc_slow(void *p, size_t n, uint8_t origin, uint8_t flags);
+void shim__free_slow(void *p, uint8_t flags);
+void shim__copy_slow(void *dst, size_t n);
+/* Returns the active ring view, or NULL (no ring, disabled, daemon gone, forked child). */
+const shim_ring_view_t *shim__active(uint64_t now_ns);
+/* Sets SCRY_RING_SHIM_* bits in the active ring's header (no-op without a ring). */
+void shim__state_set(uint32_t bits);
+uint64_t shim__now_ns(void);
+
+/* shim_python.c */
+/* Resolves the Python API once and schedules the PyMem hook installation when the
+ * interpreter is initialised. Cheap after the hooks are installed. */
+void shim__py_poll(const shim_ring_view_t *v);
+/* Reads the calling thread's Python stack (leaf first) into CODE/INSTR, at most MAX
+ * frames. Returns the count (0 when unknown) and ORs SCRY_RING_REC_* into *FLAGS. */
+unsigned shim__py_stack(const shim_ring_view_t *v, uint64_t *code, int32_t *instr,
+                        unsigned max, uint8_t *flags);
+/* Called in the child after fork. */
+void shim__py_atfork_child(void);
+
+#endif

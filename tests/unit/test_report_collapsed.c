@@ -1,0 +1,115 @@
+/* test_report_collapsed.c - exact folded-stack output, escaping, determinism, empty. */
+#include "test_report_util.h"
+
+static void fill(report_profile_t *p, int reverse)
+{
+    scry_frame_t a[] = {PY("compute", "app.py", 20), PY("main", "app.py", 10)};
+    scry_frame_t b[] = {NAT("sum_native", "libfoo.so"), PY("compute", "app.py", 21),
+                        PY("main", "app.py", 10)};
+    scry_frame_t h[] = {PY("a;b\nc", "x;y.py", 5), PY("main", "app.py", 11)};
+    for (int k = 0; k < 6; k++) {
+        int i = reverse ? 5 - k : k;
+        if (i < 3)
+            add_cpu(p, a, 2, SCRY_CLASS_PYTHON, 10000000, 1, (uint64_t)i * 10000000);
+        else if (i < 5)
+            add_cpu(p, b, 3, SCRY_CLASS_NATIVE, 10000000, 1, (uint64_t)i * 10000000);
+        else
+            add_cpu(p, h, 2, SCRY_CLASS_PYTHON, 10000000, 2, (uint64_t)i * 10000000);
+    }
+}
+
+int main(void)
+{
+    report_meta_t m = test_meta();
+    int rc;
+    const char *expect = "main (app.py:10);compute (app.py:20) 3\n"
+                         "main (app.py:10);compute (app.py:21);sum_native (libfoo.so) 2\n"
+                         "main (app.py:11);a:b c (x:y.py:5) 1\n";
+
+    report_profile_t *p = report_profile_new(&m);
+    CHECK(p);
+    fill(p, 0);
+    char *out = render(p, REPORT_FORMAT_COLLAPSED, NULL, &rc);
+    CHECK(rc == 0);
+    CHECK(out && strcmp(out, expect) == 0);
+    if (out && strcmp(out, expect) != 0)
+        fprintf(stderr, "got:\n%s", out);
+
+    /* same samples in another order: identical output */
+    report_profile_t *q = report_profile_new(&m);
+    fill(q, 1);
+    char *out2 = render(q, REPORT_FORMAT_COLLAPSED, NULL, &rc);
+    CHECK(rc == 0 && out && out2 && strcmp(out, out2) == 0);
+    free(out);
+    free(out2);
+    report_profile_free(p);
+    report_profile_free(q);
+
+    /* thread roots, and the same frames from two threads stay two lines */
+    p = report_profile_new(&m);
+    scry_frame_t t1[] = {PY("work", "w.py", 3), THR("thread 11 (worker-1)")};
+    scry_frame_t t2[] = {PY("work", "w.py", 3), THR("thread 12 (worker-2)")};
+    add_cpu(p, t1, 2, 0, 1000, 11, 1);
+    add_cpu(p, t2, 2, 0, 1000, 12, 2);
+    add_cpu(p, t2, 2, 0, 1000, 12, 3);
+    out = render(p, REPORT_FORMAT_COLLAPSED, NULL, &rc);
+    CHECK(rc == 0 && out &&
+          strcmp(out, "thread 11 (worker-1);work (w.py:3) 1\n"
+                      "thread 12 (worker-2);work (w.py:3) 2\n") == 0);
+    free(out);
+    report_profile_free(p);
+
+    /* without thread roots, the same frames from two threads merge into one line */
+    p = report_profile_new(&m);
+    scry_frame_t w[] = {PY("work", "w.py", 3)};
+    add_cpu(p, w, 1, 0, 1000, 11, 1);
+    add_cpu(p, w, 1, 0, 1000, 12, 2);
+    out = render(p, REPORT_FORMAT_COLLAPSED, NULL, &rc);
+    CHECK(rc == 0 && out && strcmp(out, "work (w.py:3) 2\n") == 0);
+    free(out);
+    report_profile_free(p);
+
+    /* memory-only profile: values are bytes; explicit metric selection */
+    p = report_profile_new(&m);
+    scry_frame_t al[] = {PY("load", "io.py", 7), PY("<module>", "io.py", 1)};
+    add_mem(p, al, 2, SCRY_METRIC_ALLOC, 0, 4096, 0x1000, 1);
+    add_mem(p, al, 2, SCRY_METRIC_ALLOC, 0, 1024, 0x2000, 2);
+    add_mem(p, al, 2, SCRY_METRIC_FREE, 0, 4096, 0x1000, 3);
+    out = render(p, REPORT_FORMAT_COLLAPSED, NULL, &rc);
+    CHECK(rc == 0 && out && strcmp(out, "<module> (io.py:1);load (io.py:7) 5120\n") == 0);
+    free(out);
+    report_options_t o = {.metric = SCRY_METRIC_FREE};
+    out = render(p, REPORT_FORMAT_COLLAPSED, &o, &rc);
+    CHECK(rc == 0 && out && strcmp(out, "<module> (io.py:1);load (io.py:7) 4096\n") == 0);
+    free(out);
+    o.metric = SCRY_METRIC_CPU;
+    out = render(p, REPORT_FORMAT_COLLAPSED, &o, &rc);
+    CHECK(rc == 0 && out && strcmp(out, "") == 0);
+    free(out);
+    report_profile_free(p);
+
+    /* empty stack and zero samples */
+    p = report_profile_new(&m);
+    out = render(p, REPORT_FORMAT_COLLAPSED, NULL, &rc);
+    CHECK(rc == 0 && out && out[0] == 0);
+    free(out);
+    add_cpu(p, NULL, 0, 0, 1000, 1, 1);
+    out = render(p, REPORT_FORMAT_COLLAPSED, NULL, &rc);
+    CHECK(rc == 0 && out && strcmp(out, "<unknown> 1\n") == 0);
+    free(out);
+    report_profile_free(p);
+
+    /* format names */
+    CHECK(report_format_parse("collapsed") == REPORT_FORMAT_COLLAPSED);
+    CHECK(report_format_parse("folded") == REPORT_FORMAT_COLLAPSED);
+    CHECK(report_format_parse("speedscope") == REPORT_FORMAT_SPEEDSCOPE);
+    CHECK(report_format_parse("json") == REPORT_FORMAT_JSON);
+    CHECK(report_format_parse("text") == REPORT_FORMAT_TEXT);
+    CHECK(report_format_parse("flamegraph") == REPORT_FORMAT_FLAMEGRAPH);
+    CHECK(report_format_parse("svg") == REPORT_FORMAT_FLAMEGRAPH);
+    CHECK(report_format_parse("nope") < 0 && report_format_parse(NULL) < 0);
+    CHECK(strcmp(report_format_name(REPORT_FORMAT_JSON), "json") == 0);
+    CHECK(report_profile_new(NULL) == NULL);
+    report_profile_free(NULL);
+    return test_done("test_report_collapsed");
+}

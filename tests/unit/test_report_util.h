@@ -1,0 +1,161 @@
+/* test_report_util.h - shared helpers of the report/ unit tests (header-only). */
+#ifndef SCRY_TEST_REPORT_UTIL_H
+#define SCRY_TEST_REPORT_UTIL_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "report.h"
+#include "sample.h"
+#include "strtab.h"
+
+static int t_failures;
+static strtab_t *t_strs;
+
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);               \
+            t_failures++;                                                                          \
+        }                                                                                          \
+    } while (0)
+
+static inline const char *S(const char *s)
+{
+    if (!t_strs)
+        t_strs = strtab_new();
+    return strtab_intern(t_strs, s);
+}
+
+static inline scry_frame_t PY(const char *fn, const char *file, int line)
+{
+    return (scry_frame_t){S(fn), S(file), line, SCRY_FRAME_PYTHON};
+}
+
+static inline scry_frame_t NAT(const char *fn, const char *lib)
+{
+    return (scry_frame_t){S(fn), S(lib), 0, SCRY_FRAME_NATIVE};
+}
+
+static inline scry_frame_t THR(const char *text)
+{
+    return (scry_frame_t){S(text), S(""), 0, SCRY_FRAME_THREAD};
+}
+
+/* Adds a CPU sample (frames leaf first). */
+static inline void add_cpu(report_profile_t *p, const scry_frame_t *f, uint32_t n, int cls,
+                           uint64_t weight_ns, int tid, uint64_t t_ns)
+{
+    scry_sample_t s = {0};
+    s.time_ns = t_ns;
+    s.weight_ns = weight_ns;
+    s.tid = tid;
+    s.thread_name = S(tid == 1 ? "MainThread" : "");
+    s.metric = SCRY_METRIC_CPU;
+    s.cls = (uint8_t)cls;
+    s.running = cls != SCRY_CLASS_SYSTEM;
+    s.gil = cls == SCRY_CLASS_PYTHON;
+    s.nframes = n;
+    s.frames = f;
+    if (report_profile_add(p, &s) != 0) {
+        fprintf(stderr, "report_profile_add failed\n");
+        t_failures++;
+    }
+}
+
+static inline void add_mem(report_profile_t *p, const scry_frame_t *f, uint32_t n, int metric,
+                           int cls, uint64_t bytes, uint64_t addr, uint64_t t_ns)
+{
+    scry_sample_t s = {0};
+    s.time_ns = t_ns;
+    s.bytes = bytes;
+    s.address = addr;
+    s.tid = 1;
+    s.thread_name = S("MainThread");
+    s.metric = (uint8_t)metric;
+    s.cls = (uint8_t)cls;
+    s.nframes = n;
+    s.frames = f;
+    if (report_profile_add(p, &s) != 0) {
+        fprintf(stderr, "report_profile_add failed\n");
+        t_failures++;
+    }
+}
+
+static inline report_meta_t test_meta(void)
+{
+    report_meta_t m = {0};
+    m.pid = 4242;
+    m.python_version = "3.12.1";
+    m.command = "python3 app.py --n=\"10\"";
+    m.rate_hz = 100;
+    m.start_unix_ns = 1700000000LL * 1000000000LL;
+    return m;
+}
+
+/* Writes P in FMT to a malloc'd string (*RC gets report_write's result). */
+static inline char *render(report_profile_t *p, enum report_format fmt, const report_options_t *opt,
+                           int *rc)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return NULL;
+    int r = report_write(p, fmt, f, opt);
+    fclose(f);
+    if (rc)
+        *rc = r;
+    return buf;
+}
+
+/* Runs `python3 -c CODE FILE` where FILE holds TEXT; returns the exit status. */
+static inline int run_python(const char *code, const char *text)
+{
+    char path[] = "/tmp/scry_report_testXXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0)
+        return -1;
+    size_t n = strlen(text);
+    if (write(fd, text, n) != (ssize_t)n) {
+        close(fd);
+        unlink(path);
+        return -1;
+    }
+    close(fd);
+    char cpath[] = "/tmp/scry_report_codeXXXXXX";
+    fd = mkstemp(cpath);
+    if (fd < 0) {
+        unlink(path);
+        return -1;
+    }
+    n = strlen(code);
+    if (write(fd, code, n) != (ssize_t)n) {
+        close(fd);
+        unlink(path);
+        unlink(cpath);
+        return -1;
+    }
+    close(fd);
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "python3 %s %s", cpath, path);
+    int st = system(cmd);
+    unlink(path);
+    unlink(cpath);
+    return st;
+}
+
+static inline int test_done(const char *name)
+{
+    strtab_free(t_strs);
+    if (t_failures) {
+        fprintf(stderr, "%s: %d failure(s)\n", name, t_failures);
+        return 1;
+    }
+    printf("%s: ok\n", name);
+    return 0;
+}
+
+#endif

@@ -1,0 +1,203 @@
+/* test_unwind_native.c - native stacks of real interpreters (issue 3, --native).
+ *
+ * (a) a C extension burning CPU in scry_native_burn: the stack shows it above
+ *     _PyEval_EvalFrameDefault (3.11.7, then 3.8, 3.12, 3.13 when installed);
+ * (b) hashlib.sha256 over a big buffer: a sha256 symbol from libcrypto;
+ * (c) time.sleep: a syscall-ish leaf in libc, thread state S;
+ * (d) Debian's static, stripped /usr/bin/python3.11 running numpy: numpy's symbols.
+ */
+#include "test_unwind_live.h"
+
+#define MAXF 256
+
+static const char burn_script[] =
+    "import os, sys, scryext\n"
+    "print(os.getpid(), flush=True)\n"
+    "def f():\n"
+    "    scryext.burn(30.0)\n"
+    "f()\n";
+
+/* Samples thread TID of PID up to TRIES times until PRED finds what it wants. */
+typedef int (*pred_fn)(const unwind_frame_t *f, size_t n);
+
+static int sample_until(pid_t pid, pid_t tid, pred_fn pred, const char *title)
+{
+    unwind_t *u = unwind_new(pid);
+    CHECK(u != NULL);
+    if (!u)
+        return 0;
+    static unwind_frame_t f[MAXF];
+    size_t n = 0;
+    int ok = 0;
+    for (int t = 0; t < 40 && !ok; t++) {
+        int rc = sample_thread(u, tid, f, MAXF, &n);
+        if (rc != 0) {
+            fprintf(stderr, "sample: %d\n", rc);
+            sleep_ms(20);
+            continue;
+        }
+        ok = pred(f, n);
+        if (!ok)
+            sleep_ms(25);
+    }
+    print_stack(title, f, n);
+    unwind_stats_t st = unwind_stats(u);
+    fprintf(stderr, "  stats: samples %llu frames %llu tables %llu fallback %llu pages %llu/%llu "
+                    "loops %llu errors %llu\n",
+            (unsigned long long)st.samples, (unsigned long long)st.frames,
+            (unsigned long long)st.tables, (unsigned long long)st.table_fallback,
+            (unsigned long long)st.page_hits, (unsigned long long)st.page_misses,
+            (unsigned long long)st.loops, (unsigned long long)st.step_errors);
+    unwind_free(u);
+    return ok;
+}
+
+static int pred_burn(const unwind_frame_t *f, size_t n)
+{
+    int b = find_frame(f, n, "scry_native_burn", "scryext");
+    int e = -1;
+    for (size_t i = 0; i < n; i++)
+        if (f[i].is_eval == UNWIND_EVAL_DEFAULT) {
+            e = (int)i;
+            break;
+        }
+    /* ... and the stack reaches main (a complete unwind). */
+    return b >= 0 && e > b && find_frame(f, n, "main", NULL) > e;
+}
+
+static void test_burn(const char *ver, const char *minor_dir)
+{
+    char python[256], inc[256], dir[256];
+    snprintf(python, sizeof python, PYENV "%s/bin/python%s", ver, minor_dir);
+    snprintf(inc, sizeof inc, PYENV "%s/include/python%s", ver, minor_dir);
+    snprintf(dir, sizeof dir, "/tmp/scry-test-unwind-%d/%s", (int)getpid(), ver);
+    if (!file_exists(python) || !file_exists(inc)) {
+        fprintf(stderr, "skip: %s not installed\n", python);
+        return;
+    }
+    CHECK(build_ext(inc, dir) == 0);
+    child_t c = {0, -1};
+    CHECK(spawn_python(python, burn_script, dir, &c) == 0);
+    char line[64];
+    CHECK(read_line(&c, line, sizeof line, 10000) > 0);
+    sleep_ms(100);
+    char title[128];
+    snprintf(title, sizeof title, "(a) scryext.burn on %s", ver);
+    int ok = sample_until(c.pid, c.pid, pred_burn, title);
+    if (!ok)
+        fprintf(stderr, "FAIL: %s\n", title);
+    CHECK(ok);
+    stop_child(&c);
+}
+
+static int pred_sha(const unwind_frame_t *f, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (f[i].symbol && f[i].lib && strstr(f[i].lib, "libcrypto") &&
+            (strstr(f[i].symbol, "sha256") || strstr(f[i].symbol, "SHA256")))
+            return find_frame(f, n, "main", NULL) > (int)i;
+    return 0;
+}
+
+static void test_hashlib(void)
+{
+    const char *python = PYENV "3.11.7/bin/python3.11";
+    static const char script[] = "import os, hashlib\n"
+                                 "print(os.getpid(), flush=True)\n"
+                                 "buf = b'x' * (256 << 20)\n"
+                                 "while True:\n"
+                                 "    hashlib.sha256(buf).digest()\n";
+    child_t c = {0, -1};
+    CHECK(spawn_python(python, script, NULL, &c) == 0);
+    char line[64];
+    CHECK(read_line(&c, line, sizeof line, 10000) > 0);
+    sleep_ms(400);
+    int ok = sample_until(c.pid, c.pid, pred_sha, "(b) hashlib.sha256 on 3.11.7");
+    CHECK(ok);
+    stop_child(&c);
+}
+
+static int pred_sleep(const unwind_frame_t *f, size_t n)
+{
+    return n > 3 && f[0].lib && strstr(f[0].lib, "libc") && find_frame(f, n, "main", NULL) > 0;
+}
+
+static void test_sleep(void)
+{
+    const char *python = PYENV "3.11.7/bin/python3.11";
+    static const char script[] = "import os, time\n"
+                                 "print(os.getpid(), flush=True)\n"
+                                 "time.sleep(60)\n";
+    child_t c = {0, -1};
+    CHECK(spawn_python(python, script, NULL, &c) == 0);
+    char line[64];
+    CHECK(read_line(&c, line, sizeof line, 10000) > 0);
+    sleep_ms(200);
+    char st = thread_state(c.pid, c.pid);
+    fprintf(stderr, "(c) state before stop: %c\n", st);
+    CHECK(st == 'S');
+    int ok = sample_until(c.pid, c.pid, pred_sleep, "(c) time.sleep on 3.11.7");
+    CHECK(ok);
+    st = thread_state(c.pid, c.pid);
+    CHECK(st == 'S'); /* back to its sleep, not left stopped */
+    stop_child(&c);
+}
+
+static int pred_numpy(const unwind_frame_t *f, size_t n)
+{
+    int np = -1;
+    for (size_t i = 0; i < n; i++)
+        if (f[i].symbol && f[i].lib &&
+            (strstr(f[i].lib, "_multiarray_umath") || strstr(f[i].lib, "openblas") ||
+             strstr(f[i].lib, "blas"))) {
+            np = (int)i;
+            break;
+        }
+    return np >= 0 && find_frame(f, n, "_PyEval_EvalFrameDefault", NULL) > np &&
+           find_frame(f, n, "main", NULL) > np;
+}
+
+static void test_numpy_debian(void)
+{
+    const char *python = "/usr/bin/python3.11";
+    if (!file_exists(python)) {
+        fprintf(stderr, "skip: no /usr/bin/python3.11\n");
+        return;
+    }
+    static const char script[] = "import os, numpy as np\n"
+                                 "print(os.getpid(), flush=True)\n"
+                                 "a = np.random.rand(2000000)\n"
+                                 "while True:\n"
+                                 "    np.sort(a)\n";
+    child_t c = {0, -1};
+    CHECK(spawn_python(python, script, NULL, &c) == 0);
+    char line[64];
+    CHECK(read_line(&c, line, sizeof line, 20000) > 0);
+    sleep_ms(300);
+    int ok = sample_until(c.pid, c.pid, pred_numpy, "(d) numpy on /usr/bin/python3.11");
+    CHECK(ok);
+    stop_child(&c);
+}
+
+int main(void)
+{
+    if (geteuid() != 0)
+        fprintf(stderr, "note: not root; ptrace may be refused\n");
+    test_burn("3.11.7", "3.11");
+    test_hashlib();
+    test_sleep();
+    test_numpy_debian();
+    test_burn("3.8.18", "3.8");
+    test_burn("3.12.1", "3.12");
+    test_burn("3.13.0", "3.13");
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf /tmp/scry-test-unwind-%d", (int)getpid());
+    if (system(cmd) != 0)
+        fprintf(stderr, "note: could not clean up\n");
+    if (g_failures) {
+        fprintf(stderr, "%d check(s) failed\n", g_failures);
+        return 1;
+    }
+    fprintf(stderr, "all native unwinding checks passed\n");
+    return 0;
+}

@@ -1,0 +1,148 @@
+/* classify.c - the Python / native / system attribution rules (see classify.h). */
+#include "classify.h"
+
+#include <string.h>
+
+#include "sample.h"
+#include "scry_err.h"
+
+#define SYS_FUTEX_X86_64 202
+
+int unwind_syscall_blocks(long nr)
+{
+    switch (nr) {
+    case 0:   /* read */
+    case 1:   /* write (pipes, sockets, terminals) */
+    case 7:   /* poll */
+    case 17:  /* pread64 */
+    case 18:  /* pwrite64 */
+    case 19:  /* readv */
+    case 20:  /* writev */
+    case 23:  /* select */
+    case 34:  /* pause */
+    case 35:  /* nanosleep */
+    case 42:  /* connect */
+    case 43:  /* accept */
+    case 44:  /* sendto */
+    case 45:  /* recvfrom */
+    case 46:  /* sendmsg */
+    case 47:  /* recvmsg */
+    case 61:  /* wait4 */
+    case 65:  /* semop */
+    case 70:  /* msgrcv */
+    case 73:  /* flock */
+    case 74:  /* fsync */
+    case 75:  /* fdatasync */
+    case 128: /* rt_sigtimedwait */
+    case 130: /* rt_sigsuspend */
+    case 162: /* sync */
+    case 202: /* futex */
+    case 208: /* io_getevents */
+    case 220: /* semtimedop */
+    case 230: /* clock_nanosleep */
+    case 232: /* epoll_wait */
+    case 242: /* mq_timedsend */
+    case 243: /* mq_timedreceive */
+    case 247: /* waitid */
+    case 270: /* pselect6 */
+    case 271: /* ppoll */
+    case 281: /* epoll_pwait */
+    case 288: /* accept4 */
+    case 299: /* recvmmsg */
+    case 307: /* sendmmsg */
+    case 426: /* io_uring_enter */
+    case 441: /* epoll_pwait2 */
+    case 449: /* futex_waitv */
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* The C runtime: its frames say nothing about who asked for the work. */
+static int is_runtime(const unwind_frame_t *f)
+{
+    static const char *const libs[] = {"libc.so", "libc-", "libpthread", "ld-linux",
+                                       "libm.so", "libm-", "libdl",      "librt",
+                                       "[vdso]",  "linux-vdso"};
+    if (!f->lib)
+        return 0;
+    for (size_t i = 0; i < sizeof libs / sizeof *libs; i++)
+        if (strncmp(f->lib, libs[i], strlen(libs[i])) == 0)
+            return 1;
+    return 0;
+}
+
+static int is_gil_symbol(const char *s)
+{
+    static const char *const names[] = {
+        "take_gil",           "drop_gil",           "PyCOND_WAIT",         "PyCOND_TIMEDWAIT",
+        "PyEval_RestoreThread", "PyEval_AcquireThread", "PyEval_AcquireLock", "PyGILState_Ensure",
+        "_PyEval_EvalFrameDefault", "_Py_HandlePending", "eval_frame_handle_pending",
+        "_PyEval_AcquireLock", "PyEval_EvalFrameEx",
+    };
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        size_t n = strlen(names[i]);
+        if (strncmp(s, names[i], n) == 0 && (s[n] == '\0' || s[n] == '.'))
+            return 1;
+    }
+    return 0;
+}
+
+int unwind_is_gil_wait(const unwind_frame_t *native, size_t nn)
+{
+    if (!native)
+        return 0;
+    /* Above the runtime's futex/condvar frames, skip CPython frames without a name (the
+     * static take_gil of a stripped python), and judge the first named frame. */
+    for (size_t i = 0; i < nn && i < 16; i++) {
+        const unwind_frame_t *f = &native[i];
+        if (is_runtime(f))
+            continue;
+        if (!f->symbol) {
+            if (f->in_python)
+                continue;
+            return 0;
+        }
+        return is_gil_symbol(f->symbol);
+    }
+    return 0;
+}
+
+int unwind_classify(const unwind_task_t *task, const unwind_frame_t *native, size_t nn,
+                    int opclass, unwind_classification_t *out)
+{
+    if (!task || !out)
+        return SCRY_E_INVAL;
+    if (!native)
+        nn = 0;
+    memset(out, 0, sizeof *out);
+    long nr = task->sc.nr;
+    int in_syscall = nr >= 0 && unwind_syscall_blocks(nr);
+    /* 't' is a ptrace stop: most likely our own, so it says nothing; judge by the rest. */
+    int off_cpu = task->state && task->state != 'R' && task->state != 't';
+    if (off_cpu || in_syscall) {
+        out->cls = SCRY_CLASS_SYSTEM;
+        if (nr >= 0) {
+            out->flags |= UNWIND_CLASSIFY_SYSCALL;
+            out->syscall = nr;
+        }
+        if ((nr == SYS_FUTEX_X86_64 || nr == UNWIND_SYSCALL_UNKNOWN) &&
+            unwind_is_gil_wait(native, nn))
+            out->flags |= UNWIND_CLASSIFY_GIL_WAIT;
+        return 0;
+    }
+    if (nn > 0) {
+        for (size_t i = 0; i < nn; i++) {
+            if (is_runtime(&native[i]))
+                continue;
+            out->cls = native[i].in_python ? SCRY_CLASS_PYTHON : SCRY_CLASS_NATIVE;
+            return 0;
+        }
+        out->cls = SCRY_CLASS_NATIVE; /* only runtime frames */
+        return 0;
+    }
+    out->flags |= UNWIND_CLASSIFY_NOSTACK;
+    out->cls = opclass == UNWIND_OP_CALL ? SCRY_CLASS_NATIVE : SCRY_CLASS_PYTHON;
+    return 0;
+}

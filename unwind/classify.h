@@ -1,0 +1,103 @@
+/* classify.h - was a thread running Python, native code, or off CPU (issue 3)?
+ *
+ * Pure functions over data the caller supplies (no ptrace here), plus readers and parsers
+ * for the /proc files they need. Read stat and syscall BEFORE stopping the thread for a
+ * native unwind: once stopped, the thread shows state 't'.
+ *
+ * Rules (docs/native.md):
+ *  1. state is not R (S, D, T, t, Z...), or /proc syscall shows the thread blocked in a
+ *     system call -> SYSTEM. A futex wait whose first frame above libc is the GIL's
+ *     (take_gil, PyCOND_WAIT, PyEval_RestoreThread, PyEval_AcquireThread,
+ *     PyGILState_Ensure, or the eval loop itself dropping/taking the GIL) is flagged
+ *     UNWIND_CLASSIFY_GIL_WAIT;
+ *  2. R with a native stack: skip the leaf frames in the C runtime (libc, libm, ld.so,
+ *     vdso); the first frame in libpython / the python executable -> PYTHON, in any other
+ *     object -> NATIVE (all runtime -> NATIVE);
+ *  3. R without a native stack: the current instruction is a call (PYSTATE_OP_CALL) ->
+ *     NATIVE; else (MAYCALL, OTHER, UNKNOWN) -> PYTHON.
+ */
+#ifndef SCRY_UNWIND_CLASSIFY_H
+#define SCRY_UNWIND_CLASSIFY_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "unwind.h"
+
+/* Opcode classes are pystate/opcodes.h's (passed as int); only CALL matters here. */
+#if defined(__has_include)
+#if __has_include("opcodes.h")
+#include "opcodes.h"
+#define UNWIND_OP_CALL PYSTATE_OP_CALL
+#endif
+#endif
+#ifndef UNWIND_OP_CALL
+#define UNWIND_OP_CALL 1 /* PYSTATE_OP_CALL, until pystate/opcodes.h exists */
+#endif
+
+/* Values of unwind_syscall_t.nr besides a syscall number. */
+#define UNWIND_SYSCALL_RUNNING -2 /* "running": on a CPU or runnable */
+#define UNWIND_SYSCALL_NONE    -1 /* blocked in the kernel but not in a syscall */
+#define UNWIND_SYSCALL_UNKNOWN -3 /* not read */
+
+typedef struct unwind_syscall {
+    long nr;          /* syscall number or one of UNWIND_SYSCALL_* */
+    uint64_t args[6]; /* when nr >= 0 */
+    uint64_t sp, pc;  /* user sp and pc, when given */
+} unwind_syscall_t;
+
+typedef struct unwind_task {
+    char state;          /* /proc/.../stat state: 'R', 'S', 'D', 'T', 't', 'Z'...; 0 unknown */
+    unwind_syscall_t sc; /* .nr = UNWIND_SYSCALL_UNKNOWN when not read */
+} unwind_task_t;
+
+/* Flags of unwind_classification_t. */
+#define UNWIND_CLASSIFY_GIL_WAIT 1u /* off CPU waiting for the GIL */
+#define UNWIND_CLASSIFY_SYSCALL  2u /* in a blocking system call (see .syscall) */
+#define UNWIND_CLASSIFY_NOSTACK  4u /* decided without a native stack (opcode rule) */
+
+typedef struct unwind_classification {
+    uint8_t cls;    /* enum scry_class */
+    uint8_t flags;  /* UNWIND_CLASSIFY_* */
+    long syscall;   /* the syscall number when UNWIND_CLASSIFY_SYSCALL */
+} unwind_classification_t;
+
+/* Classifies one thread. TASK may have state 0 / nr UNKNOWN (then treated as running);
+ * NATIVE (leaf first, may be NULL with NN 0) is its native stack when unwound; OPCLASS is
+ * the leaf Python instruction's class (PYSTATE_OP_*). Returns 0 and
+ * fills OUT, or SCRY_E_INVAL (NULL TASK or OUT). */
+int unwind_classify(const unwind_task_t *task, const unwind_frame_t *native, size_t nn,
+                    int opclass, unwind_classification_t *out);
+
+/* True when syscall NR (x86-64) usually blocks: waits, sleeps, I/O on pipes, sockets and
+ * terminals, poll/select/epoll, futex, wait4, accept... */
+int unwind_syscall_blocks(long nr);
+
+/* True when a futex wait at the native stack NATIVE is the GIL's. */
+int unwind_is_gil_wait(const unwind_frame_t *native, size_t nn);
+
+/* Parses the content of /proc/PID/task/TID/stat (LEN bytes, need not be terminated) and
+ * stores the state character. Returns 0 or SCRY_E_CORRUPT. */
+int unwind_parse_stat_state(const char *buf, size_t len, char *state);
+
+/* Parses /proc/PID/task/TID/syscall content: "running", "-1 sp pc" or "nr a1..a6 sp pc".
+ * Returns 0 or SCRY_E_CORRUPT. */
+int unwind_parse_syscall(const char *buf, size_t len, unwind_syscall_t *out);
+
+/* Parses /proc/PID/task/TID/schedstat: "run_ns wait_ns timeslices". Returns 0 or
+ * SCRY_E_CORRUPT. Any out pointer may be NULL. */
+int unwind_parse_schedstat(const char *buf, size_t len, uint64_t *run_ns, uint64_t *wait_ns,
+                           uint64_t *slices);
+
+/* Readers of the files above for thread TID of process PID. Return 0, SCRY_E_GONE (no
+ * such thread), SCRY_E_PERM (syscall needs ptrace access), SCRY_E_IO or SCRY_E_CORRUPT. */
+int unwind_read_task_state(pid_t pid, pid_t tid, char *state);
+int unwind_read_task_syscall(pid_t pid, pid_t tid, unwind_syscall_t *out);
+int unwind_read_task_schedstat(pid_t pid, pid_t tid, uint64_t *run_ns, uint64_t *wait_ns);
+
+/* Reads state and syscall into TASK (syscall failures leave nr UNKNOWN). Returns 0 or
+ * the state reader's error. */
+int unwind_read_task(pid_t pid, pid_t tid, unwind_task_t *task);
+
+#endif

@@ -1,0 +1,165 @@
+/* thread_stop.c - PTRACE_SEIZE / PTRACE_INTERRUPT / PTRACE_DETACH of single threads. */
+#include "thread_stop.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdint.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
+#include <sched.h>
+#include <time.h>
+
+#include "scry_err.h"
+
+/* Threads traced by this scry thread: stopped ones (with the signal to give back when
+ * detaching) and pending ones (seized, stop timed out, or exited and not yet reaped). */
+typedef struct traced {
+    pid_t tid;
+    int sig;     /* signal to re-inject on detach */
+    int pending; /* 0: stopped now; 1: not stopped yet (detach when it stops) */
+} traced_t;
+
+static _Thread_local traced_t tab[UNWIND_MAX_PENDING];
+static _Thread_local int ntab;
+static _Thread_local int npending;
+
+static traced_t *find(pid_t tid)
+{
+    for (int i = 0; i < ntab; i++)
+        if (tab[i].tid == tid)
+            return &tab[i];
+    return NULL;
+}
+
+static void drop(traced_t *t)
+{
+    if (t->pending)
+        npending--;
+    *t = tab[--ntab];
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The signal a ptrace-stop status asks to re-inject: none for our interrupt (or a group
+ * stop, which stays in force after the detach), the signal for a signal-delivery-stop. */
+static int stop_signal(int status)
+{
+    if ((status >> 16) == PTRACE_EVENT_STOP)
+        return 0;
+    if ((status >> 16) != 0) /* another event stop: we set no options, so unexpected */
+        return 0;
+    return WSTOPSIG(status);
+}
+
+int unwind_reap_pending(void)
+{
+    if (npending == 0)
+        return 0;
+    for (int i = 0; i < ntab;) {
+        traced_t *t = &tab[i];
+        if (!t->pending) {
+            i++;
+            continue;
+        }
+        int status = 0;
+        pid_t r = waitpid(t->tid, &status, __WALL | WNOHANG);
+        if (r == 0) {
+            i++;
+            continue;
+        }
+        if (r == t->tid && WIFSTOPPED(status))
+            ptrace(PTRACE_DETACH, t->tid, NULL, (void *)(intptr_t)stop_signal(status));
+        /* Stopped and detached, exited and reaped, or not ours any more (ECHILD). */
+        drop(t);
+    }
+    return npending;
+}
+
+int unwind_stop_thread_timeout(pid_t tid, int timeout_ms)
+{
+    if (tid <= 0 || timeout_ms < 0)
+        return SCRY_E_INVAL;
+    unwind_reap_pending();
+    if (find(tid))
+        return SCRY_E_INVAL; /* already stopped or pending in this thread */
+    if (ntab >= UNWIND_MAX_PENDING)
+        return SCRY_E_AGAIN;
+    if (ptrace(PTRACE_SEIZE, tid, NULL, NULL) != 0) {
+        if (errno == ESRCH)
+            return SCRY_E_GONE;
+        if (errno == EPERM)
+            return SCRY_E_PERM;
+        return scry_err_from_errno(errno);
+    }
+    traced_t *t = &tab[ntab++];
+    *t = (traced_t){.tid = tid, .sig = 0, .pending = 1};
+    npending++;
+    if (ptrace(PTRACE_INTERRUPT, tid, NULL, NULL) != 0) {
+        /* Seized but the thread vanished: reap it later (it is a traced zombie). */
+        unwind_reap_pending();
+        return SCRY_E_GONE;
+    }
+    uint64_t start = now_ns();
+    uint64_t limit = (uint64_t)timeout_ms * 1000000u;
+    for (unsigned spin = 0;; spin++) {
+        int status = 0;
+        pid_t r = waitpid(tid, &status, __WALL | WNOHANG);
+        if (r == tid) {
+            if (WIFSTOPPED(status)) {
+                t->sig = stop_signal(status);
+                t->pending = 0;
+                npending--;
+                return 0;
+            }
+            drop(t); /* exited (WIFEXITED / WIFSIGNALED): reaped */
+            return SCRY_E_GONE;
+        }
+        if (r < 0 && errno != EINTR) {
+            int err = errno == ECHILD ? SCRY_E_GONE : scry_err_from_errno(errno);
+            drop(t);
+            return err;
+        }
+        uint64_t spent = now_ns() - start;
+        if (spent >= limit)
+            break;
+        if (spent < 200000u || spin < 16) {
+            sched_yield();
+        } else {
+            struct timespec ts = {0, 50000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    /* Not stopped in time. It cannot be detached while running: it stays pending, and is
+     * detached the moment it reaches the interrupt stop. */
+    unwind_reap_pending();
+    return SCRY_E_TIMEOUT;
+}
+
+int unwind_stop_thread(pid_t tid)
+{
+    return unwind_stop_thread_timeout(tid, UNWIND_STOP_TIMEOUT_MS);
+}
+
+int unwind_resume_thread(pid_t tid)
+{
+    traced_t *t = find(tid);
+    if (!t || t->pending)
+        return SCRY_E_INVAL;
+    int sig = t->sig;
+    drop(t);
+    if (ptrace(PTRACE_DETACH, tid, NULL, (void *)(intptr_t)sig) == 0)
+        return 0;
+    /* ESRCH: killed while stopped (a SIGKILL ends the stop). Its exit must be reaped by
+     * us, the tracer: now if it is already a zombie, else by unwind_reap_pending. */
+    int status;
+    if (waitpid(tid, &status, __WALL | WNOHANG) == 0 && ntab < UNWIND_MAX_PENDING) {
+        tab[ntab++] = (traced_t){.tid = tid, .sig = 0, .pending = 1};
+        npending++;
+    }
+    return SCRY_E_GONE;
+}
