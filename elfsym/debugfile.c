@@ -99,11 +99,11 @@ char *elfsym__find_debug_file(const char *path, const uint8_t *build_id, size_t 
         if (snprintf(buf, sizeof buf, "%s" DEBUG_ROOT "%.*s/%s", roots[r], dl, rest, debuglink) <
             (int)sizeof buf)
             hit = try_path(buf, selfp);
-        if (!hit && snprintf(buf, sizeof buf, "%s%.*s/%s", roots[r], dl, rest, debuglink) <
-                        (int)sizeof buf)
+        if (!hit &&
+            snprintf(buf, sizeof buf, "%s%.*s/%s", roots[r], dl, rest, debuglink) < (int)sizeof buf)
             hit = try_path(buf, selfp);
-        if (!hit && snprintf(buf, sizeof buf, "%s%.*s/.debug/%s", roots[r], dl, rest,
-                             debuglink) < (int)sizeof buf)
+        if (!hit && snprintf(buf, sizeof buf, "%s%.*s/.debug/%s", roots[r], dl, rest, debuglink) <
+                        (int)sizeof buf)
             hit = try_path(buf, selfp);
     }
     return hit;

@@ -24,10 +24,10 @@ typedef struct elfsym_module {
     raddr_t start;            /* lowest start of its mappings */
     raddr_t end;              /* highest end of its mappings */
     uint64_t inode;
-    int deleted;        /* the file was deleted or replaced on disk */
-    int is_libpython;   /* found as libpythonX.Y*.so* (else: the main executable) */
-    int major, minor;   /* Python version from the file name; 0 when unknown */
-    elfsym_obj_t *obj;  /* the loaded object; one reference owned by the caller */
+    int deleted;       /* the file was deleted or replaced on disk */
+    int is_libpython;  /* found as libpythonX.Y*.so* (else: the main executable) */
+    int major, minor;  /* Python version from the file name; 0 when unknown */
+    elfsym_obj_t *obj; /* the loaded object; one reference owned by the caller */
 } elfsym_module_t;
 
 /* Fills BUF with the path scry should open for mapping E of process PID: /proc/PID/root

@@ -31,9 +31,9 @@ typedef struct elfsym_map {
     uint64_t inode;     /* 0 for anonymous mappings */
     uint32_t dev_major; /* device of the file, as the kernel prints it */
     uint32_t dev_minor;
-    uint8_t perms;      /* enum elfsym_perm bits */
-    uint8_t deleted;    /* the file was deleted or replaced (" (deleted)" suffix) */
-    const char *path;   /* never NULL: "" anonymous, "[heap]", "/usr/lib/x.so"; owned by maps */
+    uint8_t perms;    /* enum elfsym_perm bits */
+    uint8_t deleted;  /* the file was deleted or replaced (" (deleted)" suffix) */
+    const char *path; /* never NULL: "" anonymous, "[heap]", "/usr/lib/x.so"; owned by maps */
 } elfsym_map_t;
 
 typedef struct elfsym_maps elfsym_maps_t;

@@ -79,8 +79,7 @@ static int hold(elfsym_symbolizer_t *s, elfsym_obj_t *obj)
 
 /* Builds the module table of MAPS, reusing what OLD (may be NULL) had already loaded. */
 static int build_modules(elfsym_symbolizer_t *s, const elfsym_maps_t *maps, module_t **mods_out,
-                         size_t *nmods_out, int32_t **map_mod_out, const module_t *old,
-                         size_t nold)
+                         size_t *nmods_out, int32_t **map_mod_out, const module_t *old, size_t nold)
 {
     size_t n = elfsym_maps_count(maps);
     int32_t *map_mod = malloc((n ? n : 1) * sizeof *map_mod);

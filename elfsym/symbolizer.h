@@ -16,9 +16,9 @@
 typedef struct elfsym_symbolizer elfsym_symbolizer_t;
 
 typedef struct elfsym_loc {
-    const char *symbol; /* "sha256_block_data_order"; NULL when unknown */
-    const char *lib;    /* base name: "libcrypto.so.3", "[vdso]", "" when anonymous */
-    const char *path;   /* full path as the target sees it ("" when anonymous) */
+    const char *symbol;  /* "sha256_block_data_order"; NULL when unknown */
+    const char *lib;     /* base name: "libcrypto.so.3", "[vdso]", "" when anonymous */
+    const char *path;    /* full path as the target sees it ("" when anonymous) */
     uint64_t sym_offset; /* ADDR - symbol start (0 when symbol is NULL) */
     uint64_t lib_offset; /* ADDR - bias: the link-time address (ADDR - map start when no ELF) */
     raddr_t sym_start;   /* runtime address of the symbol start (0 when unknown) */

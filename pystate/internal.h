@@ -2,12 +2,14 @@
 #ifndef SCRY_PYSTATE_INTERNAL_H
 #define SCRY_PYSTATE_INTERNAL_H
 
+#include "prefetch.h"
 #include "pystate.h"
 
 #define PYSTATE_STR_MAX 1024          /* bytes of UTF-8 kept of a name or file name */
 #define PYSTATE_TABLE_MAX (1u << 20)  /* bytes of a line table or bytecode kept */
 #define PYSTATE_CODE_CACHE 8192       /* code objects cached (power of two) */
 #define PYSTATE_CODE_KEY_MAX 64       /* bytes of a code object compared to validate */
+#define PYSTATE_BYTECODE_READ_MAX 65536 /* bytes of 3.11+ bytecode read to find the leaf op */
 
 typedef struct pystate_code {
     raddr_t addr;           /* 0 = empty slot */
@@ -43,6 +45,8 @@ struct pystate_target {
     raddr_t code_type;           /* address of the code type, once checked by name */
     int64_t pthread_tid_offset;  /* offset of the tid in glibc's struct pthread; -1 unknown */
     pystate_codecache_t codes;
+    pystate_prefetch_t *prefetch;
+    uint8_t bytecode_buf[PYSTATE_BYTECODE_READ_MAX];
     pystate_stats_t stats;
     const char *s_unknown;       /* interned "<unknown>" */
     const char *s_empty;

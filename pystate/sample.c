@@ -1,15 +1,14 @@
 /* sample.c - one snapshot of every thread's Python stack.
  *
- * Phases, each a bounded number of system calls:
- *   1. the interpreter and thread lists (one read per thread state: a linked list);
- *   2. per thread, its current frame pointer and (3.11+) its whole data-stack chunk,
- *      and the GIL state, batched in one process_vm_readv;
- *   3. the frame chains: frames inside a chunk already read cost nothing, others one read;
- *   4. one batched read of a validation window of every distinct code object and of every
- *      leaf instruction; cache misses read the code object once.
+ * The walk reads, in order: the interpreter and thread lists, each thread's current frame
+ * and (3.11+) its whole data-stack chunk, the frame chains, a validation window of every
+ * code object, the leaf instruction and the GIL state. Every read goes through the
+ * prefetcher (prefetch.h), which serves it from one batched process_vm_readv planned by
+ * the previous sample, so a steady-state sample costs about one system call.
  */
 #include "internal.h"
 #include "opcodes.h"
+#include "prefetch.h"
 #include "scry_err.h"
 
 #include <dirent.h>
@@ -128,6 +127,11 @@ static uint8_t get_u8(const uint8_t *buf, size_t len, int64_t off)
     return (off >= 0 && (uint64_t)off < len) ? buf[off] : 0;
 }
 
+static int pf(pystate_target_t *t, raddr_t addr, void *buf, size_t len)
+{
+    return pystate__pf_read(t->prefetch, t->mem, addr, buf, len, 0);
+}
+
 /* Phase 1: the thread states of every interpreter. */
 static int list_threads(pystate_target_t *t, pystate_snapshot_t *s)
 {
@@ -135,9 +139,9 @@ static int list_threads(pystate_target_t *t, pystate_snapshot_t *s)
     raddr_t interp = 0;
     int err;
     if (t->runtime)
-        err = rmem_read_u64(t->mem, t->runtime + (uint64_t)L->runtime_interpreters_head, &interp);
+        err = pf(t, t->runtime + (uint64_t)L->runtime_interpreters_head, &interp, 8);
     else
-        err = rmem_read_u64(t->mem, t->interp_head_addr, &interp);
+        err = pf(t, t->interp_head_addr, &interp, 8);
     if (err)
         return err == SCRY_E_FAULT ? SCRY_E_CORRUPT : err;
     size_t tsize = L->tstate_size > 0 && L->tstate_size < TSTATE_READ_MAX ? (size_t)L->tstate_size
@@ -146,22 +150,20 @@ static int list_threads(pystate_target_t *t, pystate_snapshot_t *s)
     s->count = 0;
     for (int ni = 0; interp && ni < PYSTATE_MAX_INTERPS; ni++) {
         uint8_t ibuf[24];
-        /* Read only the fields we need, in one call. */
-        rmem_iov_t iov[3] = {
-            {interp + (uint64_t)L->interp_next, ibuf, 8},
-            {interp + (uint64_t)L->interp_tstate_head, ibuf + 8, 8},
-            {interp + (uint64_t)(L->interp_id >= 0 ? L->interp_id : 0), ibuf + 16, 8},
-        };
-        int got = rmem_readv(t->mem, iov, 3);
-        if (got < 0)
-            return got;
-        if (got < 3)
+        err = pf(t, interp + (uint64_t)L->interp_next, ibuf, 8);
+        if (!err)
+            err = pf(t, interp + (uint64_t)L->interp_tstate_head, ibuf + 8, 8);
+        if (!err)
+            err = pf(t, interp + (uint64_t)(L->interp_id >= 0 ? L->interp_id : 0), ibuf + 16, 8);
+        if (err == SCRY_E_FAULT)
             return ni == 0 ? SCRY_E_CORRUPT : 0;
+        if (err)
+            return err;
         raddr_t next_interp = get_u64(ibuf, 24, 0);
         raddr_t ts = get_u64(ibuf, 24, 8);
         int32_t iid = L->interp_id >= 0 ? (int32_t)get_u64(ibuf, 24, 16) : ni;
         for (size_t nt = 0; ts && nt < PYSTATE_MAX_THREADS; nt++) {
-            err = rmem_read(t->mem, ts, tbuf, tsize);
+            err = pf(t, ts, tbuf, tsize);
             if (err) {
                 if (err == SCRY_E_FAULT) {
                     t->stats.torn++;
@@ -203,74 +205,29 @@ static int list_threads(pystate_target_t *t, pystate_snapshot_t *s)
     return 0;
 }
 
-/* Phase 2: current frames of 3.11/3.12 (behind cframe), chunk headers, then chunks. */
+/* Phase 2: current frames of 3.11/3.12 (behind cframe), then each data-stack chunk. */
 static int read_frame_roots(pystate_target_t *t, pystate_snapshot_t *s)
 {
     const pystate_layout_t *L = &t->layout;
-    if (L->cframe_current_frame >= 0) {
-        rmem_iov_t *iov = calloc(s->count, sizeof *iov);
-        if (!iov)
-            return SCRY_E_NOMEM;
-        size_t n = 0;
-        for (size_t i = 0; i < s->count; i++) {
-            thread_work_t *w = &s->work[i];
-            if (!w->cframe)
-                continue;
-            iov[n++] = (rmem_iov_t){w->cframe + (uint64_t)L->cframe_current_frame, &w->top_frame, 8};
-        }
-        size_t done = 0;
-        while (done < n) {
-            int got = rmem_readv(t->mem, iov + done, n - done);
-            if (got < 0) {
-                free(iov);
-                return got;
-            }
-            done += (size_t)got;
-            if (done < n) {
-                *(uint64_t *)iov[done].buf = 0; /* unreadable: no frames for that thread */
-                t->stats.torn++;
-                done++;
-            }
-        }
-        free(iov);
-    }
-    if (L->tstate_datastack_chunk < 0 || L->chunk_size < 0)
-        return 0;
-    /* Chunk headers: size of each chunk. */
-    uint64_t *sizes = calloc(s->count, sizeof *sizes);
-    rmem_iov_t *iov = calloc(s->count, sizeof *iov);
-    int err = 0;
-    if (!sizes || !iov) {
-        err = SCRY_E_NOMEM;
-        goto out_free;
-    }
-    size_t n = 0;
     for (size_t i = 0; i < s->count; i++) {
         thread_work_t *w = &s->work[i];
         w->chunk_len = 0;
-        if (w->chunk && w->top_frame)
-            iov[n++] = (rmem_iov_t){w->chunk + (uint64_t)L->chunk_size, &sizes[i], 8};
-    }
-    size_t done = 0;
-    while (done < n) {
-        int got = rmem_readv(t->mem, iov + done, n - done);
-        if (got < 0) {
-            err = got;
-            goto out_free;
+        if (w->cframe) {
+            int err = pf(t, w->cframe + (uint64_t)L->cframe_current_frame, &w->top_frame, 8);
+            if (err == SCRY_E_GONE || err == SCRY_E_PERM)
+                return err;
+            if (err) {
+                w->top_frame = 0;
+                t->stats.torn++;
+            }
         }
-        done += (size_t)got;
-        if (done < n) {
-            *(uint64_t *)iov[done].buf = 0;
-            done++;
-        }
-    }
-    n = 0;
-    for (size_t i = 0; i < s->count; i++) {
-        thread_work_t *w = &s->work[i];
-        uint64_t size = sizes[i];
-        if (!w->chunk || !w->top_frame || size < 64 || size > (1ull << 30))
+        if (!w->chunk || !w->top_frame || L->chunk_size < 0)
             continue;
-        /* Read the part of the chunk up to just past the top frame when it lies inside. */
+        uint64_t size = 0;
+        if (pf(t, w->chunk + (uint64_t)L->chunk_size, &size, 8) != 0 || size < 64 ||
+            size > (1ull << 30))
+            continue;
+        /* Read the chunk up to just past the top frame when that lies inside it. */
         uint64_t want = size;
         if (w->top_frame > w->chunk && w->top_frame - w->chunk < size)
             want = w->top_frame - w->chunk + FRAME_READ_MAX;
@@ -280,36 +237,19 @@ static int read_frame_roots(pystate_target_t *t, pystate_snapshot_t *s)
             want = CHUNK_READ_MAX;
         if (w->chunk_cap < want) {
             uint8_t *nb = realloc(w->chunk_buf, want);
-            if (!nb) {
-                err = SCRY_E_NOMEM;
-                goto out_free;
-            }
+            if (!nb)
+                return SCRY_E_NOMEM;
             w->chunk_buf = nb;
             w->chunk_cap = want;
         }
-        w->chunk_len = want;
-        iov[n++] = (rmem_iov_t){w->chunk, w->chunk_buf, want};
-    }
-    done = 0;
-    while (done < n) {
-        int got = rmem_readv(t->mem, iov + done, n - done);
-        if (got < 0) {
-            err = got;
-            goto out_free;
-        }
-        done += (size_t)got;
-        if (done < n) {
-            /* find which thread and drop its chunk copy */
-            for (size_t i = 0; i < s->count; i++)
-                if (s->work[i].chunk_buf == iov[done].buf)
-                    s->work[i].chunk_len = 0;
-            done++;
+        if (pystate__pf_read(t->prefetch, t->mem, w->chunk, w->chunk_buf, want, 1) == 0) {
+            w->chunk_len = want;
+            /* Room for the stack to grow by the next sample. */
+            uint64_t slack = want + 1024 < size ? want + 1024 : size;
+            pystate__pf_plan(t->prefetch, w->chunk, slack < CHUNK_READ_MAX ? slack : want, 1);
         }
     }
-out_free:
-    free(sizes);
-    free(iov);
-    return err;
+    return 0;
 }
 
 /* Reads LEN bytes of a frame at ADDR, from the thread's chunk copy when it lies inside. */
@@ -320,7 +260,7 @@ static int frame_bytes(pystate_target_t *t, thread_work_t *w, raddr_t addr, uint
         memcpy(buf, w->chunk_buf + (addr - w->chunk), len);
         return 0;
     }
-    return rmem_read(t->mem, addr, buf, len);
+    return pf(t, addr, buf, len);
 }
 
 static int push_raw(thread_work_t *w, raddr_t code, uint32_t offset, int has_offset, int entry)
@@ -356,7 +296,7 @@ static void walk_frame_objects(pystate_target_t *t, thread_work_t *w)
     raddr_t f = w->top_frame;
     raddr_t prev = 0;
     while (f) {
-        if (f == prev || rmem_read(t->mem, f, buf, len) != 0) {
+        if (f == prev || pf(t, f, buf, len) != 0) {
             w->truncated = 1;
             t->stats.torn++;
             return;
@@ -430,80 +370,19 @@ static void finish_entries(thread_work_t *w)
         w->raw[w->nraw - 1].entry = 1;
 }
 
-typedef struct code_ref {
-    raddr_t addr;
-    uint8_t key[PYSTATE_CODE_KEY_MAX];
-    uint8_t ok;
-} code_ref_t;
-
-static int find_ref(code_ref_t *refs, size_t n, raddr_t addr)
-{
-    for (size_t i = 0; i < n; i++)
-        if (refs[i].addr == addr)
-            return (int)i;
-    return -1;
-}
-
-/* Phase 4: validate code objects and read leaf instructions, then fill the frames. */
+/* Phase 4: validate code objects, read leaf instructions, fill the frames. */
 static int resolve_frames(pystate_target_t *t, pystate_snapshot_t *s)
 {
     const pystate_layout_t *L = &t->layout;
-    /* Distinct code objects across every thread, small linear set per sample. */
-    code_ref_t *refs = malloc(CODE_BATCH_MAX * sizeof *refs);
-    rmem_iov_t *iov = malloc((CODE_BATCH_MAX + s->count) * sizeof *iov);
-    int err = 0;
-    if (!refs || !iov) {
-        err = SCRY_E_NOMEM;
-        goto out;
-    }
-    size_t nrefs = 0, niov = 0;
-    for (size_t i = 0; i < s->count; i++) {
-        thread_work_t *w = &s->work[i];
-        for (uint32_t k = 0; k < w->nraw; k++) {
-            raddr_t c = w->raw[k].code;
-            if (!c || nrefs >= CODE_BATCH_MAX)
-                continue;
-            /* Recent duplicates are the common case (recursion): check the last few. */
-            int dup = 0;
-            for (size_t j = nrefs > 8 ? nrefs - 8 : 0; j < nrefs; j++)
-                if (refs[j].addr == c) {
-                    dup = 1;
-                    break;
-                }
-            if (dup || (nrefs < 256 && find_ref(refs, nrefs, c) >= 0))
-                continue;
-            refs[nrefs].addr = c;
-            refs[nrefs].ok = 0;
-            iov[niov++] = (rmem_iov_t){c + (uint64_t)t->code_key_start, refs[nrefs].key,
-                                       (size_t)t->code_key_len};
-            nrefs++;
-        }
-        if (w->leaf_instr_addr)
-            iov[niov++] = (rmem_iov_t){w->leaf_instr_addr, w->leaf_instr, 2};
-    }
-    size_t done = 0;
-    while (done < niov) {
-        int got = rmem_readv(t->mem, iov + done, niov - done);
-        if (got < 0) {
-            err = got;
-            goto out;
-        }
-        done += (size_t)got;
-        if (done < niov) {
-            memset(iov[done].buf, 0xff, iov[done].len); /* never matches a cached key */
-            done++;
-        }
-    }
+    uint8_t key[PYSTATE_CODE_KEY_MAX];
     for (size_t i = 0; i < s->count; i++) {
         thread_work_t *w = &s->work[i];
         pystate_thread_t *th = &s->threads[i];
         if (!th->frames) {
             th->frames = malloc(PYSTATE_MAX_DEPTH * sizeof *th->frames);
             th->entry = malloc(PYSTATE_MAX_DEPTH);
-            if (!th->frames || !th->entry) {
-                err = SCRY_E_NOMEM;
-                goto out;
-            }
+            if (!th->frames || !th->entry)
+                return SCRY_E_NOMEM;
         }
         th->tstate = w->tstate;
         th->pthread_id = w->pthread_id;
@@ -513,16 +392,18 @@ static int resolve_frames(pystate_target_t *t, pystate_snapshot_t *s)
         th->truncated = w->truncated;
         th->leaf_opclass = PYSTATE_OP_UNKNOWN;
         uint32_t n = 0;
+        raddr_t last_code = 0;
+        pystate_code_t *code = NULL;
         for (uint32_t k = 0; k < w->nraw; k++) {
             raw_frame_t *r = &w->raw[k];
-            int idx = -1;
-            for (size_t j = 0; j < nrefs; j++) /* nrefs is small: a stack's distinct codes */
-                if (refs[j].addr == r->code) {
-                    idx = (int)j;
-                    break;
-                }
-            pystate_code_t *code =
-                (pystate_code_t *)pystate__code_get(t, r->code, idx >= 0 ? refs[idx].key : NULL);
+            if (r->code != last_code || !code) {
+                /* Validate the cached copy against the object as it is now. */
+                int kerr = pf(t, r->code + (uint64_t)t->code_key_start, key,
+                              (size_t)t->code_key_len);
+                code = kerr ? NULL
+                            : (pystate_code_t *)pystate__code_get(t, r->code, key);
+                last_code = r->code;
+            }
             if (!code) {
                 th->truncated = 1;
                 t->stats.torn++;
@@ -536,10 +417,24 @@ static int resolve_frames(pystate_target_t *t, pystate_snapshot_t *s)
             th->entry[n] = r->entry;
             if (n == 0) {
                 int op = -1;
-                if (code->bytecode && r->offset < code->bytecode_len)
+                if (code->bytecode && r->offset < code->bytecode_len) {
                     op = code->bytecode[r->offset];
-                else if (w->leaf_instr_addr)
-                    op = w->leaf_instr[0];
+                } else if (w->leaf_instr_addr && code->ncodeunits) {
+                    /* 3.11/3.12 may leave prev_instr inside a CALL's inline caches: find
+                     * the instruction by walking the bytecode. Reading the code's
+                     * bytecode as a range also serves the next sample's read. */
+                    uint32_t blen = code->ncodeunits * 2u;
+                    if (blen > PYSTATE_BYTECODE_READ_MAX)
+                        blen = PYSTATE_BYTECODE_READ_MAX;
+                    uint32_t at = 0;
+                    uint8_t opc = 0;
+                    if (pystate__pf_read(t->prefetch, t->mem,
+                                         r->code + (uint64_t)L->code_adaptive, t->bytecode_buf,
+                                         blen, 1) == 0 &&
+                        pystate_opcode_find_instruction(L->major, L->minor, t->bytecode_buf,
+                                                        blen, r->offset, &at, &opc) == 0)
+                        op = opc;
+                }
                 if (op >= 0)
                     th->leaf_opclass =
                         (uint8_t)pystate_opcode_class(L->major, L->minor, (uint8_t)op);
@@ -550,10 +445,7 @@ static int resolve_frames(pystate_target_t *t, pystate_snapshot_t *s)
         if (th->truncated)
             t->stats.truncated++;
     }
-out:
-    free(refs);
-    free(iov);
-    return err;
+    return 0;
 }
 
 /* GIL holder: marks the thread whose tstate holds the GIL. */
@@ -562,18 +454,17 @@ static void mark_gil(pystate_target_t *t, pystate_snapshot_t *s)
     const pystate_layout_t *L = &t->layout;
     raddr_t holder = 0;
     if (t->tstate_current_addr) {
-        rmem_read_u64(t->mem, t->tstate_current_addr, &holder);
+        pf(t, t->tstate_current_addr, &holder, 8);
     } else {
         raddr_t gil = 0;
         if (L->runtime_gil >= 0 && t->runtime)
             gil = t->runtime + (uint64_t)L->runtime_gil;
         else if (L->interp_gil_ptr >= 0 && s->count)
-            rmem_read_u64(t->mem, s->work[0].interp + (uint64_t)L->interp_gil_ptr, &gil);
+            pf(t, s->work[0].interp + (uint64_t)L->interp_gil_ptr, &gil, 8);
         if (gil && L->gil_locked >= 0 && L->gil_last_holder >= 0) {
             int32_t locked = 0;
-            rmem_iov_t iov[2] = {{gil + (uint64_t)L->gil_locked, &locked, 4},
-                                 {gil + (uint64_t)L->gil_last_holder, &holder, 8}};
-            if (rmem_readv(t->mem, iov, 2) != 2 || !locked)
+            if (pf(t, gil + (uint64_t)L->gil_locked, &locked, 4) != 0 ||
+                pf(t, gil + (uint64_t)L->gil_last_holder, &holder, 8) != 0 || !locked)
                 holder = 0;
         }
     }
@@ -584,7 +475,10 @@ static void mark_gil(pystate_target_t *t, pystate_snapshot_t *s)
 int pystate_sample(pystate_target_t *t, pystate_snapshot_t *s)
 {
     t->stats.samples++;
-    int err = list_threads(t, s);
+    int err = pystate__pf_begin(t->prefetch, t->mem);
+    if (err)
+        return err;
+    err = list_threads(t, s);
     if (err)
         return err;
     err = read_frame_roots(t, s);
@@ -612,11 +506,15 @@ int32_t pystate__tid_from_pthread(pystate_target_t *t, uint64_t pthread_id)
 {
     if (!pthread_id || t->pthread_tid_offset == -2)
         return 0;
+    if (t->pthread_tid_offset >= 0) {
+        int32_t tid = 0;
+        if (pf(t, pthread_id + (uint64_t)t->pthread_tid_offset, &tid, 4) != 0)
+            return 0;
+        return tid;
+    }
     uint8_t buf[1024];
     if (rmem_read(t->mem, pthread_id, buf, sizeof buf) != 0)
         return 0;
-    if (t->pthread_tid_offset >= 0)
-        return get_i32(buf, sizeof buf, t->pthread_tid_offset);
     /* Learn the offset of 'tid' in glibc's struct pthread once: the first 4-byte aligned
      * field that holds one of the process's thread ids. */
     char path[64];

@@ -153,7 +153,9 @@ int pystate_target_open(pid_t pid, strtab_t *strings, pystate_target_t **out, ch
     t->mem = rmem_open_pid(pid);
     t->s_unknown = strtab_intern(strings, "<unknown>");
     t->s_empty = strtab_intern(strings, "");
-    if (!t->mem || !t->s_unknown || !t->s_empty || pystate__codecache_init(&t->codes) != 0) {
+    t->prefetch = pystate__pf_new();
+    if (!t->mem || !t->prefetch || !t->s_unknown || !t->s_empty ||
+        pystate__codecache_init(&t->codes) != 0) {
         err = SCRY_E_NOMEM;
         goto fail;
     }
@@ -315,6 +317,7 @@ void pystate_target_free(pystate_target_t *t)
     if (!t)
         return;
     pystate__codecache_fini(&t->codes);
+    pystate__pf_free(t->prefetch);
     rmem_free(t->mem);
     free(t);
 }

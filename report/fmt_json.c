@@ -68,22 +68,6 @@ static void unc(report__sb_t *b)
         b->buf[--b->len] = 0;
 }
 
-/* GIL share in percent, or < 0 when unknown. */
-static double gil_pct(const report__view_t *v)
-{
-    const report_profile_t *p = v->p;
-    if (p->have_end && p->end.gil_fraction >= 0)
-        return 100.0 * (p->end.gil_fraction > 1 ? 1 : p->end.gil_fraction);
-    if (!(p->meta.flags & REPORT_F_GIL) || !v->cpu_count)
-        return -1;
-    double x;
-    if (v->use_weight && v->duration_s > 0)
-        x = (double)p->gil_weight / (v->duration_s * 1e9);
-    else
-        x = (double)p->gil_count / (double)v->cpu_count;
-    return 100.0 * (x > 1 ? 1 : x);
-}
-
 static void write_loc(report__sb_t *b, const report__line_t *l)
 {
     kstr(b, "file", l->file);
@@ -344,7 +328,7 @@ int report__write_json(report_profile_t *p, FILE *out, const report_options_t *o
     kbool(&b, "target_exited", p->end.target_exited);
     kstr(&b, "unit", v.use_weight ? "nanoseconds" : "samples");
     knum(&b, "cpu_s", v.use_weight ? (double)v.cpu_total / 1e9 : 0.0, 6);
-    double g = gil_pct(&v);
+    double g = report__gil_pct(&v);
     if (g >= 0)
         knum(&b, "gil_held_pct", g, 2);
     report__sb_putc(&b, '\n');

@@ -144,8 +144,9 @@ static void header(text_t *t, const report__view_t *v)
         off(t);
     }
     report__sb_putc(&t->b, '\n');
-    if (p->have_end && p->end.gil_fraction >= 0)
-        report__sb_printf(&t->b, "GIL held %.1f%% of the time\n", 100.0 * p->end.gil_fraction);
+    double gil = report__gil_pct(v);
+    if (gil >= 0)
+        report__sb_printf(&t->b, "GIL held %.1f%% of the time\n", gil);
     if (v->has_memory)
         report__sb_printf(&t->b, "memory: peak %.1f MB, net %.1f MB at the end\n",
                           (double)p->mem_peak / REPORT__MB, (double)p->mem_net / REPORT__MB);

@@ -2,13 +2,15 @@
 #include "report.h"
 #include "report_internal.h"
 
+#include "scry_err.h"
+
 int report_json_fputs(FILE *out, const char *s)
 {
+    if (!out)
+        return SCRY_E_INVAL;
     report__sb_t b = {0};
     report__sb_json(&b, s ? s : "");
-    int err = b.oom ? -1 : 0;
-    if (!err && b.len && fwrite(b.buf, 1, b.len, out) != b.len)
-        err = -1;
+    int err = report__sb_flush(&b, out);
     report__sb_free(&b);
     return err;
 }

@@ -108,8 +108,8 @@ int report_format_parse(const char *name);
 /* Returns the canonical name of a format ("collapsed", ...), or NULL when unknown. */
 const char *report_format_name(enum report_format fmt);
 
-/* Writes S to OUT as a JSON string literal with quotes (valid UTF-8, control characters
- * escaped). Returns 0, or -1 when out of memory or the write failed. */
+/* Writes S (NULL as "") to OUT as a JSON string literal with quotes (valid UTF-8, control
+ * characters escaped). Returns 0, SCRY_E_INVAL (OUT NULL), SCRY_E_NOMEM or SCRY_E_IO. */
 int report_json_fputs(FILE *out, const char *s);
 
 #endif

@@ -172,6 +172,8 @@ typedef struct report__view {
 
 int report__view_build(report__view_t *v, const report_profile_t *p);
 void report__view_free(report__view_t *v);
+/* GIL share in percent (daemon's figure, else derived with REPORT_F_GIL); < 0 unknown. */
+double report__gil_pct(const report__view_t *v);
 /* Picks the metric drawn by collapsed/flamegraph (OPT->metric or automatic). */
 int report__pick_metric(const report_profile_t *p, const report_options_t *opt);
 /* Value of a stack for METRIC: sample count for CPU, bytes for memory metrics. */

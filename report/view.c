@@ -304,3 +304,19 @@ void report__view_free(report__view_t *v)
     free(v->func_order);
     memset(v, 0, sizeof *v);
 }
+
+/* GIL share in percent, or < 0 when unknown. */
+double report__gil_pct(const report__view_t *v)
+{
+    const report_profile_t *p = v->p;
+    if (p->have_end && p->end.gil_fraction >= 0)
+        return 100.0 * (p->end.gil_fraction > 1 ? 1 : p->end.gil_fraction);
+    if (!(p->meta.flags & REPORT_F_GIL) || !v->cpu_count)
+        return -1;
+    double x;
+    if (v->use_weight && v->duration_s > 0)
+        x = (double)p->gil_weight / (v->duration_s * 1e9);
+    else
+        x = (double)p->gil_count / (double)v->cpu_count;
+    return 100.0 * (x > 1 ? 1 : x);
+}

@@ -157,6 +157,6 @@ struct scry_ring_record {
 
 _Static_assert(sizeof(struct scry_ring_header) <= SCRY_RING_HEADER_SIZE, "header too big");
 _Static_assert(sizeof(struct scry_ring_record) == 448, "record layout changed");
-_Static_assert(sizeof(struct scry_ring_layout) == 136, "layout changed");
+_Static_assert(sizeof(struct scry_ring_layout) == 144, "layout changed");
 
 #endif

@@ -125,10 +125,8 @@ static const shim_ring_view_t *enter(shim_tls_t *t, uint64_t *now)
 void shim__alloc_slow(void *p, size_t n, uint8_t origin, uint8_t flags)
 {
     shim_tls_t *t = &shim__tls;
-    if (origin == SCRY_RING_ORIGIN_NATIVE && t->in_py) {
-        t->alloc_left += (int64_t)n; /* the PyMem hook around us counts these bytes */
-        return;
-    }
+    if (origin == SCRY_RING_ORIGIN_NATIVE && t->in_py)
+        return; /* the PyMem hook around us counts these bytes (it restores the countdown) */
     if (t->busy)
         return; /* our own allocations; stays negative, sampled on the next call */
     uint64_t now;

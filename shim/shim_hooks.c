@@ -15,7 +15,13 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <malloc.h>
+#include <stdlib.h>
 #include <string.h>
+
+/* glibc's fortify entry points (no public prototype). */
+void *__memcpy_chk(void *d, const void *s, size_t n, size_t dl);
+void *__memmove_chk(void *d, const void *s, size_t n, size_t dl);
 
 __thread shim_tls_t shim__tls __attribute__((tls_model("initial-exec")));
 
@@ -331,10 +337,12 @@ SHIM_API void *__memmove_chk(void *d, const void *s, size_t n, size_t dl)
     return shim__real.memmove_chk(d, s, n, dl);
 }
 
-/* A hidden alias of our malloc: compared with what the process resolves "malloc" to. */
-extern __typeof(malloc) shim__self_malloc __attribute__((alias("malloc"), visibility("hidden")));
-
+/* Launch mode: the process's "malloc" is defined in this library. */
 int shim__interposed(void)
 {
-    return dlsym(RTLD_DEFAULT, "malloc") == (void *)shim__self_malloc;
+    Dl_info theirs, ours;
+    void *m = dlsym(RTLD_DEFAULT, "malloc");
+    if (!m || !dladdr(m, &theirs) || !dladdr((void *)(uintptr_t)shim__interposed, &ours))
+        return 0;
+    return theirs.dli_fbase == ours.dli_fbase;
 }

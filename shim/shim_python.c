@@ -6,8 +6,9 @@
  * PyMem hooks: domains MEM and OBJ are wrapped (as tracemalloc does), delegating to the
  * allocators already installed, so pymalloc stays in use. RAW is not wrapped: RAW is
  * plain malloc, which the native hook sees (a block from RAW is 'native' origin). While a
- * hook calls the wrapped allocator, shim__tls.in_py is set and the native hook gives back
- * the bytes it subtracted, so a pymalloc fall-through to malloc is counted once.
+ * hook calls the wrapped allocator, shim__tls.in_py is set (the native slow path then
+ * does nothing) and the hook restores the countdown it saved before the call, so a
+ * pymalloc fall-through to malloc is counted once, as python.
  *
  * Stacks: frames are read in-process, directly, only when the thread holds the GIL
  * (its tstate is the current one), with the offsets the daemon published in the ring
@@ -105,9 +106,11 @@ static void *hook_malloc(void *ctx, size_t n)
     shim_pyalloc_t *o = ctx;
     shim_tls_t *t = &shim__tls;
     uint8_t prev = t->in_py;
+    int64_t left = t->alloc_left;
     t->in_py = 1;
     void *p = o->malloc(o->ctx, n);
     t->in_py = prev;
+    t->alloc_left = left; /* forget what the native hook counted meanwhile */
     if (SHIM_UNLIKELY((t->alloc_left -= (int64_t)n) < 0))
         shim__alloc_slow(p, n, SCRY_RING_ORIGIN_PYTHON, 0);
     return p;
@@ -118,9 +121,11 @@ static void *hook_calloc(void *ctx, size_t a, size_t b)
     shim_pyalloc_t *o = ctx;
     shim_tls_t *t = &shim__tls;
     uint8_t prev = t->in_py;
+    int64_t left = t->alloc_left;
     t->in_py = 1;
     void *p = o->calloc(o->ctx, a, b);
     t->in_py = prev;
+    t->alloc_left = left; /* forget what the native hook counted meanwhile */
     size_t n;
     if (!__builtin_mul_overflow(a, b, &n) && SHIM_UNLIKELY((t->alloc_left -= (int64_t)n) < 0))
         shim__alloc_slow(p, n, SCRY_RING_ORIGIN_PYTHON, 0);
@@ -134,9 +139,11 @@ static void *hook_realloc(void *ctx, void *p, size_t n)
     if (p && SHIM_UNLIKELY(shim__live_maybe(p)))
         shim__free_slow(p, SCRY_RING_REC_REALLOC);
     uint8_t prev = t->in_py;
+    int64_t left = t->alloc_left;
     t->in_py = 1;
     void *q = o->realloc(o->ctx, p, n);
     t->in_py = prev;
+    t->alloc_left = left; /* forget what the native hook counted meanwhile */
     if (SHIM_UNLIKELY((t->alloc_left -= (int64_t)n) < 0))
         shim__alloc_slow(q, n, SCRY_RING_ORIGIN_PYTHON, p ? SCRY_RING_REC_REALLOC : 0);
     return q;

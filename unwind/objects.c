@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "scry_err.h"
@@ -79,23 +80,42 @@ static uint64_t read_uval(const uint8_t *p, size_t size)
     return v;
 }
 
-/* Fills O's table from its file. Returns 0 or a negative code (then state = 2). */
+/* Where the ELF image is read from: its file, or (the vDSO) the target's memory. */
+typedef struct image {
+    int fd;        /* >= 0: the file */
+    pid_t pid;     /* else: the target, */
+    uint64_t base; /* the image mapped at base (file offset 0) */
+} image_t;
+
+static int image_read(const image_t *im, void *buf, size_t len, uint64_t off)
+{
+    if (im->fd >= 0)
+        return pread(im->fd, buf, len, (off_t)off) == (ssize_t)len ? 0 : -1;
+    struct iovec local = {.iov_base = buf, .iov_len = len};
+    struct iovec remote = {.iov_base = (void *)(uintptr_t)(im->base + off), .iov_len = len};
+    return process_vm_readv(im->pid, &local, 1, &remote, 1, 0) == (ssize_t)len ? 0 : -1;
+}
+
+/* Fills O's table from its file (or the vDSO's memory). Returns 0 or a negative code. */
 static int load_table(struct unwind *u, unwind_obj_t *o, const elfsym_map_t *m)
 {
-    char path[4096 + 64];
-    snprintf(path, sizeof path, "/proc/%d/root%s", (int)u->pid, m->path);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return SCRY_E_NOTFOUND;
+    image_t im = {.fd = -1, .pid = u->pid, .base = m->start - m->offset};
+    if (elfsym_map_is_file(m)) {
+        char path[4096 + 64];
+        snprintf(path, sizeof path, "/proc/%d/root%s", (int)u->pid, m->path);
+        im.fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (im.fd < 0)
+            return SCRY_E_NOTFOUND;
+    }
     int rc = SCRY_E_ELF;
     Elf64_Ehdr eh;
     Elf64_Phdr ph[MAX_PHDRS];
-    if (pread(fd, &eh, sizeof eh, 0) != (ssize_t)sizeof eh ||
+    if (image_read(&im, &eh, sizeof eh, 0) != 0 ||
         memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
         eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum == 0 || eh.e_phnum > MAX_PHDRS)
         goto out;
     size_t phsz = (size_t)eh.e_phnum * sizeof(Elf64_Phdr);
-    if (pread(fd, ph, phsz, (off_t)eh.e_phoff) != (ssize_t)phsz)
+    if (image_read(&im, ph, phsz, eh.e_phoff) != 0)
         goto out;
 
     /* The load bias from the PT_LOAD that holds the mapping's file offset. */
@@ -115,7 +135,7 @@ static int load_table(struct unwind *u, unwind_obj_t *o, const elfsym_map_t *m)
     if (!ehp || ehp->p_filesz < 12)
         goto out;
     uint8_t hdr[4 + 8 + 8];
-    if (pread(fd, hdr, sizeof hdr, (off_t)ehp->p_offset) != (ssize_t)sizeof hdr)
+    if (image_read(&im, hdr, sizeof hdr, ehp->p_offset) != 0)
         goto out;
     uint8_t version = hdr[0], ptr_enc = hdr[1], cnt_enc = hdr[2], tab_enc = hdr[3];
     size_t psz = enc_size(ptr_enc), csz = enc_size(cnt_enc);
@@ -138,7 +158,8 @@ static int load_table(struct unwind *u, unwind_obj_t *o, const elfsym_map_t *m)
     o->di.u.rti.table_data = hdr_addr + table_off;
     rc = 0;
 out:
-    close(fd);
+    if (im.fd >= 0)
+        close(im.fd);
     return rc;
 }
 
@@ -181,7 +202,8 @@ unwind_obj_t *unwind__obj_find(struct unwind *u, uint64_t ip)
         refresh_maps(u);
         m = u->maps ? elfsym_maps_find(u->maps, ip) : NULL;
     }
-    if (!m || !(m->perms & ELFSYM_PERM_X) || !elfsym_map_is_file(m))
+    if (!m || !(m->perms & ELFSYM_PERM_X) ||
+        !(elfsym_map_is_file(m) || strcmp(m->path, "[vdso]") == 0))
         return NULL;
     if (u->nobjs >= UNWIND_MAX_OBJS)
         return NULL;

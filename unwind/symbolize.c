@@ -50,7 +50,7 @@ static void lookup(struct unwind *u, uint64_t ip, int is_return, unwind_sym_t *o
     out->lib = o->lib;
     out->in_python = o->in_python;
     out->offset = ip - o->bias;
-    if (!o->elf_tried) {
+    if (!o->elf_tried && o->path[0] == '/') {
         char path[4096 + 64];
         int err = 0;
         o->elf_tried = 1;

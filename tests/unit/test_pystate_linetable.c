@@ -312,7 +312,8 @@ static void run_file(const char *ver, long *ncodes, long *noffsets)
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* Hand-made tables                                                                            */
+/* Hand-made tables. Their expected lines were confirmed on the real interpreters (3.8, 3.10,  */
+/* 3.12) with code.replace(co_lnotab=/co_linetable=...) and ctypes PyCode_Addr2Line.           */
 
 static int line_at(int style, const uint8_t *t, size_t len, int first, uint32_t off)
 {

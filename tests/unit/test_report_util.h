@@ -140,7 +140,9 @@ static inline int run_python(const char *code, const char *text)
     }
     close(fd);
     char cmd[256];
-    snprintf(cmd, sizeof cmd, "python3 %s %s", cpath, path);
+    /* the pyenv shim takes a second to start: prefer the system interpreter */
+    const char *py = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+    snprintf(cmd, sizeof cmd, "%s %s %s", py, cpath, path);
     int st = system(cmd);
     unlink(path);
     unlink(cpath);

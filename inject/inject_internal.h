@@ -1,0 +1,77 @@
+/* inject_internal.h - shared between the files of the inject module (not public). */
+#ifndef INJECT_INTERNAL_H
+#define INJECT_INTERNAL_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "inject.h"
+#include "maps.h"
+#include "ptrace_util.h"
+
+/* Where a session is. */
+enum inject__state {
+    INJECT__IDLE = 0, /* no thread borrowed yet */
+    INJECT__PARKED,   /* thread stopped, ours, not running foreign code */
+    INJECT__RELEASED, /* thread given back (restored and detached, or left to self-restore) */
+};
+
+struct inject_session {
+    pid_t pid;
+    pid_t tid;
+    int state;
+    int memfd; /* /proc/PID/mem, read-write (writes go through FOLL_FORCE) */
+    int timeout_ms;
+    elfsym_maps_t *maps;
+    inject_report_t *rep;
+    inject_report_t own_rep;
+    ptr_sigq_t sigq;
+    uint64_t t_stopped; /* when the thread was stopped */
+    /* The code cave: [cave, cave + cave_size) in an executable mapping, all zeros when found. */
+    raddr_t cave;
+    size_t cave_size;
+    size_t cave_used; /* bytes written (erased on close) */
+    raddr_t data;     /* the stub's data block */
+    uint64_t fpu_size;
+    int use_xsave;
+    ptr_regs_t orig;                /* registers as stopped */
+    struct user_regs_struct resume; /* where to resume: restart applied, orig_rax = -1 */
+};
+
+/* 1 for the C library family (libc, libpthread, libdl), 2 for the dynamic loader (ld.so, musl's
+ * loader), 0 otherwise; by file name. */
+int inject__runtime_kind(const char *path);
+
+/* True when PATH (a mapping's path) is the object named OBJECT (see inject_find_symbol). */
+int inject__object_matches(const char *path, const char *object);
+
+/* inject_find_symbol on a maps snapshot. */
+int inject__lookup(pid_t pid, const elfsym_maps_t *maps, const char *object, const char *symbol,
+                   raddr_t *addr);
+
+/* Finds the largest all-zero unused tail of an executable segment (at least MIN bytes) in
+ * a private file mapping, preferring objects that are never unloaded (the executable, libc,
+ * ld.so, libpython). Reads target memory through MEMFD. Returns 0 with *ADDR/*SIZE (ADDR
+ * 16-aligned), or SCRY_E_NOTFOUND. */
+int inject__find_cave(pid_t pid, const elfsym_maps_t *maps, int memfd, size_t min, raddr_t *addr,
+                      size_t *size);
+
+/* Reads/writes LEN bytes of target memory through /proc/PID/mem. Returns 0 or SCRY_E_FAULT /
+ * SCRY_E_GONE / SCRY_E_IO. */
+int inject__mem_read(int memfd, raddr_t addr, void *buf, size_t len);
+int inject__mem_write(int memfd, raddr_t addr, const void *buf, size_t len);
+
+/* Chooses, stops and accepts a thread (inject_thread.c). On success S->tid, S->orig,
+ * S->resume and S->state = PARKED are set. */
+int inject__borrow_thread(inject_session_t *s, const inject_opts_t *opts);
+
+/* True once inject_abort_all was called. */
+int inject__aborting(void);
+
+/* Formats into the session's report error. */
+void inject__set_error(inject_session_t *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+#endif

@@ -1,0 +1,198 @@
+#include "prefetch.h"
+
+#include "scry_err.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define PF_HASH 16384 /* power of two, > 2 * PF_MAX_REGIONS */
+
+typedef struct pf_region {
+    raddr_t addr;
+    uint32_t len;
+    uint32_t off;   /* into the data buffer */
+    uint8_t range;
+    uint8_t valid;  /* read successfully this sample */
+} pf_region_t;
+
+typedef struct pf_set {
+    pf_region_t regions[PF_MAX_REGIONS];
+    size_t n;
+    size_t bytes;
+    int32_t hash[PF_HASH]; /* index+1 of exact-address regions, 0 = empty */
+    uint32_t ranges[256];  /* indices of range regions */
+    size_t nranges;
+} pf_set_t;
+
+struct pystate_prefetch {
+    pf_set_t sets[2];
+    pf_set_t *cur;  /* read at begin, served from */
+    pf_set_t *next; /* being planned */
+    uint8_t *data;
+    size_t data_cap;
+    rmem_iov_t *iov;
+    uint64_t hits, misses;
+};
+
+static size_t pf_slot(raddr_t addr)
+{
+    return (size_t)((addr * 0x9E3779B97F4A7C15ULL) >> 50) & (PF_HASH - 1);
+}
+
+static void set_clear(pf_set_t *s)
+{
+    if (s->n)
+        memset(s->hash, 0, sizeof s->hash);
+    s->n = 0;
+    s->bytes = 0;
+    s->nranges = 0;
+}
+
+pystate_prefetch_t *pystate__pf_new(void)
+{
+    pystate_prefetch_t *pf = calloc(1, sizeof *pf);
+    if (!pf)
+        return NULL;
+    pf->cur = &pf->sets[0];
+    pf->next = &pf->sets[1];
+    pf->iov = malloc(PF_MAX_REGIONS * sizeof *pf->iov);
+    if (!pf->iov) {
+        free(pf);
+        return NULL;
+    }
+    return pf;
+}
+
+void pystate__pf_free(pystate_prefetch_t *pf)
+{
+    if (!pf)
+        return;
+    free(pf->data);
+    free(pf->iov);
+    free(pf);
+}
+
+static pf_region_t *find_exact(pf_set_t *s, raddr_t addr)
+{
+    size_t i = pf_slot(addr);
+    for (size_t probe = 0; probe < PF_HASH; probe++) {
+        int32_t k = s->hash[i];
+        if (k == 0)
+            return NULL;
+        if (s->regions[k - 1].addr == addr)
+            return &s->regions[k - 1];
+        i = (i + 1) & (PF_HASH - 1);
+    }
+    return NULL;
+}
+
+void pystate__pf_plan(pystate_prefetch_t *pf, raddr_t addr, size_t len, int range)
+{
+    pf_set_t *s = pf->next;
+    if (!addr || len == 0 || len > PF_RANGE_MAX)
+        return;
+    pf_region_t *r = find_exact(s, addr);
+    if (r) {
+        if (len > r->len && s->bytes + (len - r->len) <= PF_MAX_BYTES) {
+            s->bytes += len - r->len;
+            r->len = (uint32_t)len;
+        }
+        return;
+    }
+    if (s->n >= PF_MAX_REGIONS || s->bytes + len > PF_MAX_BYTES ||
+        (range && s->nranges >= sizeof s->ranges / sizeof s->ranges[0]))
+        return;
+    size_t idx = s->n++;
+    s->regions[idx] = (pf_region_t){.addr = addr, .len = (uint32_t)len, .range = (uint8_t)range};
+    s->bytes += len;
+    size_t i = pf_slot(addr);
+    while (s->hash[i])
+        i = (i + 1) & (PF_HASH - 1);
+    s->hash[i] = (int32_t)idx + 1;
+    if (range)
+        s->ranges[s->nranges++] = (uint32_t)idx;
+}
+
+int pystate__pf_begin(pystate_prefetch_t *pf, rmem_t *m)
+{
+    /* The plan made during the last sample becomes what we read now. */
+    pf_set_t *tmp = pf->cur;
+    pf->cur = pf->next;
+    pf->next = tmp;
+    set_clear(pf->next);
+    pf_set_t *s = pf->cur;
+    if (s->bytes > pf->data_cap) {
+        uint8_t *d = realloc(pf->data, s->bytes);
+        if (!d) {
+            set_clear(s);
+            return SCRY_E_NOMEM;
+        }
+        pf->data = d;
+        pf->data_cap = s->bytes;
+    }
+    size_t off = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        pf_region_t *r = &s->regions[i];
+        r->off = (uint32_t)off;
+        r->valid = 0;
+        pf->iov[i] = (rmem_iov_t){r->addr, pf->data + off, r->len};
+        off += r->len;
+    }
+    size_t done = 0;
+    while (done < s->n) {
+        int got = rmem_readv(m, pf->iov + done, s->n - done);
+        if (got < 0) {
+            if (done == 0)
+                return got == SCRY_E_FAULT ? 0 : got;
+            break;
+        }
+        for (size_t i = done; i < done + (size_t)got; i++)
+            s->regions[i].valid = 1;
+        done += (size_t)got;
+        if (done < s->n)
+            done++; /* skip the region that faulted: it stays invalid */
+    }
+    return 0;
+}
+
+int pystate__pf_read(pystate_prefetch_t *pf, rmem_t *m, raddr_t addr, void *buf, size_t len,
+                     int range)
+{
+    pf_set_t *s = pf->cur;
+    pf_region_t *r = find_exact(s, addr);
+    if (!(r && r->valid && len <= r->len)) {
+        r = NULL;
+        for (size_t i = 0; i < s->nranges; i++) {
+            pf_region_t *c = &s->regions[s->ranges[i]];
+            if (c->valid && addr >= c->addr && addr - c->addr <= c->len &&
+                len <= c->len - (addr - c->addr)) {
+                r = c;
+                break;
+            }
+        }
+    }
+    if (r) {
+        memcpy(buf, pf->data + r->off + (addr - r->addr), len);
+        pf->hits++;
+        if (r->range) {
+            if (range)
+                pystate__pf_plan(pf, addr, len, range);
+            else
+                pystate__pf_plan(pf, r->addr, r->len, 1); /* keep the covering range */
+        } else {
+            pystate__pf_plan(pf, addr, len, range);
+        }
+        return 0;
+    }
+    pf->misses++;
+    int err = rmem_read(m, addr, buf, len);
+    if (err == 0)
+        pystate__pf_plan(pf, addr, len, range);
+    return err;
+}
+
+void pystate__pf_counts(const pystate_prefetch_t *pf, uint64_t *hits, uint64_t *misses)
+{
+    *hits = pf->hits;
+    *misses = pf->misses;
+}

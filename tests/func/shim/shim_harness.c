@@ -1,0 +1,281 @@
+/* shim_harness.c - runs a command under LD_PRELOAD=libscry-shim.so with a ring made by
+ * daemon/ring_consumer.c, drains it like the daemon would, and prints totals that
+ * run_shim_tests.py checks against known answers.
+ *
+ * usage: shim_harness --shim PATH [--pyver 3.11] [--ring-bytes N] [--mean N]
+ *                     [--copy-mean N] [--stop-after S] [--disable-after S] [--no-drain]
+ *                     [--stall-ms N] -- command args...
+ *
+ * Output lines (all numbers decimal; addresses hex):
+ *   total KIND ORIGIN COUNT WEIGHT        per kind (alloc/free/copy) and origin
+ *   code ADDR KIND ORIGIN WEIGHT          weight of events with ADDR anywhere in the stack
+ *   nostack KIND ORIGIN COUNT WEIGHT      events without frames
+ *   tid TID COUNT
+ *   stat NAME VALUE
+ */
+#include "ring_consumer.h"
+#include "scry_err.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Frame offsets of the versions the functional tests run (x86_64, release builds),
+ * computed with offsetof() against each version's internal headers. Test-only: the
+ * daemon takes them from pystate_layout_for() / _Py_DebugOffsets. */
+static int test_layout(const char *ver, struct scry_ring_layout *L)
+{
+    memset(L, 0xff, sizeof *L); /* -1 everywhere */
+    L->reserved = 0;
+    int minor = 0;
+    if (sscanf(ver, "3.%d", &minor) != 1)
+        return -1;
+    L->py_major = 3;
+    L->py_minor = minor;
+    if (minor >= 8 && minor <= 10) {
+        L->frame_style = 0;
+        L->tstate_frame = 24;
+        L->frame_back = 24;
+        L->frame_code = 32;
+        L->frame_lasti = minor == 10 ? 96 : 104;
+    } else if (minor == 11) {
+        L->frame_style = 1;
+        L->tstate_frame = 56;
+        L->cframe_current_frame = 8;
+        L->iframe_code = 32;
+        L->iframe_previous = 48;
+        L->iframe_instr = 56;
+        L->iframe_owner = 69;
+        L->iframe_is_entry = 68;
+        L->code_adaptive = 184;
+    } else if (minor == 12) {
+        L->frame_style = 2;
+        L->tstate_frame = 56;
+        L->cframe_current_frame = 0;
+        L->iframe_code = 0;
+        L->iframe_previous = 8;
+        L->iframe_instr = 56;
+        L->iframe_owner = 70;
+        L->code_adaptive = 192;
+    } else if (minor == 13) {
+        L->frame_style = 3;
+        L->tstate_frame = 72;
+        L->iframe_code = 0;
+        L->iframe_previous = 8;
+        L->iframe_instr = 56;
+        L->iframe_owner = 70;
+        L->code_adaptive = 200;
+    } else {
+        return -1;
+    }
+    return 0;
+}
+
+#define NCODES (1u << 16)
+typedef struct agg {
+    uint64_t code;
+    uint64_t w[4][2];
+} agg_t;
+
+static agg_t codes[NCODES];
+static uint64_t tot_n[4][2], tot_w[4][2], nost_n[4][2], nost_w[4][2];
+static struct {
+    int32_t tid;
+    uint64_t n;
+} tids[256];
+
+static void add_code(uint64_t code, int kind, int origin, uint64_t w)
+{
+    uint32_t i = (uint32_t)((code >> 3) * 0x9e3779b97f4a7c15ull >> 48);
+    for (unsigned p = 0; p < NCODES; p++, i = (i + 1) & (NCODES - 1)) {
+        if (codes[i].code == code || codes[i].code == 0) {
+            codes[i].code = code;
+            codes[i].w[kind][origin] += w;
+            return;
+        }
+    }
+}
+
+static void account(const ringc_event_t *e)
+{
+    int k = e->kind, o = e->origin;
+    tot_n[k][o]++;
+    tot_w[k][o] += e->weight;
+    if (e->nframes == 0) {
+        nost_n[k][o]++;
+        nost_w[k][o] += e->weight;
+    }
+    for (uint32_t i = 0; i < e->nframes; i++) {
+        int dup = 0;
+        for (uint32_t j = 0; j < i; j++)
+            dup |= e->frames[j].code == e->frames[i].code;
+        if (!dup)
+            add_code(e->frames[i].code, k, o, e->weight);
+    }
+    for (int i = 0; i < 256; i++) {
+        if (tids[i].tid == e->tid || tids[i].tid == 0) {
+            tids[i].tid = e->tid;
+            tids[i].n++;
+            break;
+        }
+    }
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void drain(ringc_t *r, ringc_event_t *buf, size_t cap)
+{
+    for (int rounds = 0; rounds < 1000; rounds++) {
+        size_t n = 0;
+        if (ringc_poll(r, buf, cap, &n) != 0 || n == 0)
+            return;
+        for (size_t i = 0; i < n; i++)
+            account(&buf[i]);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    const char *shim = NULL, *pyver = NULL;
+    ringc_params_t p = {0};
+    p.alloc_mean = SCRY_RING_DEFAULT_ALLOC_MEAN;
+    p.copy_mean = SCRY_RING_DEFAULT_COPY_MEAN;
+    p.uid = -1;
+    p.enabled = 1;
+    double stop_after = -1, disable_after = -1;
+    int no_drain = 0, i;
+    for (i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
+        const char *v = i + 1 < argc ? argv[i + 1] : "";
+        if (!strcmp(argv[i], "--shim"))
+            shim = v, i++;
+        else if (!strcmp(argv[i], "--pyver"))
+            pyver = v, i++;
+        else if (!strcmp(argv[i], "--ring-bytes"))
+            p.ring_bytes = strtoull(v, NULL, 0), i++;
+        else if (!strcmp(argv[i], "--mean"))
+            p.alloc_mean = strtoull(v, NULL, 0), i++;
+        else if (!strcmp(argv[i], "--copy-mean"))
+            p.copy_mean = strtoull(v, NULL, 0), i++;
+        else if (!strcmp(argv[i], "--stop-after"))
+            stop_after = atof(v), i++;
+        else if (!strcmp(argv[i], "--disable-after"))
+            disable_after = atof(v), i++;
+        else if (!strcmp(argv[i], "--stall-ms"))
+            p.stall_ns = strtoull(v, NULL, 0) * 1000000ull, i++;
+        else if (!strcmp(argv[i], "--no-drain"))
+            no_drain = 1;
+        else {
+            fprintf(stderr, "shim_harness: unknown option %s\n", argv[i]);
+            return 2;
+        }
+    }
+    if (i >= argc - 1 || !shim) {
+        fprintf(stderr, "usage: shim_harness --shim PATH [options] -- command...\n");
+        return 2;
+    }
+    char **cmd = argv + i + 1;
+    if (pyver && test_layout(pyver, &p.layout) != 0) {
+        fprintf(stderr, "shim_harness: no test layout for %s\n", pyver);
+        return 2;
+    }
+    if (!pyver)
+        memset(&p.layout, 0xff, sizeof p.layout);
+    char path[64];
+    snprintf(path, sizeof path, "/dev/shm/scry-harness-%d", (int)getpid());
+    p.path = path;
+    int err = 0;
+    ringc_t *r = ringc_create(&p, &err);
+    if (!r) {
+        fprintf(stderr, "shim_harness: ringc_create: %s\n", scry_strerror(err));
+        return 1;
+    }
+    size_t cap = 4096;
+    ringc_event_t *buf = calloc(cap, sizeof *buf);
+    double t0 = now_s();
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("LD_PRELOAD", shim, 1);
+        setenv("SCRY_RING", path, 1);
+        execvp(cmd[0], cmd);
+        _exit(127);
+    }
+    int status = 0, stopped = 0;
+    ringc_stats_t at_stop = {0};
+    double last_beat = 0;
+    for (;;) {
+        pid_t w = waitpid(pid, &status, WNOHANG);
+        double t = now_s() - t0;
+        if (!stopped && stop_after >= 0 && t >= stop_after) {
+            stopped = 1;
+            drain(r, buf, cap);
+            ringc_stats(r, &at_stop);
+        }
+        if (disable_after >= 0 && t >= disable_after)
+            ringc_set_enabled(r, 0);
+        if (!stopped && t - last_beat >= 0.1) {
+            ringc_heartbeat(r);
+            last_beat = t;
+        }
+        if (!stopped && !no_drain)
+            drain(r, buf, cap);
+        if (w == pid)
+            break;
+        usleep(5000);
+    }
+    double elapsed = now_s() - t0;
+    if (!stopped)
+        drain(r, buf, cap);
+    ringc_stats_t st;
+    ringc_stats(r, &st);
+    static const char *kn[4] = {"none", "alloc", "free", "copy"}, *on[2] = {"python", "native"};
+    for (int k = 1; k < 4; k++)
+        for (int o = 0; o < 2; o++) {
+            printf("total %s %s %llu %llu\n", kn[k], on[o], (unsigned long long)tot_n[k][o],
+                   (unsigned long long)tot_w[k][o]);
+            printf("nostack %s %s %llu %llu\n", kn[k], on[o], (unsigned long long)nost_n[k][o],
+                   (unsigned long long)nost_w[k][o]);
+        }
+    for (unsigned c = 0; c < NCODES; c++)
+        for (int k = 1; k < 4 && codes[c].code; k++)
+            for (int o = 0; o < 2; o++)
+                if (codes[c].w[k][o])
+                    printf("code %llx %s %s %llu\n", (unsigned long long)codes[c].code, kn[k],
+                           on[o], (unsigned long long)codes[c].w[k][o]);
+    for (int t = 0; t < 256 && tids[t].tid; t++)
+        printf("tid %d %llu\n", tids[t].tid, (unsigned long long)tids[t].n);
+    uint64_t sampled = 0, sampled_stop = 0, dropped = 0;
+    for (int k = 1; k < 4; k++) {
+        sampled += st.sampled_events[k];
+        sampled_stop += at_stop.sampled_events[k];
+        dropped += st.dropped_events[k];
+    }
+#define STAT(name, val) printf("stat %s %llu\n", name, (unsigned long long)(val))
+    STAT("child_pid", pid);
+    STAT("child_status", WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+    printf("stat elapsed %.3f\n", elapsed);
+    STAT("consumed", st.consumed);
+    STAT("bad_records", st.bad_records);
+    STAT("bad_seq", st.bad_seq);
+    STAT("stalled", st.stalled);
+    STAT("frames_trimmed", st.frames_trimmed);
+    STAT("sampled", sampled);
+    STAT("sampled_at_stop", sampled_stop);
+    STAT("dropped", dropped);
+    STAT("untracked", st.untracked);
+    STAT("attach_count", st.attach_count);
+    STAT("owner_pid", (uint32_t)st.owner_pid);
+    STAT("shim_state", st.shim_state);
+    STAT("nrecords", st.nrecords);
+    free(buf);
+    ringc_free(r);
+    return 0;
+}

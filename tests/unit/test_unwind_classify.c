@@ -1,0 +1,149 @@
+/* test_unwind_classify.c - /proc parsers and the Python/native/system rules. */
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "classify.h"
+#include "sample.h"
+#include "scry_err.h"
+
+static int failures;
+
+#define CHECK(cond)                                                                        \
+    do {                                                                                   \
+        if (!(cond)) {                                                                     \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);       \
+            failures++;                                                                    \
+        }                                                                                  \
+    } while (0)
+
+static unwind_frame_t nat(const char *sym, const char *lib, int in_py)
+{
+    unwind_frame_t f = {0};
+    f.symbol = sym;
+    f.lib = lib;
+    f.in_python = (uint8_t)in_py;
+    return f;
+}
+
+static void test_parsers(void)
+{
+    char st = 0;
+    static const char stat1[] = "1234 (python3.11) R 1 1234 1234 0 -1 4194304 2100 0 0 0";
+    CHECK(unwind_parse_stat_state(stat1, sizeof stat1 - 1, &st) == 0 && st == 'R');
+    static const char stat2[] = "77 (a) b) (c) S 1 2 3";
+    CHECK(unwind_parse_stat_state(stat2, sizeof stat2 - 1, &st) == 0 && st == 'S');
+    CHECK(unwind_parse_stat_state("77 (abc", 7, &st) == SCRY_E_CORRUPT);
+    CHECK(unwind_parse_stat_state("", 0, &st) == SCRY_E_CORRUPT);
+
+    unwind_syscall_t sc;
+    CHECK(unwind_parse_syscall("running\n", 8, &sc) == 0 && sc.nr == UNWIND_SYSCALL_RUNNING);
+    static const char s1[] = "202 0x7f00 0x80 0x0 0x0 0x0 0x0 0x7ffd1000 0x7f0012345678\n";
+    CHECK(unwind_parse_syscall(s1, sizeof s1 - 1, &sc) == 0);
+    CHECK(sc.nr == 202 && sc.args[0] == 0x7f00 && sc.args[1] == 0x80 && sc.sp == 0x7ffd1000 &&
+          sc.pc == 0x7f0012345678ULL);
+    static const char s2[] = "-1 0x7ffd1000 0x401000\n";
+    CHECK(unwind_parse_syscall(s2, sizeof s2 - 1, &sc) == 0 && sc.nr == UNWIND_SYSCALL_NONE &&
+          sc.pc == 0x401000);
+    CHECK(unwind_parse_syscall("garbage", 7, &sc) == SCRY_E_CORRUPT);
+    CHECK(unwind_parse_syscall("230 0x1", 7, &sc) == SCRY_E_CORRUPT);
+
+    uint64_t run = 0, wait = 0, sl = 0;
+    static const char ss[] = "123456789 42 7\n";
+    CHECK(unwind_parse_schedstat(ss, sizeof ss - 1, &run, &wait, &sl) == 0 && run == 123456789 &&
+          wait == 42 && sl == 7);
+    CHECK(unwind_parse_schedstat("1 2", 3, &run, &wait, &sl) == SCRY_E_CORRUPT);
+    CHECK(unwind_parse_schedstat("-1 2 3", 6, &run, &wait, &sl) == SCRY_E_CORRUPT);
+}
+
+static void test_readers(void)
+{
+    pid_t me = getpid(), tid = (pid_t)syscall(SYS_gettid);
+    unwind_task_t t;
+    CHECK(unwind_read_task(me, tid, &t) == 0);
+    CHECK(t.state == 'R');
+    /* Reading our own syscall file shows the read() in progress or "running". */
+    CHECK(t.sc.nr == UNWIND_SYSCALL_RUNNING || t.sc.nr == 0 || t.sc.nr == UNWIND_SYSCALL_UNKNOWN);
+    uint64_t run0 = 0, run1 = 0;
+    CHECK(unwind_read_task_schedstat(me, tid, &run0, NULL) == 0);
+    volatile double x = 0;
+    for (int i = 0; i < 5000000; i++)
+        x += i * 0.5;
+    CHECK(unwind_read_task_schedstat(me, tid, &run1, NULL) == 0);
+    CHECK(run1 > run0);
+    char st;
+    CHECK(unwind_read_task_state(me, 0x7ffffff0, &st) == SCRY_E_GONE);
+}
+
+static void test_rules(void)
+{
+    unwind_classification_t c;
+    unwind_task_t running = {'R', {UNWIND_SYSCALL_RUNNING, {0}, 0, 0}};
+    unwind_task_t sleeping = {'S', {230, {0}, 0, 0}};
+    unwind_task_t futex = {'S', {202, {0}, 0, 0}};
+    unwind_task_t disk = {'D', {UNWIND_SYSCALL_UNKNOWN, {0}, 0, 0}};
+
+    /* Off CPU. */
+    CHECK(unwind_classify(&sleeping, NULL, 0, UNWIND_OP_CALL, &c) == 0);
+    CHECK(c.cls == SCRY_CLASS_SYSTEM && (c.flags & UNWIND_CLASSIFY_SYSCALL) && c.syscall == 230);
+    CHECK(unwind_classify(&disk, NULL, 0, 0, &c) == 0 && c.cls == SCRY_CLASS_SYSTEM);
+
+    /* GIL wait: futex under take_gil (named, or unnamed in a stripped python). */
+    unwind_frame_t gil[] = {nat("__futex_abstimed_wait_common", "libc.so.6", 0),
+                            nat("pthread_cond_timedwait", "libc.so.6", 0),
+                            nat("take_gil", "libpython3.11.so.1.0", 1),
+                            nat("PyEval_RestoreThread", "libpython3.11.so.1.0", 1)};
+    CHECK(unwind_classify(&futex, gil, 4, 0, &c) == 0);
+    CHECK(c.cls == SCRY_CLASS_SYSTEM && (c.flags & UNWIND_CLASSIFY_GIL_WAIT));
+    gil[2].symbol = NULL;
+    CHECK(unwind_classify(&futex, gil, 4, 0, &c) == 0 && (c.flags & UNWIND_CLASSIFY_GIL_WAIT));
+    /* A futex under a threading.Lock is not the GIL. */
+    unwind_frame_t lock[] = {nat("__futex_abstimed_wait_common", "libc.so.6", 0),
+                             nat("sem_clockwait", "libc.so.6", 0),
+                             nat("PyThread_acquire_lock_timed", "libpython3.11.so.1.0", 1)};
+    CHECK(unwind_classify(&futex, lock, 3, 0, &c) == 0);
+    CHECK(c.cls == SCRY_CLASS_SYSTEM && !(c.flags & UNWIND_CLASSIFY_GIL_WAIT));
+
+    /* Running, with a native stack. */
+    unwind_frame_t eval[] = {nat("_PyEval_EvalFrameDefault", "libpython3.11.so.1.0", 1)};
+    CHECK(unwind_classify(&running, eval, 1, UNWIND_OP_CALL, &c) == 0);
+    CHECK(c.cls == SCRY_CLASS_PYTHON);
+    unwind_frame_t ext[] = {nat("SHA256_Update", "libcrypto.so.3", 0),
+                            nat("_PyEval_EvalFrameDefault", "libpython3.11.so.1.0", 1)};
+    CHECK(unwind_classify(&running, ext, 2, 0, &c) == 0 && c.cls == SCRY_CLASS_NATIVE);
+    /* libc under CPython is interpreter work; libc under an extension is native. */
+    unwind_frame_t memcpy_py[] = {nat("__memmove_avx_unaligned", "libc.so.6", 0),
+                                  nat("list_extend", "libpython3.11.so.1.0", 1)};
+    CHECK(unwind_classify(&running, memcpy_py, 2, 0, &c) == 0 && c.cls == SCRY_CLASS_PYTHON);
+    unwind_frame_t memcpy_np[] = {nat("memcpy", "libc.so.6", 0),
+                                  nat(NULL, "_multiarray_umath.so", 0)};
+    CHECK(unwind_classify(&running, memcpy_np, 2, 0, &c) == 0 && c.cls == SCRY_CLASS_NATIVE);
+    /* The static python executable counts as CPython. */
+    unwind_frame_t stat_py[] = {nat(NULL, "python3.11", 1)};
+    CHECK(unwind_classify(&running, stat_py, 1, 0, &c) == 0 && c.cls == SCRY_CLASS_PYTHON);
+
+    /* Running, no native stack: the opcode decides. */
+    CHECK(unwind_classify(&running, NULL, 0, UNWIND_OP_CALL, &c) == 0);
+    CHECK(c.cls == SCRY_CLASS_NATIVE && (c.flags & UNWIND_CLASSIFY_NOSTACK));
+    CHECK(unwind_classify(&running, NULL, 0, UNWIND_OP_CALL + 1, &c) == 0);
+    CHECK(c.cls == SCRY_CLASS_PYTHON);
+    unwind_task_t unknown = {0, {UNWIND_SYSCALL_UNKNOWN, {0}, 0, 0}};
+    CHECK(unwind_classify(&unknown, NULL, 0, 99, &c) == 0 && c.cls == SCRY_CLASS_PYTHON);
+    CHECK(unwind_classify(NULL, NULL, 0, 0, &c) == SCRY_E_INVAL);
+
+    CHECK(unwind_syscall_blocks(202) && unwind_syscall_blocks(0) && !unwind_syscall_blocks(39));
+}
+
+int main(void)
+{
+    test_parsers();
+    test_readers();
+    test_rules();
+    if (failures) {
+        fprintf(stderr, "%d check(s) failed\n", failures);
+        return 1;
+    }
+    fprintf(stderr, "classify: all checks passed\n");
+    return 0;
+}
