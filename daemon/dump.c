@@ -1,6 +1,7 @@
 /* dump.c - 'scry dump': every thread's Python stack, now. */
 #include "commands.h"
 
+#include "blocking.h"
 #include "procinfo.h"
 #include "report.h"
 #include "scry_err.h"
@@ -79,7 +80,18 @@ int cmd_dump(const scry_config_t *cfg)
     }
     if (cmd_open_target(cfg->pid, strings, &t) != 0)
         goto out;
-    int err = pystate_sample(t, snap);
+    int err;
+    if (cfg->blocking) {
+        blocking_set_t *b = blocking_set_new(cfg->pid);
+        if (!b)
+            goto out;
+        blocking_stop_all(b, pt);
+        err = pystate_sample(t, snap);
+        blocking_resume_all(b);
+        blocking_set_free(b);
+    } else {
+        err = pystate_sample(t, snap);
+    }
     if (err) {
         fprintf(stderr, "scry: could not read the threads of process %d: %s\n", (int)cfg->pid,
                 scry_strerror(err));

@@ -2,6 +2,7 @@
 
 #include "procinfo.h"
 #include "scry_err.h"
+#include "blocking.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -17,6 +18,7 @@ struct sampler {
     strtab_t *strings;
     pystate_snapshot_t *snap;
     procinfo_threads_t *threads;
+    blocking_set_t *stopped;
     scry_frame_t frames[SAMPLER_MAX_FRAMES];
     sampler_stats_t stats;
     uint64_t interval_ns;
@@ -41,10 +43,11 @@ sampler_t *sampler_new(const scry_config_t *cfg, pystate_target_t *t, strtab_t *
     s->strings = strings;
     s->snap = pystate_snapshot_new();
     s->threads = procinfo_threads_new(pystate_target_info(t)->pid);
+    s->stopped = blocking_set_new(pystate_target_info(t)->pid);
     s->s_truncated = strtab_intern(strings, "<truncated>");
     s->s_empty = strtab_intern(strings, "");
     s->interval_ns = (uint64_t)(1e9 / (cfg->rate_hz > 0 ? cfg->rate_hz : 100));
-    if (!s->snap || !s->threads || !s->s_truncated || !s->s_empty) {
+    if (!s->snap || !s->threads || !s->stopped || !s->s_truncated || !s->s_empty) {
         sampler_free(s);
         return NULL;
     }
@@ -57,6 +60,7 @@ void sampler_free(sampler_t *s)
         return;
     pystate_snapshot_free(s->snap);
     procinfo_threads_free(s->threads);
+    blocking_set_free(s->stopped);
     free(s);
 }
 
@@ -105,7 +109,16 @@ int sampler_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
 {
     uint64_t t0 = sampler_now_ns();
     s->stats.ticks++;
-    int err = pystate_sample(s->target, s->snap);
+    int err;
+    if (s->cfg.blocking) {
+        /* Thread states are read before the threads are stopped (a stopped thread reads
+         * as traced, not as what it was doing). */
+        blocking_stop_all(s->stopped, s->threads);
+        err = pystate_sample(s->target, s->snap);
+        blocking_resume_all(s->stopped);
+    } else {
+        err = pystate_sample(s->target, s->snap);
+    }
     if (err) {
         if (err == SCRY_E_GONE || procinfo_exists(pystate_target_info(s->target)->pid) != 0) {
             s->stats.target_exited = 1;
@@ -122,7 +135,8 @@ int sampler_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
         any_gil |= th->gil;
         if (s->cfg.gil && !th->gil)
             continue;
-        char state = procinfo_thread_state(s->threads, th->tid, NULL);
+        char state = s->cfg.blocking ? blocking_state_of(s->stopped, th->tid)
+                                     : procinfo_thread_state(s->threads, th->tid, NULL);
         if (!s->cfg.idle && state != 'R')
             continue;
         if (th->nframes == 0 && !th->truncated)
