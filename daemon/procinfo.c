@@ -63,6 +63,7 @@ typedef struct thread_files {
     pid_t tid;  /* 0 = empty */
     int stat_fd;
     int sched_fd;
+    uint64_t last_cpu_ns; /* 0 = not read yet */
 } thread_files_t;
 
 struct procinfo_threads {
@@ -111,13 +112,14 @@ static thread_files_t *thread_slot(procinfo_threads_t *p, pid_t tid)
     s->stat_fd = open(path, O_RDONLY | O_CLOEXEC);
     snprintf(path, sizeof path, "/proc/%d/task/%d/schedstat", (int)p->pid, (int)tid);
     s->sched_fd = open(path, O_RDONLY | O_CLOEXEC);
+    s->last_cpu_ns = 0;
     return s;
 }
 
-char procinfo_thread_state(procinfo_threads_t *p, pid_t tid, uint64_t *cpu_ns)
+char procinfo_thread_state(procinfo_threads_t *p, pid_t tid, uint64_t *cpu_delta_ns)
 {
-    if (cpu_ns)
-        *cpu_ns = 0;
+    if (cpu_delta_ns)
+        *cpu_delta_ns = PROCINFO_NO_DELTA;
     if (tid <= 0)
         return 0;
     thread_files_t *s = thread_slot(p, tid);
@@ -137,11 +139,14 @@ char procinfo_thread_state(procinfo_threads_t *p, pid_t tid, uint64_t *cpu_ns)
     char *rp = strrchr(buf, ')'); /* comm may hold spaces and parentheses */
     if (rp && rp[1] == ' ')
         state = rp[2];
-    if (cpu_ns && s->sched_fd >= 0) {
+    if (cpu_delta_ns && s->sched_fd >= 0) {
         n = pread(s->sched_fd, buf, sizeof buf - 1, 0);
         if (n > 0) {
             buf[n] = 0;
-            *cpu_ns = strtoull(buf, NULL, 10);
+            uint64_t cpu = strtoull(buf, NULL, 10);
+            if (s->last_cpu_ns && cpu >= s->last_cpu_ns)
+                *cpu_delta_ns = cpu - s->last_cpu_ns;
+            s->last_cpu_ns = cpu ? cpu : 1;
         }
     }
     return state;

@@ -22,9 +22,12 @@ typedef struct procinfo_threads procinfo_threads_t;
 procinfo_threads_t *procinfo_threads_new(pid_t pid);
 void procinfo_threads_free(procinfo_threads_t *p);
 
-/* The scheduler state letter of thread TID ('R', 'S', 'D', ...), or 0 when unknown, and
- * its CPU time in ns from schedstat (0 when unknown). */
-char procinfo_thread_state(procinfo_threads_t *p, pid_t tid, uint64_t *cpu_ns);
+/* The scheduler state letter of thread TID ('R', 'S', 'D', ...), or 0 when unknown. When
+ * CPU_DELTA_NS is not NULL it receives the CPU time (schedstat) the thread used since the
+ * previous call that asked for it, or PROCINFO_NO_DELTA on the first such call. */
+char procinfo_thread_state(procinfo_threads_t *p, pid_t tid, uint64_t *cpu_delta_ns);
+
+#define PROCINFO_NO_DELTA UINT64_MAX
 
 /* The thread's name (comm), interned by the caller; writes "" when unknown. */
 void procinfo_thread_name(pid_t pid, pid_t tid, char *buf, size_t len);

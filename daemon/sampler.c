@@ -10,7 +10,15 @@
 #include <string.h>
 #include <time.h>
 
-#define SAMPLER_MAX_FRAMES (PYSTATE_MAX_DEPTH + 2)
+#define SAMPLER_MAX_FRAMES (PYSTATE_MAX_DEPTH + 3)
+#define SAMPLER_LABELS 1024
+
+typedef struct thread_label {
+    pid_t tid;
+    uint64_t stamp;
+    const char *name;
+    const char *label;
+} thread_label_t;
 
 struct sampler {
     scry_config_t cfg;
@@ -21,6 +29,7 @@ struct sampler {
     blocking_set_t *stopped;
     scry_frame_t frames[SAMPLER_MAX_FRAMES];
     sampler_stats_t stats;
+    thread_label_t labels[SAMPLER_LABELS];
     uint64_t interval_ns;
     const char *s_truncated;
     const char *s_empty;
@@ -69,28 +78,55 @@ const sampler_stats_t *sampler_stats(const sampler_t *s)
     return &s->stats;
 }
 
-static const char *thread_name(sampler_t *s, pid_t tid)
+/* A thread's name and its root-frame label, cached per tid and refreshed about once a
+ * second (names change rarely; reading /proc each sample would cost three syscalls). */
+static const thread_label_t *thread_label(sampler_t *s, pid_t tid, uint64_t now)
 {
-    char name[64];
+    thread_label_t *l = &s->labels[((uint32_t)tid * 2654435761u) % SAMPLER_LABELS];
+    if (l->tid == tid && now - l->stamp < 1000000000ull)
+        return l;
+    char name[64], label[128];
     procinfo_thread_name(pystate_target_info(s->target)->pid, tid, name, sizeof name);
-    const char *n = strtab_intern(s->strings, name);
-    return n ? n : s->s_empty;
+    snprintf(label, sizeof label, "thread %d (%s)", (int)tid, name);
+    l->tid = tid;
+    l->stamp = now;
+    l->name = strtab_intern(s->strings, name);
+    l->label = strtab_intern(s->strings, label);
+    if (!l->name)
+        l->name = s->s_empty;
+    if (!l->label)
+        l->label = s->s_empty;
+    return l;
 }
 
-static void emit_thread(sampler_t *s, const pystate_thread_t *th, char state, uint64_t now,
-                        sampler_emit_fn emit, void *ctx)
+/* What a sample stands for: the CPU time the thread really used since its previous
+ * sample when it is running (so CPU shares are real shares, also when more threads are
+ * runnable than there are CPUs), the wall interval when it is off CPU (--idle). */
+static uint64_t sample_weight(const sampler_t *s, int running, uint64_t cpu_delta)
+{
+    if (!running || cpu_delta == PROCINFO_NO_DELTA)
+        return s->interval_ns;
+    uint64_t cap = 4 * s->interval_ns; /* a late tick must not claim unbounded time */
+    return cpu_delta < cap ? cpu_delta : cap;
+}
+
+static void emit_thread(sampler_t *s, const pystate_thread_t *th, char state, uint64_t cpu_delta,
+                        uint64_t now, sampler_emit_fn emit, void *ctx)
 {
     uint32_t n = 0;
     for (uint32_t i = 0; i < th->nframes && n < SAMPLER_MAX_FRAMES - 2; i++)
         s->frames[n++] = th->frames[i];
     if (th->truncated)
         s->frames[n++] = (scry_frame_t){s->s_truncated, s->s_empty, 0, SCRY_FRAME_OTHER};
+    const thread_label_t *label = thread_label(s, th->tid, now);
+    if (s->cfg.threads)
+        s->frames[n++] = (scry_frame_t){label->label, s->s_empty, 0, SCRY_FRAME_THREAD};
     int running = state == 'R';
     scry_sample_t smp = {
         .time_ns = now,
-        .weight_ns = s->interval_ns,
+        .weight_ns = sample_weight(s, running, cpu_delta),
         .tid = th->tid,
-        .thread_name = thread_name(s, th->tid),
+        .thread_name = label->name,
         .metric = SCRY_METRIC_CPU,
         .cls = running ? (th->leaf_opclass == 1 /* PYSTATE_OP_CALL */ ? SCRY_CLASS_NATIVE
                                                                       : SCRY_CLASS_PYTHON)
@@ -133,15 +169,17 @@ int sampler_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
     for (size_t i = 0; i < n; i++) {
         const pystate_thread_t *th = pystate_snapshot_thread(s->snap, i);
         any_gil |= th->gil;
+        uint64_t cpu_delta = PROCINFO_NO_DELTA;
+        char state = procinfo_thread_state(s->threads, th->tid, &cpu_delta);
+        if (s->cfg.blocking)
+            state = blocking_state_of(s->stopped, th->tid);
         if (s->cfg.gil && !th->gil)
             continue;
-        char state = s->cfg.blocking ? blocking_state_of(s->stopped, th->tid)
-                                     : procinfo_thread_state(s->threads, th->tid, NULL);
         if (!s->cfg.idle && state != 'R')
             continue;
         if (th->nframes == 0 && !th->truncated)
             continue; /* a thread with no Python frames (e.g. starting or finishing) */
-        emit_thread(s, th, state, t0, emit, ctx);
+        emit_thread(s, th, state, cpu_delta, t0, emit, ctx);
     }
     if (any_gil)
         s->stats.gil_ticks++;

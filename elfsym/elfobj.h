@@ -57,6 +57,13 @@ typedef struct elfsym_segment {
  * truncated), SCRY_E_NOMEM or SCRY_E_IO. Release with elfsym_obj_free. */
 elfsym_obj_t *elfsym_obj_open(const char *path, int *err);
 
+/* The kernel's vDSO as an object: the image mapped into scry itself, which is the one
+ * every process on this kernel maps as "[vdso]" (one shared object, loaded once). Its
+ * symbols (__vdso_clock_gettime, ...) work for lookups; reading bytes from it does not
+ * (no file: SCRY_E_IO). Returns NULL with *ERR = SCRY_E_NOTFOUND when there is no vDSO,
+ * or SCRY_E_ELF / SCRY_E_NOMEM. Release with elfsym_obj_free. */
+elfsym_obj_t *elfsym_obj_open_vdso(int *err);
+
 /* Takes one more reference on OBJ and returns it. */
 elfsym_obj_t *elfsym_obj_ref(elfsym_obj_t *obj);
 

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <unistd.h>
 
 #include "elfsym_internal.h"
@@ -19,6 +20,7 @@ static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 static elfsym_obj_t *cache_head;
 static size_t cache_n;
 static uint64_t cache_loads;
+static elfsym_obj_t *vdso_obj; /* loaded once, never freed by cache_clear */
 
 int elfsym__file_err(int errnum)
 {
@@ -204,6 +206,89 @@ out:
         elf_end(elf);
     if (fd >= 0)
         close(fd);
+    elfsym__obj_destroy(obj);
+    if (err)
+        *err = hit ? 0 : rc;
+    return hit;
+}
+
+/* Size of the ELF image at P: the furthest byte its headers describe (bounded). */
+static size_t vdso_size(const unsigned char *p)
+{
+    const Elf64_Ehdr *eh = (const Elf64_Ehdr *)p;
+    if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_ident[EI_CLASS] != ELFCLASS64)
+        return 0;
+    uint64_t end = eh->e_shoff + (uint64_t)eh->e_shnum * eh->e_shentsize;
+    for (unsigned i = 0; i < eh->e_phnum && i < 64; i++) {
+        const Elf64_Phdr *ph = (const Elf64_Phdr *)(p + eh->e_phoff + i * eh->e_phentsize);
+        if (ph->p_offset + ph->p_filesz > end)
+            end = ph->p_offset + ph->p_filesz;
+    }
+    return end <= (1u << 20) ? (size_t)end : 0;
+}
+
+elfsym_obj_t *elfsym_obj_open_vdso(int *err)
+{
+    int rc = 0;
+    elfsym_obj_t *obj = NULL, *hit = NULL;
+    Elf *elf = NULL;
+    char *copy = NULL;
+
+    pthread_mutex_lock(&cache_lock);
+    if (vdso_obj) {
+        hit = vdso_obj;
+        hit->refs++;
+    }
+    pthread_mutex_unlock(&cache_lock);
+    if (hit)
+        goto out;
+    const unsigned char *base = (const unsigned char *)(uintptr_t)getauxval(AT_SYSINFO_EHDR);
+    size_t size = base ? vdso_size(base) : 0;
+    if (!size) {
+        rc = SCRY_E_NOTFOUND;
+        goto out;
+    }
+    elfsym__elf_init();
+    copy = malloc(size);
+    obj = calloc(1, sizeof *obj);
+    if (!copy || !obj) {
+        rc = SCRY_E_NOMEM;
+        goto out;
+    }
+    memcpy(copy, base, size);
+    elf = elf_memory(copy, size);
+    if (!elf || elf_kind(elf) != ELF_K_ELF) {
+        rc = SCRY_E_ELF;
+        goto out;
+    }
+    if (elfsym__read_build_id(elf, obj->build_id, &obj->build_id_len) == 0)
+        for (size_t i = 0; i < obj->build_id_len; i++)
+            snprintf(obj->build_id_hex + 2 * i, 3, "%02x", obj->build_id[i]);
+    rc = elfsym__obj_load(obj, elf, "[vdso]", size);
+    if (rc)
+        goto out;
+    obj->alias[0].path = strdup("[vdso]");
+    if (!obj->alias[0].path) {
+        rc = SCRY_E_NOMEM;
+        goto out;
+    }
+    obj->nalias = 1;
+    obj->refs = 2; /* the caller's, and the one that keeps it for the next call */
+    pthread_mutex_lock(&cache_lock);
+    if (vdso_obj) {
+        hit = vdso_obj;
+        hit->refs++;
+    } else {
+        vdso_obj = obj;
+        hit = obj;
+        obj = NULL;
+        cache_loads++;
+    }
+    pthread_mutex_unlock(&cache_lock);
+out:
+    if (elf)
+        elf_end(elf);
+    free(copy);
     elfsym__obj_destroy(obj);
     if (err)
         *err = hit ? 0 : rc;

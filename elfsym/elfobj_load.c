@@ -373,11 +373,18 @@ int elfsym__read_build_id(Elf *elf, uint8_t *id, size_t *len)
 
 static void load_debuglink(elfsym_obj_t *obj, Elf *elf)
 {
-    for (size_t i = 0; i < obj->nsecs; i++) {
-        if (strcmp(obj->secs[i].name, ".gnu_debuglink") != 0)
+    size_t shstrndx = 0, guard = 0;
+    Elf_Scn *scn = NULL;
+    if (elf_getshdrstrndx(elf, &shstrndx) != 0)
+        return;
+    while ((scn = elf_nextscn(elf, scn)) != NULL && guard++ < ELFSYM_MAX_SECTIONS) {
+        GElf_Shdr sh;
+        if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS)
             continue;
-        Elf_Scn *scn = elf_getscn(elf, i + 1);
-        Elf_Data *d = scn ? elf_getdata(scn, NULL) : NULL;
+        const char *nm = elf_strptr(elf, shstrndx, sh.sh_name);
+        if (!nm || strcmp(nm, ".gnu_debuglink") != 0)
+            continue;
+        Elf_Data *d = elf_getdata(scn, NULL);
         if (!d || !d->d_buf || d->d_size < 6)
             return;
         const char *p = d->d_buf;

@@ -113,8 +113,9 @@ static int build_modules(elfsym_symbolizer_t *s, const elfsym_maps_t *maps, modu
         m->lib = m->path ? strtab_intern(s->strs, base_name(e->path)) : NULL;
         if (!m->path || !m->lib)
             goto nomem;
-        m->state = is_file ? MOD_UNLOADED : MOD_FAILED; /* [vdso], [heap], ... */
-        for (size_t k = 0; is_file && k < nold; k++) {
+        int is_vdso = strcmp(e->path, "[vdso]") == 0;
+        m->state = (is_file || is_vdso) ? MOD_UNLOADED : MOD_FAILED; /* [heap], [stack] */
+        for (size_t k = 0; (is_file || is_vdso) && k < nold; k++) {
             const module_t *o = &old[k];
             if (o->state == MOD_READY && o->start == m->start && o->inode == m->inode &&
                 o->dev_major == m->dev_major && o->dev_minor == m->dev_minor &&
@@ -214,6 +215,19 @@ static void load_module(elfsym_symbolizer_t *s, module_t *m)
 {
     elfsym_module_t info;
     m->state = MOD_FAILED;
+    if (m->inode == 0) { /* [vdso]: the kernel's image, the same as ours */
+        int err;
+        raddr_t bias;
+        elfsym_obj_t *v = elfsym_obj_open_vdso(&err);
+        if (!v || elfsym_module_bias(v, s->maps, m->first_map, &bias) != 0 || hold(s, v) != 0) {
+            elfsym_obj_free(v);
+            return;
+        }
+        m->obj = v;
+        m->bias = bias;
+        m->state = MOD_READY;
+        return;
+    }
     if (elfsym_module_locate(s->pid, s->maps, m->first_map, &info) != 0)
         return;
     if (hold(s, info.obj) != 0) {

@@ -41,7 +41,8 @@ int elfsym_symbolizer_refresh(elfsym_symbolizer_t *s);
 /* Symbolizes runtime address ADDR. Returns 0 when a symbol was found; SCRY_E_NOTFOUND
  * when only the library (or nothing: lib "") is known. OUT is always filled; its strings
  * live until elfsym_symbolizer_free. When ADDR is in no mapping, the maps are re-read at
- * most once every 100 ms (dlopen), then the lookup is retried. */
+ * most once every 100 ms (dlopen), then the lookup is retried: this replaces the maps
+ * snapshot that elfsym_symbolizer_maps returned. */
 int elfsym_symbolize(elfsym_symbolizer_t *s, raddr_t addr, elfsym_loc_t *out);
 
 /* The current maps snapshot (owned by S; replaced by refresh). */

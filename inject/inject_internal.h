@@ -36,11 +36,14 @@ struct inject_session {
     raddr_t data;     /* the stub's data block */
     uint64_t fpu_size;
     int use_xsave;
+    raddr_t fn_dlopen;   /* resolved before the thread is stopped; 0 when absent */
+    raddr_t fn_dlerror;  /* 0 when absent */
+    uint64_t dlopen_mode;
     ptr_regs_t orig;                /* registers as stopped */
     struct user_regs_struct resume; /* where to resume: restart applied, orig_rax = -1 */
 };
 
-/* 1 for the C library family (libc, libpthread, libdl), 2 for the dynamic loader (ld.so, musl's
+/* 1 for the C library family (libc, libpthread, libdl), 2 for the dynamic loader (ld.so, musl
  * loader), 0 otherwise; by file name. */
 int inject__runtime_kind(const char *path);
 
@@ -53,7 +56,7 @@ int inject__lookup(pid_t pid, const elfsym_maps_t *maps, const char *object, con
 
 /* Finds the largest all-zero unused tail of an executable segment (at least MIN bytes) in
  * a private file mapping, preferring objects that are never unloaded (the executable, libc,
- * ld.so, libpython). Reads target memory through MEMFD. Returns 0 with *ADDR/*SIZE (ADDR
+ * ld.so, libpython). Reads target memory through MEMFD. Returns 0 with *ADDR and *SIZE (ADDR
  * 16-aligned), or SCRY_E_NOTFOUND. */
 int inject__find_cave(pid_t pid, const elfsym_maps_t *maps, int memfd, size_t min, raddr_t *addr,
                       size_t *size);

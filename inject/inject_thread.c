@@ -214,8 +214,6 @@ static int judge(inject_session_t *s, long *nr_out)
         return 1;
     if (kind == 1 && (!in_sys || locked_syscall(nr)))
         return 1;
-    if (in_sys && eintr_syscall(nr) && (long)g->rax == -4)
-        return 0; /* already EINTR: nothing more to lose */
     return 0;
 }
 

@@ -25,7 +25,6 @@ typedef struct fg_node {
 typedef struct fg {
     fg_node_t *nodes;
     uint32_t n, cap;
-    uint32_t maxdepth;
 } fg_t;
 
 static uint32_t fg_add(fg_t *g, uint32_t frame, uint32_t depth, uint64_t start)
@@ -43,8 +42,6 @@ static uint32_t fg_add(fg_t *g, uint32_t frame, uint32_t depth, uint64_t start)
     nd->frame = frame;
     nd->depth = depth;
     nd->start = start;
-    if (depth > g->maxdepth)
-        g->maxdepth = depth;
     return g->n++;
 }
 
@@ -165,14 +162,30 @@ static const char *auto_title(int metric)
     }
 }
 
+/* Frames below this share of the total are elided: 0.1% or 1 px, whichever is wider. */
+static double min_frac(int width)
+{
+    double f = 1.0 / (width - 2.0 * FG_XPAD);
+    return f < FG_MIN_FRAC ? FG_MIN_FRAC : f;
+}
+
+/* Depth of the deepest frame drawn. */
+static uint32_t visible_depth(const fg_t *g, int width)
+{
+    double limit = min_frac(width) * (double)g->nodes[0].value;
+    uint32_t d = 0;
+    for (uint32_t i = 0; i < g->n; i++)
+        if ((double)g->nodes[i].value >= limit && g->nodes[i].depth > d)
+            d = g->nodes[i].depth;
+    return d;
+}
+
 static void write_frames(report__sb_t *b, const report_profile_t *p, const fg_t *g, int metric,
                          int width, int height)
 {
     double total = (double)g->nodes[0].value;
     double scale = (width - 2.0 * FG_XPAD) / (total > 0 ? total : 1.0);
-    double minfrac = 1.0 / (width - 2.0 * FG_XPAD);
-    if (minfrac < FG_MIN_FRAC)
-        minfrac = FG_MIN_FRAC;
+    double minfrac = min_frac(width);
     report__sb_t name = {0};
     for (uint32_t i = 0; i < g->n; i++) {
         const fg_node_t *nd = &g->nodes[i];
@@ -231,7 +244,7 @@ int report__write_flamegraph(report_profile_t *p, FILE *out, const report_option
     }
     if ((rc = fg_build(&g, p, order, metric)) < 0)
         goto out;
-    int height = (int)(g.maxdepth + 1) * FG_FRAME_H + FG_YPAD_TOP + FG_YPAD_BOT;
+    int height = (int)(visible_depth(&g, width) + 1) * FG_FRAME_H + FG_YPAD_TOP + FG_YPAD_BOT;
     uint64_t total = g.nodes[0].value;
 
     report__sb_printf(&b,

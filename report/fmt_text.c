@@ -46,6 +46,8 @@ static void pct_col(text_t *t, double x)
 static void put_clean(report__sb_t *b, const char *s, size_t len, size_t maxcols)
 {
     char tmp[4096];
+    if (!s)
+        return;
     if (len >= sizeof tmp)
         len = sizeof tmp - 1;
     memcpy(tmp, s, len);

@@ -99,8 +99,11 @@ static void footprint_point(report_profile_t *p, uint64_t t_ns)
     double bucket = (double)p->foot_bucket_ns / 1e9;
     if (p->nfoot > 0) {
         report__point_t *last = &p->foot[p->nfoot - 1];
-        if ((uint64_t)(t / bucket) == (uint64_t)(last->t_s / bucket)) {
-            if (mb > last->mb) /* one point per bucket: its maximum */
+        if (t <= last->t_s || (uint64_t)(t / bucket) == (uint64_t)(last->t_s / bucket)) {
+            /* same bucket (or a sample out of time order): one point, its maximum */
+            if (t < last->t_s)
+                t = last->t_s;
+            if (mb > last->mb)
                 *last = (report__point_t){t, mb};
             return;
         }

@@ -238,27 +238,41 @@ static uint32_t find_stack(report_profile_t *p, const scry_sample_t *s)
     return new_stack(p, s, depth, h, j);
 }
 
+static uint64_t thread_hash(int32_t tid)
+{
+    return fmix((uint64_t)(uint32_t)tid);
+}
+
+static uint64_t thread_hash_of(const report_profile_t *p, uint32_t id)
+{
+    return thread_hash(p->threads[id].tid);
+}
+
 static report__thread_t *find_thread(report_profile_t *p, int32_t tid)
 {
     if (p->last_thread < p->nthreads && p->threads[p->last_thread].tid == tid)
         return &p->threads[p->last_thread];
-    for (uint32_t i = 0; i < p->nthreads; i++) {
-        if (p->threads[i].tid == tid) {
-            p->last_thread = i;
-            return &p->threads[i];
+    if ((p->nthreads + 1) * 2 > p->thread_slots_cap &&
+        rehash(p, &p->thread_slots, &p->thread_slots_cap, p->nthreads, thread_hash_of) < 0)
+        return NULL;
+    uint32_t mask = p->thread_slots_cap - 1;
+    uint32_t j = (uint32_t)thread_hash(tid) & mask;
+    for (uint32_t s; (s = p->thread_slots[j]) != 0; j = (j + 1) & mask) {
+        if (p->threads[s - 1].tid == tid) {
+            p->last_thread = s - 1;
+            return &p->threads[s - 1];
         }
     }
-    if (p->nthreads >= 65536)
-        return NULL; /* bound: beyond this, threads are only counted in stacks */
     report__thread_t *nt = grow(p->threads, &p->threads_cap, sizeof *nt, p->nthreads + 1);
     if (!nt)
-        return NULL;
+        return NULL; /* the sample still counts in its stack */
     p->threads = nt;
     memset(&nt[p->nthreads], 0, sizeof *nt);
     nt[p->nthreads].tid = tid;
     nt[p->nthreads].name = "";
     p->last_thread = p->nthreads;
-    return &nt[p->nthreads++];
+    p->thread_slots[j] = ++p->nthreads;
+    return &nt[p->nthreads - 1];
 }
 
 report_profile_t *report_profile_new(const report_meta_t *meta)
@@ -299,6 +313,7 @@ void report_profile_free(report_profile_t *p)
     free(p->lines);
     free(p->line_slots);
     free(p->threads);
+    free(p->thread_slots);
     free(p->amap);
     free(p);
 }

@@ -110,6 +110,8 @@ struct report_profile {
 
     report__thread_t *threads;
     uint32_t nthreads, threads_cap;
+    uint32_t *thread_slots; /* id + 1; 0 = empty */
+    uint32_t thread_slots_cap;
     uint32_t last_thread; /* cache */
 
     report__addr_t *amap;

@@ -60,7 +60,7 @@ enum scry_ring_origin {
 /* Record flags. */
 #define SCRY_RING_REC_TRUNCATED 0x01u /* more than SCRY_RING_MAX_FRAMES frames: cut */
 #define SCRY_RING_REC_UNTRACKED 0x02u /* ALLOC not kept in the live set: no FREE will come */
-#define SCRY_RING_REC_NOGIL     0x04u /* thread did not hold the GIL: no frames read */
+#define SCRY_RING_REC_NOGIL     0x04u /* thread did not hold the GIL (frames are its own, still valid) */
 #define SCRY_RING_REC_REALLOC   0x08u /* ALLOC/FREE half of a realloc */
 
 /* header.shim_state bits, set by the shim (informational, for the daemon's summary). */

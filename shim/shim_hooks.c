@@ -337,12 +337,18 @@ SHIM_API void *__memmove_chk(void *d, const void *s, size_t n, size_t dl)
     return shim__real.memmove_chk(d, s, n, dl);
 }
 
-/* Launch mode: the process's "malloc" is defined in this library. */
+/* Launch mode: calls of "malloc" reach this library. Probed by a real call through the
+ * PLT (dlsym would be fooled by a non-PIE executable's canonical PLT entry). */
 int shim__interposed(void)
 {
-    Dl_info theirs, ours;
-    void *m = dlsym(RTLD_DEFAULT, "malloc");
-    if (!m || !dladdr(m, &theirs) || !dladdr((void *)(uintptr_t)shim__interposed, &ours))
-        return 0;
-    return theirs.dli_fbase == ours.dli_fbase;
+    shim_tls_t *t = &shim__tls;
+    int64_t saved = t->alloc_left;
+    t->probe = 1;
+    t->alloc_left = -1; /* our malloc, if it is the one called, enters the slow path */
+    void *volatile p = malloc(16);
+    int ours = t->probe == 2;
+    t->probe = 0;
+    t->alloc_left = saved;
+    free(p);
+    return ours;
 }

@@ -10,9 +10,10 @@
  * does nothing) and the hook restores the countdown it saved before the call, so a
  * pymalloc fall-through to malloc is counted once, as python.
  *
- * Stacks: frames are read in-process, directly, only when the thread holds the GIL
- * (its tstate is the current one), with the offsets the daemon published in the ring
- * header. Before trusting those offsets, the first walks read through process_vm_readv
+ * Stacks: frames are read in-process, directly, from the calling thread's own tstate
+ * (PyGILState_GetThisThreadState), with the offsets the daemon published in the ring
+ * header. Only the thread itself pushes and pops its frames, and it is busy in the shim,
+ * so its chain is stable whether or not it holds the GIL (NOGIL flag when not). Before trusting those offsets, the first walks read through process_vm_readv
  * on ourselves (a bad pointer gives EFAULT, not SIGSEGV) and check that every code
  * pointer is a code object (ob_type == &PyCode_Type). Any failure: no frames, ever.
  */
@@ -321,11 +322,14 @@ unsigned shim__py_stack(const shim_ring_view_t *v, uint64_t *code, int32_t *inst
     if (py.stacks < 0 || __atomic_load_n(&py.state, __ATOMIC_ACQUIRE) != 2 ||
         !py.tstate_current || !py.tstate_this || !py.code_type)
         return 0;
-    void *ts = py.tstate_current();
-    if (!ts || ts != py.tstate_this()) {
-        *flags |= SCRY_RING_REC_NOGIL;
+    /* This thread's own tstate. Its frames can only be changed by this thread, which is
+     * here, in the shim: they are stable even when it released the GIL (e.g. numpy's
+     * copies). Without a tstate (a thread Python never saw) there is no location. */
+    void *ts = py.tstate_this();
+    if (!ts)
         return 0;
-    }
+    if (py.tstate_current() != ts)
+        *flags |= SCRY_RING_REC_NOGIL;
     struct scry_ring_layout L = v->hdr->layout; /* one copy: the daemon may not change it */
     if (L.py_major != py.major || L.py_minor != py.minor || L.frame_style < 0 ||
         L.frame_style > 3) {

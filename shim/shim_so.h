@@ -22,6 +22,7 @@ typedef struct shim_tls {
     uint8_t in_py;      /* inside a PyMem hook's call of the wrapped allocator */
     uint8_t alloc_armed;
     uint8_t copy_armed;
+    uint8_t probe; /* shim__interposed() is probing: 1 asked, 2 our malloc was reached */
 } shim_tls_t;
 
 extern __thread shim_tls_t shim__tls __attribute__((tls_model("initial-exec")));

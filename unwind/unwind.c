@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <libunwind-ptrace.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -118,12 +119,34 @@ static unw_accessors_t scry_accessors = {
     .get_proc_name = acc_get_proc_name,
 };
 
+/* libunwind's register-state cache (per IP: how to find the caller) is kept per thread
+ * (UNW_CACHE_PER_THREAD): the global policy takes a lock that masks signals, i.e. two
+ * sigprocmask system calls per frame, which was most of the cost of an unwind. The
+ * per-thread cache is shared by every address space of the thread and trusted when its
+ * generation equals the address space's. So whenever a thread switches address spaces we
+ * move the new one to a generation never used before (unw_flush_cache adds one), which
+ * makes libunwind flush the thread's cache instead of serving another target's entries. */
+static _Atomic uint64_t gen_clock;
+static _Thread_local unw_addr_space_t last_as;
+
+static void as_enter(unw_addr_space_t as, uint64_t *gen)
+{
+    if (last_as == as)
+        return;
+    uint64_t fresh = atomic_fetch_add(&gen_clock, 1) + 1;
+    while (*gen < fresh) {
+        unw_flush_cache(as, 0, 0);
+        (*gen)++;
+    }
+    last_as = as;
+}
+
 static unw_addr_space_t new_as(unw_accessors_t *acc)
 {
     unw_addr_space_t as = unw_create_addr_space(acc, 0);
     if (!as)
         return NULL;
-    unw_set_caching_policy(as, UNW_CACHE_GLOBAL);
+    unw_set_caching_policy(as, UNW_CACHE_PER_THREAD);
     unw_set_cache_size(as, UNWIND_RS_CACHE_SIZE, 0);
     return as;
 }
@@ -160,6 +183,8 @@ void unwind_free(unwind_t *u)
 {
     if (!u)
         return;
+    if (last_as && (last_as == u->as || last_as == u->stock_as))
+        last_as = NULL;
     unwind__syms_fini(u);
     unwind__objs_fini(u);
     unwind__mem_fini(u);
@@ -183,8 +208,12 @@ int unwind_flush(unwind_t *u)
     unwind__objs_fini(u);
     unwind__mem_flush(u);
     unw_flush_cache(u->as, 0, 0);
-    if (u->stock_as)
+    u->as_gen++;
+    if (u->stock_as) {
         unw_flush_cache(u->stock_as, 0, 0);
+        u->stock_gen++;
+    }
+    last_as = NULL; /* the next unwind takes a fresh generation */
     return 0;
 }
 
@@ -254,6 +283,7 @@ int unwind_thread(unwind_t *u, pid_t tid, unwind_frame_t *frames, size_t max, si
             return rc;
     }
 
+    as_enter(as, u->stock ? &u->stock_gen : &u->as_gen);
     unwind__current = u->stock ? NULL : u;
     unw_cursor_t c;
     if (unw_init_remote(&c, as, arg) != 0) {

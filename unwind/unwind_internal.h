@@ -61,6 +61,7 @@ struct unwind {
     void *upt;                 /* _UPT_create(pid): fallback table search, proc names */
     void *stock_upt;           /* _UPT_create(stock_tid) in stock mode */
     pid_t stock_tid;
+    uint64_t as_gen, stock_gen; /* libunwind cache generations we gave them (unwind.c) */
     int stock;
     rmem_t *mem;
     strtab_t *strings;

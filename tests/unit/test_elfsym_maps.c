@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -212,6 +213,22 @@ static void test_symbolizer_self(void)
               strcmp(loc.lib, "[stack]") == 0 && loc.symbol == NULL,
           "stack: %s", loc.lib);
     CHECK(elfsym_symbolize(s, 16, &loc) == SCRY_E_NOTFOUND && loc.lib[0] == '\0', "unmapped");
+
+    /* The vDSO: symbols from the kernel's image. */
+    elfsym_obj_t *v = elfsym_obj_open_vdso(&err);
+    CHECK(v != NULL, "vdso: %s", scry_strerror(err));
+    elfsym_sym_t vs;
+    if (v && elfsym_obj_lookup(v, "__vdso_clock_gettime", &vs) == 0) {
+        raddr_t at = (raddr_t)getauxval(AT_SYSINFO_EHDR) + vs.value + 3;
+        CHECK(elfsym_symbolize(s, at, &loc) == 0 && strcmp(loc.lib, "[vdso]") == 0 &&
+                  strstr(loc.symbol, "clock_gettime") != NULL && loc.sym_offset == 3,
+              "vdso symbol: %s in %s", loc.symbol ? loc.symbol : "?", loc.lib);
+    } else {
+        CHECK(0, "__vdso_clock_gettime in the vdso");
+    }
+    CHECK(elfsym_obj_open_vdso(&err) == v, "vdso loaded once");
+    elfsym_obj_free(v);
+    elfsym_obj_free(v);
 
     /* dlopen-like change: a new file mapping appears, refresh finds it. */
     char path[] = "/tmp/elfsym_map_XXXXXX";

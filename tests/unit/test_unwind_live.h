@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "scry_err.h"
 #include "thread_stop.h"
 #include "unwind.h"
 
@@ -30,14 +31,14 @@ static int g_failures;
 
 #define PYENV "/root/.pyenv/versions/"
 
-static int file_exists(const char *p)
+__attribute__((unused)) static int file_exists(const char *p)
 {
     struct stat st;
     return stat(p, &st) == 0;
 }
 
 /* Builds tests/func/native_ext/scryext.c against INCDIR into DIR/scryext.so. */
-static int build_ext(const char *incdir, const char *dir)
+__attribute__((unused)) static int build_ext(const char *incdir, const char *dir)
 {
     char cmd[2048];
     snprintf(cmd, sizeof cmd,
@@ -53,7 +54,7 @@ typedef struct child {
 } child_t;
 
 /* Starts PYTHON -c SCRIPT with PYTHONPATH=EXTDIR (may be NULL); stdout to a pipe. */
-static int spawn_python(const char *python, const char *script, const char *extdir,
+__attribute__((unused)) static int spawn_python(const char *python, const char *script, const char *extdir,
                         child_t *c)
 {
     int fds[2];
@@ -79,7 +80,7 @@ static int spawn_python(const char *python, const char *script, const char *extd
 }
 
 /* Reads one line from the child within TIMEOUT_MS. Returns its length or -1. */
-static int read_line(child_t *c, char *buf, size_t cap, int timeout_ms)
+__attribute__((unused)) static int read_line(child_t *c, char *buf, size_t cap, int timeout_ms)
 {
     size_t n = 0;
     while (n + 1 < cap) {
@@ -97,7 +98,7 @@ static int read_line(child_t *c, char *buf, size_t cap, int timeout_ms)
     return (int)n;
 }
 
-static void stop_child(child_t *c)
+__attribute__((unused)) static void stop_child(child_t *c)
 {
     if (c->pid > 0) {
         kill(c->pid, SIGKILL);
@@ -109,14 +110,14 @@ static void stop_child(child_t *c)
     c->out = -1;
 }
 
-static void sleep_ms(int ms)
+__attribute__((unused)) static void sleep_ms(int ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
 }
 
 /* Stops TID, unwinds it, resumes it. Returns the unwind_thread result (or the stop's). */
-static int sample_thread(unwind_t *u, pid_t tid, unwind_frame_t *f, size_t max, size_t *n)
+__attribute__((unused)) static int sample_thread(unwind_t *u, pid_t tid, unwind_frame_t *f, size_t max, size_t *n)
 {
     *n = 0;
     int rc = unwind_stop_thread(tid);
@@ -127,7 +128,7 @@ static int sample_thread(unwind_t *u, pid_t tid, unwind_frame_t *f, size_t max, 
     return rc ? rc : rr;
 }
 
-static void print_stack(const char *title, const unwind_frame_t *f, size_t n)
+__attribute__((unused)) static void print_stack(const char *title, const unwind_frame_t *f, size_t n)
 {
     fprintf(stderr, "--- %s (%zu frames)\n", title, n);
     for (size_t i = 0; i < n; i++)
@@ -139,7 +140,7 @@ static void print_stack(const char *title, const unwind_frame_t *f, size_t n)
 
 /* Index of the first frame whose symbol contains SYM (and lib contains LIB when not
  * NULL), or -1. */
-static int find_frame(const unwind_frame_t *f, size_t n, const char *sym, const char *lib)
+__attribute__((unused)) static int find_frame(const unwind_frame_t *f, size_t n, const char *sym, const char *lib)
 {
     for (size_t i = 0; i < n; i++) {
         if (sym && (!f[i].symbol || !strstr(f[i].symbol, sym)))
@@ -152,7 +153,7 @@ static int find_frame(const unwind_frame_t *f, size_t n, const char *sym, const 
 }
 
 /* Thread state character from /proc. */
-static char thread_state(pid_t pid, pid_t tid)
+__attribute__((unused)) static char thread_state(pid_t pid, pid_t tid)
 {
     char path[96], buf[512];
     snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)pid, (int)tid);

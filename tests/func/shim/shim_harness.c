@@ -8,7 +8,9 @@
  *
  * Output lines (all numbers decimal; addresses hex):
  *   total KIND ORIGIN COUNT WEIGHT        per kind (alloc/free/copy) and origin
- *   code ADDR KIND ORIGIN WEIGHT          weight of events with ADDR anywhere in the stack
+ *   total net ORIGIN 0 BYTES              sampled allocations minus their frees
+ *   code ADDR KIND ORIGIN WEIGHT          weight of events with ADDR anywhere in the stack;
+ *                                         KIND net: allocated there minus freed since
  *   nostack KIND ORIGIN COUNT WEIGHT      events without frames
  *   tid TID COUNT
  *   stat NAME VALUE
@@ -100,8 +102,65 @@ static void add_code(uint64_t code, int kind, int origin, uint64_t w)
     }
 }
 
+/* Live sampled blocks, to subtract a FREE from the lines that allocated the block. */
+#define NLIVE (1u << 16)
+typedef struct live {
+    uint64_t addr; /* 0 empty, 1 deleted */
+    uint64_t weight;
+    uint32_t ncodes;
+    uint64_t codes[SCRY_RING_MAX_FRAMES];
+} live_t;
+static live_t *lives;
+static uint64_t net_origin[2];
+
+static live_t *live_find(uint64_t addr, int insert)
+{
+    uint32_t i = (uint32_t)((addr >> 4) * 0x9e3779b97f4a7c15ull >> 48);
+    live_t *tomb = NULL;
+    for (unsigned p = 0; p < NLIVE; p++, i = (i + 1) & (NLIVE - 1)) {
+        if (lives[i].addr == addr)
+            return &lives[i];
+        if (lives[i].addr == 1 && !tomb)
+            tomb = &lives[i];
+        if (lives[i].addr == 0)
+            return insert ? (tomb ? tomb : &lives[i]) : NULL;
+    }
+    return insert ? tomb : NULL;
+}
+
+static void net_event(const ringc_event_t *e)
+{
+    if (e->kind == SCRY_RING_ALLOC) {
+        live_t *l = live_find(e->addr, 1);
+        if (!l)
+            return;
+        l->addr = e->addr;
+        l->weight = e->weight;
+        l->ncodes = 0;
+        for (uint32_t i = 0; i < e->nframes; i++) {
+            int dup = 0;
+            for (uint32_t j = 0; j < l->ncodes; j++)
+                dup |= l->codes[j] == e->frames[i].code;
+            if (!dup)
+                l->codes[l->ncodes++] = e->frames[i].code;
+        }
+        for (uint32_t j = 0; j < l->ncodes; j++)
+            add_code(l->codes[j], 0, e->origin, e->weight); /* kind 0 = net */
+        net_origin[e->origin] += e->weight;
+    } else if (e->kind == SCRY_RING_FREE) {
+        live_t *l = live_find(e->addr, 0);
+        if (!l)
+            return;
+        for (uint32_t j = 0; j < l->ncodes; j++)
+            add_code(l->codes[j], 0, e->origin, (uint64_t)-l->weight);
+        net_origin[e->origin] -= l->weight;
+        l->addr = 1;
+    }
+}
+
 static void account(const ringc_event_t *e)
 {
+    net_event(e);
     int k = e->kind, o = e->origin;
     tot_n[k][o]++;
     tot_w[k][o] += e->weight;
@@ -198,6 +257,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "shim_harness: ringc_create: %s\n", scry_strerror(err));
         return 1;
     }
+    lives = calloc(NLIVE, sizeof *lives);
     size_t cap = 4096;
     ringc_event_t *buf = calloc(cap, sizeof *buf);
     double t0 = now_s();
@@ -236,7 +296,7 @@ int main(int argc, char **argv)
         drain(r, buf, cap);
     ringc_stats_t st;
     ringc_stats(r, &st);
-    static const char *kn[4] = {"none", "alloc", "free", "copy"}, *on[2] = {"python", "native"};
+    static const char *kn[4] = {"net", "alloc", "free", "copy"}, *on[2] = {"python", "native"};
     for (int k = 1; k < 4; k++)
         for (int o = 0; o < 2; o++) {
             printf("total %s %s %llu %llu\n", kn[k], on[o], (unsigned long long)tot_n[k][o],
@@ -244,12 +304,14 @@ int main(int argc, char **argv)
             printf("nostack %s %s %llu %llu\n", kn[k], on[o], (unsigned long long)nost_n[k][o],
                    (unsigned long long)nost_w[k][o]);
         }
+    for (int o = 0; o < 2; o++)
+        printf("total net %s 0 %lld\n", on[o], (long long)net_origin[o]);
     for (unsigned c = 0; c < NCODES; c++)
-        for (int k = 1; k < 4 && codes[c].code; k++)
+        for (int k = 0; k < 4 && codes[c].code; k++)
             for (int o = 0; o < 2; o++)
                 if (codes[c].w[k][o])
-                    printf("code %llx %s %s %llu\n", (unsigned long long)codes[c].code, kn[k],
-                           on[o], (unsigned long long)codes[c].w[k][o]);
+                    printf("code %llx %s %s %lld\n", (unsigned long long)codes[c].code, kn[k],
+                           on[o], (long long)codes[c].w[k][o]);
     for (int t = 0; t < 256 && tids[t].tid; t++)
         printf("tid %d %llu\n", tids[t].tid, (unsigned long long)tids[t].n);
     uint64_t sampled = 0, sampled_stop = 0, dropped = 0;
@@ -276,6 +338,7 @@ int main(int argc, char **argv)
     STAT("shim_state", st.shim_state);
     STAT("nrecords", st.nrecords);
     free(buf);
+    free(lives);
     ringc_free(r);
     return 0;
 }
