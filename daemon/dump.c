@@ -26,8 +26,8 @@ static void dump_text(const pystate_info_t *info, const pystate_snapshot_t *snap
 {
     char what[600];
     procinfo_describe(info->pid, what, sizeof what);
-    printf("Process %d: %s\nPython v%s (%s)\n", (int)info->pid, what, info->version,
-           info->interp_path);
+    printf("Process %d: %s\nPython v%s (%s; runtime found by %s)\n", (int)info->pid, what,
+           info->version, info->interp_path, info->how_found);
     for (size_t i = 0; i < pystate_snapshot_count(snap); i++) {
         const pystate_thread_t *th = pystate_snapshot_thread(snap, i);
         printf("\nThread %d (%s%s): \"%s\"%s\n", (int)th->tid, state_word(states[i]),

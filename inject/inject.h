@@ -28,12 +28,12 @@
 #include "rmem.h"
 
 #define INJECT_DEFAULT_TIMEOUT_MS 2000
-#define INJECT_DEFAULT_ATTEMPTS   50
+#define INJECT_DEFAULT_ATTEMPTS   10
 #define INJECT_MAX_ARGS           6
 
 typedef struct inject_opts {
     int timeout_ms;   /* per remote call; 0 = INJECT_DEFAULT_TIMEOUT_MS */
-    int max_attempts; /* thread-selection rounds (about 2 ms apart); 0 = default */
+    int max_attempts; /* thread-selection rounds over all threads; 0 = default (10) */
     pid_t tid;        /* use exactly this thread; 0 = choose a safe one */
 } inject_opts_t;
 

@@ -22,6 +22,7 @@
 #define STOP_WAIT_MS    1000  /* normal bound for a thread to reach its interrupt stop */
 #define STOP_WAIT_HARD  10000 /* we cannot walk away from a seized thread before it stops */
 #define ROUND_PAUSE_NS  2000000L
+#define LOOKS_PER_SEIZE 40 /* stops of one thread per round while it is at unsafe points */
 #define ERESTARTSYS     512
 #define ERESTARTNOINTR  513
 #define ERESTARTNOHAND  514
@@ -266,21 +267,50 @@ static int try_thread(inject_session_t *s, pid_t tid)
         let_go(s, tid);
         return rc;
     }
-    s->t_stopped = ptr_now_ns();
-    rc = ptr_regs_save(tid, &s->orig);
-    if (rc) {
-        let_go(s, tid);
-        return rc == SCRY_E_GONE ? 1 : rc;
-    }
-    if (s->orig.gpr.cs != 0x33) {
-        let_go(s, tid);
-        inject__set_error(s, "not a 64-bit thread (cs=%#llx)", s->orig.gpr.cs);
-        return SCRY_E_NOSYS;
-    }
-    long nr;
-    if (judge(s, &nr)) {
-        let_go(s, tid);
-        return 1;
+    /* Not at a safe point: let it run a little (a jittered 50..800 us) and look again, while
+     * staying attached, a bounded number of times. */
+    unsigned jitter = (unsigned)ptr_now_ns() ^ (unsigned)tid;
+    for (int look = 0;; look++) {
+        s->t_stopped = ptr_now_ns();
+        rc = ptr_regs_save(tid, &s->orig);
+        if (rc) {
+            let_go(s, tid);
+            return rc == SCRY_E_GONE ? 1 : rc;
+        }
+        if (s->orig.gpr.cs != 0x33) {
+            let_go(s, tid);
+            inject__set_error(s, "not a 64-bit thread (cs=%#llx)", s->orig.gpr.cs);
+            return SCRY_E_NOSYS;
+        }
+        long nr;
+        if (!judge(s, &nr))
+            break;
+        if (look >= LOOKS_PER_SEIZE || inject__aborting()) {
+            let_go(s, tid);
+            return 1;
+        }
+        rc = ptr_cont(tid, 0);
+        jitter = jitter * 1103515245u + 12345u;
+        struct timespec ts = {0, 50000 + (long)((jitter >> 8) % 750000u)};
+        nanosleep(&ts, NULL);
+        if (rc == 0)
+            rc = ptr_interrupt(tid);
+        if (rc == 0)
+            rc = wait_interrupt_stop(s, tid);
+        if (rc == SCRY_E_TIMEOUT) {
+            inject__set_error(s, "thread %d did not stop within %d ms", (int)tid, STOP_WAIT_HARD);
+            return rc;
+        }
+        if (rc == 1 || rc == SCRY_E_GONE) {
+            if (rc == 1)
+                let_go(s, tid);
+            return rc == 1 ? SCRY_E_AGAIN : 1;
+        }
+        if (rc) {
+            let_go(s, tid);
+            return rc;
+        }
+        s->rep->attempts++;
     }
     s->tid = tid;
     s->state = INJECT__PARKED;

@@ -55,16 +55,32 @@ static int runtime_plausible(pystate_target_t *t, raddr_t runtime)
     return back == interp;
 }
 
+/* SCRY_DISCOVERY=section|disasm skips the earlier ways of finding the runtime, so tests can
+ * prove the fallbacks work on real interpreters whose symbols are present. */
+static int discovery_skip(const char *way)
+{
+    const char *force = getenv("SCRY_DISCOVERY");
+    if (!force || !*force)
+        return 0;
+    if (!strcmp(way, "symbol"))
+        return 1;
+    if (!strcmp(way, "section"))
+        return !strcmp(force, "disasm");
+    return 0;
+}
+
 static int find_runtime(pystate_target_t *t, const elfsym_obj_t *obj, uint64_t bias)
 {
     raddr_t addr = 0;
-    if (sym_addr(obj, bias, "_PyRuntime", &addr) == 0 && runtime_plausible(t, addr)) {
+    if (!discovery_skip("symbol") && sym_addr(obj, bias, "_PyRuntime", &addr) == 0 &&
+        runtime_plausible(t, addr)) {
         t->runtime = addr;
         snprintf(t->info.how_found, sizeof t->info.how_found, "symbol _PyRuntime");
         return 0;
     }
     elfsym_section_t sec;
-    if (elfsym_obj_section(obj, ".PyRuntime", &sec) == 0 && sec.addr &&
+    if (!discovery_skip("section") && elfsym_obj_section(obj, ".PyRuntime", &sec) == 0 &&
+        sec.addr &&
         runtime_plausible(t, bias + sec.addr)) {
         t->runtime = bias + sec.addr;
         snprintf(t->info.how_found, sizeof t->info.how_found, ".PyRuntime section");
@@ -78,6 +94,10 @@ static int find_runtime(pystate_target_t *t, const elfsym_obj_t *obj, uint64_t b
         if (refs[i].is_lea)
             continue;
         raddr_t cand = bias + refs[i].target - (uint64_t)t->layout.runtime_interpreters_head;
+        uint64_t slot_target = 0;
+        /* In a shared library the load may go through a GOT slot holding &_PyRuntime. */
+        if (elfsym_obj_resolve_slot(obj, refs[i].target, &slot_target) == 0 && slot_target)
+            cand = bias + slot_target;
         if (runtime_plausible(t, cand)) {
             t->runtime = cand;
             snprintf(t->info.how_found, sizeof t->info.how_found,
@@ -90,7 +110,7 @@ static int find_runtime(pystate_target_t *t, const elfsym_obj_t *obj, uint64_t b
 
 static int find_roots_36(pystate_target_t *t, const elfsym_obj_t *obj, uint64_t bias)
 {
-    if (sym_addr(obj, bias, "interp_head", &t->interp_head_addr) == 0) {
+    if (!discovery_skip("symbol") && sym_addr(obj, bias, "interp_head", &t->interp_head_addr) == 0) {
         snprintf(t->info.how_found, sizeof t->info.how_found, "symbol interp_head");
     } else {
         elfsym_ref_t refs[4];
@@ -261,23 +281,23 @@ int pystate_target_open(pid_t pid, strtab_t *strings, pystate_target_t **out, ch
         } else {
             t->layout = *known;
         }
-        raddr_t rt = 0;
-        if (minor >= 13 && (sym_addr(obj, bias, "_PyRuntime", &rt) == 0 ||
-                            (elfsym_obj_section(obj, ".PyRuntime", &(elfsym_section_t){0}) == 0))) {
-            if (!rt) {
-                elfsym_section_t sec;
-                elfsym_obj_section(obj, ".PyRuntime", &sec);
-                rt = bias + sec.addr;
-            }
+        if ((err = find_runtime(t, obj, bias)) != 0) {
+            say(errbuf, errlen, "cannot find _PyRuntime in %s (Python %s)", mod.path,
+                t->info.version);
+            err = SCRY_E_NOTPY;
+            goto fail;
+        }
+        if (minor >= 13) {
+            /* Every offset from the target's own _Py_DebugOffsets, validated. */
             pystate_layout_t dbg;
             uint32_t dhex = 0;
-            int derr = pystate_debug_offsets_read(t->mem, rt, &dbg, &dhex);
+            int derr = pystate_debug_offsets_read(t->mem, t->runtime, &dbg, &dhex);
             if (derr == 0) {
                 t->layout = dbg;
                 t->info.layout_from_debug_offsets = 1;
-                t->runtime = rt;
-                snprintf(t->info.how_found, sizeof t->info.how_found,
-                         "_PyRuntime with _Py_DebugOffsets");
+                size_t used = strlen(t->info.how_found);
+                snprintf(t->info.how_found + used, sizeof t->info.how_found - used,
+                         ", offsets from _Py_DebugOffsets");
             } else if (!known) {
                 say(errbuf, errlen,
                     "process %d runs Python %s, whose _Py_DebugOffsets scry cannot use (%s)",
@@ -285,12 +305,6 @@ int pystate_target_open(pid_t pid, strtab_t *strings, pystate_target_t **out, ch
                 err = derr == SCRY_E_CORRUPT ? SCRY_E_CORRUPT : SCRY_E_UNSUPPORTED;
                 goto fail;
             }
-        }
-        if (!t->runtime && (err = find_runtime(t, obj, bias)) != 0) {
-            say(errbuf, errlen, "cannot find _PyRuntime in %s (Python %s)", mod.path,
-                t->info.version);
-            err = SCRY_E_NOTPY;
-            goto fail;
         }
         t->info.runtime_addr = t->runtime;
     }

@@ -70,13 +70,14 @@ def native_tid():
     return libc.syscall(186)  # SYS_gettid on x86_64
 
 
-def marker_line(path, marker):
-    """Line number (1-based) of the first line of file `path` containing `marker`."""
+def marker_line(path, name):
+    """Line number (1-based) of the line of file `path` ending with the comment `#@name@`."""
+    tag = "#@" + name + "@"
     with open(path, encoding="utf-8") as f:
         for n, text in enumerate(f, 1):
-            if marker in text:
+            if text.rstrip().endswith(tag):
                 return n
-    raise ValueError("marker %r not in %s" % (marker, path))
+    raise ValueError("marker %r not in %s" % (tag, path))
 
 
 def base_truth():

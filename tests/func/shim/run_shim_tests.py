@@ -1,0 +1,228 @@
+#!/usr/bin/env python3
+"""Functional tests of libscry-shim.so: real interpreters under LD_PRELOAD, a ring made by
+the daemon's consumer (through shim_harness), known-answer totals.
+
+usage: run_shim_tests.py --harness PATH --shim PATH [--only NAME] [--mean N]
+Exit status 0 when every check passed. Interpreters that are not installed are skipped.
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKLOADS = os.path.join(HERE, "workloads.py")
+MB = 1 << 20
+PYENV = "/root/.pyenv/versions"
+PYTHONS = [
+    ("3.8", PYENV + "/3.8.18/bin/python3.8"),
+    ("3.11", PYENV + "/3.11.7/bin/python3.11"),
+    ("3.11", "/usr/bin/python3.11"),
+    ("3.12", PYENV + "/3.12.1/bin/python3.12"),
+    ("3.13", PYENV + "/3.13.0/bin/python3.13"),
+]
+NUMPY_PYTHON = ("3.11", "/usr/bin/python3.11")
+
+failures = []
+
+
+def check(cond, what):
+    print("  %s %s" % ("ok  " if cond else "FAIL", what))
+    if not cond:
+        failures.append(what)
+
+
+def within(got, want, tol):
+    return want > 0 and abs(got - want) <= tol * want
+
+
+def run(args, ver, python, workload, extra=()):
+    with tempfile.NamedTemporaryFile("r", suffix=".codes") as codes:
+        cmd = [args.harness, "--shim", args.shim, "--pyver", ver]
+        if args.mean:
+            cmd += ["--mean", str(args.mean)]
+        cmd += list(extra) + ["--", python, WORKLOADS, workload, codes.name]
+        t = time.time()
+        out = subprocess.run(cmd, stdout=subprocess.PIPE, universal_newlines=True, check=True)
+        wall = time.time() - t
+        names = dict(line.split() for line in codes.read().splitlines())
+    res = {"total": {}, "code": {}, "stat": {}, "tids": {}, "lines": [], "wall": wall}
+    for line in out.stdout.splitlines():
+        f = line.split()
+        if f[0] == "total":
+            res["total"][(f[1], f[2])] = int(f[4])
+        elif f[0] == "code":
+            res["code"][(f[1], f[2], f[3])] = int(f[4])
+        elif f[0] == "stat":
+            res["stat"][f[1]] = float(f[2])
+        elif f[0] == "tid":
+            res["tids"][int(f[1])] = int(f[2])
+        else:
+            res["lines"].append(line)
+    res["names"] = names
+    return res
+
+
+def by(res, fn, kind, origin="python"):
+    addr = res["names"].get(fn)
+    return res["code"].get((addr, kind, origin), 0) if addr else 0
+
+
+def common(res, label):
+    s = res["stat"]
+    check(s["child_status"] == 0, "%s: target exited 0" % label)
+    check(s["bad_records"] == 0 and s["bad_seq"] == 0, "%s: no bad records" % label)
+    check(int(s["shim_state"]) & 0x1d == 0x1d,
+          "%s: shim attached, PyMem hooks installed, stacks validated (state %#x)"
+          % (label, int(s["shim_state"])))
+
+
+def report(label, got, want):
+    return "%s: %.1f MB vs %.1f MB (%+.1f%%)" % (label, got / 1e6, want / 1e6,
+                                                (got / want - 1) * 100 if want else 0)
+
+
+def test_keep(args, ver, py):
+    r = run(args, ver, py, "keep")
+    common(r, "keep")
+    want_large, want_small = 1000 * 100033, 250000 * 433
+    got = by(r, "keep_large", "alloc")
+    check(within(got, want_large, 0.15), report("keep_large alloc python", got, want_large))
+    got = by(r, "keep_large", "net")
+    check(within(got, want_large, 0.15), report("keep_large net python", got, want_large))
+    got = by(r, "keep_small", "net")
+    check(within(got, want_small, 0.15), report("keep_small net python", got, want_small))
+    nat = by(r, "keep_large", "alloc", "native") + by(r, "keep_small", "alloc", "native")
+    check(nat < 0.05 * want_large, "keep: native-origin bytes on the lines %d < 5%%" % nat)
+
+
+def test_churn(args, ver, py):
+    r = run(args, ver, py, "churn")
+    common(r, "churn")
+    want = 512 * (4 * MB + 33)
+    a, f = by(r, "churn", "alloc"), by(r, "churn", "free")
+    check(within(a, want, 0.15), report("churn alloc python", a, want))
+    check(within(f, want, 0.15), report("churn free python", f, want))
+    n = by(r, "churn", "net")
+    check(abs(n) < 0.05 * want, "churn net python %.1f MB ~ 0" % (n / 1e6))
+
+
+def test_copy(args, ver, py):
+    r = run(args, ver, py, "copy")
+    common(r, "copy")
+    want = 512 * 4 * MB
+    c = by(r, "copy_bytes", "copy", "native")
+    check(within(c, want, 0.20), report("bytes(bytearray) copy", c, want))
+
+
+def test_threads(args, ver, py):
+    r = run(args, ver, py, "threads")
+    common(r, "threads")
+    want = 4 * (50 * MB // 5033) * 5033
+    a = by(r, "thread_keep", "alloc")
+    check(within(a, want, 0.15), report("4 threads alloc python", a, want))
+    check(len(r["tids"]) >= 4, "threads: events from %d threads" % len(r["tids"]))
+
+
+def test_fork(args, ver, py):
+    r = run(args, ver, py, "fork")
+    common(r, "fork")
+    want = 1000 * 100033
+    a = by(r, "parent_keep", "alloc")
+    check(within(a, want, 0.15), report("fork: parent alloc python", a, want))
+    check(by(r, "fork_child_alloc", "alloc") == 0, "fork: nothing from the fork child")
+    pid = int(r["stat"]["child_pid"])
+    check(set(r["tids"]) <= {pid}, "fork: every event from the target's thread (%s)"
+          % sorted(r["tids"]))
+    tot = sum(v for (k, o), v in r["total"].items() if k == "alloc")
+    check(tot < want * 1.15 + 80 * MB, "fork: subprocess's 300 MB not in the ring (%.0f MB)"
+          % (tot / 1e6))
+
+
+def test_numpy(args, ver, py):
+    r = run(args, ver, py, "numpy")
+    common(r, "numpy")
+    k = by(r, "np_keep", "alloc", "native")
+    check(within(k, 300 * MB, 0.15), report("numpy keep alloc native", k, 300 * MB))
+    n = by(r, "np_keep", "net", "native")
+    check(within(n, 300 * MB, 0.15), report("numpy keep net native", n, 300 * MB))
+    c = by(r, "np_copy", "alloc", "native")
+    check(within(c, 2048 * MB, 0.15), report("numpy .copy() alloc native", c, 2048 * MB))
+    cp = by(r, "np_copy", "copy", "native")
+    check(within(cp, 2048 * MB, 0.20), report("numpy .copy() copy", cp, 2048 * MB))
+    p = by(r, "np_keep", "alloc", "python") + by(r, "np_copy", "alloc", "python")
+    check(p < 0.02 * 300 * MB, "numpy: python-origin bytes on the lines %.2f MB (headers only)"
+          % (p / 1e6))
+
+
+def test_full(args, ver, py):
+    r = run(args, ver, py, "churn", ["--ring-bytes", "65536", "--no-drain"])
+    s = r["stat"]
+    check(s["child_status"] == 0, "full ring: target exited 0")
+    check(s["dropped"] > 0, "full ring: drops counted (%d)" % s["dropped"])
+    check(s["consumed"] <= s["nrecords"], "full ring: consumed %d <= %d records"
+          % (s["consumed"], s["nrecords"]))
+    check(s["bad_records"] == 0 and s["bad_seq"] == 0, "full ring: no bad records")
+
+
+def timed_plain(py, workload):
+    out = subprocess.run([py, WORKLOADS, workload], stdout=subprocess.PIPE,
+                         universal_newlines=True, check=True).stdout
+    return float(out.split()[-1])
+
+
+def test_gone(args, ver, py):
+    for mode in ("--stop-after", "--disable-after"):
+        r = run(args, ver, py, "gone", [mode, "0.5"])
+        s = r["stat"]
+        check(s["child_status"] == 0, "daemon gone (%s): target exited 0" % mode)
+        late = s["sampled"] - s["sampled_at_stop"] if mode == "--stop-after" else None
+        if late is not None:
+            check(late <= 5, "daemon gone: %d events after the heartbeat stopped" % late)
+        else:
+            check(by(r, "late_churn", "alloc") == 0, "disabled: nothing recorded afterwards")
+        check(int(s["shim_state"]) & 0x100, "%s: shim went pass-through" % mode)
+        t_shim = float([l for l in r["lines"] if l.startswith("late_churn_s")][0].split()[1])
+        t_plain = min(timed_plain(py, "late") for _ in range(3))
+        print("  info %s: late phase %.3f s vs %.3f s unprofiled (x%.2f)"
+              % (mode, t_shim, t_plain, t_shim / t_plain))
+        check(t_shim < t_plain * 1.25, "%s: target back to full speed" % mode)
+
+
+TESTS = [test_keep, test_churn, test_copy, test_threads, test_fork]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--harness", required=True)
+    ap.add_argument("--shim", required=True)
+    ap.add_argument("--only")
+    ap.add_argument("--mean", type=int)
+    args = ap.parse_args()
+    plan = []
+    for ver, py in PYTHONS:
+        if os.path.exists(py):
+            plan += [(t, ver, py) for t in TESTS]
+    if os.path.exists(NUMPY_PYTHON[1]):
+        plan.append((test_numpy,) + NUMPY_PYTHON)
+    ver, py = PYTHONS[1]
+    if os.path.exists(py):
+        plan += [(test_full, ver, py), (test_gone, ver, py)]
+    for t, ver, py in plan:
+        if args.only and args.only not in t.__name__:
+            continue
+        print("%s %s" % (t.__name__, py))
+        try:
+            t(args, ver, py)
+        except Exception as e:  # a crash of the harness or the target is a failure
+            check(False, "%s %s: %r" % (t.__name__, py, e))
+    print("%d failure(s)" % len(failures))
+    for f in failures:
+        print("FAILED: " + f)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

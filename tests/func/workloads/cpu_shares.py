@@ -1,0 +1,84 @@
+"""Known CPU shares: func_a, func_b and func_c burn 50/30/20 of the CPU in rounds.
+
+Each round gives func_a 25 ms, func_b 15 ms and func_c 10 ms of *process CPU time*
+(time.process_time; the workload has a single thread), and the workload measures what
+each function really got (its own truth, written to --out at exit or on SIGTERM).
+The burn loop is inline in each function, so each one is the leaf of its own samples.
+"""
+import time
+
+import _wl
+
+
+def func_a(quota):
+    clock = time.process_time
+    t0 = clock()
+    end = t0 + quota
+    x = 0
+    while True:
+        for i in range(200):
+            x += i
+        t = clock()
+        if t >= end:
+            return t - t0
+
+
+def func_b(quota):
+    clock = time.process_time
+    t0 = clock()
+    end = t0 + quota
+    x = 0
+    while True:
+        for i in range(200):
+            x += i
+        t = clock()
+        if t >= end:
+            return t - t0
+
+
+def func_c(quota):
+    clock = time.process_time
+    t0 = clock()
+    end = t0 + quota
+    x = 0
+    while True:
+        for i in range(200):
+            x += i
+        t = clock()
+        if t >= end:
+            return t - t0
+
+
+def main():
+    args = _wl.parse()
+    _wl.catch_sigterm()
+    spent = {"func_a": 0.0, "func_b": 0.0, "func_c": 0.0}
+    rounds = 0
+    deadline = time.time() + args.seconds if args.seconds > 0 else None
+    cpu0 = time.process_time()
+    while not _wl.Stop.flag:
+        spent["func_a"] += func_a(0.025)
+        spent["func_b"] += func_b(0.015)
+        spent["func_c"] += func_c(0.010)
+        rounds += 1
+        if rounds == 2:
+            truth = _wl.base_truth()
+            truth["file"] = func_a.__code__.co_filename
+            _wl.write_json(args.ready, truth)
+        if deadline is not None and time.time() >= deadline:
+            break
+    total = sum(spent.values())
+    out = _wl.base_truth()
+    out.update(
+        {
+            "file": func_a.__code__.co_filename,
+            "rounds": rounds,
+            "cpu_s": spent,
+            "shares_pct": dict((k, 100.0 * v / total) for k, v in spent.items()),
+            "process_cpu_s": time.process_time() - cpu0,
+        }
+    )
+    _wl.write_json(args.out, out)
+
+
+main()
