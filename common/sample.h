@@ -50,6 +50,7 @@ typedef struct scry_sample {
     uint8_t gil;             /* thread held the GIL */
     uint8_t running;         /* thread was on a CPU (R state) */
     uint8_t truncated;       /* the stack was cut (depth bound or torn read) */
+    uint8_t gil_wait;        /* SYSTEM sample of a thread waiting to take the GIL */
     uint32_t nframes;
     const scry_frame_t *frames; /* leaf first; valid only during the callback */
 } scry_sample_t;

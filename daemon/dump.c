@@ -1,7 +1,7 @@
 /* dump.c - 'scry dump': every thread's Python stack, now. */
 #include "commands.h"
 
-#include "blocking.h"
+#include "tasks.h"
 #include "procinfo.h"
 #include "report.h"
 #include "scry_err.h"
@@ -82,13 +82,14 @@ int cmd_dump(const scry_config_t *cfg)
         goto out;
     int err;
     if (cfg->blocking) {
-        blocking_set_t *b = blocking_set_new(cfg->pid);
-        if (!b)
+        tasks_t *tasks = tasks_new(cfg->pid);
+        if (!tasks)
             goto out;
-        blocking_stop_all(b, pt);
+        tasks_refresh(tasks);
+        tasks_stop_all(tasks);
         err = pystate_sample(t, snap);
-        blocking_resume_all(b);
-        blocking_set_free(b);
+        tasks_resume_all(tasks);
+        tasks_free(tasks);
     } else {
         err = pystate_sample(t, snap);
     }

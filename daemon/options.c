@@ -30,7 +30,7 @@ static const opt_spec_t opt_table[] = {
      "the Python process to attach to"},
     {"rate", 'r', OPT_DOUBLE, offsetof(scry_config_t, rate_hz), REC | TOP, "HZ",
      "samples per second (default 100)"},
-    {"duration", 'd', OPT_DOUBLE, offsetof(scry_config_t, duration_s), REC, "SECONDS",
+    {"duration", 'd', OPT_DOUBLE, offsetof(scry_config_t, duration_s), REC | TOP, "SECONDS",
      "stop after this long (default: until Ctrl-C or the target exits)"},
     {"format", 'f', OPT_STRING, offsetof(scry_config_t, format), REC, "FMT",
      "flamegraph (default), collapsed, speedscope, json, text, html, pprof"},
@@ -53,6 +53,10 @@ static const opt_spec_t opt_table[] = {
      "BYTES", "mean bytes between memory samples (default 1M; suffixes k, M, G)"},
     {"quiet", 'q', OPT_FLAG, offsetof(scry_config_t, quiet), REC, NULL,
      "do not print the summary line"},
+    {"window", 'w', OPT_DOUBLE, offsetof(scry_config_t, window_s), TOP, "SECONDS",
+     "top: percentages over the last SECONDS (default 1; key 'w' toggles since start)"},
+    {"once", 0, OPT_FLAG, offsetof(scry_config_t, once), TOP, NULL,
+     "top: print one plain-text table after --duration (default 2 s) and exit"},
     {"subprocesses", 's', OPT_FLAG, offsetof(scry_config_t, subprocesses), REC, NULL,
      "also profile child processes (reserved: not implemented yet)"},
 };
@@ -90,7 +94,7 @@ void options_usage(enum scry_command command)
         return;
     }
     printf("usage: scry %s [options]%s\n\noptions:\n", command_name(command),
-           command == CMD_RECORD ? " (--pid PID | -- COMMAND ARGS...)" : " --pid PID");
+           command != CMD_DUMP ? " (--pid PID | -- COMMAND ARGS...)" : " --pid PID");
     for (size_t i = 0; i < sizeof opt_table / sizeof opt_table[0]; i++) {
         const opt_spec_t *o = &opt_table[i];
         if (!(o->commands & ON(command)))
@@ -221,6 +225,7 @@ int options_parse(int argc, char **argv, scry_config_t *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
     cfg->rate_hz = 100;
+    cfg->window_s = 1;
     cfg->memory_sample_bytes = 0; /* the shim's default */
     if (argc < 2) {
         cfg->command = CMD_HELP;

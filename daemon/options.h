@@ -26,6 +26,8 @@ typedef struct scry_config {
     uint64_t memory_sample_bytes; /* --memory-sample-bytes */
     int quiet;          /* --quiet: no summary line */
     int subprocesses;   /* --subprocesses (reserved) */
+    int once;           /* top --once: one plain-text table after --duration, then exit */
+    double window_s;    /* top --window: seconds of the 'last N s' percentages (default 1) */
 } scry_config_t;
 
 /* Parses ARGV into CFG. Returns 0, or a negative code after printing a message to stderr

@@ -48,6 +48,10 @@ static const char *format_extension(int fmt)
         return "txt";
     case REPORT_FORMAT_FLAMEGRAPH:
         return "svg";
+    case REPORT_FORMAT_HTML:
+        return "html";
+    case REPORT_FORMAT_PPROF:
+        return "pb.gz";
     default:
         return "out";
     }

@@ -1,8 +1,11 @@
 #include "sampler.h"
 
+#include "classify.h"
+#include "merge.h"
 #include "procinfo.h"
 #include "scry_err.h"
-#include "blocking.h"
+#include "tasks.h"
+#include "unwind.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -10,7 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-#define SAMPLER_MAX_FRAMES (PYSTATE_MAX_DEPTH + 3)
+#define SAMPLER_MAX_FRAMES (PYSTATE_MAX_DEPTH + UNWIND_MAX_DEPTH + 3)
 #define SAMPLER_LABELS 1024
 
 typedef struct thread_label {
@@ -25,10 +28,12 @@ struct sampler {
     pystate_target_t *target;
     strtab_t *strings;
     pystate_snapshot_t *snap;
-    procinfo_threads_t *threads;
-    blocking_set_t *stopped;
+    tasks_t *tasks;
+    unwind_t *unwind; /* --native */
+    unwind_frame_t native[UNWIND_MAX_DEPTH];
     scry_frame_t frames[SAMPLER_MAX_FRAMES];
     sampler_stats_t stats;
+    unwind_merge_stats_t merge_stats;
     thread_label_t labels[SAMPLER_LABELS];
     uint64_t interval_ns;
     const char *s_truncated;
@@ -47,16 +52,18 @@ sampler_t *sampler_new(const scry_config_t *cfg, pystate_target_t *t, strtab_t *
     sampler_t *s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
+    pid_t pid = pystate_target_info(t)->pid;
     s->cfg = *cfg;
     s->target = t;
     s->strings = strings;
     s->snap = pystate_snapshot_new();
-    s->threads = procinfo_threads_new(pystate_target_info(t)->pid);
-    s->stopped = blocking_set_new(pystate_target_info(t)->pid);
+    s->tasks = tasks_new(pid);
     s->s_truncated = strtab_intern(strings, "<truncated>");
     s->s_empty = strtab_intern(strings, "");
     s->interval_ns = (uint64_t)(1e9 / (cfg->rate_hz > 0 ? cfg->rate_hz : 100));
-    if (!s->snap || !s->threads || !s->stopped || !s->s_truncated || !s->s_empty) {
+    if (cfg->native)
+        s->unwind = unwind_new(pid);
+    if (!s->snap || !s->tasks || !s->s_truncated || !s->s_empty || (cfg->native && !s->unwind)) {
         sampler_free(s);
         return NULL;
     }
@@ -67,9 +74,9 @@ void sampler_free(sampler_t *s)
 {
     if (!s)
         return;
+    tasks_free(s->tasks); /* resumes anything still stopped */
+    unwind_free(s->unwind);
     pystate_snapshot_free(s->snap);
-    procinfo_threads_free(s->threads);
-    blocking_set_free(s->stopped);
     free(s);
 }
 
@@ -110,30 +117,54 @@ static uint64_t sample_weight(const sampler_t *s, int running, uint64_t cpu_delt
     return cpu_delta < cap ? cpu_delta : cap;
 }
 
-static void emit_thread(sampler_t *s, const pystate_thread_t *th, char state, uint64_t cpu_delta,
-                        uint64_t now, sampler_emit_fn emit, void *ctx)
+/* Builds the frames of one thread: its Python stack, merged with its native stack when
+ * one was unwound. Returns the count. */
+static uint32_t build_frames(sampler_t *s, const pystate_thread_t *th, const unwind_frame_t *nat,
+                             size_t nn)
 {
     uint32_t n = 0;
-    for (uint32_t i = 0; i < th->nframes && n < SAMPLER_MAX_FRAMES - 2; i++)
-        s->frames[n++] = th->frames[i];
+    size_t merged = 0;
+    if (nn && unwind_merge(nat, nn, th->frames, th->entry, th->nframes,
+                           pystate_target_info(s->target)->minor, s->strings, s->frames,
+                           SAMPLER_MAX_FRAMES - 2, &merged, &s->merge_stats) == 0) {
+        n = (uint32_t)merged;
+    } else {
+        for (uint32_t i = 0; i < th->nframes && n < SAMPLER_MAX_FRAMES - 2; i++)
+            s->frames[n++] = th->frames[i];
+    }
     if (th->truncated)
         s->frames[n++] = (scry_frame_t){s->s_truncated, s->s_empty, 0, SCRY_FRAME_OTHER};
+    return n;
+}
+
+static void emit_thread(sampler_t *s, const pystate_thread_t *th, const task_info_t *task,
+                        uint64_t now, sampler_emit_fn emit, void *ctx)
+{
+    char state = task ? task->state : 0;
+    uint64_t cpu_delta = task ? task->cpu_delta : PROCINFO_NO_DELTA;
+    size_t nn = 0;
+    if (s->unwind && task && task->stopped &&
+        unwind_thread(s->unwind, th->tid, s->native, UNWIND_MAX_DEPTH, &nn) != 0)
+        nn = 0;
+    unwind_task_t ut = {.state = state, .sc = {.nr = UNWIND_SYSCALL_UNKNOWN}};
+    unwind_classification_t cls = {.cls = SCRY_CLASS_PYTHON};
+    unwind_classify(&ut, nn ? s->native : NULL, nn, th->leaf_opclass, &cls);
+    uint32_t n = build_frames(s, th, s->native, nn);
     const thread_label_t *label = thread_label(s, th->tid, now);
     if (s->cfg.threads)
         s->frames[n++] = (scry_frame_t){label->label, s->s_empty, 0, SCRY_FRAME_THREAD};
-    int running = state == 'R';
+    int running = state == 'R' || state == 0;
     scry_sample_t smp = {
         .time_ns = now,
         .weight_ns = sample_weight(s, running, cpu_delta),
         .tid = th->tid,
         .thread_name = label->name,
         .metric = SCRY_METRIC_CPU,
-        .cls = running ? (th->leaf_opclass == 1 /* PYSTATE_OP_CALL */ ? SCRY_CLASS_NATIVE
-                                                                      : SCRY_CLASS_PYTHON)
-                       : SCRY_CLASS_SYSTEM,
+        .cls = cls.cls,
         .gil = th->gil,
         .running = (uint8_t)running,
         .truncated = th->truncated,
+        .gil_wait = (cls.flags & UNWIND_CLASSIFY_GIL_WAIT) != 0,
         .nframes = n,
         .frames = s->frames,
     };
@@ -141,22 +172,40 @@ static void emit_thread(sampler_t *s, const pystate_thread_t *th, char state, ui
     s->stats.samples++;
 }
 
+/* Whether a thread in STATE is sampled this tick (its Python stack decides the rest). */
+static int wanted(const sampler_t *s, char state)
+{
+    return s->cfg.idle || state == 'R';
+}
+
 int sampler_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
 {
     uint64_t t0 = sampler_now_ns();
     s->stats.ticks++;
-    int err;
-    if (s->cfg.blocking) {
-        /* Thread states are read before the threads are stopped (a stopped thread reads
-         * as traced, not as what it was doing). */
-        blocking_stop_all(s->stopped, s->threads);
-        err = pystate_sample(s->target, s->snap);
-        blocking_resume_all(s->stopped);
-    } else {
-        err = pystate_sample(s->target, s->snap);
+    pid_t pid = pystate_target_info(s->target)->pid;
+    if (tasks_refresh(s->tasks) < 0) {
+        s->stats.target_exited = 1;
+        return SCRY_E_GONE;
     }
+    /* Threads are stopped only for --blocking (all of them) or --native (those that will
+     * be unwound), and all are resumed before this function returns. */
+    if (s->cfg.blocking) {
+        tasks_stop_all(s->tasks);
+    } else if (s->cfg.native) {
+        /* Stop the threads that will be unwound before reading their Python stacks, so
+         * both stacks come from the same instant and merge exactly. */
+        for (size_t i = 0;; i++) {
+            task_info_t *ti = tasks_at(s->tasks, i);
+            if (!ti)
+                break;
+            if (wanted(s, ti->state))
+                tasks_stop(s->tasks, ti);
+        }
+    }
+    int err = pystate_sample(s->target, s->snap);
     if (err) {
-        if (err == SCRY_E_GONE || procinfo_exists(pystate_target_info(s->target)->pid) != 0) {
+        tasks_resume_all(s->tasks);
+        if (err == SCRY_E_GONE || procinfo_exists(pid) != 0) {
             s->stats.target_exited = 1;
             return SCRY_E_GONE;
         }
@@ -169,18 +218,17 @@ int sampler_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
     for (size_t i = 0; i < n; i++) {
         const pystate_thread_t *th = pystate_snapshot_thread(s->snap, i);
         any_gil |= th->gil;
-        uint64_t cpu_delta = PROCINFO_NO_DELTA;
-        char state = procinfo_thread_state(s->threads, th->tid, &cpu_delta);
-        if (s->cfg.blocking)
-            state = blocking_state_of(s->stopped, th->tid);
+        task_info_t *task = tasks_find(s->tasks, th->tid);
+        char state = task ? task->state : 0;
         if (s->cfg.gil && !th->gil)
             continue;
-        if (!s->cfg.idle && state != 'R')
+        if (!wanted(s, state))
             continue;
         if (th->nframes == 0 && !th->truncated)
             continue; /* a thread with no Python frames (e.g. starting or finishing) */
-        emit_thread(s, th, state, cpu_delta, t0, emit, ctx);
+        emit_thread(s, th, task, t0, emit, ctx);
     }
+    tasks_resume_all(s->tasks);
     if (any_gil)
         s->stats.gil_ticks++;
     s->stats.busy_ns += sampler_now_ns() - t0;

@@ -1,11 +1,550 @@
-/* top.c - 'scry top': a live view (issue 5). */
+/* top.c - 'scry top': a live view of the hottest functions or lines (issue 5).
+ *
+ * One thread: the sampler runs at the configured rate and calls back after every round;
+ * the callback polls the keyboard (non-blocking, at most 20 times a second) and, once a
+ * second, closes an interval of the live profile and redraws. With stdout not a terminal
+ * (or --once) it prints plain-text tables instead. The terminal is restored on every way
+ * out: normal return, errors, SIGINT/SIGTERM/SIGHUP/SIGQUIT, crashes and exit().
+ */
 #include "commands.h"
 
+#include "launch.h"
+#include "live.h"
+#include "procinfo.h"
+#include "sampler.h"
+#include "scry_err.h"
+#include "top.h"
+
+#include <curses.h>
+#include <dirent.h>
+#include <locale.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define TOP_REFRESH_NS  1000000000ull /* one interval, one redraw */
+#define TOP_KEY_POLL_NS 50000000ull   /* keyboard polls at most every 50 ms */
+#define TOP_MESSAGE_NS  3000000000ull /* transient notes stay 3 s */
+#define TOP_TIDS        256           /* running threads counted per interval */
+#define TOP_PLAIN_ROWS  30            /* rows of a plain-text table */
+#define TOP_SCREEN_ROWS 500           /* rows kept for the screen */
+#define TOP_TASKS_MAX   100000        /* bound on /proc/PID/task entries read */
+
+static volatile sig_atomic_t top_stop;
+static volatile sig_atomic_t top_curses_on;
+
+typedef struct gil_mark {
+    uint64_t t, ticks, gil_ticks;
+} gil_mark_t;
+
+typedef struct top {
+    const scry_config_t *cfg;
+    top_state_t st;
+    report_live_t *live;
+    sampler_t *smp;
+    SCREEN *screen;
+    int curses; /* the curses screen is up */
+    int keys;   /* stdin is a terminal: keys are read */
+    int quit;   /* 'q' pressed, or stdout broke */
+    uint64_t last_mark_ns, last_key_ns, message_ns;
+    int32_t tids[TOP_TIDS];
+    int ntids;
+    gil_mark_t base; /* at the start or the last reset */
+    gil_mark_t marks[REPORT_LIVE_HISTORY];
+    uint32_t mhead, mcount;
+    int oom;
+} top_t;
+
+/* --- the terminal, whatever happens --- */
+
+static void restore_terminal(void)
+{
+    if (top_curses_on) {
+        top_curses_on = 0;
+        endwin();
+    }
+}
+
+static void on_stop_signal(int sig)
+{
+    (void)sig;
+    top_stop = 1;
+}
+
+static void on_crash_signal(int sig)
+{
+    /* Last resort: endwin is not async-signal-safe, but a broken terminal is worse. The
+     * handler was reset to the default action, so re-raising ends the process. */
+    restore_terminal();
+    raise(sig);
+}
+
+static void install_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    sigaction(SIGQUIT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    sa.sa_handler = on_crash_signal;
+    sa.sa_flags = (int)SA_RESETHAND;
+    static const int crash[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+    for (size_t i = 0; i < sizeof crash / sizeof crash[0]; i++)
+        sigaction(crash[i], &sa, NULL);
+    atexit(restore_terminal);
+}
+
+static int screen_start(top_t *t)
+{
+    const char *term = getenv("TERM");
+    if (!term || !term[0] || !strcmp(term, "dumb"))
+        return -1;
+    t->screen = newterm(NULL, stdout, stdin);
+    if (!t->screen)
+        return -1;
+    top_curses_on = 1;
+    t->curses = 1;
+    t->keys = isatty(0);
+    cbreak();
+    noecho();
+    nonl();
+    keypad(stdscr, TRUE);
+    nodelay(stdscr, TRUE);
+    curs_set(0);
+    return 0;
+}
+
+static void screen_end(top_t *t)
+{
+    if (!t->curses)
+        return;
+    restore_terminal();
+    delscreen(t->screen);
+    t->screen = NULL;
+    t->curses = 0;
+}
+
+/* --- numbers for the header --- */
+
+static int count_threads(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    if (!d)
+        return -1;
+    int n = 0;
+    struct dirent *e;
+    while (n < TOP_TASKS_MAX && (e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.')
+            n++;
+    closedir(d);
+    return n;
+}
+
+static void read_cmdline(pid_t pid, char *buf, size_t len)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
+    FILE *f = fopen(path, "r");
+    buf[0] = 0;
+    if (!f)
+        return;
+    size_t n = fread(buf, 1, len - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    for (size_t i = 0; i + 1 < n; i++)
+        if (buf[i] == 0)
+            buf[i] = ' ';
+}
+
+static void join_command(char **argv, char *buf, size_t len)
+{
+    size_t off = 0;
+    buf[0] = 0;
+    for (size_t i = 0; argv && argv[i] && off + 1 < len; i++)
+        off += (size_t)snprintf(buf + off, len - off, "%s%s", i ? " " : "", argv[i]);
+}
+
+static gil_mark_t gil_now(const top_t *t, uint64_t now)
+{
+    const sampler_stats_t *ss = sampler_stats(t->smp);
+    return (gil_mark_t){now, ss->ticks, ss->gil_ticks};
+}
+
+/* GIL held share over the shown window, from the sampler's rounds. */
+static double gil_pct(const top_t *t)
+{
+    if (!t->mcount)
+        return -1;
+    const gil_mark_t *now = &t->marks[(t->mhead + REPORT_LIVE_HISTORY - 1) % REPORT_LIVE_HISTORY];
+    const gil_mark_t *from = &t->base;
+    if (t->st.use_window) {
+        uint64_t win = (uint64_t)(t->st.window_s * 1e9);
+        /* the same intervals as report_live's window: the newest, and older ones that
+         * start no more than 10% before the window */
+        for (uint32_t k = 1; k <= t->mcount; k++) {
+            const gil_mark_t *m =
+                k < t->mcount
+                    ? &t->marks[(t->mhead + 2 * REPORT_LIVE_HISTORY - 1 - k) % REPORT_LIVE_HISTORY]
+                    : &t->base;
+            if (k > 1 && now->t - m->t > win + win / 10)
+                break;
+            from = m;
+        }
+    }
+    uint64_t ticks = now->ticks - from->ticks;
+    return ticks ? 100.0 * (double)(now->gil_ticks - from->gil_ticks) / (double)ticks : -1;
+}
+
+/* --- the data --- */
+
+static void note(top_t *t, const char *msg)
+{
+    snprintf(t->st.message, sizeof t->st.message, "%s", msg);
+    t->message_ns = sampler_now_ns();
+}
+
+static void take_snapshot(top_t *t)
+{
+    report_live_query_t q = {
+        .by_lines = t->st.by_lines,
+        .sort = t->st.sort,
+        .window_s = t->st.use_window ? t->st.window_s : 0,
+        .max_rows = t->curses ? TOP_SCREEN_ROWS : TOP_PLAIN_ROWS,
+    };
+    report_live_table_t nt;
+    if (report_live_snapshot(t->live, &q, &nt) != 0) {
+        note(t, "out of memory: showing the previous table");
+        return;
+    }
+    report_live_table_free(&t->st.table);
+    t->st.table = nt;
+    t->st.gil_pct = gil_pct(t);
+}
+
+static void mark(top_t *t, uint64_t now)
+{
+    if (report_live_mark(t->live, now) != 0 && !t->oom) {
+        t->oom = 1;
+        note(t, "out of memory: an interval was merged into the next");
+    }
+    t->marks[t->mhead] = gil_now(t, now);
+    t->mhead = (t->mhead + 1) % REPORT_LIVE_HISTORY;
+    if (t->mcount < REPORT_LIVE_HISTORY)
+        t->mcount++;
+    t->last_mark_ns = now;
+    if (!t->st.paused) {
+        t->st.threads_active = t->ntids;
+        t->st.threads_total = count_threads((pid_t)t->st.pid);
+        t->st.errors = sampler_stats(t->smp)->errors;
+        t->st.late = sampler_stats(t->smp)->late;
+    }
+    t->ntids = 0;
+    if (t->st.message[0] && now - t->message_ns > TOP_MESSAGE_NS)
+        t->st.message[0] = 0;
+}
+
+static void reset(top_t *t)
+{
+    uint64_t now = sampler_now_ns();
+    if (report_live_reset(t->live, now) != 0) {
+        note(t, "out of memory: could not reset");
+        return;
+    }
+    t->base = gil_now(t, now);
+    t->mhead = t->mcount = 0;
+    t->last_mark_ns = now;
+    t->ntids = 0;
+    take_snapshot(t);
+    note(t, "counts reset");
+}
+
+static void on_sample(const scry_sample_t *s, void *ctx)
+{
+    top_t *t = ctx;
+    if (report_live_add(t->live, s) == SCRY_E_NOMEM && !t->oom) {
+        t->oom = 1;
+        note(t, "out of memory: some samples were not counted");
+    }
+    if (!s->running)
+        return;
+    for (int i = 0; i < t->ntids; i++)
+        if (t->tids[i] == s->tid)
+            return;
+    if (t->ntids < TOP_TIDS)
+        t->tids[t->ntids++] = s->tid;
+}
+
+/* --- keys --- */
+
+/* Applies key CH. Returns 1 when the screen must be redrawn. */
+static int handle_key(top_t *t, int ch)
+{
+    top_state_t *s = &t->st;
+    if (ch == KEY_RESIZE)
+        return 1;
+    if (s->help) { /* any key closes the help */
+        s->help = 0;
+        if (ch != 'q' && ch != 'Q')
+            return 1;
+    }
+    int sort = -1;
+    switch (ch) {
+    case 'q':
+    case 'Q':
+        t->quit = 1;
+        return 0;
+    case '1':
+    case '2':
+    case '3':
+    case '4':
+        sort = ch - '1';
+        break;
+    case KEY_LEFT:
+    case '<':
+    case ',':
+        sort = (s->sort + REPORT_LIVE_NSORT - 1) % REPORT_LIVE_NSORT;
+        break;
+    case KEY_RIGHT:
+    case '>':
+    case '.':
+        sort = (s->sort + 1) % REPORT_LIVE_NSORT;
+        break;
+    case 'l':
+    case 'L':
+        s->by_lines = !s->by_lines;
+        take_snapshot(t);
+        return 1;
+    case 'w':
+    case 'W':
+        s->use_window = !s->use_window;
+        take_snapshot(t);
+        return 1;
+    case 'p':
+    case 'P':
+    case ' ':
+        s->paused = !s->paused;
+        if (!s->paused)
+            take_snapshot(t);
+        return 1;
+    case 'r':
+    case 'R':
+        reset(t);
+        return 1;
+    case '?':
+    case 'h':
+    case 'H':
+        s->help = 1;
+        return 1;
+    case 12: /* Ctrl-L */
+        clearok(curscr, TRUE);
+        return 1;
+    default:
+        return 0;
+    }
+    s->sort = sort;
+    if (s->paused || s->exited)
+        report_live_table_sort(&s->table, sort); /* frozen rows, new order */
+    else
+        take_snapshot(t);
+    return 1;
+}
+
+static int poll_keys(top_t *t)
+{
+    int dirty = 0;
+    for (int i = 0; i < 64 && !t->quit; i++) { /* bounded: a paste cannot stall sampling */
+        int ch = getch();
+        if (ch == ERR)
+            break;
+        dirty |= handle_key(t, ch);
+    }
+    return dirty;
+}
+
+/* --- the loop --- */
+
+static void print_plain(top_t *t)
+{
+    top_screen_print(&t->st, stdout, TOP_PLAIN_ROWS);
+    if (fputc('\n', stdout) == EOF || fflush(stdout) != 0 || ferror(stdout))
+        t->quit = 1; /* e.g. 'scry top | head' */
+}
+
+static int on_tick(sampler_t *smp, void *ctx)
+{
+    (void)smp;
+    top_t *t = ctx;
+    uint64_t now = sampler_now_ns();
+    int dirty = 0;
+    if (t->keys && now - t->last_key_ns >= TOP_KEY_POLL_NS) {
+        t->last_key_ns = now;
+        dirty = poll_keys(t);
+    }
+    if (now - t->last_mark_ns >= TOP_REFRESH_NS) {
+        mark(t, now);
+        if (t->curses) {
+            if (!t->st.paused)
+                take_snapshot(t);
+            dirty = 1;
+        } else if (!t->cfg->once) {
+            take_snapshot(t);
+            print_plain(t);
+        }
+    }
+    if (t->curses && dirty && !t->quit)
+        top_screen_draw(&t->st);
+    return t->quit;
+}
+
+/* After the target exited or sampling failed: keep the final data on screen until 'q'. */
+static void linger(top_t *t)
+{
+    timeout(250);
+    top_screen_draw(&t->st);
+    while (!top_stop && !t->quit) {
+        int ch = getch();
+        if (ch == ERR)
+            continue;
+        if (handle_key(t, ch) && !t->quit)
+            top_screen_draw(&t->st);
+    }
+}
+
+static int open_target(const scry_config_t *cfg, strtab_t *strings, pystate_target_t **target,
+                       pid_t *child, char *command, size_t clen)
+{
+    if (!cfg->argv) {
+        if (cmd_open_target(cfg->pid, strings, target) != 0)
+            return -1;
+        read_cmdline(cfg->pid, command, clen);
+        return 0;
+    }
+    if (launch_start(cfg->argv, NULL, child) != 0)
+        return -1;
+    char msg[1024] = "";
+    int status = 0;
+    int err = launch_wait_python(*child, strings, 10.0, target, &status, msg, sizeof msg);
+    if (err == SCRY_E_GONE) {
+        *child = 0; /* reaped */
+        fprintf(stderr, "scry: '%s' exited before scry could read it as Python (status %d)\n",
+                cfg->argv[0], WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+        return -1;
+    }
+    if (err) {
+        fprintf(stderr, "scry: %s\n", msg[0] ? msg : scry_strerror(err));
+        return -1;
+    }
+    join_command(cfg->argv, command, clen);
+    return 0;
+}
 
 int cmd_top(const scry_config_t *cfg)
 {
-    (void)cfg;
-    fprintf(stderr, "scry: 'top' is not implemented yet\n");
-    return 2;
+    install_signals();
+    setlocale(LC_ALL, "");
+    strtab_t *strings = strtab_new();
+    pystate_target_t *target = NULL;
+    pid_t child = 0;
+    int rc = 1;
+    char command[4096] = "";
+    top_t t;
+    memset(&t, 0, sizeof t);
+    t.cfg = cfg;
+    if (!strings) {
+        fprintf(stderr, "scry: out of memory\n");
+        goto out;
+    }
+    if (open_target(cfg, strings, &target, &child, command, sizeof command) != 0)
+        goto out;
+    const pystate_info_t *info = pystate_target_info(target);
+    uint64_t start = sampler_now_ns();
+    struct timespec wall;
+    clock_gettime(CLOCK_REALTIME, &wall);
+    report_meta_t meta = {
+        .pid = info->pid,
+        .python_version = info->version,
+        .command = command,
+        .rate_hz = cfg->rate_hz,
+        .start_unix_ns = (int64_t)wall.tv_sec * 1000000000ll + wall.tv_nsec,
+        .start_mono_ns = start,
+        .flags = (cfg->idle ? REPORT_F_IDLE : 0) | (cfg->native ? REPORT_F_NATIVE : 0) |
+                 (cfg->gil ? REPORT_F_GIL : 0),
+    };
+    t.live = report_live_new(&meta, start);
+    t.smp = sampler_new(cfg, target, strings);
+    if (!t.live || !t.smp) {
+        fprintf(stderr, "scry: out of memory\n");
+        goto out;
+    }
+    t.st.pid = info->pid;
+    t.st.command = command;
+    t.st.python_version = info->version;
+    t.st.rate_hz = cfg->rate_hz;
+    t.st.window_s = cfg->window_s > 0 ? cfg->window_s : 1;
+    t.st.use_window = !cfg->once;
+    t.st.gil_pct = -1;
+    t.st.threads_total = count_threads(info->pid);
+    t.base = gil_now(&t, start);
+    t.last_mark_ns = t.last_key_ns = start;
+    if (isatty(1) && !cfg->once && screen_start(&t) == 0) {
+        take_snapshot(&t);
+        top_screen_draw(&t.st);
+    }
+
+    double duration = cfg->duration_s;
+    if (cfg->once && duration <= 0)
+        duration = 2;
+    int err = sampler_run(t.smp, duration, &top_stop, on_sample, &t, on_tick, &t);
+    const sampler_stats_t *ss = sampler_stats(t.smp);
+    mark(&t, sampler_now_ns());
+    t.st.exited = ss->target_exited;
+    t.st.errors = ss->errors;
+    if (err)
+        t.st.stopped = scry_strerror(err);
+    if (t.curses) {
+        if ((t.st.exited || err) && !top_stop && !t.quit) {
+            t.st.paused = 0;
+            take_snapshot(&t);
+            if (t.keys)
+                linger(&t);
+            else
+                top_screen_draw(&t.st);
+        }
+        screen_end(&t);
+        if ((t.st.exited || err) && !t.keys) {
+            /* nobody can press q: leave the final table in the scrollback */
+            t.st.use_window = 0;
+            take_snapshot(&t);
+            top_screen_print(&t.st, stdout, TOP_PLAIN_ROWS);
+        }
+    } else if (!t.quit) {
+        t.st.use_window = 0; /* the final table covers the whole run */
+        take_snapshot(&t);
+        top_screen_print(&t.st, stdout, TOP_PLAIN_ROWS);
+    }
+    if (err)
+        fprintf(stderr, "scry: sampling stopped: %s\n", scry_strerror(err));
+    rc = err ? 1 : 0;
+out:
+    screen_end(&t);
+    if (child) {
+        int status;
+        waitpid(child, &status, WNOHANG); /* still running: leave it be */
+    }
+    report_live_table_free(&t.st.table);
+    sampler_free(t.smp);
+    report_live_free(t.live);
+    pystate_target_free(target);
+    strtab_free(strings);
+    return rc;
 }

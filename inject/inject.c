@@ -126,8 +126,7 @@ int inject_session_open(pid_t pid, const inject_opts_t *opts, inject_report_t *r
     s->rep = rep ? rep : &s->own_rep;
     memset(s->rep, 0, sizeof *s->rep);
     s->rep->syscall_nr = -1;
-    s->timeout_ms =
-        opts && opts->timeout_ms > 0 ? opts->timeout_ms : INJECT_DEFAULT_TIMEOUT_MS;
+    s->timeout_ms = opts && opts->timeout_ms > 0 ? opts->timeout_ms : INJECT_DEFAULT_TIMEOUT_MS;
     int rc;
     if (kill(pid, 0) != 0 && errno == ESRCH) {
         rc = SCRY_E_NOPROC;
@@ -138,8 +137,9 @@ int inject_session_open(pid_t pid, const inject_opts_t *opts, inject_report_t *r
     s->memfd = open(path, O_RDWR | O_CLOEXEC);
     if (s->memfd < 0) {
         /* ESRCH for a live pid: a kernel thread, which has no user address space. */
-        rc = errno == ENOENT ? SCRY_E_NOPROC
-                             : errno == ESRCH ? SCRY_E_PERM : scry_err_from_errno(errno);
+        rc = errno == ENOENT  ? SCRY_E_NOPROC
+             : errno == ESRCH ? SCRY_E_PERM
+                              : scry_err_from_errno(errno);
         inject__set_error(s, "open %s: %s", path, strerror(errno));
         goto fail;
     }
@@ -164,8 +164,7 @@ int inject_session_open(pid_t pid, const inject_opts_t *opts, inject_report_t *r
     rc = inject__mem_write(s->memfd, s->cave, code, code_len);
     s->cave_used = code_len;
     if (rc) {
-        inject__set_error(s, "cannot write the trampoline at %#llx",
-                          (unsigned long long)s->cave);
+        inject__set_error(s, "cannot write the trampoline at %#llx", (unsigned long long)s->cave);
         release_restored(s);
         goto fail;
     }
@@ -332,8 +331,7 @@ int inject_session_call(inject_session_t *s, raddr_t func, const uint64_t *args,
                 int r = stop_running_call(s, marker, &result, 1);
                 if (r == 1)
                     goto done;
-                inject__set_error(s, "the remote call did not return within %d ms",
-                                  s->timeout_ms);
+                inject__set_error(s, "the remote call did not return within %d ms", s->timeout_ms);
                 s->rep->call_ns += ptr_now_ns() - t0;
                 return r < 0 ? r : SCRY_E_TIMEOUT;
             }
@@ -389,7 +387,7 @@ gone_or_restore:
         s->state = INJECT__RELEASED;
         return rc;
     }
-restore: {
+restore : {
     int r2 = release_restored(s);
     return rc ? rc : r2;
 }
@@ -475,8 +473,8 @@ int inject_session_dlopen(inject_session_t *s, const char *lib_path, uint64_t *h
         char buf[sizeof s->rep->error];
         memset(buf, 0, sizeof buf);
         size_t got = 0;
-        while (got < sizeof buf - 1 &&
-               inject__mem_read(s->memfd, msg + got, buf + got, 1) == 0 && buf[got])
+        while (got < sizeof buf - 1 && inject__mem_read(s->memfd, msg + got, buf + got, 1) == 0 &&
+               buf[got])
             got++;
         buf[got] = 0;
         if (got)
@@ -510,8 +508,7 @@ int inject_call_function(pid_t pid, raddr_t func, const uint64_t *args, int narg
     return rc ? rc : rc2;
 }
 
-int inject_call_dlopen(pid_t pid, const char *lib_path, uint64_t *handle_out,
-                       inject_report_t *rep)
+int inject_call_dlopen(pid_t pid, const char *lib_path, uint64_t *handle_out, inject_report_t *rep)
 {
     inject_session_t *s;
     int rc = inject_session_open(pid, NULL, rep, &s);

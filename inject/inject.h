@@ -40,16 +40,16 @@ typedef struct inject_opts {
 /* What happened, for logs and the tests. Filled by every entry point that takes one (may be
  * NULL). */
 typedef struct inject_report {
-    pid_t tid;             /* thread that ran the call(s); 0 when none was borrowed */
-    int attempts;          /* threads stopped and examined before one was accepted */
-    int in_syscall;        /* that thread was inside a system call (restarted afterwards) */
-    long syscall_nr;       /* its number, -1 when it was running user code */
-    raddr_t cave;          /* where the trampoline was written */
-    uint64_t stopped_ns;   /* how long the thread was kept away from its own code */
-    uint64_t call_ns;      /* time spent inside the remote function(s) */
-    int syscall_stops;     /* ptrace syscall stops seen during the calls */
-    int signals_deferred;  /* signals held during the call and re-sent afterwards */
-    char error[256];       /* detail of the failure ("" when none), e.g. the dlerror() text */
+    pid_t tid;            /* thread that ran the call(s); 0 when none was borrowed */
+    int attempts;         /* threads stopped and examined before one was accepted */
+    int in_syscall;       /* that thread was inside a system call (restarted afterwards) */
+    long syscall_nr;      /* its number, -1 when it was running user code */
+    raddr_t cave;         /* where the trampoline was written */
+    uint64_t stopped_ns;  /* how long the thread was kept away from its own code */
+    uint64_t call_ns;     /* time spent inside the remote function(s) */
+    int syscall_stops;    /* ptrace syscall stops seen during the calls */
+    int signals_deferred; /* signals held during the call and re-sent afterwards */
+    char error[256];      /* detail of the failure ("" when none), e.g. the dlerror() text */
 } inject_report_t;
 
 typedef struct inject_session inject_session_t;
@@ -112,8 +112,7 @@ int inject_call_function(pid_t pid, raddr_t func, const uint64_t *args, int narg
                          inject_report_t *rep);
 
 /* dlopen(LIB_PATH, RTLD_NOW) in PID; *HANDLE_OUT (may be NULL) gets the handle. */
-int inject_call_dlopen(pid_t pid, const char *lib_path, uint64_t *handle_out,
-                       inject_report_t *rep);
+int inject_call_dlopen(pid_t pid, const char *lib_path, uint64_t *handle_out, inject_report_t *rep);
 
 /* The attach path of scry: in one borrowing of one thread, dlopen LIB_PATH, then call its
  * exported FUNC_NAME(STR_ARG) (STR_ARG may be NULL: then FUNC_NAME() with no argument) and

@@ -198,3 +198,23 @@ out:
     free(buf);
     return rc;
 }
+
+int inject__exported_function_at(pid_t pid, const elfsym_maps_t *maps, raddr_t addr)
+{
+    long idx = elfsym_maps_find_index(maps, addr);
+    if (idx < 0)
+        return 0;
+    elfsym_module_t *mod = malloc(sizeof *mod);
+    if (!mod)
+        return 1;
+    int named = 1; /* when in doubt, say exported (= not a bare IFUNC target) */
+    if (elfsym_module_locate(pid, maps, (size_t)idx, mod) == 0) {
+        elfsym_sym_t sym;
+        uint64_t off = 0;
+        named = elfsym_obj_addr_lookup(mod->obj, addr - mod->bias, &sym, &off) == 0 &&
+                sym.size > 0 && off < sym.size && sym.bind != STB_LOCAL;
+        elfsym_obj_free(mod->obj);
+    }
+    free(mod);
+    return named;
+}

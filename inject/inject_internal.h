@@ -36,8 +36,8 @@ struct inject_session {
     raddr_t data;     /* the stub's data block */
     uint64_t fpu_size;
     int use_xsave;
-    raddr_t fn_dlopen;   /* resolved before the thread is stopped; 0 when absent */
-    raddr_t fn_dlerror;  /* 0 when absent */
+    raddr_t fn_dlopen;  /* resolved before the thread is stopped; 0 when absent */
+    raddr_t fn_dlerror; /* 0 when absent */
     uint64_t dlopen_mode;
     ptr_regs_t orig;                /* registers as stopped */
     struct user_regs_struct resume; /* where to resume: restart applied, orig_rax = -1 */
@@ -60,6 +60,11 @@ int inject__lookup(pid_t pid, const elfsym_maps_t *maps, const char *object, con
  * 16-aligned), or SCRY_E_NOTFOUND. */
 int inject__find_cave(pid_t pid, const elfsym_maps_t *maps, int memfd, size_t min, raddr_t *addr,
                       size_t *size);
+
+/* 1 when ADDR lies inside a sized global (exported) function of the object mapped there (or
+ * when that cannot be told), 0 when it is in a local or unnamed stretch of code: in the C
+ * library, the implementations that IFUNCs resolve to (__memset_avx2_unaligned_erms, ...). */
+int inject__exported_function_at(pid_t pid, const elfsym_maps_t *maps, raddr_t addr);
 
 /* Reads/writes LEN bytes of target memory through /proc/PID/mem. Returns 0 or SCRY_E_FAULT /
  * SCRY_E_GONE / SCRY_E_IO. */

@@ -196,6 +196,30 @@ static void let_go(inject_session_t *s, pid_t tid)
     ptr_sigq_redeliver(&s->sigq, s->pid, tid);
 }
 
+/* True when the thread is in a leaf string/memory routine of the C library called straight
+ * from outside it: RIP in a local or unnamed stretch of libc (an IFUNC implementation such as
+ * __memset_avx2_unaligned_erms: a PLT call lands there directly), and [RSP] a return address
+ * just after a call instruction in code outside libc and ld.so. Exported functions (malloc,
+ * fwrite, ...) are refused even at their first instruction; a libc-internal function (such
+ * as _int_malloc) is refused because its caller is inside libc. Such leaf routines take no
+ * lock. */
+static int in_libc_leaf(inject_session_t *s)
+{
+    const struct user_regs_struct *g = &s->orig.gpr;
+    uint64_t ret;
+    uint8_t insn[6];
+    if (inject__mem_read(s->memfd, g->rsp, &ret, sizeof ret) != 0)
+        return 0;
+    const elfsym_map_t *m = elfsym_maps_find(s->maps, ret);
+    if (!m || !(m->perms & ELFSYM_PERM_X) || inject__runtime_kind(m->path))
+        return 0;
+    if (ret < m->start + 6 || inject__mem_read(s->memfd, ret - 6, insn, 6) != 0)
+        return 0;
+    if (insn[1] != 0xe8 && !(insn[0] == 0xff && insn[1] == 0x15)) /* call rel32 / [rip+d] */
+        return 0;
+    return !inject__exported_function_at(s->pid, s->maps, g->rip);
+}
+
 /* Where the thread stands: 0 acceptable, 1 not now (inside the loader or libc). */
 static int judge(inject_session_t *s, long *nr_out)
 {
@@ -213,8 +237,10 @@ static int judge(inject_session_t *s, long *nr_out)
     int kind = m ? inject__runtime_kind(m->path) : 0;
     if (kind == 2)
         return 1;
-    if (kind == 1 && (!in_sys || locked_syscall(nr)))
-        return 1;
+    if (kind == 1 && in_sys)
+        return locked_syscall(nr);
+    if (kind == 1)
+        return !in_libc_leaf(s);
     return 0;
 }
 

@@ -99,8 +99,8 @@ int ptr_wait(pid_t tid, int timeout_ms, ptr_stop_t *out)
 
 int ptr_stop_is_group(const ptr_stop_t *st)
 {
-    return st->kind == PTR_STOP_EVENT && (st->sig == SIGSTOP || st->sig == SIGTSTP ||
-                                          st->sig == SIGTTIN || st->sig == SIGTTOU);
+    return st->kind == PTR_STOP_EVENT &&
+           (st->sig == SIGSTOP || st->sig == SIGTSTP || st->sig == SIGTTIN || st->sig == SIGTTOU);
 }
 
 int ptr_cont(pid_t tid, int sig)

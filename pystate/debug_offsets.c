@@ -397,6 +397,47 @@ static int64_t i64(uint64_t v)
     return (int64_t)v; /* validated: every value is <= 1 MiB */
 }
 
+/* The dict, int and type fields the thread-name reader needs (pystate/threadnames.c): from
+ * the block where it has them, else the generated 3.13 values (see debug_offsets.h). */
+static void fill_names(const dbg314_t *d, const pystate_layout_t *g, pystate_layout_t *o)
+{
+    o->dict_keys = i64(d->dict_object.ma_keys);
+    o->dict_values = i64(d->dict_object.ma_values);
+    o->dictkeys_size = g->dictkeys_size;
+    o->dictkeys_log2_size = g->dictkeys_log2_size;
+    o->dictkeys_log2_index_bytes = g->dictkeys_log2_index_bytes;
+    o->dictkeys_kind = g->dictkeys_kind;
+    o->dictkeys_nentries = g->dictkeys_nentries;
+    o->dictkeys_indices = g->dictkeys_indices;
+    o->dictkeys_kind_general = g->dictkeys_kind_general;
+    o->dictentry_size = g->dictentry_size;
+    o->dictentry_key = g->dictentry_key;
+    o->dictentry_value = g->dictentry_value;
+    o->dictuentry_size = g->dictuentry_size;
+    o->dictuentry_key = g->dictuentry_key;
+    o->dictuentry_value = g->dictuentry_value;
+    o->dictvalues_values = g->dictvalues_values;
+    o->dictvalues_valid = g->dictvalues_valid;
+    o->long_size = -1;
+    o->long_tag = i64(d->long_object.lv_tag);
+    o->long_tag_shift = g->long_tag_shift;
+    o->long_digits = i64(d->long_object.ob_digit);
+    o->long_shift = g->long_shift;
+    o->long_digit_size = g->long_digit_size;
+    o->type_size = i64(d->type_object.size);
+    o->type_basicsize = g->type_basicsize;
+    o->type_dictoffset = g->type_dictoffset;
+    o->type_flags = i64(d->type_object.tp_flags);
+    /* PyHeapTypeObject = PyTypeObject, the method suites, ht_name, ht_slots, ht_qualname,
+     * ht_cached_keys: keep the generated distance from the end of PyTypeObject. */
+    o->heaptype_cached_keys = g->heaptype_cached_keys - g->type_size + o->type_size;
+    o->type_flag_managed_dict = g->type_flag_managed_dict;
+    o->type_flag_inline_values = g->type_flag_inline_values;
+    o->object_managed_dict_before = g->object_managed_dict_before;
+    o->object_managed_values_before = -1;
+    o->object_dict_values_tag = -1;
+}
+
 static void fill(const dbg314_t *d, int minor, const pystate_layout_t *g, pystate_layout_t *o)
 {
     const struct dbg_interp14 *i = &d->interpreter_state;
@@ -466,6 +507,7 @@ static void fill(const dbg314_t *d, int minor, const pystate_layout_t *g, pystat
     o->unicode_ascii_size = i64(d->unicode_object.asciiobject_size);
     o->unicode_compact_size = i64(d->unicode_object.asciiobject_size) + 2 * DBG_PTR;
     o->unicode_data_any = i64(d->unicode_object.size) - DBG_PTR;
+    fill_names(d, g, o);
 }
 
 int pystate_debug_offsets_parse(const void *buf, size_t len, pystate_layout_t *out,

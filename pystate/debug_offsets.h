@@ -19,6 +19,11 @@
  *   unicode_compact_size      = asciiobject_size + 16 (utf8_length, utf8)
  *   unicode_data_any          = unicode_object.size - 8 (the data union is last)
  *   styles                    = UNICODE_312, FRAMES_313, LOCATIONS_311
+ * Thread-name fields (pystate/threadnames.c): dict_keys/dict_values (dict_object),
+ * long_tag/long_digits (long_object), type_flags and type_size (type_object) come from the
+ * block; heaptype_cached_keys = generated value - generated sizeof(PyTypeObject) +
+ * type_object.size; every other dict/long/type/managed-dict field is the generated 3.13
+ * value (long_size, object_managed_values_before, object_dict_values_tag are -1).
  */
 #ifndef SCRY_PYSTATE_DEBUG_OFFSETS_H
 #define SCRY_PYSTATE_DEBUG_OFFSETS_H

@@ -4,6 +4,7 @@
 
 #include "prefetch.h"
 #include "pystate.h"
+#include "threadnames.h"
 
 #define PYSTATE_STR_MAX 1024          /* bytes of UTF-8 kept of a name or file name */
 #define PYSTATE_TABLE_MAX (1u << 20)  /* bytes of a line table or bytecode kept */
@@ -50,6 +51,7 @@ struct pystate_target {
     pystate_stats_t stats;
     const char *s_unknown;       /* interned "<unknown>" */
     const char *s_empty;
+    pystate_names_t names;       /* Python thread names (threadnames.h; sample.c refreshes) */
 };
 
 /* Reads a str object at ADDR as UTF-8 into BUF (at most MAX-1 bytes, NUL-terminated).

@@ -110,6 +110,56 @@ typedef struct pystate_layout {
     int64_t unicode_ascii_size;   /* sizeof(PyASCIIObject): data of compact ASCII follows */
     int64_t unicode_compact_size; /* sizeof(PyCompactUnicodeObject): data of compact non-ASCII */
     int64_t unicode_data_any;     /* offsetof(PyUnicodeObject, data.any): non-compact strings */
+
+    /* Dicts, instance attributes and ints: what pystate/threadnames.c walks to read
+     * sys.modules['threading']._active and each Thread's _name. */
+    /* PyDictObject */
+    int64_t dict_keys;   /* offsetof(PyDictObject, ma_keys) (PyDictKeysObject *) */
+    int64_t dict_values; /* offsetof(PyDictObject, ma_values): NULL unless a split table */
+    /* PyDictKeysObject (<= 3.10 from Objects/dict-common.h, 3.11+ pycore_dict.h). The index
+     * table starts at dk_indices; the entries follow it. */
+    int64_t dictkeys_size;      /* dk_size (Py_ssize_t, index slots) 3.6-3.9, else -1 */
+    int64_t dictkeys_log2_size; /* dk_log2_size (uint8_t) 3.10+, else -1 */
+    int64_t dictkeys_log2_index_bytes; /* dk_log2_index_bytes (uint8_t) 3.11+, else -1
+                                          (<= 3.10: index width from the size, 1/2/4/8) */
+    int64_t dictkeys_kind;     /* dk_kind (uint8_t) 3.11+, else -1 */
+    int64_t dictkeys_nentries; /* dk_nentries (Py_ssize_t): entries used, deleted ones too */
+    int64_t dictkeys_indices;  /* offsetof(PyDictKeysObject, dk_indices) */
+    int64_t dictkeys_kind_general; /* 3.11+: DICT_KEYS_GENERAL, the kind with hashed entries;
+                                      the other kinds (unicode, split) use short entries */
+    int64_t dictentry_size;    /* sizeof(PyDictKeyEntry) {me_hash, me_key, me_value} */
+    int64_t dictentry_key;     /* offsetof(PyDictKeyEntry, me_key) */
+    int64_t dictentry_value;   /* offsetof(PyDictKeyEntry, me_value) */
+    int64_t dictuentry_size;   /* 3.11+: sizeof(PyDictUnicodeEntry) {me_key, me_value}, else -1 */
+    int64_t dictuentry_key;    /* 3.11+: offsetof(PyDictUnicodeEntry, me_key), else -1 */
+    int64_t dictuentry_value;  /* 3.11+: offsetof(PyDictUnicodeEntry, me_value), else -1 */
+    int64_t dictvalues_values; /* offset of values[0] in what ma_values points to: 0 up to 3.12
+                                  (a PyObject ** array, or PyDictValues.values), 8 in 3.13 */
+    int64_t dictvalues_valid;  /* 3.13+: offsetof(PyDictValues, valid) (uint8_t), else -1 */
+    /* PyLongObject: 30-bit digits (PyLong_SHIFT) */
+    int64_t long_size;       /* <= 3.11: ob_size (signed digit count), else -1 */
+    int64_t long_tag;        /* 3.12+: lv_tag = ndigits << long_tag_shift | sign (0 positive,
+                                1 zero, 2 negative), else -1 */
+    int64_t long_tag_shift;  /* 3.12+: _PyLong_NON_SIZE_BITS, else -1 */
+    int64_t long_digits;     /* offsetof(PyLongObject, ob_digit) (long_value.ob_digit 3.12+) */
+    int64_t long_shift;      /* PyLong_SHIFT: bits per digit */
+    int64_t long_digit_size; /* sizeof(digit) */
+    /* PyTypeObject / PyHeapTypeObject */
+    int64_t type_size;            /* sizeof(PyTypeObject): PyHeapTypeObject's extras follow */
+    int64_t type_basicsize;       /* offsetof(PyTypeObject, tp_basicsize) (Py_ssize_t) */
+    int64_t type_dictoffset;      /* offsetof(PyTypeObject, tp_dictoffset) (Py_ssize_t) */
+    int64_t type_flags;           /* offsetof(PyTypeObject, tp_flags) (unsigned long) */
+    int64_t heaptype_cached_keys; /* offsetof(PyHeapTypeObject, ht_cached_keys): shared keys */
+    int64_t type_flag_managed_dict;  /* 3.11+: Py_TPFLAGS_MANAGED_DICT, else -1 */
+    int64_t type_flag_inline_values; /* 3.13+: Py_TPFLAGS_INLINE_VALUES (values at
+                                        object + tp_basicsize), else -1 */
+    /* Managed instance dicts (3.11+): pointers stored before the object (pre-header) */
+    int64_t object_managed_dict_before;   /* 3.11+: dict (3.12: dict-or-values) pointer at
+                                             object - this (-MANAGED_DICT_OFFSET), else -1 */
+    int64_t object_managed_values_before; /* 3.11: PyDictValues pointer at object - this,
+                                             else -1 */
+    int64_t object_dict_values_tag;       /* 3.12: the slot holds (values - 1) | this bit
+                                             when it holds values, else -1 */
 } pystate_layout_t;
 
 /* Returns the generated layout for MAJOR.MINOR (3.6 .. 3.12, and 3.13 as a fallback when

@@ -50,6 +50,10 @@ typedef struct pystate_thread {
     scry_frame_t *frames; /* leaf first; owned by the snapshot */
     uint8_t *entry;       /* per frame: 1 when it is the first Python frame of a C-level
                              call into the eval loop (for merging with native stacks) */
+    const char *name;     /* Python thread name (threading: "MainThread", name=...), interned
+                             in the target's string table; NULL when unknown (no threading,
+                             not a threading thread, not read yet). Refreshed at most once a
+                             second, so a new thread may lack it for up to a second. */
 } pystate_thread_t;
 
 typedef struct pystate_snapshot pystate_snapshot_t;

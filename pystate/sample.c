@@ -15,12 +15,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define TSTATE_READ_MAX 4096
 #define FRAME_READ_MAX 512
 #define CHUNK_READ_MAX (256u * 1024)
 #define CODE_BATCH_MAX 4096
 #define FRAME_OWNED_BY_CSTACK 3
+#define NAMES_REFRESH_NS 1000000000ull /* thread names are reread at most once a second */
+#define NAMES_INTERPS_MAX 8            /* interpreters whose threading module is read */
 
 typedef struct raw_frame {
     raddr_t code;
@@ -472,6 +475,36 @@ static void mark_gil(pystate_target_t *t, pystate_snapshot_t *s)
         s->threads[i].gil = holder && s->threads[i].tstate == holder;
 }
 
+/* Python thread names: the map of every interpreter's threading._active, reread when older
+ * than a second (threadnames.c), then matched to the threads by pthread id. A failure only
+ * leaves names out. */
+static void assign_names(pystate_target_t *t, pystate_snapshot_t *s)
+{
+    pystate_names_t *nm = &t->names;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    if (!nm->refreshed || now - nm->refreshed_ns >= NAMES_REFRESH_NS) {
+        raddr_t done[NAMES_INTERPS_MAX];
+        size_t ndone = 0;
+        nm->map.count = 0;
+        for (size_t i = 0; i < s->count && ndone < NAMES_INTERPS_MAX; i++) {
+            raddr_t interp = s->work[i].interp;
+            size_t k = 0;
+            while (k < ndone && done[k] != interp)
+                k++;
+            if (k < ndone)
+                continue;
+            done[ndone++] = interp;
+            pystate__thread_names(t, interp, &nm->map);
+        }
+        nm->refreshed = 1;
+        nm->refreshed_ns = now;
+    }
+    for (size_t i = 0; i < s->count; i++)
+        s->threads[i].name = pystate__name_map_find(&nm->map, s->threads[i].pthread_id);
+}
+
 int pystate_sample(pystate_target_t *t, pystate_snapshot_t *s)
 {
     t->stats.samples++;
@@ -498,6 +531,7 @@ int pystate_sample(pystate_target_t *t, pystate_snapshot_t *s)
     if (err)
         return err;
     mark_gil(t, s);
+    assign_names(t, s);
     t->stats.threads_read += s->count;
     return 0;
 }

@@ -40,6 +40,13 @@ static int runtime_plausible(pystate_target_t *t, raddr_t runtime)
 {
     const pystate_layout_t *L = &t->layout;
     raddr_t interp = 0, ts = 0, back = 0;
+    if (t->info.major == 3 && t->info.minor >= 13) {
+        /* 3.13+: _PyRuntime starts with _Py_DebugOffsets, whose cookie identifies it
+         * without assuming any struct layout (validated in full later). */
+        char cookie[8];
+        return rmem_read(t->mem, runtime, cookie, sizeof cookie) == 0 &&
+               memcmp(cookie, "xdebugpy", 8) == 0;
+    }
     if (rmem_read_u64(t->mem, runtime + (uint64_t)L->runtime_interpreters_head, &interp) != 0)
         return 0;
     if (interp == 0)

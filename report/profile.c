@@ -386,6 +386,9 @@ static const struct {
     {"flamegraph", REPORT_FORMAT_FLAMEGRAPH},
     {"folded", REPORT_FORMAT_COLLAPSED},
     {"svg", REPORT_FORMAT_FLAMEGRAPH},
+    {"html", REPORT_FORMAT_HTML},
+    {"pprof", REPORT_FORMAT_PPROF},
+    {"pb", REPORT_FORMAT_PPROF},
 };
 
 int report_format_parse(const char *name)
@@ -430,6 +433,12 @@ int report_write(report_profile_t *p, enum report_format fmt, FILE *out,
         break;
     case REPORT_FORMAT_FLAMEGRAPH:
         rc = report__write_flamegraph(p, out, opt);
+        break;
+    case REPORT_FORMAT_HTML:
+        rc = report__write_html(p, out, opt);
+        break;
+    case REPORT_FORMAT_PPROF:
+        rc = report__write_pprof(p, out, opt);
         break;
     default:
         return SCRY_E_INVAL;

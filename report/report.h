@@ -24,6 +24,8 @@ enum report_format {
     REPORT_FORMAT_JSON = 2,       /* "json": scry's line-level report */
     REPORT_FORMAT_TEXT = 3,       /* "text": the terminal report */
     REPORT_FORMAT_FLAMEGRAPH = 4, /* "flamegraph": self-contained interactive SVG */
+    REPORT_FORMAT_HTML = 5,       /* "html": self-contained line-level HTML report */
+    REPORT_FORMAT_PPROF = 6,      /* "pprof": gzipped pprof protocol buffer (profile.proto) */
 };
 
 /* report_meta_t.flags: how the run was configured. */
@@ -100,8 +102,8 @@ uint64_t report_profile_samples(const report_profile_t *p);
 int report_write(report_profile_t *p, enum report_format fmt, FILE *out,
                  const report_options_t *opt);
 
-/* Maps a --format name ("collapsed", "speedscope", "json", "text", "flamegraph"; "svg"
- * and "folded" are accepted aliases) to its enum value. Returns the value (>= 0) or
+/* Maps a --format name ("collapsed", "speedscope", "json", "text", "flamegraph", "html",
+ * "pprof"; "svg", "folded" and "pb" are accepted aliases) to its enum value. Returns the value (>= 0) or
  * SCRY_E_INVAL for an unknown or NULL name. */
 int report_format_parse(const char *name);
 

@@ -170,9 +170,26 @@ typedef struct report__view {
     uint32_t *func_order; /* hottest (total) first */
     int has_memory;
     double duration_s;
+    /* NULL, or per stack {count[NCLASS], value[NCLASS]} used instead of the stacks' own
+     * CPU figures (live windows, report/live.c); set by report__view_build_over. */
+    const uint64_t *stack_cpu;
+    /* per frame id, filled by report__view_build_frames (NULL before): */
+    uint64_t *frame_self;        /* nframes x NCLASS, chosen unit, frame is the attribution */
+    uint64_t *frame_self_count;  /* nframes: CPU samples */
+    uint64_t *frame_total;       /* nframes, chosen unit, counted once per stack */
+    uint64_t *frame_total_count; /* nframes: CPU samples, once per stack */
 } report__view_t;
 
 int report__view_build(report__view_t *v, const report_profile_t *p);
+/* Like report__view_build, with the stacks' CPU figures replaced by STACK_CPU (NULL: the
+ * stacks' own; else p->nstacks entries of {count[NCLASS], value[NCLASS]}, read during the
+ * call and by report__view_build_frames, so it must outlive the view). The unit (weight or
+ * count) stays the profile's. Returns 0 or SCRY_E_NOMEM (V is then empty). */
+int report__view_build_over(report__view_t *v, const report_profile_t *p,
+                            const uint64_t *stack_cpu);
+/* Fills V's per-frame self/total arrays (a Python frame is a line; a stack counts once per
+ * frame it holds; non-Python frames only as attribution). Returns 0 or SCRY_E_NOMEM. */
+int report__view_build_frames(report__view_t *v);
 void report__view_free(report__view_t *v);
 /* GIL share in percent (daemon's figure, else derived with REPORT_F_GIL); < 0 unknown. */
 double report__gil_pct(const report__view_t *v);
@@ -232,5 +249,7 @@ int report__write_speedscope(report_profile_t *p, FILE *out, const report_option
 int report__write_json(report_profile_t *p, FILE *out, const report_options_t *o);
 int report__write_text(report_profile_t *p, FILE *out, const report_options_t *o);
 int report__write_flamegraph(report_profile_t *p, FILE *out, const report_options_t *o);
+int report__write_html(report_profile_t *p, FILE *out, const report_options_t *o);
+int report__write_pprof(report_profile_t *p, FILE *out, const report_options_t *o);
 
 #endif

@@ -104,6 +104,24 @@ uint64_t report__line_total(const report__view_t *v, uint32_t line)
     return c[0] + c[1] + c[2];
 }
 
+/* CPU samples of stack SI in class C (the view's override when it has one). */
+static uint64_t stack_count(const report__view_t *v, uint32_t si, int c)
+{
+    if (v->stack_cpu)
+        return v->stack_cpu[(size_t)si * 2 * REPORT__NCLASS + (size_t)c];
+    return v->p->stacks[si].count[SCRY_METRIC_CPU][c];
+}
+
+/* CPU figure of stack SI in class C in the view's unit (weight_ns or samples). */
+static uint64_t stack_cpu_value(const report__view_t *v, uint32_t si, int c)
+{
+    if (!v->use_weight)
+        return stack_count(v, si, c);
+    if (v->stack_cpu)
+        return v->stack_cpu[(size_t)si * 2 * REPORT__NCLASS + REPORT__NCLASS + (size_t)c];
+    return v->p->stacks[si].value[SCRY_METRIC_CPU][c];
+}
+
 /* --- functions --- */
 
 typedef struct func_table {
@@ -169,8 +187,8 @@ static int build_funcs(report__view_t *v)
         const report__stack_t *st = &p->stacks[si];
         uint64_t cnt = 0, val = 0;
         for (int c = 0; c < REPORT__NCLASS; c++) {
-            cnt += st->count[SCRY_METRIC_CPU][c];
-            val += v->use_weight ? st->value[SCRY_METRIC_CPU][c] : st->count[SCRY_METRIC_CPU][c];
+            cnt += stack_count(v, si, c);
+            val += stack_cpu_value(v, si, c);
         }
         if (!cnt)
             continue;
@@ -187,9 +205,8 @@ static int build_funcs(report__view_t *v)
             report__func_t *fn = &v->funcs[fid];
             if (i == st->attr) {
                 for (int c = 0; c < REPORT__NCLASS; c++) {
-                    fn->self_count[c] += st->count[SCRY_METRIC_CPU][c];
-                    fn->self_value[c] += v->use_weight ? st->value[SCRY_METRIC_CPU][c]
-                                                       : st->count[SCRY_METRIC_CPU][c];
+                    fn->self_count[c] += stack_count(v, si, c);
+                    fn->self_value[c] += stack_cpu_value(v, si, c);
                 }
             }
             if (fn->stamp != si) { /* count a recursive function once per stack */
@@ -247,10 +264,22 @@ static int line_order_cmp(const void *x, const void *y, void *ctx)
 
 int report__view_build(report__view_t *v, const report_profile_t *p)
 {
+    return report__view_build_over(v, p, NULL);
+}
+
+int report__view_build_over(report__view_t *v, const report_profile_t *p, const uint64_t *stack_cpu)
+{
     memset(v, 0, sizeof *v);
     v->p = p;
+    v->stack_cpu = stack_cpu;
     v->use_weight = p->metric_value[SCRY_METRIC_CPU] > 0;
     v->cpu_count = p->metric_count[SCRY_METRIC_CPU];
+    if (stack_cpu) {
+        v->cpu_count = 0;
+        for (uint32_t si = 0; si < p->nstacks; si++)
+            for (int c = 0; c < REPORT__NCLASS; c++)
+                v->cpu_count += stack_count(v, si, c);
+    }
     v->has_memory = p->metric_count[SCRY_METRIC_ALLOC] + p->metric_count[SCRY_METRIC_FREE] +
                         p->metric_count[SCRY_METRIC_COPY] >
                     0;
@@ -269,8 +298,8 @@ int report__view_build(report__view_t *v, const report_profile_t *p)
         const report__stack_t *st = &p->stacks[si];
         uint64_t *lc = v->line_cpu + (size_t)st->line * REPORT__NCLASS;
         for (int c = 0; c < REPORT__NCLASS; c++) {
-            lc[c] += v->use_weight ? st->value[SCRY_METRIC_CPU][c] : st->count[SCRY_METRIC_CPU][c];
-            v->line_count[st->line] += st->count[SCRY_METRIC_CPU][c];
+            lc[c] += stack_cpu_value(v, si, c);
+            v->line_count[st->line] += stack_count(v, si, c);
         }
     }
     for (uint32_t i = 0; i < p->nlines; i++) {
@@ -295,8 +324,64 @@ oom:
     return SCRY_E_NOMEM;
 }
 
+int report__view_build_frames(report__view_t *v)
+{
+    const report_profile_t *p = v->p;
+    size_t n = (size_t)p->nframes + 1;
+    uint32_t *stamp = malloc(n * sizeof *stamp);
+    free(v->frame_self);
+    free(v->frame_self_count);
+    free(v->frame_total);
+    free(v->frame_total_count);
+    v->frame_self = calloc(n * REPORT__NCLASS, sizeof *v->frame_self);
+    v->frame_self_count = calloc(n, sizeof *v->frame_self_count);
+    v->frame_total = calloc(n, sizeof *v->frame_total);
+    v->frame_total_count = calloc(n, sizeof *v->frame_total_count);
+    if (!stamp || !v->frame_self || !v->frame_self_count || !v->frame_total ||
+        !v->frame_total_count) {
+        free(stamp);
+        return SCRY_E_NOMEM;
+    }
+    for (size_t i = 0; i < n; i++)
+        stamp[i] = REPORT__NONE;
+    for (uint32_t si = 0; si < p->nstacks; si++) {
+        const report__stack_t *st = &p->stacks[si];
+        uint64_t cnt = 0, val = 0;
+        for (int c = 0; c < REPORT__NCLASS; c++) {
+            cnt += stack_count(v, si, c);
+            val += stack_cpu_value(v, si, c);
+        }
+        if (!cnt)
+            continue;
+        const uint32_t *ids = p->ids + st->off;
+        for (uint32_t i = 0; i < st->depth; i++) {
+            uint32_t fid = ids[i];
+            if (p->frames[fid].kind != SCRY_FRAME_PYTHON && i != st->attr)
+                continue;
+            if (i == st->attr) {
+                for (int c = 0; c < REPORT__NCLASS; c++) {
+                    v->frame_self[(size_t)fid * REPORT__NCLASS + (size_t)c] +=
+                        stack_cpu_value(v, si, c);
+                    v->frame_self_count[fid] += stack_count(v, si, c);
+                }
+            }
+            if (stamp[fid] != si) { /* a recursive line counts once per stack */
+                stamp[fid] = si;
+                v->frame_total[fid] += val;
+                v->frame_total_count[fid] += cnt;
+            }
+        }
+    }
+    free(stamp);
+    return 0;
+}
+
 void report__view_free(report__view_t *v)
 {
+    free(v->frame_self);
+    free(v->frame_self_count);
+    free(v->frame_total);
+    free(v->frame_total_count);
     free(v->line_cpu);
     free(v->line_count);
     free(v->line_order);

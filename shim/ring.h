@@ -39,8 +39,8 @@
 #define SCRY_RING_HEARTBEAT_PERIOD_NS 250000000ull
 
 /* Defaults (bytes); see docs/memory.md for how they were chosen. */
-#define SCRY_RING_DEFAULT_ALLOC_MEAN (512u * 1024u)
-#define SCRY_RING_DEFAULT_COPY_MEAN  (2u * 1024u * 1024u)
+#define SCRY_RING_DEFAULT_ALLOC_MEAN (128u * 1024u)
+#define SCRY_RING_DEFAULT_COPY_MEAN  (1024u * 1024u)
 #define SCRY_RING_DEFAULT_BYTES      (8u * 1024u * 1024u)
 
 /* Record kinds. 0 is never valid. */

@@ -122,6 +122,27 @@ static const shim_ring_view_t *enter(shim_tls_t *t, uint64_t *now)
     return v;
 }
 
+/* A countdown went negative. If part of the stride was held back (REST), this was only a
+ * poll point: give the rest back and report whether the real stride is crossed too. */
+static int crossed(int64_t *left, int64_t *rest)
+{
+    if (*rest) {
+        *left += *rest;
+        *rest = 0;
+    }
+    return *left < 0;
+}
+
+/* While the Python hooks are not scheduled yet, hold back all but SHIM_POLL_STRIDE of the
+ * countdown so that the slow path (which schedules them) runs soon again. */
+static void clamp(int64_t *left, int64_t *rest)
+{
+    if (SHIM_UNLIKELY(*left > SHIM_POLL_STRIDE) && !shim__py_settled()) {
+        *rest = *left - SHIM_POLL_STRIDE;
+        *left = SHIM_POLL_STRIDE;
+    }
+}
+
 void shim__alloc_slow(void *p, size_t n, uint8_t origin, uint8_t flags)
 {
     shim_tls_t *t = &shim__tls;
@@ -146,13 +167,16 @@ void shim__alloc_slow(void *p, size_t n, uint8_t origin, uint8_t flags)
         mean = (uint64_t)1 << 40;
     if (!t->alloc_armed) { /* first sample point of this thread (or after idling) */
         t->alloc_armed = 1;
+        t->alloc_rest = 0;
         t->alloc_left = shim__stride(&t->rng, mean) - (int64_t)n;
-        if (t->alloc_left >= 0) {
-            t->busy = 0;
-            return;
-        }
+    }
+    if (!crossed(&t->alloc_left, &t->alloc_rest)) {
+        clamp(&t->alloc_left, &t->alloc_rest);
+        t->busy = 0;
+        return;
     }
     t->alloc_left = shim__stride(&t->rng, mean);
+    clamp(&t->alloc_left, &t->alloc_rest);
     if (p) {
         uint64_t w = shim__weight(n, mean);
         if (shim__live_insert((uint64_t)(uintptr_t)p, n, w, origin) != 0) {
@@ -199,13 +223,16 @@ void shim__copy_slow(void *dst, size_t n)
         mean = (uint64_t)1 << 40;
     if (!t->copy_armed) {
         t->copy_armed = 1;
+        t->copy_rest = 0;
         t->copy_left = shim__stride(&t->rng, mean) - (int64_t)n;
-        if (t->copy_left >= 0) {
-            t->busy = 0;
-            return;
-        }
+    }
+    if (!crossed(&t->copy_left, &t->copy_rest)) {
+        clamp(&t->copy_left, &t->copy_rest);
+        t->busy = 0;
+        return;
     }
     t->copy_left = shim__stride(&t->rng, mean);
+    clamp(&t->copy_left, &t->copy_rest);
     emit(v, SCRY_RING_COPY, SCRY_RING_ORIGIN_NATIVE, (uint64_t)(uintptr_t)dst, n,
          shim__weight(n, mean), 0, now, 1);
     t->busy = 0;

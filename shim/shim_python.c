@@ -209,6 +209,12 @@ void shim__py_poll(const shim_ring_view_t *v)
     shim__state_set(SCRY_RING_SHIM_PY_SCHEDULED);
 }
 
+int shim__py_settled(void)
+{
+    return __atomic_load_n(&py.scheduled, __ATOMIC_RELAXED) ||
+           __atomic_load_n(&py.state, __ATOMIC_RELAXED) == 3;
+}
+
 void shim__py_atfork_child(void)
 {
     /* Nothing to undo: hooks stay installed (pass-through), the child never records. */

@@ -11,11 +11,16 @@
 /* While no ring is active, threads re-enter the slow path only every this many bytes, to
  * notice a (re-)attach: the cost is a few loads per 16 MiB allocated. */
 #define SHIM_IDLE_STRIDE ((int64_t)16 << 20)
+/* Until the PyMem hooks are scheduled, slow paths run at least every this many bytes (the
+ * stride is split, not shortened: no bias), so the hooks go in right after Py init. */
+#define SHIM_POLL_STRIDE ((int64_t)32 << 10)
 
 /* Per-thread state: small, initial-exec TLS (the fast path is fs-relative). */
 typedef struct shim_tls {
     int64_t alloc_left; /* bytes until the next allocation sample */
     int64_t copy_left;  /* bytes until the next copy sample */
+    int64_t alloc_rest; /* stride still to go after alloc_left (see shim__clamp) */
+    int64_t copy_rest;
     uint64_t rng;       /* xorshift64* state, 0 = unseeded */
     int32_t tid;        /* cached gettid(), 0 = unknown */
     uint8_t busy;       /* inside the shim's slow path: hooks pass through */
@@ -69,6 +74,8 @@ void shim__py_poll(const shim_ring_view_t *v);
  * frames. Returns the count (0 when unknown) and ORs SCRY_RING_REC_* into *FLAGS. */
 unsigned shim__py_stack(const shim_ring_view_t *v, uint64_t *code, int32_t *instr,
                         unsigned max, uint8_t *flags);
+/* Nonzero once the PyMem hook installation has been scheduled (or is impossible). */
+int shim__py_settled(void);
 /* Called in the child after fork. */
 void shim__py_atfork_child(void);
 

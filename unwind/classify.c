@@ -62,9 +62,8 @@ int unwind_syscall_blocks(long nr)
 /* The C runtime: its frames say nothing about who asked for the work. */
 static int is_runtime(const unwind_frame_t *f)
 {
-    static const char *const libs[] = {"libc.so", "libc-", "libpthread", "ld-linux",
-                                       "libm.so", "libm-", "libdl",      "librt",
-                                       "[vdso]",  "linux-vdso"};
+    static const char *const libs[] = {"libc.so", "libc-", "libpthread", "ld-linux", "libm.so",
+                                       "libm-",   "libdl", "librt",      "[vdso]",   "linux-vdso"};
     if (!f->lib)
         return 0;
     for (size_t i = 0; i < sizeof libs / sizeof *libs; i++)
@@ -76,10 +75,19 @@ static int is_runtime(const unwind_frame_t *f)
 static int is_gil_symbol(const char *s)
 {
     static const char *const names[] = {
-        "take_gil",           "drop_gil",           "PyCOND_WAIT",         "PyCOND_TIMEDWAIT",
-        "PyEval_RestoreThread", "PyEval_AcquireThread", "PyEval_AcquireLock", "PyGILState_Ensure",
-        "_PyEval_EvalFrameDefault", "_Py_HandlePending", "eval_frame_handle_pending",
-        "_PyEval_AcquireLock", "PyEval_EvalFrameEx",
+        "take_gil",
+        "drop_gil",
+        "PyCOND_WAIT",
+        "PyCOND_TIMEDWAIT",
+        "PyEval_RestoreThread",
+        "PyEval_AcquireThread",
+        "PyEval_AcquireLock",
+        "PyGILState_Ensure",
+        "_PyEval_EvalFrameDefault",
+        "_Py_HandlePending",
+        "eval_frame_handle_pending",
+        "_PyEval_AcquireLock",
+        "PyEval_EvalFrameEx",
     };
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         size_t n = strlen(names[i]);
@@ -109,8 +117,8 @@ int unwind_is_gil_wait(const unwind_frame_t *native, size_t nn)
     return 0;
 }
 
-int unwind_classify(const unwind_task_t *task, const unwind_frame_t *native, size_t nn,
-                    int opclass, unwind_classification_t *out)
+int unwind_classify(const unwind_task_t *task, const unwind_frame_t *native, size_t nn, int opclass,
+                    unwind_classification_t *out)
 {
     if (!task || !out)
         return SCRY_E_INVAL;

@@ -58,17 +58,17 @@ typedef struct unwind_task {
 #define UNWIND_CLASSIFY_NOSTACK  4u /* decided without a native stack (opcode rule) */
 
 typedef struct unwind_classification {
-    uint8_t cls;    /* enum scry_class */
-    uint8_t flags;  /* UNWIND_CLASSIFY_* */
-    long syscall;   /* the syscall number when UNWIND_CLASSIFY_SYSCALL */
+    uint8_t cls;   /* enum scry_class */
+    uint8_t flags; /* UNWIND_CLASSIFY_* */
+    long syscall;  /* the syscall number when UNWIND_CLASSIFY_SYSCALL */
 } unwind_classification_t;
 
 /* Classifies one thread. TASK may have state 0 / nr UNKNOWN (then treated as running);
  * NATIVE (leaf first, may be NULL with NN 0) is its native stack when unwound; OPCLASS is
  * the leaf Python instruction's class (PYSTATE_OP_*). Returns 0 and
  * fills OUT, or SCRY_E_INVAL (NULL TASK or OUT). */
-int unwind_classify(const unwind_task_t *task, const unwind_frame_t *native, size_t nn,
-                    int opclass, unwind_classification_t *out);
+int unwind_classify(const unwind_task_t *task, const unwind_frame_t *native, size_t nn, int opclass,
+                    unwind_classification_t *out);
 
 /* True when syscall NR (x86-64) usually blocks: waits, sleeps, I/O on pipes, sockets and
  * terminals, poll/select/epoll, futex, wait4, accept... */

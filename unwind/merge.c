@@ -8,17 +8,39 @@
 #include "scry_err.h"
 
 static const char *const plumbing_prefixes[] = {
-    "_PyFunction_Vectorcall", "PyObject_Call",       "_PyObject_Call",
-    "PyObject_Vectorcall",    "_PyObject_Vectorcall", "_PyObject_MakeTpCall",
-    "_PyObject_FastCall",     "PyObject_FastCall",    "_PyEval_Vector",
-    "_PyEval_EvalCode",       "PyEval_EvalCodeEx",    "cfunction_call",
-    "cfunction_vectorcall",   "method_vectorcall",    "vectorcall_method",
-    "vectorcall_unbound",     "slot_tp_call",         "_PyCFunction_FastCall",
-    "_PyMethodDef_Raw",       "function_code_fastcall", "call_function",
-    "do_call_core",           "_PyVectorcall_Call",   "PyVectorcall_Call",
-    "_PyFunction_FastCall",   "fast_function",        "PyCFunction_Call",
-    "_PyCFunction_",          "method_call",          "_PyObject_Call_Prepend",
-    "PyEval_EvalFrameEx",     "_PyEval_EvalFrame",    "object_vacall",
+    "_PyFunction_Vectorcall",
+    "PyObject_Call",
+    "_PyObject_Call",
+    "PyObject_Vectorcall",
+    "_PyObject_Vectorcall",
+    "_PyObject_MakeTpCall",
+    "_PyObject_FastCall",
+    "PyObject_FastCall",
+    "_PyEval_Vector",
+    "_PyEval_EvalCode",
+    "PyEval_EvalCodeEx",
+    "cfunction_call",
+    "cfunction_vectorcall",
+    "method_vectorcall",
+    "vectorcall_method",
+    "vectorcall_unbound",
+    "slot_tp_call",
+    "_PyCFunction_FastCall",
+    "_PyMethodDef_Raw",
+    "function_code_fastcall",
+    "call_function",
+    "do_call_core",
+    "_PyVectorcall_Call",
+    "PyVectorcall_Call",
+    "_PyFunction_FastCall",
+    "fast_function",
+    "PyCFunction_Call",
+    "_PyCFunction_",
+    "method_call",
+    "_PyObject_Call_Prepend",
+    "PyEval_EvalFrameEx",
+    "_PyEval_EvalFrame",
+    "object_vacall",
 };
 
 int unwind_merge_is_plumbing(const char *symbol)
@@ -50,12 +72,10 @@ static void emit(merge_ctx_t *m, const scry_frame_t *f)
 
 static int native_frame(const unwind_frame_t *f, strtab_t *strings, scry_frame_t *out)
 {
-    const char *fn = f->symbol ? strtab_intern(strings, f->symbol) : NULL;
-    if (!f->symbol) {
-        char buf[32];
-        snprintf(buf, sizeof buf, "0x%" PRIx64, f->ip);
-        fn = strtab_intern(strings, buf);
-    }
+    /* An address with no symbol is written "??" (its library still names it): one frame
+     * per library rather than per address, so flame graphs aggregate and the string
+     * table does not grow with every distinct address over a long run. */
+    const char *fn = strtab_intern(strings, f->symbol ? f->symbol : "??");
     const char *file = strtab_intern(strings, f->lib ? f->lib : "");
     if (!fn || !file)
         return SCRY_E_NOMEM;
@@ -75,8 +95,8 @@ static size_t group_end(size_t j, size_t np, const uint8_t *entry, int py_minor)
 
 int unwind_merge_ex(const unwind_frame_t *native, size_t nn, const scry_frame_t *py,
                     const uint8_t *py_entry, size_t np, int py_minor, strtab_t *strings,
-                    const unwind_merge_opts_t *opts, scry_frame_t *out, size_t max,
-                    size_t *nout, unwind_merge_stats_t *st)
+                    const unwind_merge_opts_t *opts, scry_frame_t *out, size_t max, size_t *nout,
+                    unwind_merge_stats_t *st)
 {
     static const unwind_merge_opts_t defaults = UNWIND_MERGE_OPTS_DEFAULT;
     if (nout)
@@ -183,6 +203,6 @@ int unwind_merge(const unwind_frame_t *native, size_t nn, const scry_frame_t *py
                  const uint8_t *py_entry, size_t np, int py_minor, strtab_t *strings,
                  scry_frame_t *out, size_t max, size_t *nout, unwind_merge_stats_t *st)
 {
-    return unwind_merge_ex(native, nn, py, py_entry, np, py_minor, strings, NULL, out, max,
-                           nout, st);
+    return unwind_merge_ex(native, nn, py, py_entry, np, py_minor, strings, NULL, out, max, nout,
+                           st);
 }

@@ -50,7 +50,10 @@ typedef struct unwind_merge_opts {
     int mark_extra_eval; /* default 1: "<python?>" for an unmatched eval frame; 0: drop it */
 } unwind_merge_opts_t;
 
-#define UNWIND_MERGE_OPTS_DEFAULT {1, 1}
+#define UNWIND_MERGE_OPTS_DEFAULT                                                                  \
+    {                                                                                              \
+        1, 1                                                                                       \
+    }
 
 /* Merges NATIVE[0..NN) (leaf first, from unwind_thread) with PY[0..NP) (leaf first, from
  * pystate) into OUT[0..MAX), leaf first; *NOUT gets the count. PY_ENTRY (may be NULL)
@@ -67,8 +70,8 @@ int unwind_merge(const unwind_frame_t *native, size_t nn, const scry_frame_t *py
 /* Same with explicit options (OPTS NULL = defaults). */
 int unwind_merge_ex(const unwind_frame_t *native, size_t nn, const scry_frame_t *py,
                     const uint8_t *py_entry, size_t np, int py_minor, strtab_t *strings,
-                    const unwind_merge_opts_t *opts, scry_frame_t *out, size_t max,
-                    size_t *nout, unwind_merge_stats_t *st);
+                    const unwind_merge_opts_t *opts, scry_frame_t *out, size_t max, size_t *nout,
+                    unwind_merge_stats_t *st);
 
 /* True when SYMBOL names a CPython call-plumbing function (vectorcall, PyObject_Call,
  * _PyEval_Vector, cfunction_call, method_vectorcall, slot_tp_call...). */

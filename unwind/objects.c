@@ -110,9 +110,9 @@ static int load_table(struct unwind *u, unwind_obj_t *o, const elfsym_map_t *m)
     int rc = SCRY_E_ELF;
     Elf64_Ehdr eh;
     Elf64_Phdr ph[MAX_PHDRS];
-    if (image_read(&im, &eh, sizeof eh, 0) != 0 ||
-        memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
-        eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum == 0 || eh.e_phnum > MAX_PHDRS)
+    if (image_read(&im, &eh, sizeof eh, 0) != 0 || memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
+        eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_phentsize != sizeof(Elf64_Phdr) ||
+        eh.e_phnum == 0 || eh.e_phnum > MAX_PHDRS)
         goto out;
     size_t phsz = (size_t)eh.e_phnum * sizeof(Elf64_Phdr);
     if (image_read(&im, ph, phsz, eh.e_phoff) != 0)
@@ -139,8 +139,8 @@ static int load_table(struct unwind *u, unwind_obj_t *o, const elfsym_map_t *m)
         goto out;
     uint8_t version = hdr[0], ptr_enc = hdr[1], cnt_enc = hdr[2], tab_enc = hdr[3];
     size_t psz = enc_size(ptr_enc), csz = enc_size(cnt_enc);
-    if (version != 1 || cnt_enc == DW_EH_PE_omit || ptr_enc == DW_EH_PE_omit || !psz ||
-        !csz || (cnt_enc & 0x70) != 0 || tab_enc != (DW_EH_PE_datarel | DW_EH_PE_sdata4))
+    if (version != 1 || cnt_enc == DW_EH_PE_omit || ptr_enc == DW_EH_PE_omit || !psz || !csz ||
+        (cnt_enc & 0x70) != 0 || tab_enc != (DW_EH_PE_datarel | DW_EH_PE_sdata4))
         goto out;
     uint64_t count = read_uval(hdr + 4 + psz, csz);
     uint64_t table_off = 4 + psz + csz;

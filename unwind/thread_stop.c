@@ -85,25 +85,30 @@ int unwind_stop_thread_timeout(pid_t tid, int timeout_ms)
     if (tid <= 0 || timeout_ms < 0)
         return SCRY_E_INVAL;
     unwind_reap_pending();
-    if (find(tid))
-        return SCRY_E_INVAL; /* already stopped or pending in this thread */
-    if (ntab >= UNWIND_MAX_PENDING)
-        return SCRY_E_AGAIN;
-    if (ptrace(PTRACE_SEIZE, tid, NULL, NULL) != 0) {
-        if (errno == ESRCH)
+    traced_t *t = find(tid);
+    if (t && !t->pending)
+        return SCRY_E_INVAL; /* already stopped by this thread */
+    if (!t) {
+        if (ntab >= UNWIND_MAX_PENDING)
+            return SCRY_E_AGAIN;
+        if (ptrace(PTRACE_SEIZE, tid, NULL, NULL) != 0) {
+            if (errno == ESRCH)
+                return SCRY_E_GONE;
+            if (errno == EPERM)
+                return SCRY_E_PERM;
+            return scry_err_from_errno(errno);
+        }
+        t = &tab[ntab++];
+        *t = (traced_t){.tid = tid, .sig = 0, .pending = 1};
+        npending++;
+        if (ptrace(PTRACE_INTERRUPT, tid, NULL, NULL) != 0) {
+            /* Seized but the thread vanished: reap it later (it is a traced zombie). */
+            unwind_reap_pending();
             return SCRY_E_GONE;
-        if (errno == EPERM)
-            return SCRY_E_PERM;
-        return scry_err_from_errno(errno);
+        }
     }
-    traced_t *t = &tab[ntab++];
-    *t = (traced_t){.tid = tid, .sig = 0, .pending = 1};
-    npending++;
-    if (ptrace(PTRACE_INTERRUPT, tid, NULL, NULL) != 0) {
-        /* Seized but the thread vanished: reap it later (it is a traced zombie). */
-        unwind_reap_pending();
-        return SCRY_E_GONE;
-    }
+    /* else: an earlier stop of TID timed out and its interrupt is still under way: wait
+     * for that one. */
     uint64_t start = now_ns();
     uint64_t limit = (uint64_t)timeout_ms * 1000000u;
     for (unsigned spin = 0;; spin++) {

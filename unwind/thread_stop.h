@@ -21,10 +21,12 @@
 
 /* Stops thread TID (any thread of any process scry may trace) and waits up to
  * UNWIND_STOP_TIMEOUT_MS for it. Returns 0 when TID is stopped and traced by the calling
- * thread (then call unwind_resume_thread), SCRY_E_GONE (the thread exited meanwhile; it
+ * thread (then call unwind_resume_thread), SCRY_E_INVAL (TID is already stopped by this
+ * thread), SCRY_E_GONE (the thread exited meanwhile; it
  * is not stopped), SCRY_E_PERM (no permission, or another tracer such as gdb holds it),
- * SCRY_E_TIMEOUT (it did not stop in time, e.g. in uninterruptible sleep: it is NOT
- * stopped now and will be detached by unwind_reap_pending as soon as it reaches the stop),
+ * SCRY_E_TIMEOUT (it did not stop in time, e.g. in uninterruptible sleep or not
+ * scheduled on a loaded machine: it is NOT stopped now; the next unwind_stop_thread of
+ * TID waits for that same stop, and unwind_reap_pending detaches it when it arrives),
  * SCRY_E_AGAIN (the bookkeeping table is full: nothing was done), SCRY_E_IO. */
 int unwind_stop_thread(pid_t tid);
 

@@ -2,7 +2,6 @@
 #include <errno.h>
 #include <libunwind-ptrace.h>
 #include <signal.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,24 +37,59 @@ static int acc_access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *valp
 static int reg_get(const struct user_regs_struct *r, unw_regnum_t reg, unw_word_t *out)
 {
     switch (reg) {
-    case UNW_X86_64_RAX: *out = r->rax; break;
-    case UNW_X86_64_RDX: *out = r->rdx; break;
-    case UNW_X86_64_RCX: *out = r->rcx; break;
-    case UNW_X86_64_RBX: *out = r->rbx; break;
-    case UNW_X86_64_RSI: *out = r->rsi; break;
-    case UNW_X86_64_RDI: *out = r->rdi; break;
-    case UNW_X86_64_RBP: *out = r->rbp; break;
-    case UNW_X86_64_RSP: *out = r->rsp; break;
-    case UNW_X86_64_R8: *out = r->r8; break;
-    case UNW_X86_64_R9: *out = r->r9; break;
-    case UNW_X86_64_R10: *out = r->r10; break;
-    case UNW_X86_64_R11: *out = r->r11; break;
-    case UNW_X86_64_R12: *out = r->r12; break;
-    case UNW_X86_64_R13: *out = r->r13; break;
-    case UNW_X86_64_R14: *out = r->r14; break;
-    case UNW_X86_64_R15: *out = r->r15; break;
-    case UNW_X86_64_RIP: *out = r->rip; break;
-    default: return -UNW_EBADREG;
+    case UNW_X86_64_RAX:
+        *out = r->rax;
+        break;
+    case UNW_X86_64_RDX:
+        *out = r->rdx;
+        break;
+    case UNW_X86_64_RCX:
+        *out = r->rcx;
+        break;
+    case UNW_X86_64_RBX:
+        *out = r->rbx;
+        break;
+    case UNW_X86_64_RSI:
+        *out = r->rsi;
+        break;
+    case UNW_X86_64_RDI:
+        *out = r->rdi;
+        break;
+    case UNW_X86_64_RBP:
+        *out = r->rbp;
+        break;
+    case UNW_X86_64_RSP:
+        *out = r->rsp;
+        break;
+    case UNW_X86_64_R8:
+        *out = r->r8;
+        break;
+    case UNW_X86_64_R9:
+        *out = r->r9;
+        break;
+    case UNW_X86_64_R10:
+        *out = r->r10;
+        break;
+    case UNW_X86_64_R11:
+        *out = r->r11;
+        break;
+    case UNW_X86_64_R12:
+        *out = r->r12;
+        break;
+    case UNW_X86_64_R13:
+        *out = r->r13;
+        break;
+    case UNW_X86_64_R14:
+        *out = r->r14;
+        break;
+    case UNW_X86_64_R15:
+        *out = r->r15;
+        break;
+    case UNW_X86_64_RIP:
+        *out = r->rip;
+        break;
+    default:
+        return -UNW_EBADREG;
     }
     return 0;
 }
@@ -68,8 +102,8 @@ static int acc_access_reg(unw_addr_space_t as, unw_regnum_t reg, unw_word_t *val
     return reg_get(&ctx(arg)->regs, reg, valp);
 }
 
-static int acc_access_fpreg(unw_addr_space_t as, unw_regnum_t reg, unw_fpreg_t *val,
-                            int write, void *arg)
+static int acc_access_fpreg(unw_addr_space_t as, unw_regnum_t reg, unw_fpreg_t *val, int write,
+                            void *arg)
 {
     return -UNW_EBADREG; /* DWARF CFI on x86-64 never needs them to find a caller */
 }
@@ -119,34 +153,16 @@ static unw_accessors_t scry_accessors = {
     .get_proc_name = acc_get_proc_name,
 };
 
-/* libunwind's register-state cache (per IP: how to find the caller) is kept per thread
- * (UNW_CACHE_PER_THREAD): the global policy takes a lock that masks signals, i.e. two
- * sigprocmask system calls per frame, which was most of the cost of an unwind. The
- * per-thread cache is shared by every address space of the thread and trusted when its
- * generation equals the address space's. So whenever a thread switches address spaces we
- * move the new one to a generation never used before (unw_flush_cache adds one), which
- * makes libunwind flush the thread's cache instead of serving another target's entries. */
-static _Atomic uint64_t gen_clock;
-static _Thread_local unw_addr_space_t last_as;
-
-static void as_enter(unw_addr_space_t as, uint64_t *gen)
-{
-    if (last_as == as)
-        return;
-    uint64_t fresh = atomic_fetch_add(&gen_clock, 1) + 1;
-    while (*gen < fresh) {
-        unw_flush_cache(as, 0, 0);
-        (*gen)++;
-    }
-    last_as = as;
-}
-
+/* libunwind's register-state cache (per IP: how to find the caller) is global to the
+ * address space. UNW_CACHE_PER_THREAD would avoid its lock, which masks signals (two
+ * sigprocmask system calls per frame, most of an unwind's cost), but Debian's libunwind
+ * 1.6 is built without per-thread caches and silently turns it into the global policy. */
 static unw_addr_space_t new_as(unw_accessors_t *acc)
 {
     unw_addr_space_t as = unw_create_addr_space(acc, 0);
     if (!as)
         return NULL;
-    unw_set_caching_policy(as, UNW_CACHE_PER_THREAD);
+    unw_set_caching_policy(as, UNW_CACHE_GLOBAL);
     unw_set_cache_size(as, UNWIND_RS_CACHE_SIZE, 0);
     return as;
 }
@@ -183,8 +199,6 @@ void unwind_free(unwind_t *u)
 {
     if (!u)
         return;
-    if (last_as && (last_as == u->as || last_as == u->stock_as))
-        last_as = NULL;
     unwind__syms_fini(u);
     unwind__objs_fini(u);
     unwind__mem_fini(u);
@@ -208,12 +222,8 @@ int unwind_flush(unwind_t *u)
     unwind__objs_fini(u);
     unwind__mem_flush(u);
     unw_flush_cache(u->as, 0, 0);
-    u->as_gen++;
-    if (u->stock_as) {
+    if (u->stock_as)
         unw_flush_cache(u->stock_as, 0, 0);
-        u->stock_gen++;
-    }
-    last_as = NULL; /* the next unwind takes a fresh generation */
     return 0;
 }
 
@@ -283,7 +293,6 @@ int unwind_thread(unwind_t *u, pid_t tid, unwind_frame_t *frames, size_t max, si
             return rc;
     }
 
-    as_enter(as, u->stock ? &u->stock_gen : &u->as_gen);
     unwind__current = u->stock ? NULL : u;
     unw_cursor_t c;
     if (unw_init_remote(&c, as, arg) != 0) {

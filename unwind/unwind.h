@@ -64,18 +64,18 @@ int unwind_flush(unwind_t *u);
 
 /* Counters since unwind_new. */
 typedef struct unwind_stats {
-    uint64_t samples;       /* unwind_thread calls that read registers */
-    uint64_t frames;        /* frames produced */
-    uint64_t truncated;     /* stacks cut by the depth bound */
-    uint64_t loops;         /* stacks cut because sp did not grow */
-    uint64_t step_errors;   /* stacks ended by an unwinder error before the root */
-    uint64_t stack_reads;   /* process_vm_readv calls for stacks */
-    uint64_t page_hits;     /* other reads served by the page cache */
-    uint64_t page_misses;   /* pages read from the target */
-    uint64_t page_faults;   /* reads that failed */
-    uint64_t tables;        /* objects whose unwind table was loaded */
-    uint64_t table_fallback;/* lookups that used libunwind's own per-ELF search */
-    uint64_t sym_hits;      /* symbolisations served by the per-IP cache */
+    uint64_t samples;        /* unwind_thread calls that read registers */
+    uint64_t frames;         /* frames produced */
+    uint64_t truncated;      /* stacks cut by the depth bound */
+    uint64_t loops;          /* stacks cut because sp did not grow */
+    uint64_t step_errors;    /* stacks ended by an unwinder error before the root */
+    uint64_t stack_reads;    /* process_vm_readv calls for stacks */
+    uint64_t page_hits;      /* other reads served by the page cache */
+    uint64_t page_misses;    /* pages read from the target */
+    uint64_t page_faults;    /* reads that failed */
+    uint64_t tables;         /* objects whose unwind table was loaded */
+    uint64_t table_fallback; /* lookups that used libunwind's own per-ELF search */
+    uint64_t sym_hits;       /* symbolisations served by the per-IP cache */
     uint64_t sym_misses;
 } unwind_stats_t;
 

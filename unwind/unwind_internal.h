@@ -33,15 +33,15 @@ typedef struct unwind_page {
 
 /* The unwind table of one executable mapping. */
 typedef struct unwind_obj {
-    uint64_t start, end; /* the r-x mapping */
-    uint64_t bias;       /* load bias (runtime - link-time address) */
-    const char *lib;     /* base name, interned */
-    const char *path;    /* full path, interned */
-    uint8_t in_python;   /* libpython* or the python executable */
-    uint8_t state;       /* 0 not loaded, 1 table ready, 2 no usable .eh_frame_hdr */
-    uint8_t elf_tried;   /* elfsym_obj_open was attempted */
+    uint64_t start, end;    /* the r-x mapping */
+    uint64_t bias;          /* load bias (runtime - link-time address) */
+    const char *lib;        /* base name, interned */
+    const char *path;       /* full path, interned */
+    uint8_t in_python;      /* libpython* or the python executable */
+    uint8_t state;          /* 0 not loaded, 1 table ready, 2 no usable .eh_frame_hdr */
+    uint8_t elf_tried;      /* elfsym_obj_open was attempted */
     struct elfsym_obj *elf; /* symbols (elfsym), NULL when the file could not be loaded */
-    unw_dyn_info_t di;   /* UNW_INFO_FORMAT_REMOTE_TABLE over the target's .eh_frame_hdr */
+    unw_dyn_info_t di;      /* UNW_INFO_FORMAT_REMOTE_TABLE over the target's .eh_frame_hdr */
 } unwind_obj_t;
 
 typedef struct unwind_sym {
@@ -61,7 +61,6 @@ struct unwind {
     void *upt;                 /* _UPT_create(pid): fallback table search, proc names */
     void *stock_upt;           /* _UPT_create(stock_tid) in stock mode */
     pid_t stock_tid;
-    uint64_t as_gen, stock_gen; /* libunwind cache generations we gave them (unwind.c) */
     int stock;
     rmem_t *mem;
     strtab_t *strings;
@@ -70,11 +69,11 @@ struct unwind {
     /* per sample */
     uint64_t gen;
     struct user_regs_struct regs;
-    uint8_t *stack;     /* copy of [stack_lo, stack_lo + stack_len) */
-    size_t stack_cap;   /* allocated bytes */
-    uint64_t stack_lo;  /* == sp & ~7 */
-    size_t stack_len;   /* bytes copied */
-    int stack_end;      /* the copy reached the end of the mapping */
+    uint8_t *stack;    /* copy of [stack_lo, stack_lo + stack_len) */
+    size_t stack_cap;  /* allocated bytes */
+    uint64_t stack_lo; /* == sp & ~7 */
+    size_t stack_len;  /* bytes copied */
+    int stack_end;     /* the copy reached the end of the mapping */
 
     /* pages */
     unwind_page_t *slots;
@@ -126,8 +125,7 @@ int unwind__eval_kind(const char *symbol);
 
 /* libunwind's x86-64 table search, exported by libunwind but not declared in its headers
  * (libunwind-ptrace uses it the same way). */
-int _Ux86_64_dwarf_search_unwind_table(unw_addr_space_t as, unw_word_t ip,
-                                       unw_dyn_info_t *di, unw_proc_info_t *pi,
-                                       int need_unwind_info, void *arg);
+int _Ux86_64_dwarf_search_unwind_table(unw_addr_space_t as, unw_word_t ip, unw_dyn_info_t *di,
+                                       unw_proc_info_t *pi, int need_unwind_info, void *arg);
 
 #endif

@@ -7,7 +7,7 @@ frames, counted from the thread's bottom frame, so the depth is exact whatever t
 interpreter's threading bootstrap adds.  The leaf then either spins in pure Python
 (`busy`, so the stack is stable and the thread is always runnable) or sleeps (`sleep`, an
 idle thread).  When every thread has reached its leaf the main thread prints "ready" on
-stdout.  The process exits after SECONDS (default 600) so a lost target never lingers.
+stdout (the threads start their leaf loops together then).  The process exits after SECONDS (default 600) so a lost target never lingers.
 Works on Python 2.7 and 3.x (stdlib only).
 """
 import sys
@@ -23,8 +23,12 @@ sys.setrecursionlimit(max(1000, DEPTH + 200))
 if hasattr(threading, "stack_size") and DEPTH > 200:
     threading.stack_size(64 << 20)
 
-arrived = [0]
-lock = threading.Lock()
+# Counters as lists that threads append to (atomic under the GIL, no lock: a lock holder
+# that loses the GIL to a spinning thread stalls every other thread behind it).
+arrived = []  # threads that reached their leaf
+in_leaf = []  # threads past the start barrier
+in_loop = []  # threads running their leaf loop
+go = threading.Event()
 deadline = time.time() + LIFETIME
 
 
@@ -37,26 +41,51 @@ def stack_depth():
     return n
 
 
+def wait_for_all(is_main):
+    # Threads start their leaf loops together: 100 threads started one by one next to
+    # threads that already spin would take minutes to get going (GIL hand-offs).
+    if is_main:
+        while len(arrived) < THREADS and time.time() < deadline:
+            time.sleep(0.005)
+        go.set()
+    else:
+        go.wait()
+    in_leaf.append(1)
+    # Nobody spins before everyone is past the barrier: a thread leaving go.wait() must
+    # win the GIL, which takes long when others already spin.
+    while len(in_leaf) < THREADS and time.time() < deadline:
+        time.sleep(0.001)
+    in_loop.append(1)
+
+
+def announce_when_all_in_leaf():
+    # "ready" only once every thread left go.wait() and runs its leaf loop, so the stacks
+    # are the steady ones from the first sample on.
+    if len(in_loop) >= THREADS:
+        sys.stdout.write("ready\n")
+        sys.stdout.flush()
+        return True
+    return False
+
+
 def leaf_busy(is_main):
-    announced = False
+    wait_for_all(is_main)
+    announced = not is_main
     while time.time() < deadline:
         x = 0
         for i in range(300):
             x += i * i
-        if is_main and not announced and arrived[0] >= THREADS:
-            sys.stdout.write("ready\n")
-            sys.stdout.flush()
-            announced = True
+        if not announced:
+            announced = announce_when_all_in_leaf()
 
 
 def leaf_sleep(is_main):
-    announced = False
+    wait_for_all(is_main)
+    announced = not is_main
     while time.time() < deadline:
-        if is_main and not announced and arrived[0] >= THREADS:
-            sys.stdout.write("ready\n")
-            sys.stdout.flush()
-            announced = True
-        time.sleep(0.02 if not announced else 0.5)
+        if not announced:
+            announced = announce_when_all_in_leaf()
+        time.sleep(0.01 if not announced else 0.5)
 
 
 def descend(remaining, is_main):
@@ -64,8 +93,7 @@ def descend(remaining, is_main):
     if remaining > 1:
         descend(remaining - 1, is_main)
         return
-    with lock:
-        arrived[0] += 1
+    arrived.append(1)
     if MODE == "busy":
         leaf_busy(is_main)
     else:

@@ -33,15 +33,87 @@ MINORS = range(6, 14)  # 3.6 .. 3.13
 # (no pycore_ prefix); 3.8+ has Include/internal/pycore_*.h.
 # ---------------------------------------------------------------------------------------
 INCLUDES = {
-    6: ["frameobject.h"],
-    7: ["frameobject.h", "internal/pystate.h"],
-    8: ["frameobject.h", "internal/pycore_pystate.h"],
-    9: ["frameobject.h", "internal/pycore_runtime.h", "internal/pycore_interp.h"],
-    10: ["frameobject.h", "internal/pycore_runtime.h", "internal/pycore_interp.h"],
-    11: ["internal/pycore_runtime.h", "internal/pycore_interp.h", "internal/pycore_frame.h"],
-    12: ["internal/pycore_runtime.h", "internal/pycore_interp.h", "internal/pycore_frame.h"],
-    13: ["internal/pycore_runtime.h", "internal/pycore_interp.h", "internal/pycore_frame.h"],
+    6: ["frameobject.h", "longintrepr.h"],
+    7: ["frameobject.h", "longintrepr.h", "internal/pystate.h"],
+    8: ["frameobject.h", "longintrepr.h", "internal/pycore_pystate.h"],
+    9: ["frameobject.h", "longintrepr.h", "internal/pycore_runtime.h",
+        "internal/pycore_interp.h"],
+    10: ["frameobject.h", "longintrepr.h", "internal/pycore_runtime.h",
+         "internal/pycore_interp.h"],
+    11: ["internal/pycore_runtime.h", "internal/pycore_interp.h", "internal/pycore_frame.h",
+         "internal/pycore_object.h", "internal/pycore_dict.h"],
+    12: ["internal/pycore_runtime.h", "internal/pycore_interp.h", "internal/pycore_frame.h",
+         "internal/pycore_object.h", "internal/pycore_dict.h"],
+    13: ["internal/pycore_runtime.h", "internal/pycore_interp.h", "internal/pycore_frame.h",
+         "internal/pycore_object.h", "internal/pycore_dict.h"],
 }
+
+# ---------------------------------------------------------------------------------------
+# Up to 3.10 the dict keys object and its entries are private to Objects/dictobject.c
+# (declared in Objects/dict-common.h, which is not installed): the public headers only
+# have the incomplete `struct _dictkeysobject`. The probe completes it with the version's
+# own declaration, transcribed member for member (types and order) from
+# Objects/dict-common.h of that release. dk_lookup's exact signature does not matter (a
+# function pointer either way). 3.6 has a union for dk_indices; 3.7-3.9 a flexible array
+# after dk_size; 3.10 replaced dk_size by uint8_t dk_log2_size.
+# ---------------------------------------------------------------------------------------
+_DICT_ENTRY = """typedef struct {
+    Py_hash_t me_hash;
+    PyObject *me_key;
+    PyObject *me_value;
+} PyDictKeyEntry;
+"""
+_DICT_KEYS_36 = """struct _dictkeysobject {
+    Py_ssize_t dk_refcnt;
+    Py_ssize_t dk_size;
+    void *dk_lookup;
+    Py_ssize_t dk_usable;
+    Py_ssize_t dk_nentries;
+    union {
+        int8_t as_1[8];
+        int16_t as_2[4];
+        int32_t as_4[2];
+        int64_t as_8[1];
+    } dk_indices;
+};
+"""
+_DICT_KEYS_37 = """struct _dictkeysobject {
+    Py_ssize_t dk_refcnt;
+    Py_ssize_t dk_size;
+    void *dk_lookup;
+    Py_ssize_t dk_usable;
+    Py_ssize_t dk_nentries;
+    char dk_indices[];
+};
+"""
+_DICT_KEYS_310 = """struct _dictkeysobject {
+    Py_ssize_t dk_refcnt;
+    uint8_t dk_log2_size;
+    void *dk_lookup;
+    Py_ssize_t dk_usable;
+    Py_ssize_t dk_nentries;
+    char dk_indices[];
+};
+"""
+PRELUDE = {
+    6: _DICT_ENTRY + _DICT_KEYS_36,
+    7: _DICT_ENTRY + _DICT_KEYS_37,
+    8: _DICT_ENTRY + _DICT_KEYS_37,
+    9: _DICT_ENTRY + _DICT_KEYS_37,
+    10: _DICT_ENTRY + _DICT_KEYS_310,
+}
+
+# A fake object whose type has FLAGS, for measuring the 3.11+ pre-header accessors (static
+# inline functions of pycore_object.h that assert on the type's flags).
+_FAKE_OBJECT = """static PyObject *scry_fake_object(unsigned long flags)
+{
+    static PyTypeObject tp;
+    static PyObject objs[16];
+    tp.tp_flags = flags;
+    objs[8].ob_type = &tp;
+    return &objs[8];
+}
+"""
 
 NONE = None  # the field does not exist in this version: emitted as -1
 
@@ -152,6 +224,73 @@ def spec_for(minor):
     s["unicode_ascii_size"] = SIZE("PyASCIIObject")
     s["unicode_compact_size"] = SIZE("PyCompactUnicodeObject")
     s["unicode_data_any"] = OFF("PyUnicodeObject", "data.any")
+
+    # Dicts (thread names). <= 3.10 through the PRELUDE mirrors of Objects/dict-common.h.
+    dk = "PyDictKeysObject"
+    s["dict_keys"] = OFF("PyDictObject", "ma_keys")
+    s["dict_values"] = OFF("PyDictObject", "ma_values")
+    s["dictkeys_size"] = OFF(dk, "dk_size") if minor <= 9 else NONE
+    s["dictkeys_log2_size"] = OFF(dk, "dk_log2_size") if minor >= 10 else NONE
+    s["dictkeys_log2_index_bytes"] = OFF(dk, "dk_log2_index_bytes") if minor >= 11 else NONE
+    s["dictkeys_kind"] = OFF(dk, "dk_kind") if minor >= 11 else NONE
+    s["dictkeys_nentries"] = OFF(dk, "dk_nentries")
+    s["dictkeys_indices"] = OFF(dk, "dk_indices")
+    s["dictkeys_kind_general"] = "DICT_KEYS_GENERAL" if minor >= 11 else NONE
+    s["dictentry_size"] = SIZE("PyDictKeyEntry")
+    s["dictentry_key"] = OFF("PyDictKeyEntry", "me_key")
+    s["dictentry_value"] = OFF("PyDictKeyEntry", "me_value")
+    s["dictuentry_size"] = SIZE("PyDictUnicodeEntry") if minor >= 11 else NONE
+    s["dictuentry_key"] = OFF("PyDictUnicodeEntry", "me_key") if minor >= 11 else NONE
+    s["dictuentry_value"] = OFF("PyDictUnicodeEntry", "me_value") if minor >= 11 else NONE
+    # <= 3.10 ma_values is a PyObject ** (values start at 0); 3.11+ a PyDictValues *.
+    s["dictvalues_values"] = OFF("PyDictValues", "values") if minor >= 11 else "0"
+    s["dictvalues_valid"] = OFF("PyDictValues", "valid") if minor >= 13 else NONE
+
+    # Ints. 3.12 moved the digits into long_value and replaced ob_size by lv_tag.
+    if minor >= 12:
+        s["long_size"] = NONE
+        s["long_tag"] = OFF("PyLongObject", "long_value.lv_tag")
+        s["long_tag_shift"] = "_PyLong_NON_SIZE_BITS"
+        s["long_digits"] = OFF("PyLongObject", "long_value.ob_digit")
+    else:
+        s["long_size"] = OFF("PyLongObject", "ob_base.ob_size")
+        s["long_tag"] = s["long_tag_shift"] = NONE
+        s["long_digits"] = OFF("PyLongObject", "ob_digit")
+    s["long_shift"] = "PyLong_SHIFT"
+    s["long_digit_size"] = SIZE("digit")
+
+    # Types and instance dicts.
+    s["type_size"] = SIZE("PyTypeObject")
+    s["type_basicsize"] = OFF("PyTypeObject", "tp_basicsize")
+    s["type_dictoffset"] = OFF("PyTypeObject", "tp_dictoffset")
+    s["type_flags"] = OFF("PyTypeObject", "tp_flags")
+    s["heaptype_cached_keys"] = OFF("PyHeapTypeObject", "ht_cached_keys")
+    s["type_flag_managed_dict"] = "Py_TPFLAGS_MANAGED_DICT" if minor >= 11 else NONE
+    s["type_flag_inline_values"] = "Py_TPFLAGS_INLINE_VALUES" if minor >= 13 else NONE
+    # Measured with the version's own accessors on a fake object (see _FAKE_OBJECT).
+    fake = "scry_fake_object(Py_TPFLAGS_MANAGED_DICT)"
+    if minor == 11:
+        s["object_managed_dict_before"] = (
+            "(char *)%s - (char *)_PyObject_ManagedDictPointer(%s)" % (fake, fake))
+        s["object_managed_values_before"] = (
+            "(char *)%s - (char *)_PyObject_ValuesPointer(%s)" % (fake, fake))
+    elif minor == 12:
+        s["object_managed_dict_before"] = (
+            "(char *)%s - (char *)_PyObject_DictOrValuesPointer(%s)" % (fake, fake))
+        s["object_managed_values_before"] = NONE
+    elif minor >= 13:
+        s["object_managed_dict_before"] = (
+            "(char *)%s - (char *)_PyObject_ManagedDictPointer(%s)" % (fake, fake))
+        s["object_managed_values_before"] = NONE
+    else:
+        s["object_managed_dict_before"] = s["object_managed_values_before"] = NONE
+    # 3.12's PyDictOrValues: a values pointer is stored minus one (odd); the accessor adds
+    # it back. The probe checks the tag bit and measures what _PyDictOrValues_GetValues
+    # adds.
+    s["object_dict_values_tag"] = (
+        "({ static PyObject *vals[2]; PyDictOrValues d; d.values = (char *)vals - 1; "
+        "_PyDictOrValues_IsValues(d) ? (char *)_PyDictOrValues_GetValues(d) - d.values "
+        ": -2; })" if minor == 12 else NONE)
     return s
 
 
@@ -225,6 +364,9 @@ def probe(minor, incdir, spec, cc):
     lines = ["#define Py_BUILD_CORE 1", '#include "Python.h"']
     lines += ['#include "%s"' % h for h in INCLUDES[minor]]
     lines += ["#include <stddef.h>", "#include <stdio.h>", ""]
+    lines.append(PRELUDE.get(minor, ""))
+    if minor >= 11:
+        lines.append(_FAKE_OBJECT)
     lines.append("_Static_assert(offsetof(PyASCIIObject, state) == "
                  "offsetof(PyASCIIObject, hash) + sizeof(Py_hash_t), "
                  '"PyASCIIObject.state does not follow hash");')

@@ -38,7 +38,7 @@ static int t_checks;
     } while (0)
 
 #define CHECK_RC(rc, want, rep)                                                                    \
-    CHECK((rc) == (want), "got %s (%d), want %d; report error: %s", scry_err_name(rc), (rc),      \
+    CHECK((rc) == (want), "got %s (%d), want %d; report error: %s", scry_err_name(rc), (rc),       \
           (want), (rep).error)
 
 static char t_dir[128];
@@ -98,6 +98,7 @@ static const char t_lib_src[] =
     "    return a + 2 * b + 3 * c + 4 * d + 5 * e + 6 * f;\n"
     "}\n"
     "long scry_test_sleep_ms(long ms) {\n"
+    "    __asm__ volatile(\"vzeroall\"); /* clobber every vector register */\n"
     "    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};\n"
     "    while (nanosleep(&ts, &ts) != 0) {}\n"
     "    put(\"slept\", \"done\");\n"
@@ -139,8 +140,8 @@ static inline void t_unlink(const char *name)
 
 typedef struct t_proc {
     pid_t pid;
-    int out;  /* child's stdout+stderr */
-    int in;   /* child's stdin (write end), -1 when closed */
+    int out; /* child's stdout+stderr */
+    int in;  /* child's stdin (write end), -1 when closed */
     char buf[65536];
     size_t len;
 } t_proc_t;

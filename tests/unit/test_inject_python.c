@@ -140,18 +140,19 @@ static void case_read_static(void)
 
 static void case_threads(const char *exe)
 {
-    static const char py[] = "import threading\n"
-                             "def work(k, out):\n"
-                             "    s = 0\n"
-                             "    for i in range(1500000):\n"
-                             "        s += (i * k) % 7\n"
-                             "    out[k] = s\n"
-                             "out = [0] * 20\n"
-                             "ts = [threading.Thread(target=work, args=(k, out)) for k in range(20)]\n"
-                             "for t in ts: t.start()\n"
-                             "print('ready', flush=True)\n"
-                             "for t in ts: t.join()\n"
-                             "print('total', sum(out))\n";
+    static const char py[] =
+        "import threading\n"
+        "def work(k, out):\n"
+        "    s = 0\n"
+        "    for i in range(1500000):\n"
+        "        s += (i * k) % 7\n"
+        "    out[k] = s\n"
+        "out = [0] * 20\n"
+        "ts = [threading.Thread(target=work, args=(k, out)) for k in range(20)]\n"
+        "for t in ts: t.start()\n"
+        "print('ready', flush=True)\n"
+        "for t in ts: t.join()\n"
+        "print('total', sum(out))\n";
     long long want = 0;
     for (long long k = 0; k < 20; k++)
         for (long long i = 0; i < 1500000; i++)

@@ -21,12 +21,12 @@
 
 static int g_failures;
 
-#define CHECK(cond)                                                                        \
-    do {                                                                                   \
-        if (!(cond)) {                                                                     \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);       \
-            g_failures++;                                                                  \
-        }                                                                                  \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);               \
+            g_failures++;                                                                          \
+        }                                                                                          \
     } while (0)
 
 #define PYENV "/root/.pyenv/versions/"
@@ -54,8 +54,8 @@ typedef struct child {
 } child_t;
 
 /* Starts PYTHON -c SCRIPT with PYTHONPATH=EXTDIR (may be NULL); stdout to a pipe. */
-__attribute__((unused)) static int spawn_python(const char *python, const char *script, const char *extdir,
-                        child_t *c)
+__attribute__((unused)) static int spawn_python(const char *python, const char *script,
+                                                const char *extdir, child_t *c)
 {
     int fds[2];
     if (pipe(fds) != 0)
@@ -117,7 +117,8 @@ __attribute__((unused)) static void sleep_ms(int ms)
 }
 
 /* Stops TID, unwinds it, resumes it. Returns the unwind_thread result (or the stop's). */
-__attribute__((unused)) static int sample_thread(unwind_t *u, pid_t tid, unwind_frame_t *f, size_t max, size_t *n)
+__attribute__((unused)) static int sample_thread(unwind_t *u, pid_t tid, unwind_frame_t *f,
+                                                 size_t max, size_t *n)
 {
     *n = 0;
     int rc = unwind_stop_thread(tid);
@@ -128,7 +129,8 @@ __attribute__((unused)) static int sample_thread(unwind_t *u, pid_t tid, unwind_
     return rc ? rc : rr;
 }
 
-__attribute__((unused)) static void print_stack(const char *title, const unwind_frame_t *f, size_t n)
+__attribute__((unused)) static void print_stack(const char *title, const unwind_frame_t *f,
+                                                size_t n)
 {
     fprintf(stderr, "--- %s (%zu frames)\n", title, n);
     for (size_t i = 0; i < n; i++)
@@ -140,7 +142,8 @@ __attribute__((unused)) static void print_stack(const char *title, const unwind_
 
 /* Index of the first frame whose symbol contains SYM (and lib contains LIB when not
  * NULL), or -1. */
-__attribute__((unused)) static int find_frame(const unwind_frame_t *f, size_t n, const char *sym, const char *lib)
+__attribute__((unused)) static int find_frame(const unwind_frame_t *f, size_t n, const char *sym,
+                                              const char *lib)
 {
     for (size_t i = 0; i < n; i++) {
         if (sym && (!f[i].symbol || !strstr(f[i].symbol, sym)))

@@ -7,12 +7,12 @@
 
 static int failures;
 
-#define CHECK(cond)                                                                        \
-    do {                                                                                   \
-        if (!(cond)) {                                                                     \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);       \
-            failures++;                                                                    \
-        }                                                                                  \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);               \
+            failures++;                                                                            \
+        }                                                                                          \
     } while (0)
 
 #define PYLIB "libpython3.11.so.1.0"
@@ -24,10 +24,9 @@ static unwind_frame_t nat(const char *sym, const char *lib, int in_py)
     f.symbol = sym;
     f.lib = lib;
     f.in_python = (uint8_t)in_py;
-    f.is_eval = (uint8_t)(sym && strcmp(sym, "_PyEval_EvalFrameDefault") == 0
-                              ? UNWIND_EVAL_DEFAULT
-                              : sym && strcmp(sym, "PyEval_EvalFrameEx") == 0 ? UNWIND_EVAL_LEGACY
-                                                                               : 0);
+    f.is_eval = (uint8_t)(sym && strcmp(sym, "_PyEval_EvalFrameDefault") == 0 ? UNWIND_EVAL_DEFAULT
+                          : sym && strcmp(sym, "PyEval_EvalFrameEx") == 0     ? UNWIND_EVAL_LEGACY
+                                                                              : 0);
     return f;
 }
 
@@ -44,8 +43,7 @@ static const char *render(const scry_frame_t *out, size_t n)
     size_t len = 0;
     buf[0] = '\0';
     for (size_t i = 0; i < n && len < sizeof buf - 64; i++)
-        len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%s", i ? ";" : "",
-                                out[i].function);
+        len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%s", i ? ";" : "", out[i].function);
     return buf;
 }
 
@@ -119,8 +117,7 @@ static void test_more_eval(strtab_t *s)
 static void test_fewer_eval(strtab_t *s)
 {
     unwind_frame_t n[] = {
-        nat("memcpy", "libc.so.6", 0),
-        nat("_PyEval_EvalFrameDefault", PYLIB, 1),
+        nat("memcpy", "libc.so.6", 0), nat("_PyEval_EvalFrameDefault", PYLIB, 1),
         nat(NULL, NULL, 0), /* unknown: the unwind stopped here */
     };
     n[2].ip = 0xdead;
@@ -141,13 +138,11 @@ static void test_fewer_eval(strtab_t *s)
 static void test_entry_groups(strtab_t *s)
 {
     unwind_frame_t n[] = {
-        nat("scry_native_burn", "scryext.so", 0),
-        nat("cfunction_call", PYLIB, 1),
+        nat("scry_native_burn", "scryext.so", 0),  nat("cfunction_call", PYLIB, 1),
         nat("_PyEval_EvalFrameDefault", PYLIB, 1), /* runs h, g (g is the entry) */
         nat("builtin_map_next", PYLIB, 1),         /* CPython between evals: dropped */
         nat("_PyEval_EvalFrameDefault", PYLIB, 1), /* runs f, <module> */
-        nat("PyEval_EvalCode", PYLIB, 1),
-        nat("main", "python3.12", 1),
+        nat("PyEval_EvalCode", PYLIB, 1),          nat("main", "python3.12", 1),
     };
     scry_frame_t p[] = {pyf(s, "h"), pyf(s, "g"), pyf(s, "f"), pyf(s, "<module>")};
     uint8_t entry[] = {0, 1, 0, 1};

@@ -12,22 +12,21 @@
 
 #define NTHREADS 200
 
-static const char script[] =
-    "import os, sys, threading, time\n"
-    "N = 200\n"
-    "def work(i):\n"
-    "    time.sleep(0.3)\n"
-    "    s = 0\n"
-    "    for k in range(150000):\n"
-    "        s += k % 7\n"
-    "    res[i] = s\n"
-    "res = [0] * N\n"
-    "ts = [threading.Thread(target=work, args=(i,)) for i in range(N)]\n"
-    "for t in ts: t.start()\n"
-    "print(os.getpid(), flush=True)\n"
-    "for t in ts: t.join()\n"
-    "exp = sum(k % 7 for k in range(150000))\n"
-    "print('done', all(r == exp for r in res), flush=True)\n";
+static const char script[] = "import os, sys, threading, time\n"
+                             "N = 200\n"
+                             "def work(i):\n"
+                             "    time.sleep(0.3)\n"
+                             "    s = 0\n"
+                             "    for k in range(150000):\n"
+                             "        s += k % 7\n"
+                             "    res[i] = s\n"
+                             "res = [0] * N\n"
+                             "ts = [threading.Thread(target=work, args=(i,)) for i in range(N)]\n"
+                             "for t in ts: t.start()\n"
+                             "print(os.getpid(), flush=True)\n"
+                             "for t in ts: t.join()\n"
+                             "exp = sum(k % 7 for k in range(150000))\n"
+                             "print('done', all(r == exp for r in res), flush=True)\n";
 
 static size_t list_tids(pid_t pid, pid_t *tids, size_t max)
 {

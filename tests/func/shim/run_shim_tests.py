@@ -175,20 +175,24 @@ def timed_plain(py, workload):
 
 def test_gone(args, ver, py):
     for mode in ("--stop-after", "--disable-after"):
-        r = run(args, ver, py, "gone", [mode, "0.5"])
+        t_shim, t_plain = [], []
+        for rep in range(3):  # interleaved: the machine may be loaded
+            r = run(args, ver, py, "gone", [mode, "0.5"])
+            t_plain.append(timed_plain(py, "late"))
+            t_shim.append(float([l for l in r["lines"]
+                                 if l.startswith("late_churn_s")][0].split()[1]))
         s = r["stat"]
         check(s["child_status"] == 0, "daemon gone (%s): target exited 0" % mode)
-        late = s["sampled"] - s["sampled_at_stop"] if mode == "--stop-after" else None
-        if late is not None:
+        if mode == "--stop-after":
+            late = s["sampled"] - s["sampled_at_stop"]
             check(late <= 5, "daemon gone: %d events after the heartbeat stopped" % late)
         else:
             check(by(r, "late_churn", "alloc") == 0, "disabled: nothing recorded afterwards")
         check(int(s["shim_state"]) & 0x100, "%s: shim went pass-through" % mode)
-        t_shim = float([l for l in r["lines"] if l.startswith("late_churn_s")][0].split()[1])
-        t_plain = min(timed_plain(py, "late") for _ in range(3))
-        print("  info %s: late phase %.3f s vs %.3f s unprofiled (x%.2f)"
-              % (mode, t_shim, t_plain, t_shim / t_plain))
-        check(t_shim < t_plain * 1.25, "%s: target back to full speed" % mode)
+        ratio = min(t_shim) / min(t_plain)
+        print("  info %s: late phase CPU %.3f s vs %.3f s unprofiled (x%.2f)"
+              % (mode, min(t_shim), min(t_plain), ratio))
+        check(ratio < 1.25, "%s: target back to full speed" % mode)
 
 
 TESTS = [test_keep, test_churn, test_copy, test_threads, test_fork]

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -269,10 +270,11 @@ int main(int argc, char **argv)
         _exit(127);
     }
     int status = 0, stopped = 0;
+    struct rusage ru = {0};
     ringc_stats_t at_stop = {0};
     double last_beat = 0;
     for (;;) {
-        pid_t w = waitpid(pid, &status, WNOHANG);
+        pid_t w = wait4(pid, &status, WNOHANG, &ru);
         double t = now_s() - t0;
         if (!stopped && stop_after >= 0 && t >= stop_after) {
             stopped = 1;
@@ -324,6 +326,8 @@ int main(int argc, char **argv)
     STAT("child_pid", pid);
     STAT("child_status", WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
     printf("stat elapsed %.3f\n", elapsed);
+    printf("stat child_cpu %.3f\n", ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 +
+                                        ru.ru_stime.tv_sec + ru.ru_stime.tv_usec * 1e-6);
     STAT("consumed", st.consumed);
     STAT("bad_records", st.bad_records);
     STAT("bad_seq", st.bad_seq);

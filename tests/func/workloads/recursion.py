@@ -28,8 +28,7 @@ def recurse(n, args):
     _wl.write_json(args.ready, truth)
     if args.busy:
         x = 0
-        while True:
-            x += 1  #@BOTTOM_BUSY@
+        while True: x += 1  #@BOTTOM_BUSY@
     while True:
         time.sleep(1000)  #@BOTTOM@
 

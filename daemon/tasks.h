@@ -1,0 +1,54 @@
+/* tasks.h - the threads of the target at one tick: scheduler state, CPU time used since
+ * the previous tick, and stopping/resuming a chosen subset (--blocking, --native).
+ *
+ * States are read before anything is stopped (a stopped thread reads as traced). Every
+ * thread stopped by tasks_stop is resumed by tasks_resume_all, also on error paths, and
+ * by tasks_free.
+ */
+#ifndef SCRY_TASKS_H
+#define SCRY_TASKS_H
+
+#include "procinfo.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define TASKS_MAX 8192
+
+typedef struct tasks tasks_t;
+
+typedef struct task_info {
+    pid_t tid;
+    char state;         /* 'R', 'S', ... 0 unknown */
+    uint64_t cpu_delta; /* ns since the previous refresh, PROCINFO_NO_DELTA when unknown */
+    uint8_t stopped;    /* stopped by tasks_stop */
+} task_info_t;
+
+/* Creates the table for process PID. NULL when out of memory. */
+tasks_t *tasks_new(pid_t pid);
+
+/* Resumes anything still stopped, then frees. NULL is a no-op. */
+void tasks_free(tasks_t *t);
+
+/* Lists the process's threads with their states and CPU deltas. Returns the count, or a
+ * negative code (SCRY_E_GONE when the process is gone). */
+int tasks_refresh(tasks_t *t);
+
+/* The entry of thread TID from the last refresh, or NULL. */
+task_info_t *tasks_find(tasks_t *t, pid_t tid);
+
+/* The I-th entry of the last refresh, or NULL past the end. */
+task_info_t *tasks_at(tasks_t *t, size_t i);
+
+/* Stops thread TID (PTRACE_SEIZE + PTRACE_INTERRUPT, bounded wait). Returns 0 or a
+ * negative code; a thread that does not stop in time is left running. */
+int tasks_stop(tasks_t *t, task_info_t *task);
+
+/* Stops every listed thread. Returns how many stopped. */
+size_t tasks_stop_all(tasks_t *t);
+
+/* Resumes every thread this table stopped. */
+void tasks_resume_all(tasks_t *t);
+
+#endif

@@ -1,0 +1,1042 @@
+#!/usr/bin/env python3
+"""Functional tests of the `scry` executable against real CPython interpreters.
+
+usage: run.py --scry PATH --python VERSION [-k PATTERN] [-v]
+
+VERSION: 3.6 3.7 3.8 3.9 3.10 3.11 3.12 3.13 (pyenv builds), debian3.11 (/usr/bin/python3.11)
+or 2.7 (only the "unsupported version" test runs). Stdlib only; runs on any Python 3.7+.
+
+Every test starts its own workloads (tests/func/workloads/*.py, which measure their own
+truth), runs scry with a timeout, checks known answers, and kills what it started.
+Each test prints one line "PASS|FAIL|SKIP|XFAIL name: detail"; the run ends with exactly
+one line "N passed, N failed, N skipped" (XFAILs count as skipped and are listed before
+it) and exits 1 if any test failed. See docs/testing.md.
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import xml.dom.minidom
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKLOADS = os.path.join(HERE, "workloads")
+VERSIONS = ["3.6", "3.7", "3.8", "3.9", "3.10", "3.11", "3.12", "3.13", "debian3.11", "2.7"]
+
+SCRY_TIMEOUT = 90  # seconds: no scry command may take longer (records last <= 5 s)
+READY_TIMEOUT = 45  # seconds for a workload to reach its steady state on a loaded machine
+SHARE_TOLERANCE = 3.0  # percentage points, CPU shares vs the workload's own measurement
+DUMP_MAX_S = 1.0  # wall-time bound of one dump of a 100-thread process
+
+
+class Fail(Exception):
+    pass
+
+
+class Skip(Exception):
+    pass
+
+
+class XFail(Exception):
+    pass
+
+
+def check(cond, msg):
+    if not cond:
+        raise Fail(msg)
+
+
+def short(text, n=400):
+    text = text.strip()
+    return text if len(text) <= n else text[: n // 2] + " ... " + text[-n // 2 :]
+
+
+# ---------------------------------------------------------------------------------------
+# interpreters
+
+
+def pyenv_root():
+    exe = shutil.which("pyenv")
+    if exe:
+        try:
+            out = subprocess.run(
+                [exe, "root"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=20
+            )
+            root = out.stdout.decode().strip()
+            if out.returncode == 0 and root and os.path.isdir(root):
+                return root
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return os.environ.get("PYENV_ROOT") or "/root/.pyenv"
+
+
+def find_interpreter(label):
+    """(path, pyenv_version_name or None), or raise Skip with the reason."""
+    if label == "debian3.11":
+        path = "/usr/bin/python3.11"
+        if not os.access(path, os.X_OK):
+            raise Skip("%s not found" % path)
+        return path, None
+    root = pyenv_root()
+    vdir = os.path.join(root, "versions")
+    try:
+        names = sorted(os.listdir(vdir))
+    except OSError:
+        raise Skip("no pyenv versions directory %s" % vdir)
+    for name in names:
+        if re.match(r"^%s\.\d+$" % re.escape(label), name):
+            path = os.path.join(vdir, name, "bin", "python" + label)
+            if os.access(path, os.X_OK):
+                return path, name
+    raise Skip("no CPython %s.x under %s" % (label, vdir))
+
+
+def interpreter_version(path):
+    out = subprocess.run(
+        [path, "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        timeout=30,
+    )
+    if out.returncode != 0:
+        raise Skip("%s does not run: %s" % (path, short(out.stderr.decode("utf-8", "replace"))))
+    return tuple(int(x) for x in out.stdout.decode().strip().split("."))
+
+
+# ---------------------------------------------------------------------------------------
+# output parsers
+
+FRAME_RE = re.compile(r"^(.*) \((.*):(\d+)\)$")
+THREAD_ROOT_RE = re.compile(r"^thread (\d+)(?: \((.*)\))?$")
+
+
+def parse_frame(text):
+    """'function (file:line)' -> (function, file, line); other frames -> (text, None, None)."""
+    m = FRAME_RE.match(text)
+    if m:
+        return m.group(1), m.group(2), int(m.group(3))
+    return text, None, None
+
+
+def parse_collapsed(text):
+    """Collapsed stacks -> [(frames root first as (function, file, line), count)]."""
+    stacks = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line:
+            continue
+        m = re.match(r"^(.+) (\d+)$", line)
+        check(m is not None, "collapsed line %d malformed: %r" % (n, line[:200]))
+        stacks.append(([parse_frame(f) for f in m.group(1).split(";")], int(m.group(2))))
+    return stacks
+
+
+def leaf_counts(stacks):
+    counts = {}
+    for frames, n in stacks:
+        counts[frames[-1][0]] = counts.get(frames[-1][0], 0) + n
+    return counts
+
+
+def fmt_frame(fr):
+    return "%s (%s:%s)" % fr if fr[1] is not None else fr[0]
+
+
+# ---------------------------------------------------------------------------------------
+# per-test context: processes, temp dir, scry runs
+
+
+class Result(object):
+    def __init__(self, args, rc, out, err, wall):
+        self.args, self.rc, self.out, self.err, self.wall = args, rc, out, err, wall
+
+    def __str__(self):
+        return "scry %s -> exit %d in %.2f s; stderr: %s" % (
+            " ".join(self.args),
+            self.rc,
+            self.wall,
+            short(self.err) or "(empty)",
+        )
+
+
+class Ctx(object):
+    def __init__(self, runner, name):
+        self.r = runner
+        self.scry_path = runner.scry
+        self.python = runner.python
+        self.version = runner.version
+        self.qual = runner.version >= (3, 11)
+        self.verbose = runner.verbose
+        self.tmp = tempfile.mkdtemp(prefix="scry-func-%s-" % name)
+        os.chmod(self.tmp, 0o755)
+        self.procs = []
+        self.notes = []
+
+    # -- processes ----------------------------------------------------------------------
+
+    def env(self, extra=None):
+        env = dict(os.environ)
+        for k in ("PYTHONHOME", "PYTHONPATH", "PYENV_VERSION", "PYTHONSTARTUP"):
+            env.pop(k, None)
+        env.update(
+            {
+                "LC_ALL": "C.UTF-8",
+                "PYTHONDONTWRITEBYTECODE": "1",
+                "PYTHONUNBUFFERED": "1",
+                "PYTHONIOENCODING": "utf-8",
+            }
+        )
+        env.update(extra or {})
+        return env
+
+    def spawn(self, cmd, env=None, reap=False):
+        """Start cmd in its own session (killed with its group at cleanup)."""
+        log = open(os.path.join(self.tmp, "proc-%d.log" % len(self.procs)), "wb")
+        p = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env or self.env(),
+            start_new_session=True,
+        )
+        p.log_path = log.name
+        log.close()
+        self.procs.append(p)
+        if reap:  # reap as soon as it exits, so that its pid really disappears
+            threading.Thread(target=p.wait, daemon=True).start()
+        return p
+
+    def proc_log(self, p):
+        try:
+            with open(p.log_path, "rb") as f:
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def workload_cmd(self, name, args=(), ready=None, python=None):
+        cmd = [python or self.python, os.path.join(WORKLOADS, name)]
+        cmd += ["--ready", ready or os.path.join(self.tmp, "ready-%s.json" % name)]
+        cmd += ["--max-seconds", "120"] + [str(a) for a in args]
+        return cmd
+
+    def workload(self, name, args=(), reap=False, env=None):
+        """Start a workload in attach mode; wait for its truth (--ready); (Popen, truth)."""
+        ready = os.path.join(self.tmp, "ready-%s-%d.json" % (name, len(self.procs)))
+        p = self.spawn(self.workload_cmd(name, args, ready), env=env, reap=reap)
+        deadline = time.time() + READY_TIMEOUT
+        while time.time() < deadline:
+            if os.path.exists(ready):
+                with open(ready) as f:
+                    return p, json.load(f)
+            if p.poll() is not None:
+                raise Fail("workload %s exited (%s) before ready: %s"
+                           % (name, p.returncode, short(self.proc_log(p))))
+            time.sleep(0.02)
+        raise Fail("workload %s not ready after %d s" % (name, READY_TIMEOUT))
+
+    def stop(self, p, sig=signal.SIGTERM, timeout=20):
+        """Send sig to the workload and wait for it; SIGKILL if it does not exit."""
+        if p.poll() is None:
+            try:
+                os.kill(p.pid, sig)
+            except ProcessLookupError:
+                pass
+        try:
+            p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill(p)
+            raise Fail("workload pid %d did not exit %d s after signal %d" % (p.pid, timeout, sig))
+
+    def kill(self, p):
+        if p.poll() is None:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            try:
+                os.kill(p.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def strays(self):
+        """Pids of live processes whose command line names this test's temp dir (processes
+        this test started, directly or through scry's launch mode), except ourselves."""
+        found = []
+        key = self.tmp.encode()
+        for d in os.listdir("/proc"):
+            if not d.isdigit() or int(d) == os.getpid():
+                continue
+            try:
+                with open("/proc/%s/cmdline" % d, "rb") as f:
+                    cmd = f.read()
+                with open("/proc/%s/stat" % d, "rb") as f:
+                    state = f.read().rsplit(b")", 1)[1].split()[0]
+            except OSError:
+                continue
+            if key in cmd and state != b"Z":
+                found.append(int(d))
+        return found
+
+    def cleanup(self):
+        for p in self.procs:
+            self.kill(p)
+        for _ in range(3):
+            pids = self.strays()
+            if not pids:
+                break
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            time.sleep(0.2)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    # -- scry -----------------------------------------------------------------------------
+
+    def scry(self, args, timeout=SCRY_TIMEOUT, as_nobody=False, env=None):
+        args = [str(a) for a in args]
+        cmd = [self.scry_path] + args
+        if as_nobody:
+            cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] + cmd
+        t0 = time.monotonic()
+        p = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env or self.env(),
+            start_new_session=True,
+        )
+        self.procs.append(p)
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill(p)
+            raise Fail("scry %s: no exit after %d s (killed)" % (" ".join(args), timeout))
+        res = Result(args, p.returncode, out.decode("utf-8", "replace"),
+                     err.decode("utf-8", "replace"), time.monotonic() - t0)
+        if self.verbose:
+            print("    $ %s" % res)
+        return res
+
+    def scry_ok(self, args, **kw):
+        res = self.scry(args, **kw)
+        if res.rc != 0 and re.search(r"not (yet )?implemented", res.err, re.I):
+            raise XFail("%s (scry says: %s)" % (" ".join(res.args), short(res.err, 200)))
+        check(res.rc == 0, str(res))
+        return res
+
+    def record(self, args, fmt, name=None, **kw):
+        """scry record ... --format fmt -o FILE; returns (Result, file text)."""
+        out = os.path.join(self.tmp, name or ("profile." + fmt))
+        res = self.scry_ok(["record", "--format", fmt, "-o", out] + list(args), **kw)
+        check(os.path.exists(out), "no output file %s: %s" % (out, res))
+        with open(out, "rb") as f:
+            data = f.read().decode("utf-8", "replace")
+        return res, data
+
+    def dump_json(self, pid, extra=()):
+        res = self.scry_ok(["dump", "--pid", pid, "--json"] + list(extra))
+        try:
+            doc = json.loads(res.out)
+        except ValueError as e:
+            raise Fail("dump --json output is not JSON (%s): %s" % (e, short(res.out)))
+        return res, doc
+
+
+def task_tids(pid):
+    return set(int(t) for t in os.listdir("/proc/%d/task" % pid))
+
+
+def thread_by_tid(doc):
+    return dict((t["tid"], t) for t in doc.get("threads", []))
+
+
+def jframes(thread):
+    """dump --json frames (leaf first) as (function, file, line) tuples."""
+    return [(f.get("function"), f.get("file"), f.get("line")) for f in thread.get("frames", [])]
+
+
+# ---------------------------------------------------------------------------------------
+# tests
+
+TESTS = []
+
+
+def test(name, py2=False):
+    def deco(fn):
+        TESTS.append((name, fn, py2))
+        return fn
+
+    return deco
+
+
+def collapsed_shares(stacks, names):
+    counts = leaf_counts(stacks)
+    total = sum(n for _, n in stacks)
+    inside = sum(counts.get(k, 0) for k in names)
+    check(inside > 0, "no sample in %s; leaves: %s" % (names, sorted(counts.items())[:10]))
+    return dict((k, 100.0 * counts.get(k, 0) / inside) for k in names), inside, total
+
+
+def compare_shares(got, truth, n, what):
+    diffs = dict((k, abs(got[k] - truth[k])) for k in truth)
+    detail = "%s %s vs truth %s (%d samples)" % (
+        what,
+        "/".join("%.1f" % got[k] for k in sorted(truth)),
+        "/".join("%.1f" % truth[k] for k in sorted(truth)),
+        n,
+    )
+    check(max(diffs.values()) <= SHARE_TOLERANCE,
+          "share off by %.1f points > %.1f: %s" % (max(diffs.values()), SHARE_TOLERANCE, detail))
+    return detail
+
+
+SHARE_FUNCS = ("func_a", "func_b", "func_c")
+
+
+@test("cpu_shares_attach")
+def t_cpu_shares_attach(c):
+    out = os.path.join(c.tmp, "truth.json")
+    p, truth = c.workload("cpu_shares.py", ["--out", out])
+    res, text = c.record(["--pid", truth["pid"], "--duration", 4], "collapsed")
+    c.stop(p)
+    with open(out) as f:
+        measured = json.load(f)
+    stacks = parse_collapsed(text)
+    got, inside, total = collapsed_shares(stacks, SHARE_FUNCS)
+    check(inside >= 0.95 * total, "only %d of %d samples in func_a/b/c" % (inside, total))
+    for frames, _ in stacks:
+        leaf = frames[-1]
+        if leaf[0] in SHARE_FUNCS:
+            check(leaf[1] == truth["file"], "%s attributed to file %r" % (leaf[0], leaf[1]))
+    check(total >= 200, "only %d samples in 4 s at 100 Hz" % total)
+    return compare_shares(got, measured["shares_pct"], total, "collapsed a/b/c %")
+
+
+@test("cpu_shares_launch")
+def t_cpu_shares_launch(c):
+    out = os.path.join(c.tmp, "truth.json")
+    cmd = c.workload_cmd("cpu_shares.py", ["--seconds", 4, "--out", out])
+    res, text = c.record(["--"] + cmd, "json")
+    check(os.path.exists(out), "the launched workload wrote no truth (%s)" % res)
+    with open(out) as f:
+        measured = json.load(f)
+    doc = json.loads(text)
+    pct = {}
+    for fn in doc["functions"]:
+        if fn["function"] in SHARE_FUNCS and fn.get("file") == measured["file"]:
+            pct[fn["function"]] = fn["self_pct"]
+    inside = sum(pct.values())
+    check(inside > 0, "no func_a/b/c in the json report: %s" % short(text))
+    got = dict((k, 100.0 * pct.get(k, 0) / inside) for k in SHARE_FUNCS)
+    check(inside >= 90, "func_a/b/c hold only %.1f%% of the profile" % inside)
+    return compare_shares(got, measured["shares_pct"], doc["samples"], "json self_pct a/b/c %")
+
+
+@test("hot_line")
+def t_hot_line(c):
+    p, truth = c.workload("hot_line.py")
+    res, text = c.record(["--pid", truth["pid"], "--duration", 2], "json")
+    doc = json.loads(text)
+    check(doc["lines"], "no lines in the report")
+    top = doc["lines"][0]
+    want = (truth["file"], truth["line"], "hot_loop")
+    got = (top["file"], top["line"], top["function"])
+    check(got == want, "top line %r, expected %r" % (got, want))
+    check(top["total_pct"] >= 90, "hot line has only %.1f%% (expected >= 90)" % top["total_pct"])
+    return "top line %s:%d %.1f%% of %d samples" % (
+        os.path.basename(top["file"]), top["line"], top["total_pct"], doc["samples"])
+
+
+def chain_expected(truth):
+    f = truth["file"]
+    return [("<module>", f, truth["module_line"]), ("main", f, truth["main_line"]),
+            ("chain_a", f, truth["a_line"]), ("chain_b", f, truth["b_line"])]
+
+
+def check_chain(stacks, truth):
+    want = chain_expected(truth)
+    in_c = 0
+    total = sum(n for _, n in stacks)
+    for frames, n in stacks:
+        names = [fr[0] for fr in frames]
+        if "chain_c" in names:
+            check(frames[:-1] == want and frames[-1][0] == "chain_c"
+                  and frames[-1][1] == truth["file"],
+                  "stack with chain_c has parents %s; expected %s"
+                  % (";".join(fmt_frame(x) for x in frames), ";".join(fmt_frame(x) for x in want)))
+            in_c += n
+        elif "chain_b" in names or "chain_a" in names:
+            k = len(frames)
+            check(k <= len(want) and frames[:-1] == want[: k - 1]
+                  and frames[-1][:2] == want[k - 1][:2],
+                  "unexpected chain stack %s" % ";".join(fmt_frame(x) for x in frames))
+    check(in_c >= 0.8 * total, "only %d of %d samples in chain_c" % (in_c, total))
+    return in_c, total
+
+
+@test("call_chain")
+def t_call_chain(c):
+    p, truth = c.workload("call_chain.py")
+    res, text = c.record(["--pid", truth["pid"], "--duration", 2], "collapsed")
+    in_c, total = check_chain(parse_collapsed(text), truth)
+    return "%d of %d samples in chain_c, all under <module>;main;chain_a;chain_b at the call lines" % (
+        in_c, total)
+
+
+@test("call_chain_dump")
+def t_call_chain_dump(c):
+    p, truth = c.workload("call_chain.py")
+    want = chain_expected(truth)
+    for attempt in range(5):
+        res, doc = c.dump_json(truth["pid"])
+        th = thread_by_tid(doc).get(truth["pid"])
+        check(th is not None, "main thread %d missing from dump" % truth["pid"])
+        check(not th["truncated"], "main thread stack marked truncated")
+        frames = list(reversed(jframes(th)))
+        check(frames[: len(want)] == want[: len(frames)],
+              "dumped stack %s; expected prefix %s" % (
+                  ";".join(fmt_frame(x) for x in frames), ";".join(fmt_frame(x) for x in want)))
+        if frames[-1][0] == "chain_c":
+            check(frames[:-1] == want, "chain_c parents %s" % frames[:-1])
+            return "dump %d: %s" % (attempt + 1, " <- ".join(f[0] for f in reversed(frames)))
+    raise Fail("5 dumps never caught chain_c on the stack")
+
+
+@test("call_chain_blocking")
+def t_call_chain_blocking(c):
+    p, truth = c.workload("call_chain.py")
+    res, text = c.record(["--pid", truth["pid"], "--duration", 2, "--blocking"], "collapsed")
+    in_c, total = check_chain(parse_collapsed(text), truth)
+    check(p.poll() is None, "target died after --blocking (exit %s)" % p.returncode)
+    return "--blocking: %d of %d samples in chain_c with exact parents; target alive" % (in_c, total)
+
+
+def check_recursion(frames, truth, what):
+    """frames root first."""
+    f = truth["file"]
+    d = truth["depth"]
+    want = [("<module>", f, truth["module_line"]), ("main", f, truth["main_line"])]
+    want += [("recurse", f, truth["call_line"])] * d + [("recurse", f, truth["bottom_line"])]
+    n_rec = sum(1 for fr in frames if fr[0] == "recurse")
+    check(n_rec == d + 1, "%s: %d recurse frames, expected %d" % (what, n_rec, d + 1))
+    check(frames == want, "%s: stack differs from <module>;main;recurse x %d (first diff at %s)"
+          % (what, d + 1, next((i for i, (a, b) in enumerate(zip(frames, want)) if a != b),
+                               min(len(frames), len(want)))))
+    return n_rec
+
+
+@test("recursion_dump")
+def t_recursion_dump(c):
+    p, truth = c.workload("recursion.py", ["--depth", 500])
+    res, doc = c.dump_json(truth["pid"])
+    th = thread_by_tid(doc).get(truth["pid"])
+    check(th is not None, "main thread missing")
+    check(th["truncated"] is False, "stack marked truncated")
+    n = check_recursion(list(reversed(jframes(th))), truth, "dump --json")
+    text = c.scry_ok(["dump", "--pid", truth["pid"]]).out
+    n_text = text.count("recurse (")
+    check(n_text == n, "text dump shows %d recurse frames, JSON %d" % (n_text, n))
+    return "%d recurse frames (depth 500), exact lines, not truncated, text dump agrees" % n
+
+
+@test("recursion_record")
+def t_recursion_record(c):
+    p, truth = c.workload("recursion.py", ["--depth", 500, "--busy"])
+    res, text = c.record(["--pid", truth["pid"], "--duration", 1.5], "collapsed")
+    stacks = parse_collapsed(text)
+    check(stacks, "empty profile")
+    total = sum(n for _, n in stacks)
+    for frames, n in stacks:
+        check_recursion(frames, truth, "collapsed stack (%d samples)" % n)
+    return "%d samples, every stack holds all 501 recurse frames" % total
+
+
+def check_threads_dump(doc, truth, pid):
+    tids = task_tids(pid)
+    got = thread_by_tid(doc)
+    check(doc.get("pid") == pid, "dump pid %r" % doc.get("pid"))
+    check(set(got) == tids, "dump tids differ from /proc/%d/task: missing %s, extra %s"
+          % (pid, sorted(tids - set(got))[:10], sorted(set(got) - tids)[:10]))
+    check(len(doc["threads"]) == len(got), "duplicate tids in dump")
+    for tid_s, fn in truth["tids"].items():
+        th = got.get(int(tid_s))
+        frames = jframes(th)
+        check(frames, "thread %s has no frame" % tid_s)
+        check(frames[0][:2] == (fn, truth["file"]),
+              "thread %s leaf %r, expected %s in %s" % (tid_s, frames[0], fn, truth["file"]))
+    return len(got)
+
+
+@test("threads50_dump")
+def t_threads50_dump(c):
+    p, truth = c.workload("threads.py", ["--count", 50])
+    pid = truth["pid"]
+    res, doc = c.dump_json(pid)
+    n = check_threads_dump(doc, truth, pid)
+    check(n == 51, "%d threads, expected 51" % n)
+    names = set(truth["tids"].values())
+    check(len(names) == 51, "workload truth has %d distinct functions" % len(names))
+    return "51 threads, tids == /proc/%d/task, each leaf its own worker_NN" % pid
+
+
+@test("threads50_record")
+def t_threads50_record(c):
+    p, truth = c.workload("threads.py", ["--count", 50])
+    pid = truth["pid"]
+    res, text = c.record(["--pid", pid, "--duration", 1.5, "--idle", "--threads"], "collapsed")
+    stacks = parse_collapsed(text)
+    roots = {}
+    for frames, n in stacks:
+        m = THREAD_ROOT_RE.match(frames[0][0])
+        check(m is not None, "stack without a thread root: %s" % fmt_frame(frames[0]))
+        tid = int(m.group(1))
+        roots[tid] = roots.get(tid, 0) + n
+        want = truth["tids"].get(str(tid))
+        check(want is not None, "root for unknown thread %d" % tid)
+        check(frames[-1][0] == want, "thread %d: leaf %s, expected %s" % (
+            tid, fmt_frame(frames[-1]), want))
+    want_tids = set(int(t) for t in truth["tids"])
+    check(set(roots) == want_tids, "thread roots: missing %s, extra %s" % (
+        sorted(want_tids - set(roots))[:10], sorted(set(roots) - want_tids)[:10]))
+    return "%d thread roots, each with only its own function as leaf (%d..%d samples per thread)" % (
+        len(roots), min(roots.values()), max(roots.values()))
+
+
+@test("threads100_dump")
+def t_threads100_dump(c):
+    p, truth = c.workload("threads.py", ["--count", 100])
+    pid = truth["pid"]
+    walls = []
+    for _ in range(3):
+        res, doc = c.dump_json(pid)
+        walls.append(res.wall)
+        n = check_threads_dump(doc, truth, pid)
+        check(n == 101, "%d threads, expected 101" % n)
+    med = statistics.median(walls)
+    times = ", ".join("%.0f" % (w * 1000) for w in walls)
+    check(med < DUMP_MAX_S, "dump of 101 threads took %s ms (median > %.0f ms)"
+          % (times, DUMP_MAX_S * 1000))
+    return "101 threads; dump --json wall %s ms (median %.0f ms, bound %.0f ms)" % (
+        times, med * 1000, DUMP_MAX_S * 1000)
+
+
+def naming_expected(c, truth):
+    """{kind: (leaf (function, file, line), parent (function, file, line))}."""
+    q = c.qual
+    names = {
+        "generator": ("gen_sleeper", "consume_gen"),
+        "coroutine": ("coro_inner", "coro_outer"),
+        "lambda": ("<lambda>", "run_lambda"),
+        "nested": ("Outer.inner.<locals>.f" if q else "f", "Outer.inner" if q else "inner"),
+        "method": ("K.meth" if q else "meth", "run_method"),
+        "exec": ("ex_func", "<module>"),
+        "unicode": (u"\u95a2\u6570", "run_unicode"),
+    }
+    exp = {}
+    for kind, k in truth["kinds"].items():
+        leaf, parent = names[kind]
+        exp[kind] = ((leaf, k["file"], k["line"]), (parent, k["parent_file"], k["parent_line"]))
+    return exp
+
+
+@test("naming_dump")
+def t_naming_dump(c):
+    p, truth = c.workload("naming.py")
+    exp = naming_expected(c, truth)
+    res, doc = c.dump_json(truth["pid"])
+    got = thread_by_tid(doc)
+    bad = []
+    for kind, (leaf, parent) in sorted(exp.items()):
+        th = got.get(truth["kinds"][kind]["tid"])
+        if th is None:
+            bad.append("%s: thread missing" % kind)
+            continue
+        fr = jframes(th)
+        if fr[:2] != [leaf, parent]:
+            bad.append("%s: got %s <- %s, expected %s <- %s" % (
+                kind, fmt_frame(fr[0]) if fr else "-", fmt_frame(fr[1]) if len(fr) > 1 else "-",
+                fmt_frame(leaf), fmt_frame(parent)))
+    check(not bad, "; ".join(bad))
+    text = c.scry_ok(["dump", "--pid", truth["pid"]]).out
+    uni = fmt_frame(exp["unicode"][0])
+    check(uni in text, "text dump lacks %r" % uni)
+    return "leaf+parent exact for %s (%s names)" % (
+        ", ".join(sorted(exp)), "qualified" if c.qual else "plain")
+
+
+@test("naming_collapsed")
+def t_naming_collapsed(c):
+    p, truth = c.workload("naming.py")
+    exp = naming_expected(c, truth)
+    res, text = c.record(["--pid", truth["pid"], "--duration", 1, "--idle"], "collapsed")
+    stacks = parse_collapsed(text)
+    tails = set(tuple(frames[-2:]) for frames, _ in stacks)
+    bad = ["%s: no stack ending %s;%s" % (k, fmt_frame(par), fmt_frame(leaf))
+           for k, (leaf, par) in sorted(exp.items()) if (par, leaf) not in tails]
+    check(not bad, "; ".join(bad) + " | leaves seen: " +
+          ", ".join(sorted(set(fmt_frame(f[-1]) for f, _ in stacks)))[:600])
+    return "all %d kinds found as exact parent;leaf in collapsed --idle" % len(exp)
+
+
+@test("target_exits")
+def t_target_exits(c):
+    p, truth = c.workload("short_run.py", ["--seconds", 2.5], reap=True)
+    res = c.scry(["record", "--pid", truth["pid"], "--duration", 30, "--format", "json",
+                  "-o", os.path.join(c.tmp, "p.json")], timeout=60)
+    check(res.rc == 0, "exit code %d when the target exits (expected 0): %s" % (res.rc, res))
+    check(res.wall < 20, "scry ran %.1f s: did not stop when the target exited" % res.wall)
+    check(re.search(r"exit", res.err, re.I), "stderr does not say the target exited: %r"
+          % short(res.err))
+    with open(os.path.join(c.tmp, "p.json")) as f:
+        doc = json.load(f)
+    check(doc.get("target_exited") is True, "target_exited = %r" % doc.get("target_exited"))
+    fns = [l["function"] for l in doc["lines"]]
+    check("short_work" in fns, "short_work not in the profile: %s" % fns[:10])
+    return "exit 0 after %.1f s, %d samples, stderr: %s" % (res.wall, doc["samples"],
+                                                            short(res.err, 160))
+
+
+@test("error_no_such_pid")
+def t_error_no_such_pid(c):
+    pid_max = int(open("/proc/sys/kernel/pid_max").read())
+    pid = next(p for p in range(pid_max - 1, 1, -1) if not os.path.exists("/proc/%d" % p))
+    msgs = []
+    for args in (["dump", "--pid", pid], ["record", "--pid", pid, "-d", 1, "-o",
+                                          os.path.join(c.tmp, "x")]):
+        res = c.scry(args, timeout=30)
+        check(res.rc != 0, "exit 0: %s" % res)
+        check("no such process" in res.err.lower(), "message lacks 'no such process': %s" % res)
+        msgs.append(res.err.strip().splitlines()[-1])
+    return "exit != 0: %s" % msgs[0]
+
+
+@test("error_not_python")
+def t_error_not_python(c):
+    p = c.spawn(["sleep", "30"])
+    time.sleep(0.2)
+    msgs = []
+    for args in (["dump", "--pid", p.pid], ["record", "--pid", p.pid, "-d", 1, "-o",
+                                            os.path.join(c.tmp, "x")]):
+        res = c.scry(args, timeout=30)
+        check(res.rc != 0, "exit 0: %s" % res)
+        check("not a python process" in res.err.lower(), "message lacks 'not a Python process': %s"
+              % res)
+        msgs.append(res.err.strip().splitlines()[-1])
+    check(p.poll() is None, "the sleep target died")
+    return "exit != 0, target alive: %s" % msgs[0]
+
+
+@test("error_permission")
+def t_error_permission(c):
+    if not shutil.which("setpriv"):
+        raise Skip("setpriv not found")
+    if os.geteuid() != 0:
+        raise Skip("needs root to start a root target")
+    p, truth = c.workload("recursion.py", ["--depth", 3])
+    msgs = []
+    for args in (["dump", "--pid", truth["pid"]],
+                 ["record", "--pid", truth["pid"], "-d", 1, "-o", "-"]):
+        res = c.scry(args, as_nobody=True, timeout=30)
+        check(res.rc != 0, "exit 0 as nobody: %s" % res)
+        check(re.search(r"CAP_SYS_PTRACE|root", res.err),
+              "message mentions neither CAP_SYS_PTRACE nor root: %s" % res)
+        msgs.append(res.err.strip().splitlines()[-1] if res.err.strip() else "")
+    check(p.poll() is None, "target died")
+    return "exit != 0 as nobody: %s" % short(msgs[0], 200)
+
+
+@test("error_unsupported_27", py2=True)
+def t_error_unsupported_27(c):
+    code = "import time; time.sleep(60)"
+    tag = os.path.join(c.tmp, "tag")
+    p = c.spawn([c.python, "-c", code, tag])
+    time.sleep(0.5)
+    check(p.poll() is None, "python2.7 target exited: %s" % short(c.proc_log(p)))
+    runs = [["dump", "--pid", p.pid],
+            ["record", "--pid", p.pid, "-d", 1, "-o", os.path.join(c.tmp, "a")],
+            ["record", "-d", 2, "-o", os.path.join(c.tmp, "b"), "--", c.python, "-c",
+             "import time; time.sleep(5)", tag + "-launched"]]
+    msgs = []
+    for args in runs:
+        res = c.scry(args, timeout=60)
+        check(res.rc != 0, "exit 0: %s" % res)
+        check("Python 2.7" in res.err and "not support" in res.err,
+              "message lacks 'Python 2.7' / 'not support': %s" % res)
+        msgs.append(res.err.strip().splitlines()[-1])
+    check(p.poll() is None, "the 2.7 target died")
+    left = [pid for pid in c.strays() if pid != p.pid]
+    note = "; launched 2.7 child %s" % ("left running" if left else "not left behind")
+    return "attach dump/record and launch: exit != 0: %s%s" % (msgs[0], note)
+
+
+def check_short_profile(text, truth_file, what):
+    stacks = parse_collapsed(text)
+    check(stacks, "%s: empty profile" % what)
+    hits = sum(n for frames, n in stacks if any(
+        fr[0] == "short_work" and fr[1] == truth_file for fr in frames))
+    check(hits > 0, "%s: no short_work (%s) frame; stacks: %s" % (
+        what, truth_file, short(text, 300)))
+    return hits, sum(n for _, n in stacks)
+
+
+@test("launch_wrapper")
+def t_launch_wrapper(c):
+    wrap = os.path.join(c.tmp, "wrap.sh")
+    with open(wrap, "w") as f:
+        f.write('#!/bin/sh\nexec "%s" "$@"\n' % c.python)
+    os.chmod(wrap, 0o755)
+    cmd = c.workload_cmd("short_run.py", ["--seconds", 1.5])
+    cmd[0] = wrap
+    res, text = c.record(["--"] + cmd, "collapsed")
+    hits, total = check_short_profile(text, os.path.join(WORKLOADS, "short_run.py"), "wrap.sh")
+    return "sh wrapper that execs the interpreter: %d of %d samples in short_work" % (hits, total)
+
+
+@test("launch_pyenv_shim")
+def t_launch_pyenv_shim(c):
+    if c.r.pyenv_name is None:
+        raise Skip("not a pyenv interpreter")
+    shim = os.path.join(pyenv_root(), "shims", "python3")
+    if not os.access(shim, os.X_OK):
+        raise Skip("no pyenv shim %s" % shim)
+    ready = os.path.join(c.tmp, "ready-shim.json")
+    cmd = c.workload_cmd("short_run.py", ["--seconds", 1.5], ready=ready)
+    cmd[0] = shim
+    res, text = c.record(["--"] + cmd, "collapsed", env=c.env({"PYENV_VERSION": c.r.pyenv_name}))
+    with open(ready) as f:
+        ran = json.load(f)
+    check(tuple(ran["version"]) == c.version, "the shim ran Python %s" % ran["version"])
+    hits, total = check_short_profile(text, os.path.join(WORKLOADS, "short_run.py"), "shim")
+    return "%s (PYENV_VERSION=%s): %d of %d samples in short_work" % (
+        shim, c.r.pyenv_name, hits, total)
+
+
+@test("launch_reliability")
+def t_launch_reliability(c):
+    runs = 20
+    bad = []
+    walls = []
+    for i in range(runs):
+        cmd = c.workload_cmd("short_run.py", ["--seconds", 0.3])
+        try:
+            res, text = c.record(["--"] + cmd, "collapsed", name="launch-%d.txt" % i)
+            walls.append(res.wall)
+            check_short_profile(text, os.path.join(WORKLOADS, "short_run.py"), "launch %d" % i)
+        except Fail as e:
+            bad.append(str(e))
+    check(not bad, "%d of %d launches failed: %s" % (len(bad), runs, " | ".join(
+        short(b, 200) for b in bad[:3])))
+    return "%d/%d launches profiled short_work (wall mean %.2f s, max %.2f s)" % (
+        runs, runs, statistics.mean(walls), max(walls))
+
+
+@test("formats")
+def t_formats(c):
+    p, truth = c.workload("hot_line.py")
+    pid = truth["pid"]
+    base = ["--pid", pid, "--duration", 1.5]
+    hot_frame = ("hot_loop", truth["file"], truth["line"])
+    done = []
+
+    res, text = c.record(base, "collapsed")
+    stacks = parse_collapsed(text)
+    check(any(fr[-1] == hot_frame for fr, _ in stacks), "collapsed lacks %s" % fmt_frame(hot_frame))
+    done.append("collapsed")
+
+    res, text = c.record(base, "speedscope")
+    doc = json.loads(text)
+    frames = doc["shared"]["frames"]
+    check(frames and doc["profiles"], "speedscope without frames/profiles")
+    check(any(f.get("name") == "hot_loop" and f.get("line") == truth["line"] for f in frames),
+          "speedscope frames lack hot_loop line %d" % truth["line"])
+    for prof in doc["profiles"]:
+        check(prof["type"] == "sampled" and len(prof["samples"]) == len(prof["weights"]),
+              "bad speedscope profile %s" % prof.get("name"))
+        check(all(0 <= i < len(frames) for s in prof["samples"] for i in s),
+              "speedscope frame index out of range")
+        check(abs(prof["endValue"] - prof["startValue"] - sum(prof["weights"])) <= 1,
+              "speedscope endValue != sum(weights)")
+    done.append("speedscope")
+
+    res, text = c.record(base, "json")
+    doc = json.loads(text)
+    check(doc.get("format") == "scry-report", "json format field %r" % doc.get("format"))
+    s = sum(l["cpu_python_pct"] + l["cpu_native_pct"] + l["cpu_system_pct"] for l in doc["lines"])
+    check(abs(s - 100) <= 0.5, "json line shares sum to %.3f" % s)
+    top = doc["lines"][0]
+    check((top["file"], top["line"]) == (truth["file"], truth["line"]), "json top line %r" % top)
+    done.append("json (sum %.2f%%)" % s)
+
+    res, text = c.record(base, "text")
+    check(truth["source"] in text, "text report lacks the hot line source %r: %s" % (
+        truth["source"], short(text, 600)))
+    check(":%d" % truth["line"] in text, "text report lacks :%d" % truth["line"])
+    done.append("text")
+
+    res, text = c.record(base, "flamegraph")
+    try:
+        svg = xml.dom.minidom.parseString(text.encode("utf-8"))
+    except Exception as e:  # ExpatError and friends
+        raise Fail("flamegraph is not well-formed XML: %s" % e)
+    check(svg.documentElement.tagName == "svg", "root element %s" % svg.documentElement.tagName)
+    check("hot_loop" in text, "flamegraph lacks hot_loop")
+    done.append("flamegraph")
+
+    res = c.scry_ok(["record", "--format", "json", "-o", "-"] + base)
+    json.loads(res.out)
+    done.append("json to stdout")
+    return ", ".join(done)
+
+
+@test("option_rate")
+def t_option_rate(c):
+    p, truth = c.workload("hot_line.py")
+    res, text = c.record(["--pid", truth["pid"], "--duration", 2, "--rate", 50], "json")
+    doc = json.loads(text)
+    check(doc["rate_hz"] == 50, "rate_hz %r" % doc["rate_hz"])
+    check(1.9 <= doc["duration_s"] <= 3.0, "duration_s %r for --duration 2" % doc["duration_s"])
+    check(50 <= doc["samples"] <= 105, "%d samples for 2 s at 50 Hz of one busy thread"
+          % doc["samples"])
+    check(res.wall < 8, "record --duration 2 took %.1f s" % res.wall)
+    return "--rate 50 --duration 2: %d samples, duration_s %.2f, wall %.2f s" % (
+        doc["samples"], doc["duration_s"], res.wall)
+
+
+@test("option_quiet")
+def t_option_quiet(c):
+    p, truth = c.workload("hot_line.py")
+    args = ["--pid", truth["pid"], "--duration", 0.5]
+    res, _ = c.record(args, "collapsed")
+    check(re.search(r"\d+ samples", res.err), "no summary line without -q: %r" % res.err)
+    res, _ = c.record(args + ["-q"], "collapsed")
+    check(res.err.strip() == "", "-q still prints: %r" % short(res.err))
+    return "summary on stderr without -q, nothing with -q"
+
+
+@test("option_gil")
+def t_option_gil(c):
+    p, truth = c.workload("threads.py", ["--count", 5, "--nap", 1000, "--spin"])
+    pid = truth["pid"]
+    base = ["--pid", pid, "--duration", 1.5, "--idle", "--threads"]
+    res, text = c.record(base, "collapsed", name="all.txt")
+    roots = set(int(THREAD_ROOT_RE.match(f[0][0]).group(1)) for f, _ in parse_collapsed(text))
+    check(len(roots) == 6, "--idle --threads shows %d threads, expected 6" % len(roots))
+    res, text = c.record(base + ["--gil"], "collapsed", name="gil.txt")
+    stacks = parse_collapsed(text)
+    check(stacks, "--gil: empty profile")
+    total = sum(n for _, n in stacks)
+    for frames, n in stacks:
+        m = THREAD_ROOT_RE.match(frames[0][0])
+        check(m and int(m.group(1)) == pid, "--gil sampled thread %s (%d samples), not the "
+              "GIL holder %d" % (frames[0][0], n, pid))
+        check(frames[-1][0] == "main_spin", "--gil leaf %s" % fmt_frame(frames[-1]))
+    return "--gil: all %d samples from the spinning GIL holder (6 threads without --gil)" % total
+
+
+# ---------------------------------------------------------------------------------------
+# runner
+
+
+class Runner(object):
+    def __init__(self, scry, label, verbose):
+        self.scry = scry
+        self.label = label
+        self.verbose = verbose
+        self.python = None
+        self.pyenv_name = None
+        self.version = None
+
+
+def selected(name, patterns):
+    return not patterns or any(p in name for p in patterns)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--scry", required=True, help="path of the scry executable")
+    ap.add_argument("--python", required=True, choices=VERSIONS)
+    ap.add_argument("-k", action="append", default=[], metavar="PATTERN",
+                    help="run only tests whose name contains PATTERN (repeatable)")
+    ap.add_argument("-v", action="store_true", help="print every scry command and its result")
+    a = ap.parse_args()
+
+    scry = os.path.abspath(a.scry)
+    r = Runner(scry, a.python, a.v)
+    py2 = a.python == "2.7"
+    tests = [t for t in TESTS if t[2] == py2 and selected(t[0], a.k)]
+    if not os.access(scry, os.X_OK):
+        print("FAIL setup: scry executable %s not found" % scry)
+        print("0 passed, 1 failed, 0 skipped")
+        return 1
+    try:
+        r.python, r.pyenv_name = find_interpreter(a.python)
+        r.version = interpreter_version(r.python)
+    except Skip as e:
+        print("SKIP %s: %s" % (a.python, e))
+        print("0 passed, 0 failed, %d skipped" % len(tests))
+        return 0
+    print("scry functional tests: %s, Python %s (%s)" % (
+        scry, ".".join(map(str, r.version)), r.python))
+    sys.stdout.flush()
+
+    passed = failed = skipped = 0
+    xfails = []
+    failures = []
+    t_all = time.monotonic()
+    for name, fn, _ in tests:
+        c = Ctx(r, name)
+        t0 = time.monotonic()
+        try:
+            detail = fn(c) or ""
+            status = "PASS"
+        except Skip as e:
+            status, detail = "SKIP", str(e)
+        except XFail as e:
+            status, detail = "XFAIL", str(e)
+        except Fail as e:
+            status, detail = "FAIL", str(e)
+        except Exception as e:  # a crash of the test itself (bad JSON, KeyError...)
+            status = "FAIL"
+            detail = "%s: %s" % (type(e).__name__, e)
+            if a.v:
+                traceback.print_exc()
+        finally:
+            c.cleanup()
+        detail = detail.replace("\n", " | ")
+        print("%s %s: %s [%.1f s]" % (status, name, detail, time.monotonic() - t0))
+        sys.stdout.flush()
+        if status == "PASS":
+            passed += 1
+        elif status == "FAIL":
+            failed += 1
+            failures.append(name)
+        else:
+            skipped += 1
+            if status == "XFAIL":
+                xfails.append(name)
+    print("Python %s: %.1f s" % (a.python, time.monotonic() - t_all))
+    if xfails:
+        print("expected failures (counted as skipped): %s" % ", ".join(xfails))
+    if failures:
+        print("failed: %s" % ", ".join(failures))
+    print("%d passed, %d failed, %d skipped" % (passed, failed, skipped))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
