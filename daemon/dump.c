@@ -1,64 +1,104 @@
-/* dump.c - 'scry dump': every thread's Python stack, now. */
+/* dump.c - 'scry dump': every thread's stack, now. A thin front end over the sampler:
+ * one tick with every thread included (idle ones too), printed instead of aggregated. */
 #include "commands.h"
 
-#include "tasks.h"
 #include "procinfo.h"
 #include "report.h"
+#include "sampler.h"
 #include "scry_err.h"
 
 #include <stdio.h>
 #include <string.h>
 
-static const char *state_word(char state)
+#define DUMP_MAX_THREADS 8192
+
+typedef struct dump_thread {
+    int32_t tid;
+    const char *name;
+    uint8_t gil, running, truncated, cls, gil_wait;
+    uint32_t nframes;
+    scry_frame_t *frames;
+} dump_thread_t;
+
+typedef struct dump_state {
+    dump_thread_t *threads;
+    size_t n;
+    int oom;
+} dump_state_t;
+
+static void collect(const scry_sample_t *s, void *ctx)
 {
-    switch (state) {
-    case 'R':
-        return "running";
-    case 0:
-        return "unknown";
-    default:
-        return "idle";
+    dump_state_t *d = ctx;
+    if (d->n >= DUMP_MAX_THREADS)
+        return;
+    dump_thread_t *t = &d->threads[d->n];
+    t->frames = malloc((s->nframes ? s->nframes : 1) * sizeof *t->frames);
+    if (!t->frames) {
+        d->oom = 1;
+        return;
     }
+    memcpy(t->frames, s->frames, s->nframes * sizeof *t->frames);
+    t->tid = s->tid;
+    t->name = s->thread_name;
+    t->gil = s->gil;
+    t->running = s->running;
+    t->truncated = s->truncated;
+    t->cls = s->cls;
+    t->gil_wait = s->gil_wait;
+    t->nframes = s->nframes;
+    d->n++;
 }
 
-static void dump_text(const pystate_info_t *info, const pystate_snapshot_t *snap,
-                      const char *states, char names[][64])
+static const char *state_word(const dump_thread_t *t)
+{
+    if (t->gil_wait)
+        return "waiting for the GIL";
+    return t->running ? "running" : "idle";
+}
+
+static void dump_text(const pystate_info_t *info, const dump_state_t *d)
 {
     char what[600];
     procinfo_describe(info->pid, what, sizeof what);
     printf("Process %d: %s\nPython v%s (%s; runtime found by %s)\n", (int)info->pid, what,
            info->version, info->interp_path, info->how_found);
-    for (size_t i = 0; i < pystate_snapshot_count(snap); i++) {
-        const pystate_thread_t *th = pystate_snapshot_thread(snap, i);
-        printf("\nThread %d (%s%s): \"%s\"%s\n", (int)th->tid, state_word(states[i]),
-               th->gil ? "+gil" : "", names[i], th->truncated ? " [truncated]" : "");
-        for (uint32_t k = 0; k < th->nframes; k++) {
-            const scry_frame_t *f = &th->frames[k];
-            printf("    %s (%s:%d)\n", f->function, f->file, (int)f->line);
+    for (size_t i = 0; i < d->n; i++) {
+        const dump_thread_t *t = &d->threads[i];
+        printf("\nThread %d (%s%s): \"%s\"%s\n", (int)t->tid, state_word(t),
+               t->gil ? "+gil" : "", t->name, t->truncated ? " [truncated]" : "");
+        for (uint32_t k = 0; k < t->nframes; k++) {
+            const scry_frame_t *f = &t->frames[k];
+            if (f->kind == SCRY_FRAME_NATIVE)
+                printf("    %s (%s)\n", f->function, f->file);
+            else if (f->kind == SCRY_FRAME_PYTHON)
+                printf("    %s (%s:%d)\n", f->function, f->file, (int)f->line);
+            else
+                printf("    %s\n", f->function);
         }
     }
 }
 
-static void dump_json(const pystate_info_t *info, const pystate_snapshot_t *snap,
-                      const char *states, char names[][64])
+static void dump_json(const pystate_info_t *info, const dump_state_t *d)
 {
     printf("{\"pid\": %d, \"python_version\": ", (int)info->pid);
     report_json_fputs(stdout, info->version);
     printf(", \"threads\": [");
-    for (size_t i = 0; i < pystate_snapshot_count(snap); i++) {
-        const pystate_thread_t *th = pystate_snapshot_thread(snap, i);
-        printf("%s\n  {\"tid\": %d, \"name\": ", i ? "," : "", (int)th->tid);
-        report_json_fputs(stdout, names[i]);
+    for (size_t i = 0; i < d->n; i++) {
+        const dump_thread_t *t = &d->threads[i];
+        printf("%s\n  {\"tid\": %d, \"name\": ", i ? "," : "", (int)t->tid);
+        report_json_fputs(stdout, t->name);
         printf(", \"gil\": %s, \"state\": \"%s\", \"truncated\": %s, \"frames\": [",
-               th->gil ? "true" : "false", state_word(states[i]),
-               th->truncated ? "true" : "false");
-        for (uint32_t k = 0; k < th->nframes; k++) {
-            const scry_frame_t *f = &th->frames[k];
+               t->gil ? "true" : "false", t->running ? "running" : "idle",
+               t->truncated ? "true" : "false");
+        for (uint32_t k = 0; k < t->nframes; k++) {
+            const scry_frame_t *f = &t->frames[k];
             printf("%s{\"function\": ", k ? ", " : "");
             report_json_fputs(stdout, f->function);
             printf(", \"file\": ");
             report_json_fputs(stdout, f->file);
-            printf(", \"line\": %d}", (int)f->line);
+            printf(", \"line\": %d, \"kind\": \"%s\"}", (int)f->line,
+                   f->kind == SCRY_FRAME_NATIVE ? "native"
+                                                : f->kind == SCRY_FRAME_PYTHON ? "python" : "other");
         }
         printf("]}");
     }
@@ -68,57 +108,41 @@ static void dump_json(const pystate_info_t *info, const pystate_snapshot_t *snap
 int cmd_dump(const scry_config_t *cfg)
 {
     strtab_t *strings = strtab_new();
-    pystate_snapshot_t *snap = pystate_snapshot_new();
-    procinfo_threads_t *pt = procinfo_threads_new(cfg->pid);
     pystate_target_t *t = NULL;
-    char (*names)[64] = NULL;
-    char *states = NULL;
+    sampler_t *smp = NULL;
+    dump_state_t d = {0};
     int rc = 1;
-    if (!strings || !snap || !pt) {
+    if (!strings || !(d.threads = calloc(DUMP_MAX_THREADS, sizeof *d.threads))) {
         fprintf(stderr, "scry: out of memory\n");
         goto out;
     }
     if (cmd_open_target(cfg->pid, strings, &t) != 0)
         goto out;
-    int err;
-    if (cfg->blocking) {
-        tasks_t *tasks = tasks_new(cfg->pid);
-        if (!tasks)
-            goto out;
-        tasks_refresh(tasks);
-        tasks_stop_all(tasks);
-        err = pystate_sample(t, snap);
-        tasks_resume_all(tasks);
-        tasks_free(tasks);
-    } else {
-        err = pystate_sample(t, snap);
+    scry_config_t one = *cfg;
+    one.idle = 1; /* every thread, whatever it is doing */
+    one.gil = 0;
+    smp = sampler_new(&one, t, strings);
+    if (!smp) {
+        fprintf(stderr, "scry: out of memory\n");
+        goto out;
     }
-    if (err) {
+    int err = sampler_tick(smp, collect, &d);
+    if (err || d.oom) {
         fprintf(stderr, "scry: could not read the threads of process %d: %s\n", (int)cfg->pid,
-                scry_strerror(err));
+                d.oom ? "out of memory" : scry_strerror(err));
         goto out;
-    }
-    size_t n = pystate_snapshot_count(snap);
-    names = calloc(n ? n : 1, sizeof *names);
-    states = calloc(n ? n : 1, 1);
-    if (!names || !states)
-        goto out;
-    for (size_t i = 0; i < n; i++) {
-        const pystate_thread_t *th = pystate_snapshot_thread(snap, i);
-        states[i] = procinfo_thread_state(pt, th->tid, NULL);
-        procinfo_thread_name(cfg->pid, th->tid, names[i], sizeof names[i]);
     }
     if (cfg->json)
-        dump_json(pystate_target_info(t), snap, states, names);
+        dump_json(pystate_target_info(t), &d);
     else
-        dump_text(pystate_target_info(t), snap, states, names);
+        dump_text(pystate_target_info(t), &d);
     rc = 0;
 out:
-    free(names);
-    free(states);
+    for (size_t i = 0; i < d.n; i++)
+        free(d.threads[i].frames);
+    free(d.threads);
+    sampler_free(smp);
     pystate_target_free(t);
-    pystate_snapshot_free(snap);
-    procinfo_threads_free(pt);
     strtab_free(strings);
     return rc;
 }

@@ -241,9 +241,11 @@ static void mark(top_t *t, uint64_t now)
     t->mhead = (t->mhead + 1) % REPORT_LIVE_HISTORY;
     if (t->mcount < REPORT_LIVE_HISTORY)
         t->mcount++;
+    uint64_t span = now - t->last_mark_ns;
     t->last_mark_ns = now;
     if (!t->st.paused) {
-        t->st.threads_active = t->ntids;
+        if (t->ntids || span >= TOP_REFRESH_NS / 2) /* a short last interval says little */
+            t->st.threads_active = t->ntids;
         t->st.threads_total = count_threads((pid_t)t->st.pid);
         t->st.errors = sampler_stats(t->smp)->errors;
         t->st.late = sampler_stats(t->smp)->late;

@@ -200,7 +200,7 @@ static void row_name(const report_live_row_t *r, char *out, size_t len, int maxc
         if (lbud < lmin)
             lbud = lmin < lw ? lmin : lw;
         int fbud = maxcols - 3 - lbud;
-        if (fbud < 4 || lbud < 4) {
+        if (fbud < (fw < 4 ? fw : 4) || lbud < 4) {
             fit(r->function, fpart, sizeof fpart, maxcols, 0);
             lpart[0] = 0;
         } else {

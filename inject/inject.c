@@ -89,9 +89,6 @@ static int release_restored(inject_session_t *s)
     int rc3 = ptr_detach(s->tid, 0);
     if (!rc)
         rc = rc3;
-    s->rep->signals_deferred = s->sigq.n + s->sigq.dropped > s->rep->signals_deferred
-                                   ? s->sigq.n + s->sigq.dropped
-                                   : s->rep->signals_deferred;
     ptr_sigq_redeliver(&s->sigq, s->pid, s->tid);
     s->state = INJECT__RELEASED;
     s->rep->stopped_ns += ptr_now_ns() - s->t_stopped;

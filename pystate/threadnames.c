@@ -188,7 +188,7 @@ static int64_t nm_find_str(nm_t *m, const raddr_t *keys, size_t n, const char *w
         return -1;
     if (peek > NM_STR_PEEK)
         return -1;
-    rmem_iov_t *iov = malloc(n * sizeof *iov);
+    rmem_iov_t *iov = calloc(n, sizeof *iov);
     size_t *which = malloc(n * sizeof *which);
     uint8_t *bufs = malloc(n * peek);
     uint8_t *ok = malloc(n);
@@ -448,7 +448,7 @@ static int nm_read_idents(nm_t *m, const raddr_t *keys, const raddr_t *vals, siz
 {
     const pystate_layout_t *L = m->L;
     size_t peek = (size_t)L->long_digits + NM_DIGITS_MAX * (size_t)L->long_digit_size;
-    rmem_iov_t *iov = malloc((n ? n : 1) * sizeof *iov);
+    rmem_iov_t *iov = calloc(n ? n : 1, sizeof *iov);
     uint8_t *bufs = malloc((n ? n : 1) * peek);
     uint8_t *ok = malloc(n ? n : 1);
     size_t k = 0;
@@ -531,7 +531,7 @@ static int nm_locate_attrs(nm_t *m, nm_thread_t *th, size_t n)
     size_t len = (size_t)pre + (size_t)L->object_type + 8;
     nm_type_t types[PYSTATE_NAMES_TYPES];
     size_t nt = 0;
-    rmem_iov_t *iov = malloc((n ? n : 1) * sizeof *iov);
+    rmem_iov_t *iov = calloc(n ? n : 1, sizeof *iov);
     uint8_t *bufs = malloc((n ? n : 1) * len);
     uint8_t *ok = malloc(n ? n : 1);
     int err = 0;
@@ -605,7 +605,7 @@ static int nm_read_dicts(nm_t *m, nm_thread_t *th, size_t n)
     size_t hl = (size_t)(L->dict_keys > L->dict_values ? L->dict_keys : L->dict_values) + 8;
     if (hl < (size_t)L->object_type + 8)
         hl = (size_t)L->object_type + 8;
-    rmem_iov_t *iov = malloc((n ? n : 1) * sizeof *iov);
+    rmem_iov_t *iov = calloc(n ? n : 1, sizeof *iov);
     uint8_t *bufs = malloc((n ? n : 1) * hl);
     uint8_t *ok = malloc(n ? n : 1);
     int err = 0;
@@ -737,7 +737,7 @@ static int nm_name(nm_t *m, raddr_t addr, const uint8_t *buf, size_t len, int ok
 /* Phase: the value slots (pointers to the names), then the names. */
 static int nm_read_names(nm_t *m, nm_thread_t *th, size_t n, pystate_name_map_t *out)
 {
-    rmem_iov_t *iov = malloc((n ? n : 1) * sizeof *iov);
+    rmem_iov_t *iov = calloc(n ? n : 1, sizeof *iov);
     uint8_t *bufs = malloc((n ? n : 1) * NM_STR_PEEK);
     uint8_t *ok = malloc(n ? n : 1);
     int err = 0;

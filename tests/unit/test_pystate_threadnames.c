@@ -1,0 +1,417 @@
+/* test_pystate_threadnames.c - Python thread names read from real interpreters.
+ *
+ * For every installed CPython 3.6-3.13 (pyenv) and Debian's /usr/bin/python3.11, starts a
+ * script with MainThread and threads named 'alpha', 'βeta-名前' (non-ASCII), a default name
+ * ("Thread-N" / "Thread-N (worker)") and 'gamma' (whose __dict__ is materialised and grown
+ * past the shared keys), then checks that pystate_sample's threads carry exactly the names
+ * the script reports, matched by pthread id, with the OS thread id from /proc/PID/task
+ * (and equal to threading.get_native_id() where the version has it). Also: a process that
+ * has not imported threading, and the cost of one names refresh with 100 threads.
+ * Missing interpreters are skipped with a message.
+ */
+#include <dirent.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "pystate.h"
+#include "scry_err.h"
+#include "threadnames.h"
+
+static int failures;
+static long checks;
+
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        checks++;                                                                                  \
+        if (!(cond)) {                                                                             \
+            failures++;                                                                            \
+            fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond);               \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fputc('\n', stderr);                                                                   \
+        }                                                                                          \
+    } while (0)
+
+#define MAX_EXPECT 128
+
+/* Prints one line per thread: ident, native id (0 before 3.8), name as UTF-8 hex; then
+ * READY, and waits for stdin to close. */
+static const char script_named[] =
+    "import sys, threading, time\n"
+    "ev = threading.Event()\n"
+    "def worker():\n"
+    "    ev.wait()\n"
+    "ts = [threading.Thread(target=worker, name='alpha'),\n"
+    "      threading.Thread(target=worker, name='\\u03b2eta-\\u540d\\u524d'),\n"
+    "      threading.Thread(target=worker),\n"
+    "      threading.Thread(target=worker, name='gamma')]\n"
+    "for t in ts:\n"
+    "    t.daemon = True\n"
+    "    t.start()\n"
+    "g = ts[3]\n"
+    "g.__dict__['extra'] = 1\n"
+    "for i in range(40):\n"
+    "    setattr(g, 'x%d' % i, i)\n"
+    "while len(threading._active) < 5:\n"
+    "    time.sleep(0.01)\n"
+    "nid = getattr(threading, 'get_native_id', None)\n"
+    "for t in [threading.main_thread()] + ts:\n"
+    "    print(t.ident, getattr(t, 'native_id', 0) or 0, t.name.encode('utf-8').hex())\n"
+    "print('READY', flush=True)\n"
+    "sys.stdin.read()\n";
+
+static const char script_many[] =
+    "import sys, threading, time\n"
+    "ev = threading.Event()\n"
+    "ts = [threading.Thread(target=ev.wait, name='worker-%03d' % i, daemon=True)\n"
+    "      for i in range(100)]\n"
+    "for t in ts:\n"
+    "    t.start()\n"
+    "while len(threading._active) < 101:\n"
+    "    time.sleep(0.01)\n"
+    "for t in [threading.main_thread()] + ts:\n"
+    "    print(t.ident, 0, t.name.encode('utf-8').hex())\n"
+    "print('READY', flush=True)\n"
+    "sys.stdin.read()\n";
+
+static const char script_plain[] = "import sys\n"
+                                   "print('threading' in sys.modules)\n"
+                                   "print('READY', flush=True)\n"
+                                   "sys.stdin.read()\n";
+
+typedef struct expect {
+    uint64_t ident;
+    int32_t native;
+    char name[256];
+    int seen;
+} expect_t;
+
+typedef struct child {
+    pid_t pid;
+    FILE *out;  /* its stdout */
+    int in_fd;  /* its stdin: closing it ends the script */
+} child_t;
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int start(const char *python, const char *script, child_t *c)
+{
+    int in[2], out[2];
+    if (pipe(in) != 0 || pipe(out) != 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        close(in[1]);
+        close(out[0]);
+        execl(python, python, "-S", "-c", script, (char *)NULL);
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    c->pid = pid;
+    c->in_fd = in[1];
+    c->out = fdopen(out[0], "r");
+    return c->out ? 0 : -1;
+}
+
+static void finish(child_t *c)
+{
+    if (c->out)
+        fclose(c->out);
+    close(c->in_fd);
+    kill(c->pid, SIGKILL);
+    waitpid(c->pid, NULL, 0);
+}
+
+static int unhex(const char *h, char *out, size_t max)
+{
+    size_t n = 0;
+    while (h[0] && h[1] && n + 1 < max) {
+        unsigned v;
+        if (sscanf(h, "%2x", &v) != 1)
+            return -1;
+        out[n++] = (char)v;
+        h += 2;
+    }
+    out[n] = 0;
+    return (int)n;
+}
+
+/* Reads the script's thread lines until READY. Returns how many, or -1. */
+static int read_expect(child_t *c, expect_t *e, int max)
+{
+    char line[1024];
+    int n = 0;
+    while (fgets(line, sizeof line, c->out)) {
+        if (strncmp(line, "READY", 5) == 0)
+            return n;
+        unsigned long long ident;
+        int native;
+        char hex[600];
+        if (n < max && sscanf(line, "%llu %d %599s", &ident, &native, hex) == 3) {
+            e[n].ident = ident;
+            e[n].native = native;
+            e[n].seen = 0;
+            unhex(hex, e[n].name, sizeof e[n].name);
+            n++;
+        }
+    }
+    return -1;
+}
+
+static int task_exists(pid_t pid, int32_t tid)
+{
+    char path[96];
+    struct stat st;
+    snprintf(path, sizeof path, "/proc/%d/task/%d", (int)pid, (int)tid);
+    return tid > 0 && stat(path, &st) == 0;
+}
+
+static int open_target(pid_t pid, strtab_t *strings, pystate_target_t **t, const char *what)
+{
+    char err[512] = "";
+    int rc = pystate_target_open(pid, strings, t, err, sizeof err);
+    CHECK(rc == 0, "%s: open: %s (%s)", what, scry_err_name(rc), err);
+    return rc;
+}
+
+static void test_named(const char *python, const char *what)
+{
+    child_t c = {0};
+    expect_t e[MAX_EXPECT];
+    if (start(python, script_named, &c) != 0) {
+        CHECK(0, "%s: cannot start", what);
+        return;
+    }
+    int n = read_expect(&c, e, MAX_EXPECT);
+    CHECK(n == 5, "%s: script reported %d threads", what, n);
+    strtab_t *strings = strtab_new();
+    pystate_snapshot_t *snap = pystate_snapshot_new();
+    pystate_target_t *t = NULL;
+    if (n != 5 || !strings || !snap || open_target(c.pid, strings, &t, what) != 0)
+        goto out;
+    CHECK(strcmp(e[0].name, "MainThread") == 0, "%s: main is '%s'", what, e[0].name);
+    CHECK(strcmp(e[1].name, "alpha") == 0, "%s: '%s'", what, e[1].name);
+    CHECK(strcmp(e[2].name, "\xce\xb2" "eta-\xe5\x90\x8d\xe5\x89\x8d") == 0, "%s: '%s'", what,
+          e[2].name);
+    CHECK(strncmp(e[3].name, "Thread-", 7) == 0, "%s: default name '%s'", what, e[3].name);
+    CHECK(strcmp(e[4].name, "gamma") == 0, "%s: '%s'", what, e[4].name);
+
+    int rc = pystate_sample(t, snap);
+    CHECK(rc == 0, "%s: sample: %s", what, scry_err_name(rc));
+    size_t count = rc == 0 ? pystate_snapshot_count(snap) : 0;
+    CHECK(count == 5, "%s: %zu threads sampled", what, count);
+    for (size_t i = 0; i < count; i++) {
+        const pystate_thread_t *th = pystate_snapshot_thread(snap, i);
+        expect_t *x = NULL;
+        for (int k = 0; k < n && !x; k++)
+            if (e[k].ident == th->pthread_id)
+                x = &e[k];
+        CHECK(x != NULL, "%s: thread pthread 0x%llx not reported by the script", what,
+              (unsigned long long)th->pthread_id);
+        if (!x)
+            continue;
+        x->seen++;
+        CHECK(task_exists(c.pid, th->tid), "%s: tid %d of '%s' not in /proc/%d/task", what,
+              (int)th->tid, x->name, (int)c.pid);
+        if (x->native)
+            CHECK(th->tid == x->native, "%s: tid %d, native_id %d", what, (int)th->tid, x->native);
+        CHECK(th->name && strcmp(th->name, x->name) == 0, "%s: name '%s', expected '%s'", what,
+              th->name ? th->name : "(null)", x->name);
+    }
+    for (int k = 0; k < n; k++)
+        CHECK(e[k].seen == 1, "%s: '%s' seen %d times", what, e[k].name, e[k].seen);
+    /* The cached map serves the next sample (no refresh within a second). */
+    uint64_t refreshed = t->names.refreshed_ns;
+    rc = pystate_sample(t, snap);
+    CHECK(rc == 0 && t->names.refreshed_ns == refreshed, "%s: second sample refreshed", what);
+    for (size_t i = 0; rc == 0 && i < pystate_snapshot_count(snap); i++)
+        CHECK(pystate_snapshot_thread(snap, i)->name != NULL, "%s: name lost", what);
+    printf("  %-22s ok: %s, %s, %s, %s, %s\n", what, e[0].name, e[1].name, e[2].name, e[3].name,
+           e[4].name);
+out:
+    pystate_target_free(t);
+    pystate_snapshot_free(snap);
+    strtab_free(strings);
+    finish(&c);
+}
+
+static void test_plain(const char *python, const char *what)
+{
+    child_t c = {0};
+    char line[64] = "";
+    if (start(python, script_plain, &c) != 0) {
+        CHECK(0, "%s: cannot start", what);
+        return;
+    }
+    int imported = fgets(line, sizeof line, c.out) && strncmp(line, "True", 4) == 0;
+    while (fgets(line, sizeof line, c.out) && strncmp(line, "READY", 5) != 0)
+        ;
+    strtab_t *strings = strtab_new();
+    pystate_snapshot_t *snap = pystate_snapshot_new();
+    pystate_target_t *t = NULL;
+    if (!strings || !snap || open_target(c.pid, strings, &t, what) != 0)
+        goto out;
+    int rc = pystate_sample(t, snap);
+    CHECK(rc == 0 && pystate_snapshot_count(snap) == 1, "%s: plain sample: %s", what,
+          scry_err_name(rc));
+    pystate_name_map_t *map = calloc(1, sizeof *map);
+    if (rc == 0 && map) {
+        const pystate_thread_t *th = pystate_snapshot_thread(snap, 0);
+        rc = pystate__thread_names(t, t->names.map.count ? 0 : 0, map);
+        CHECK(rc == SCRY_E_INVAL, "%s: interp 0 gives %s", what, scry_err_name(rc));
+        if (imported)
+            CHECK(th->name && strcmp(th->name, "MainThread") == 0, "%s: main '%s'", what,
+                  th->name ? th->name : "(null)");
+        else
+            CHECK(th->name == NULL, "%s: a name without threading: '%s'", what, th->name);
+    }
+    free(map);
+out:
+    pystate_target_free(t);
+    pystate_snapshot_free(snap);
+    strtab_free(strings);
+    finish(&c);
+}
+
+/* Finds the interpreter address of the main thread via a sample. */
+static raddr_t first_interp(pystate_target_t *t, pystate_snapshot_t *snap)
+{
+    const pystate_layout_t *L = pystate_target_layout(t);
+    if (pystate_sample(t, snap) != 0 || pystate_snapshot_count(snap) == 0)
+        return 0;
+    raddr_t interp = 0;
+    rmem_read_u64(pystate_target_mem(t),
+                  pystate_snapshot_thread(snap, 0)->tstate + (uint64_t)L->tstate_interp, &interp);
+    return interp;
+}
+
+static void test_many(const char *python, const char *what)
+{
+    child_t c = {0};
+    expect_t *e = calloc(MAX_EXPECT, sizeof *e);
+    pystate_name_map_t *map = calloc(1, sizeof *map);
+    strtab_t *strings = strtab_new();
+    pystate_snapshot_t *snap = pystate_snapshot_new();
+    pystate_target_t *t = NULL;
+    if (!e || !map || !strings || !snap || start(python, script_many, &c) != 0) {
+        CHECK(0, "%s: cannot start", what);
+        goto out;
+    }
+    int n = read_expect(&c, e, MAX_EXPECT);
+    CHECK(n == 101, "%s: %d threads", what, n);
+    if (n != 101 || open_target(c.pid, strings, &t, what) != 0)
+        goto out;
+    raddr_t interp = first_interp(t, snap);
+    CHECK(interp != 0, "%s: no interpreter", what);
+    if (!interp)
+        goto out;
+    rmem_stats_t s0 = rmem_stats(pystate_target_mem(t));
+    enum { ROUNDS = 50 };
+    uint64_t best = UINT64_MAX, total = 0;
+    int rc = 0;
+    for (int r = 0; r < ROUNDS; r++) {
+        map->count = 0;
+        uint64_t a = now_ns();
+        rc = pystate__thread_names(t, interp, map);
+        uint64_t d = now_ns() - a;
+        total += d;
+        best = d < best ? d : best;
+        if (rc != 0)
+            break;
+    }
+    rmem_stats_t s1 = rmem_stats(pystate_target_mem(t));
+    CHECK(rc == 0, "%s: refresh: %s", what, scry_err_name(rc));
+    CHECK(map->count == 101, "%s: %zu names", what, map->count);
+    for (int k = 0; k < n; k++) {
+        const char *nm = pystate__name_map_find(map, e[k].ident);
+        CHECK(nm && strcmp(nm, e[k].name) == 0, "%s: '%s' for '%s'", what, nm ? nm : "(null)",
+              e[k].name);
+    }
+    printf("  %-22s 101 threads: names refresh %.1f us mean, %.1f us best, %.1f syscalls, "
+           "%.0f bytes\n",
+           what, total / 1e3 / ROUNDS, best / 1e3,
+           (double)(s1.syscalls - s0.syscalls) / ROUNDS, (double)(s1.bytes - s0.bytes) / ROUNDS);
+out:
+    pystate_target_free(t);
+    pystate_snapshot_free(snap);
+    strtab_free(strings);
+    free(map);
+    free(e);
+    if (c.pid)
+        finish(&c);
+}
+
+/* The newest pyenv 3.MINOR.x, or "" when none. */
+static void pyenv_python(int minor, char *out, size_t max)
+{
+    const char *root = "/root/.pyenv/versions";
+    DIR *d = opendir(root);
+    char prefix[16];
+    int best = -1;
+    out[0] = 0;
+    snprintf(prefix, sizeof prefix, "3.%d.", minor);
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        if (strncmp(de->d_name, prefix, strlen(prefix)) != 0)
+            continue;
+        char *end;
+        long patch = strtol(de->d_name + strlen(prefix), &end, 10);
+        if (*end || patch <= best)
+            continue;
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s/bin/python3.%d", root, de->d_name, minor);
+        if (access(path, X_OK) == 0) {
+            best = (int)patch;
+            snprintf(out, max, "%s", path);
+        }
+    }
+    if (d)
+        closedir(d);
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    int ran = 0;
+    for (int minor = 6; minor <= 14; minor++) {
+        char py[600], what[32];
+        pyenv_python(minor, py, sizeof py);
+        snprintf(what, sizeof what, "pyenv 3.%d", minor);
+        if (!py[0]) {
+            printf("  %-22s skipped: not installed\n", what);
+            continue;
+        }
+        test_named(py, what);
+        test_plain(py, what);
+        test_many(py, what);
+        ran++;
+    }
+    if (access("/usr/bin/python3.11", X_OK) == 0) {
+        test_named("/usr/bin/python3.11", "debian 3.11");
+        test_plain("/usr/bin/python3.11", "debian 3.11");
+        test_many("/usr/bin/python3.11", "debian 3.11");
+        ran++;
+    } else {
+        printf("  %-22s skipped: not installed\n", "debian 3.11");
+    }
+    printf("test_pystate_threadnames: %d interpreters, %ld checks, %d failures\n", ran, checks,
+           failures);
+    return failures ? 1 : 0;
+}
