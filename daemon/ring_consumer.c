@@ -12,11 +12,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#define RINGC_MAX_FILE  ((uint64_t)1 << 30)
-#define RINGC_MAX_SIZE  ((uint64_t)1 << 47) /* no block or copy is bigger */
+#define RINGC_MAX_FILE   ((uint64_t)1 << 30)
+#define RINGC_MAX_SIZE   ((uint64_t)1 << 47) /* no block or copy is bigger */
 #define RINGC_MAX_WEIGHT ((uint64_t)1 << 56)
-#define RINGC_REC_FLAGS (SCRY_RING_REC_TRUNCATED | SCRY_RING_REC_UNTRACKED | \
-                         SCRY_RING_REC_NOGIL | SCRY_RING_REC_REALLOC)
+#define RINGC_REC_FLAGS                                                                            \
+    (SCRY_RING_REC_TRUNCATED | SCRY_RING_REC_UNTRACKED | SCRY_RING_REC_NOGIL |                     \
+     SCRY_RING_REC_REALLOC)
 
 struct ringc {
     char *path;
@@ -195,8 +196,7 @@ static int plausible_code(uint64_t p)
 }
 
 /* Validates the private copy C of the record for position POS into EV. Returns 0 or -1. */
-static int validate(ringc_t *r, const struct scry_ring_record *c, uint64_t pos,
-                    ringc_event_t *ev)
+static int validate(ringc_t *r, const struct scry_ring_record *c, uint64_t pos, ringc_event_t *ev)
 {
     if (c->pos != pos || c->kind < SCRY_RING_ALLOC || c->kind > SCRY_RING_COPY ||
         c->origin > SCRY_RING_ORIGIN_NATIVE || c->nframes > SCRY_RING_MAX_FRAMES ||

@@ -27,8 +27,8 @@ typedef struct ringc_params {
     int32_t target_pid;  /* only this pid may claim the ring; 0 = the first shim to map it */
     int32_t uid;         /* >= 0: chown the file to uid/gid (a target of another user) */
     int32_t gid;
-    int enabled;         /* initial value of header.enabled (1 = record as soon as mapped) */
-    uint64_t stall_ns;   /* a claimed record uncommitted this long is skipped; 0 = 1 s */
+    int enabled;       /* initial value of header.enabled (1 = record as soon as mapped) */
+    uint64_t stall_ns; /* a claimed record uncommitted this long is skipped; 0 = 1 s */
     struct scry_ring_layout layout; /* frame offsets for the target's version (-1 = none) */
 } ringc_params_t;
 

@@ -37,6 +37,7 @@ struct sampler {
     thread_label_t labels[SAMPLER_LABELS];
     uint64_t interval_ns;
     const char *s_truncated;
+    const char *s_gil_wait;
     const char *s_empty;
 };
 
@@ -60,10 +61,11 @@ sampler_t *sampler_new(const scry_config_t *cfg, pystate_target_t *t, strtab_t *
     s->tasks = tasks_new(pid);
     s->s_truncated = strtab_intern(strings, "<truncated>");
     s->s_empty = strtab_intern(strings, "");
+    s->s_gil_wait = strtab_intern(strings, "<waiting for the GIL>");
     s->interval_ns = (uint64_t)(1e9 / (cfg->rate_hz > 0 ? cfg->rate_hz : 100));
     if (cfg->native)
         s->unwind = unwind_new(pid);
-    if (!s->snap || !s->tasks || !s->s_truncated || !s->s_empty || (cfg->native && !s->unwind)) {
+    if (!s->snap || !s->tasks || !s->s_truncated || !s->s_empty || !s->s_gil_wait || (cfg->native && !s->unwind)) {
         sampler_free(s);
         return NULL;
     }
@@ -120,20 +122,21 @@ static uint64_t sample_weight(const sampler_t *s, int running, uint64_t cpu_delt
 /* Builds the frames of one thread: its Python stack, merged with its native stack when
  * one was unwound. Returns the count. */
 static uint32_t build_frames(sampler_t *s, const pystate_thread_t *th, const unwind_frame_t *nat,
-                             size_t nn)
+                             size_t nn, uint32_t at)
 {
-    uint32_t n = 0;
+    scry_frame_t *out = s->frames + at;
+    uint32_t room = SAMPLER_MAX_FRAMES - 3 - at, n = 0;
     size_t merged = 0;
     if (nn && unwind_merge(nat, nn, th->frames, th->entry, th->nframes,
-                           pystate_target_info(s->target)->minor, s->strings, s->frames,
-                           SAMPLER_MAX_FRAMES - 2, &merged, &s->merge_stats) == 0) {
+                           pystate_target_info(s->target)->minor, s->strings, out, room, &merged,
+                           &s->merge_stats) == 0) {
         n = (uint32_t)merged;
     } else {
-        for (uint32_t i = 0; i < th->nframes && n < SAMPLER_MAX_FRAMES - 2; i++)
-            s->frames[n++] = th->frames[i];
+        for (uint32_t i = 0; i < th->nframes && n < room; i++)
+            out[n++] = th->frames[i];
     }
     if (th->truncated)
-        s->frames[n++] = (scry_frame_t){s->s_truncated, s->s_empty, 0, SCRY_FRAME_OTHER};
+        out[n++] = (scry_frame_t){s->s_truncated, s->s_empty, 0, SCRY_FRAME_OTHER};
     return n;
 }
 
@@ -149,7 +152,10 @@ static void emit_thread(sampler_t *s, const pystate_thread_t *th, const task_inf
     unwind_task_t ut = {.state = state, .sc = {.nr = UNWIND_SYSCALL_UNKNOWN}};
     unwind_classification_t cls = {.cls = SCRY_CLASS_PYTHON};
     unwind_classify(&ut, nn ? s->native : NULL, nn, th->leaf_opclass, &cls);
-    uint32_t n = build_frames(s, th, s->native, nn);
+    uint32_t n = 0;
+    if (cls.flags & UNWIND_CLASSIFY_GIL_WAIT) /* a leaf that says why the line is waiting */
+        s->frames[n++] = (scry_frame_t){s->s_gil_wait, s->s_empty, 0, SCRY_FRAME_OTHER};
+    n += build_frames(s, th, s->native, nn, n);
     const thread_label_t *label = thread_label(s, th->tid, now);
     if (s->cfg.threads)
         s->frames[n++] = (scry_frame_t){label->label, s->s_empty, 0, SCRY_FRAME_THREAD};

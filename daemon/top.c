@@ -190,13 +190,13 @@ static double gil_pct(const top_t *t)
     if (t->st.use_window) {
         uint64_t win = (uint64_t)(t->st.window_s * 1e9);
         /* the same intervals as report_live's window: the newest, and older ones that
-         * start no more than 10% before the window */
+         * start no more than 10% before the window or while under half of it is covered */
         for (uint32_t k = 1; k <= t->mcount; k++) {
             const gil_mark_t *m =
                 k < t->mcount
                     ? &t->marks[(t->mhead + 2 * REPORT_LIVE_HISTORY - 1 - k) % REPORT_LIVE_HISTORY]
                     : &t->base;
-            if (k > 1 && now->t - m->t > win + win / 10)
+            if (k > 1 && now->t - from->t >= win / 2 && now->t - m->t > win + win / 10)
                 break;
             from = m;
         }

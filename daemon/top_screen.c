@@ -329,7 +329,8 @@ static void draw_header(const top_state_t *s, int *y)
         return;
     char win[48];
     if (s->use_window)
-        snprintf(win, sizeof win, "last %.0f s", t->window_s > 0 ? t->window_s : s->window_s);
+        snprintf(win, sizeof win, "last %.*f s", t->window_s < 9.95 ? 1 : 0,
+                 t->window_s > 0 ? t->window_s : s->window_s);
     else
         snprintf(win, sizeof win, "since start");
     snprintf(buf, sizeof buf,

@@ -118,8 +118,8 @@ typedef struct pystate_layout {
     int64_t dict_values; /* offsetof(PyDictObject, ma_values): NULL unless a split table */
     /* PyDictKeysObject (<= 3.10 from Objects/dict-common.h, 3.11+ pycore_dict.h). The index
      * table starts at dk_indices; the entries follow it. */
-    int64_t dictkeys_size;      /* dk_size (Py_ssize_t, index slots) 3.6-3.9, else -1 */
-    int64_t dictkeys_log2_size; /* dk_log2_size (uint8_t) 3.10+, else -1 */
+    int64_t dictkeys_size;      /* dk_size (Py_ssize_t, index slots) 3.6-3.10, else -1 */
+    int64_t dictkeys_log2_size; /* dk_log2_size (uint8_t) 3.11+, else -1 */
     int64_t dictkeys_log2_index_bytes; /* dk_log2_index_bytes (uint8_t) 3.11+, else -1
                                           (<= 3.10: index width from the size, 1/2/4/8) */
     int64_t dictkeys_kind;     /* dk_kind (uint8_t) 3.11+, else -1 */

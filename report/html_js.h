@@ -101,6 +101,10 @@ static const char report__html_js[] =
     "    try { window.init(null); } catch (e) { }\n"
     "  }\n"
     "  d.body.setAttribute('data-ready', '1');\n"
+    /* for tests and tools: data-fg="1" once the flame graph's controls are wired */
+    "  window.addEventListener('load', function () {\n"
+    "    d.body.setAttribute('data-fg', window.unzoombtn ? '1' : '0');\n"
+    "  });\n"
     "})();\n";
 
 #endif

@@ -175,9 +175,11 @@ static uint64_t *window_figures(const report_live_t *l, uint64_t window_ns, uint
     for (uint32_t k = 0; k < l->count; k++) {
         const live_bucket_t *b =
             &l->ring[(l->head + REPORT_LIVE_HISTORY - 1 - k) % REPORT_LIVE_HISTORY];
-        /* the newest interval always counts; older ones while they end inside the window
-         * and start no more than 10% before it (marks jitter around the refresh period) */
-        if (k > 0 && l->mark_ns - b->t0 > window_ns + window_ns / 10)
+        /* the newest interval always counts; older ones while they start no more than 10%
+         * before the window (marks jitter around the refresh period), or while what is
+         * covered is under half the window (a short last interval, e.g. at exit) */
+        if (k > 0 && l->mark_ns - oldest >= window_ns / 2 &&
+            l->mark_ns - b->t0 > window_ns + window_ns / 10)
             break;
         for (uint32_t i = 0; i < b->n; i++) {
             uint64_t *d = dense + (size_t)b->e[i].stack * FIG;

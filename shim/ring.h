@@ -60,25 +60,26 @@ enum scry_ring_origin {
 /* Record flags. */
 #define SCRY_RING_REC_TRUNCATED 0x01u /* more than SCRY_RING_MAX_FRAMES frames: cut */
 #define SCRY_RING_REC_UNTRACKED 0x02u /* ALLOC not kept in the live set: no FREE will come */
-#define SCRY_RING_REC_NOGIL     0x04u /* thread did not hold the GIL (frames are its own, still valid) */
-#define SCRY_RING_REC_REALLOC   0x08u /* ALLOC/FREE half of a realloc */
+#define SCRY_RING_REC_NOGIL                                                                        \
+    0x04u /* thread did not hold the GIL (frames are its own, still valid) */
+#define SCRY_RING_REC_REALLOC 0x08u /* ALLOC/FREE half of a realloc */
 
 /* header.shim_state bits, set by the shim (informational, for the daemon's summary). */
-#define SCRY_RING_SHIM_ATTACHED       0x001u /* a shim mapped the ring and owns it */
-#define SCRY_RING_SHIM_PRELOADED      0x002u /* malloc/memcpy are interposed (launch mode) */
-#define SCRY_RING_SHIM_PY_SCHEDULED   0x004u /* Py_AddPendingCall done */
-#define SCRY_RING_SHIM_PY_HOOKS       0x008u /* PyMem MEM+OBJ hooks installed */
-#define SCRY_RING_SHIM_STACKS_OK      0x010u /* frame layout validated in-process */
-#define SCRY_RING_SHIM_STACKS_BAD     0x020u /* layout failed validation: no frames sent */
+#define SCRY_RING_SHIM_ATTACHED         0x001u /* a shim mapped the ring and owns it */
+#define SCRY_RING_SHIM_PRELOADED        0x002u /* malloc/memcpy are interposed (launch mode) */
+#define SCRY_RING_SHIM_PY_SCHEDULED     0x004u /* Py_AddPendingCall done */
+#define SCRY_RING_SHIM_PY_HOOKS         0x008u /* PyMem MEM+OBJ hooks installed */
+#define SCRY_RING_SHIM_STACKS_OK        0x010u /* frame layout validated in-process */
+#define SCRY_RING_SHIM_STACKS_BAD       0x020u /* layout failed validation: no frames sent */
 #define SCRY_RING_SHIM_VERSION_MISMATCH 0x040u /* header py version != running interpreter */
-#define SCRY_RING_SHIM_NOPYTHON       0x080u /* no Python API found in the process */
-#define SCRY_RING_SHIM_PASSTHROUGH    0x100u /* shim saw disabled/stale ring and stopped */
+#define SCRY_RING_SHIM_NOPYTHON         0x080u /* no Python API found in the process */
+#define SCRY_RING_SHIM_PASSTHROUGH      0x100u /* shim saw disabled/stale ring and stopped */
 
 /* Frame layout, copied by the daemon from pystate_layout_t (pystate/layout.h) for the
  * target's version. -1 means "no such field". The shim treats these as untrusted data:
  * it validates them once with process_vm_readv on itself before following pointers. */
 struct scry_ring_layout {
-    int32_t py_major;    /* must equal the running interpreter's, or no frames are sent */
+    int32_t py_major; /* must equal the running interpreter's, or no frames are sent */
     int32_t py_minor;
     int32_t frame_style; /* enum pystate_frame_style: 0 objects, 1 3.11, 2 3.12, 3 3.13+ */
     int32_t reserved;
@@ -118,15 +119,15 @@ struct scry_ring_header {
     uint64_t consumer_tail; /* informational: next position the consumer will read */
 
     /* -- shim status and counters (shim writes, atomically) ------------------------- */
-    _Alignas(64) int32_t owner_pid; /* pid that claimed the ring (CAS from 0) */
-    uint32_t shim_state;            /* SCRY_RING_SHIM_* bits */
+    _Alignas(64) int32_t owner_pid;            /* pid that claimed the ring (CAS from 0) */
+    uint32_t shim_state;                       /* SCRY_RING_SHIM_* bits */
     uint64_t sampled_events[SCRY_RING_NKINDS]; /* events produced (pushed or dropped) */
     uint64_t sampled_weight[SCRY_RING_NKINDS]; /* sum of their weights (bytes) */
     uint64_t dropped_events[SCRY_RING_NKINDS]; /* ring full / lost the race / skipped */
     uint64_t dropped_weight[SCRY_RING_NKINDS];
-    uint64_t untracked;     /* sampled allocs the live set could not hold */
-    uint64_t live_entries;  /* sampled blocks currently tracked */
-    uint64_t attach_count;  /* scry_shim_attach successes on this ring */
+    uint64_t untracked;    /* sampled allocs the live set could not hold */
+    uint64_t live_entries; /* sampled blocks currently tracked */
+    uint64_t attach_count; /* scry_shim_attach successes on this ring */
 
     /* -- producer reservation counter, alone on its cache line ---------------------- */
     _Alignas(64) uint64_t head;

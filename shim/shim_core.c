@@ -312,8 +312,7 @@ SHIM_API int scry_shim_attach(const char *ring_path)
     __atomic_store_n(&active_view, &views[nviews], __ATOMIC_RELEASE);
     nviews++;
     __atomic_fetch_add(&v.hdr->attach_count, 1, __ATOMIC_RELAXED);
-    shim__state_set(SCRY_RING_SHIM_ATTACHED |
-                    (shim__interposed() ? SCRY_RING_SHIM_PRELOADED : 0));
+    shim__state_set(SCRY_RING_SHIM_ATTACHED | (shim__interposed() ? SCRY_RING_SHIM_PRELOADED : 0));
     shim__py_poll(&views[nviews - 1]);
 out:
     t->busy = was_busy;

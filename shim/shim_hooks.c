@@ -167,11 +167,11 @@ static void *find(const char *name, const char *fallback)
     return f;
 }
 
-#define SET_REAL(field, name, fallback)                                                         \
-    do {                                                                                          \
-        void *f_ = find(name, fallback);                                                          \
-        if (f_)                                                                                   \
-            __atomic_store_n((void **)&shim__real.field, f_, __ATOMIC_RELEASE);                   \
+#define SET_REAL(field, name, fallback)                                                            \
+    do {                                                                                           \
+        void *f_ = find(name, fallback);                                                           \
+        if (f_)                                                                                    \
+            __atomic_store_n((void **)&shim__real.field, f_, __ATOMIC_RELEASE);                    \
     } while (0)
 
 int shim__resolve(void)
@@ -179,8 +179,8 @@ int shim__resolve(void)
     int st = __atomic_load_n(&resolve_state, __ATOMIC_ACQUIRE);
     if (SHIM_LIKELY(st == 2))
         return 0;
-    if (st == 1 || !__atomic_compare_exchange_n(&resolve_state, &st, 1, 0, __ATOMIC_ACQ_REL,
-                                                __ATOMIC_ACQUIRE))
+    if (st == 1 ||
+        !__atomic_compare_exchange_n(&resolve_state, &st, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
         return -1; /* being resolved (maybe by this very thread, from dlsym) */
     /* Resolve everything into locals first: a trampoline must never see a half state
      * where malloc is real but free is still the trampoline (that would be fine too, as

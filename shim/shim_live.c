@@ -15,7 +15,7 @@
 #define LIVE_MASK  (LIVE_CAP - 1u)
 
 typedef struct live_entry {
-    uint64_t key; /* address, LIVE_EMPTY or LIVE_TOMB (addresses are never 0 or 1) */
+    uint64_t key;         /* address, LIVE_EMPTY or LIVE_TOMB (addresses are never 0 or 1) */
     uint64_t size_origin; /* size << 8 | origin */
     uint64_t weight;
 } live_entry_t;

@@ -31,7 +31,7 @@ double shim__log(double x)
     uint64_t bits;
     memcpy(&bits, &x, sizeof bits);
     int e = (int)((bits >> 52) & 0x7ff);
-    if (e == 0) { /* subnormal: scale up */
+    if (e == 0) {                /* subnormal: scale up */
         x *= 4503599627370496.0; /* 2^52 */
         memcpy(&bits, &x, sizeof bits);
         e = (int)((bits >> 52) & 0x7ff) - 52;
@@ -46,8 +46,9 @@ double shim__log(double x)
     }
     /* ln m = 2 atanh(s), s = (m-1)/(m+1), |s| < 0.1716 */
     double s = (m - 1.0) / (m + 1.0), s2 = s * s;
-    double t = s2 * (1.0 / 3 + s2 * (1.0 / 5 + s2 * (1.0 / 7 + s2 * (1.0 / 9 + s2 * (1.0 / 11 +
-                                                                         s2 * (1.0 / 13))))));
+    double t =
+        s2 * (1.0 / 3 +
+              s2 * (1.0 / 5 + s2 * (1.0 / 7 + s2 * (1.0 / 9 + s2 * (1.0 / 11 + s2 * (1.0 / 13))))));
     return e * SHIM_LN2 + 2.0 * s * (1.0 + t);
 }
 

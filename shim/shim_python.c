@@ -13,9 +13,10 @@
  * Stacks: frames are read in-process, directly, from the calling thread's own tstate
  * (PyGILState_GetThisThreadState), with the offsets the daemon published in the ring
  * header. Only the thread itself pushes and pops its frames, and it is busy in the shim,
- * so its chain is stable whether or not it holds the GIL (NOGIL flag when not). Before trusting those offsets, the first walks read through process_vm_readv
- * on ourselves (a bad pointer gives EFAULT, not SIGSEGV) and check that every code
- * pointer is a code object (ob_type == &PyCode_Type). Any failure: no frames, ever.
+ * so its chain is stable whether or not it holds the GIL (NOGIL flag when not). Before trusting
+ * those offsets, the first walks read through process_vm_readv on ourselves (a bad pointer gives
+ * EFAULT, not SIGSEGV) and check that every code pointer is a code object (ob_type ==
+ * &PyCode_Type). Any failure: no frames, ever.
  */
 #include "shim_so.h"
 
@@ -35,10 +36,10 @@ typedef struct shim_pyalloc {
 
 enum { PYMEM_RAW = 0, PYMEM_MEM = 1, PYMEM_OBJ = 2 };
 
-#define PY_OB_TYPE 8 /* offsetof(PyObject, ob_type), non-debug builds 3.x */
+#define PY_OB_TYPE            8 /* offsetof(PyObject, ob_type), non-debug builds 3.x */
 #define FRAME_OWNED_BY_CSTACK 3
-#define WALK_MAX_STEPS 256 /* frames skipped or kept, whichever first */
-#define VALIDATE_WALKS 8   /* good safe walks before trusting direct reads */
+#define WALK_MAX_STEPS        256 /* frames skipped or kept, whichever first */
+#define VALIDATE_WALKS        8   /* good safe walks before trusting direct reads */
 
 static struct {
     int state; /* 0 unresolved, 1 resolving, 2 resolved, 3 no Python */
@@ -322,11 +323,11 @@ static int walk(reader_t *r, const struct scry_ring_layout *L, uint64_t ts, uint
     return r->failed ? -1 : (int)n;
 }
 
-unsigned shim__py_stack(const shim_ring_view_t *v, uint64_t *code, int32_t *instr,
-                        unsigned max, uint8_t *flags)
+unsigned shim__py_stack(const shim_ring_view_t *v, uint64_t *code, int32_t *instr, unsigned max,
+                        uint8_t *flags)
 {
-    if (py.stacks < 0 || __atomic_load_n(&py.state, __ATOMIC_ACQUIRE) != 2 ||
-        !py.tstate_current || !py.tstate_this || !py.code_type)
+    if (py.stacks < 0 || __atomic_load_n(&py.state, __ATOMIC_ACQUIRE) != 2 || !py.tstate_current ||
+        !py.tstate_this || !py.code_type)
         return 0;
     /* This thread's own tstate. Its frames can only be changed by this thread, which is
      * here, in the shim: they are stable even when it released the GIL (e.g. numpy's

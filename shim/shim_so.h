@@ -21,10 +21,10 @@ typedef struct shim_tls {
     int64_t copy_left;  /* bytes until the next copy sample */
     int64_t alloc_rest; /* stride still to go after alloc_left (see shim__clamp) */
     int64_t copy_rest;
-    uint64_t rng;       /* xorshift64* state, 0 = unseeded */
-    int32_t tid;        /* cached gettid(), 0 = unknown */
-    uint8_t busy;       /* inside the shim's slow path: hooks pass through */
-    uint8_t in_py;      /* inside a PyMem hook's call of the wrapped allocator */
+    uint64_t rng;  /* xorshift64* state, 0 = unseeded */
+    int32_t tid;   /* cached gettid(), 0 = unknown */
+    uint8_t busy;  /* inside the shim's slow path: hooks pass through */
+    uint8_t in_py; /* inside a PyMem hook's call of the wrapped allocator */
     uint8_t alloc_armed;
     uint8_t copy_armed;
     uint8_t probe; /* shim__interposed() is probing: 1 asked, 2 our malloc was reached */
@@ -72,8 +72,8 @@ uint64_t shim__now_ns(void);
 void shim__py_poll(const shim_ring_view_t *v);
 /* Reads the calling thread's Python stack (leaf first) into CODE/INSTR, at most MAX
  * frames. Returns the count (0 when unknown) and ORs SCRY_RING_REC_* into *FLAGS. */
-unsigned shim__py_stack(const shim_ring_view_t *v, uint64_t *code, int32_t *instr,
-                        unsigned max, uint8_t *flags);
+unsigned shim__py_stack(const shim_ring_view_t *v, uint64_t *code, int32_t *instr, unsigned max,
+                        uint8_t *flags);
 /* Nonzero once the PyMem hook installation has been scheduled (or is impossible). */
 int shim__py_settled(void);
 /* Called in the child after fork. */

@@ -97,6 +97,22 @@ static int is_gil_symbol(const char *s)
     return 0;
 }
 
+/* True when the leaf frames in the C runtime include a function that blocks. */
+static int in_runtime_wait(const unwind_frame_t *native, size_t nn)
+{
+    static const char *const waits[] = {"futex", "cond_wait", "cond_timedwait", "lll_lock_wait",
+                                        "sem_wait", "sem_timedwait", "nanosleep", "__poll",
+                                        "epoll_wait", "__select", "pselect", "sigtimedwait",
+                                        "accept", "recv", "waitpid", "wait4"};
+    for (size_t i = 0; i < nn && i < 8 && is_runtime(&native[i]); i++) {
+        const char *sym = native[i].symbol;
+        for (size_t k = 0; sym && k < sizeof waits / sizeof *waits; k++)
+            if (strstr(sym, waits[k]))
+                return 1;
+    }
+    return 0;
+}
+
 int unwind_is_gil_wait(const unwind_frame_t *native, size_t nn)
 {
     if (!native)
@@ -141,6 +157,14 @@ int unwind_classify(const unwind_task_t *task, const unwind_frame_t *native, siz
         return 0;
     }
     if (nn > 0) {
+        /* Runnable but parked in a C-runtime wait (a futex, condition variable, sleep or
+         * poll): the thread is waking up or about to sleep, not working. */
+        if (in_runtime_wait(native, nn)) {
+            out->cls = SCRY_CLASS_SYSTEM;
+            if (unwind_is_gil_wait(native, nn))
+                out->flags |= UNWIND_CLASSIFY_GIL_WAIT;
+            return 0;
+        }
         for (size_t i = 0; i < nn; i++) {
             if (is_runtime(&native[i]))
                 continue;

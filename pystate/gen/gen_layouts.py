@@ -54,8 +54,8 @@ INCLUDES = {
 # have the incomplete `struct _dictkeysobject`. The probe completes it with the version's
 # own declaration, transcribed member for member (types and order) from
 # Objects/dict-common.h of that release. dk_lookup's exact signature does not matter (a
-# function pointer either way). 3.6 has a union for dk_indices; 3.7-3.9 a flexible array
-# after dk_size; 3.10 replaced dk_size by uint8_t dk_log2_size.
+# function pointer either way). 3.6 has a union for dk_indices; 3.7-3.10 a flexible array
+# (3.11 replaced dk_size by uint8_t dk_log2_size and dk_log2_index_bytes).
 # ---------------------------------------------------------------------------------------
 _DICT_ENTRY = """typedef struct {
     Py_hash_t me_hash;
@@ -86,21 +86,12 @@ _DICT_KEYS_37 = """struct _dictkeysobject {
     char dk_indices[];
 };
 """
-_DICT_KEYS_310 = """struct _dictkeysobject {
-    Py_ssize_t dk_refcnt;
-    uint8_t dk_log2_size;
-    void *dk_lookup;
-    Py_ssize_t dk_usable;
-    Py_ssize_t dk_nentries;
-    char dk_indices[];
-};
-"""
 PRELUDE = {
     6: _DICT_ENTRY + _DICT_KEYS_36,
     7: _DICT_ENTRY + _DICT_KEYS_37,
     8: _DICT_ENTRY + _DICT_KEYS_37,
     9: _DICT_ENTRY + _DICT_KEYS_37,
-    10: _DICT_ENTRY + _DICT_KEYS_310,
+    10: _DICT_ENTRY + _DICT_KEYS_37,
 }
 
 # A fake object whose type has FLAGS, for measuring the 3.11+ pre-header accessors (static
@@ -229,8 +220,8 @@ def spec_for(minor):
     dk = "PyDictKeysObject"
     s["dict_keys"] = OFF("PyDictObject", "ma_keys")
     s["dict_values"] = OFF("PyDictObject", "ma_values")
-    s["dictkeys_size"] = OFF(dk, "dk_size") if minor <= 9 else NONE
-    s["dictkeys_log2_size"] = OFF(dk, "dk_log2_size") if minor >= 10 else NONE
+    s["dictkeys_size"] = OFF(dk, "dk_size") if minor <= 10 else NONE
+    s["dictkeys_log2_size"] = OFF(dk, "dk_log2_size") if minor >= 11 else NONE
     s["dictkeys_log2_index_bytes"] = OFF(dk, "dk_log2_index_bytes") if minor >= 11 else NONE
     s["dictkeys_kind"] = OFF(dk, "dk_kind") if minor >= 11 else NONE
     s["dictkeys_nentries"] = OFF(dk, "dk_nentries")

@@ -13,12 +13,12 @@
 #include <unistd.h>
 
 static int failures;
-#define CHECK(c)                                                                                 \
-    do {                                                                                         \
-        if (!(c)) {                                                                              \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);              \
-            failures++;                                                                          \
-        }                                                                                        \
+#define CHECK(c)                                                                                   \
+    do {                                                                                           \
+        if (!(c)) {                                                                                \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);                  \
+            failures++;                                                                            \
+        }                                                                                          \
     } while (0)
 
 static char path[128];
@@ -202,15 +202,34 @@ static void test_hostile_records(void)
         x->nframes = 1;
         x->code[0] = 0x4000;
         switch (bad) {
-        case 0: x->kind = 0; break;
-        case 1: x->kind = 77; break;
-        case 2: x->nframes = 200; break;
-        case 3: x->pos = pos + 1; break;
-        case 4: x->weight = 5; break; /* weight < size */
-        case 5: x->tid = -1; break;
-        case 6: x->origin = 9; break;
-        case 7: x->size = ~0ull; x->weight = ~0ull; break;
-        case 8: x->flags = 0x80; break;
+        case 0:
+            x->kind = 0;
+            break;
+        case 1:
+            x->kind = 77;
+            break;
+        case 2:
+            x->nframes = 200;
+            break;
+        case 3:
+            x->pos = pos + 1;
+            break;
+        case 4:
+            x->weight = 5;
+            break; /* weight < size */
+        case 5:
+            x->tid = -1;
+            break;
+        case 6:
+            x->origin = 9;
+            break;
+        case 7:
+            x->size = ~0ull;
+            x->weight = ~0ull;
+            break;
+        case 8:
+            x->flags = 0x80;
+            break;
         }
         CHECK(shim__ring_commit(x, pos) == 0);
     }
@@ -323,12 +342,24 @@ static void test_open_hostile(void)
         h.nrecords = 16;
         h.file_size = len;
         switch (bad) {
-        case 1: h.magic = 0x1234; break;
-        case 2: h.version = 2; break;
-        case 3: h.nrecords = 1ull << 40; break;
-        case 4: h.nrecords = 12; break;
-        case 5: h.nrecords = 32; break; /* bigger than the file */
-        case 6: h.record_size = 64; break;
+        case 1:
+            h.magic = 0x1234;
+            break;
+        case 2:
+            h.version = 2;
+            break;
+        case 3:
+            h.nrecords = 1ull << 40;
+            break;
+        case 4:
+            h.nrecords = 12;
+            break;
+        case 5:
+            h.nrecords = 32;
+            break; /* bigger than the file */
+        case 6:
+            h.record_size = 64;
+            break;
         }
         memcpy(buf, &h, sizeof h);
         write_file(p, buf, len);

@@ -6,12 +6,12 @@
 #include <stdio.h>
 
 static int failures;
-#define CHECK(c)                                                                                 \
-    do {                                                                                         \
-        if (!(c)) {                                                                              \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);              \
-            failures++;                                                                          \
-        }                                                                                        \
+#define CHECK(c)                                                                                   \
+    do {                                                                                           \
+        if (!(c)) {                                                                                \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);                  \
+            failures++;                                                                            \
+        }                                                                                          \
     } while (0)
 
 static void test_math(void)
@@ -117,7 +117,8 @@ static void test_live(void)
     /* churn: tombstones must not lose entries */
     for (int round = 0; round < 20; round++) {
         for (uint64_t i = 0; i < 5000; i++)
-            CHECK(shim__live_insert(0x30000000 + (uint64_t)round * 0x1000000 + i * 32, 1, 2, 0) == 0);
+            CHECK(shim__live_insert(0x30000000 + (uint64_t)round * 0x1000000 + i * 32, 1, 2, 0) ==
+                  0);
         for (uint64_t i = 0; i < 5000; i++)
             CHECK(shim__live_remove(0x30000000 + (uint64_t)round * 0x1000000 + i * 32, &size,
                                     &weight, &origin) == 0);

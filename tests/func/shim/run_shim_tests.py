@@ -98,6 +98,22 @@ def test_keep(args, ver, py):
     check(nat < 0.05 * want_large, "keep: native-origin bytes on the lines %d < 5%%" % nat)
 
 
+def test_attach(args, ver, py):
+    r = run(args, ver, py, "attach", ["--attach"])
+    s = r["stat"]
+    check(s["child_status"] == 0, "attach: target exited 0")
+    check([l for l in r["lines"] if l.startswith("attach_rc")] == ["attach_rc 0 0"],
+          "attach: scry_shim_attach returned 0 twice (idempotent)")
+    check(int(s["shim_state"]) & 0x1f == 0x1d,
+          "attach: hooks installed, stacks ok, malloc not interposed (state %#x)"
+          % int(s["shim_state"]))
+    want_large, want_small = 1000 * 100033, 250000 * 433
+    got = by(r, "keep_large", "net")
+    check(within(got, want_large, 0.15), report("attach keep_large net python", got, want_large))
+    got = by(r, "keep_small", "net")
+    check(within(got, want_small, 0.15), report("attach keep_small net python", got, want_small))
+
+
 def test_churn(args, ver, py):
     r = run(args, ver, py, "churn")
     common(r, "churn")
@@ -195,7 +211,7 @@ def test_gone(args, ver, py):
         check(ratio < 1.25, "%s: target back to full speed" % mode)
 
 
-TESTS = [test_keep, test_churn, test_copy, test_threads, test_fork]
+TESTS = [test_keep, test_churn, test_copy, test_threads, test_fork, test_attach]
 
 
 def main():

@@ -4,7 +4,10 @@
  *
  * usage: shim_harness --shim PATH [--pyver 3.11] [--ring-bytes N] [--mean N]
  *                     [--copy-mean N] [--stop-after S] [--disable-after S] [--no-drain]
- *                     [--stall-ms N] -- command args...
+ *                     [--stall-ms N] [--attach] -- command args...
+ *
+ * --attach: no LD_PRELOAD; SCRY_TEST_SHIM and SCRY_TEST_RING tell the target (workloads.py
+ * attach) to dlopen the shim and call scry_shim_attach itself, as the injector would.
  *
  * Output lines (all numbers decimal; addresses hex):
  *   total KIND ORIGIN COUNT WEIGHT        per kind (alloc/free/copy) and origin
@@ -212,7 +215,7 @@ int main(int argc, char **argv)
     p.uid = -1;
     p.enabled = 1;
     double stop_after = -1, disable_after = -1;
-    int no_drain = 0, i;
+    int no_drain = 0, attach = 0, i;
     for (i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : "";
         if (!strcmp(argv[i], "--shim"))
@@ -233,6 +236,8 @@ int main(int argc, char **argv)
             p.stall_ns = strtoull(v, NULL, 0) * 1000000ull, i++;
         else if (!strcmp(argv[i], "--no-drain"))
             no_drain = 1;
+        else if (!strcmp(argv[i], "--attach"))
+            attach = 1;
         else {
             fprintf(stderr, "shim_harness: unknown option %s\n", argv[i]);
             return 2;
@@ -264,8 +269,13 @@ int main(int argc, char **argv)
     double t0 = now_s();
     pid_t pid = fork();
     if (pid == 0) {
-        setenv("LD_PRELOAD", shim, 1);
-        setenv("SCRY_RING", path, 1);
+        if (attach) { /* the target dlopens the shim and attaches itself */
+            setenv("SCRY_TEST_SHIM", shim, 1);
+            setenv("SCRY_TEST_RING", path, 1);
+        } else {
+            setenv("LD_PRELOAD", shim, 1);
+            setenv("SCRY_RING", path, 1);
+        }
         execvp(cmd[0], cmd);
         _exit(127);
     }

@@ -141,6 +141,17 @@ def run(name):
     if name == "late":
         print("late_churn_s %.3f" % late_churn())
         return None
+    if name == "attach":
+        # attach mode, as the injector does it: dlopen + scry_shim_attach(ring)
+        import ctypes
+        lib = ctypes.CDLL(os.environ["SCRY_TEST_SHIM"])
+        ring = os.environ["SCRY_TEST_RING"].encode()
+        rc = [lib.scry_shim_attach(ring), lib.scry_shim_attach(ring)]  # idempotent
+        print("attach_rc %d %d" % tuple(rc))
+        sum(range(1000))  # give the pending call a chance to run
+        a = keep_small()
+        b = keep_large()
+        return a, b
     if name == "small":
         return small_objects()
     raise SystemExit("unknown workload " + name)

@@ -1,0 +1,269 @@
+/* test_report_html.c - the self-contained HTML report: structure, escaping of hostile file
+ * names, function names and source text, the source view through source_root, memory
+ * columns, 0 samples. Set SCRY_HTML_OUT=path to keep the memory report for a look. */
+#include <sys/stat.h>
+
+#include "test_report_util.h"
+
+static size_t count(const char *hay, const char *needle)
+{
+    size_t n = 0;
+    for (const char *p = hay; (p = strstr(p, needle)) != NULL; p++)
+        n++;
+    return n;
+}
+
+/* The one script of ours, the flame graph's, and nothing else executable from data. */
+static void check_safe(const char *html)
+{
+    CHECK(!strncmp(html, "<!DOCTYPE html>", 15));
+    CHECK(strstr(html, "</html>\n") != NULL);
+    CHECK(count(html, "<script") == 2); /* ours + the flame graph's <script type=ecmascript> */
+    CHECK(count(html, "</script>") == 2);
+    CHECK(strstr(html, "<img") == NULL);
+    CHECK(strstr(html, "<b onmouseover") == NULL);
+    CHECK(strstr(html, "Content-Security-Policy") != NULL);
+    /* no network: the only URLs are the SVG namespace names */
+    size_t urls = count(html, "http://") + count(html, "https://");
+    size_t ns =
+        count(html, "http://www.w3.org/2000/svg") + count(html, "http://www.w3.org/1999/xlink");
+    CHECK(urls == ns);
+    CHECK(strstr(html, "<?xml") == NULL && strstr(html, "<!DOCTYPE svg") == NULL);
+}
+
+/* Tag balance (every non-void element closed in order), checked by Python's html.parser. */
+static const char *const balance_py =
+    "import sys, html.parser\n"
+    "VOID = {'meta','input','br','img','link','circle','line','polyline','polygon','rect',"
+    "'path','stop'}\n"
+    "class P(html.parser.HTMLParser):\n"
+    "    def __init__(s):\n"
+    "        super().__init__(); s.st = []; s.bad = 0\n"
+    "    def handle_starttag(s, t, a):\n"
+    "        if t not in VOID: s.st.append(t)\n"
+    "    def handle_startendtag(s, t, a):\n"
+    "        pass\n"
+    "    def handle_endtag(s, t):\n"
+    "        if t in VOID: return\n"
+    "        if not s.st or s.st[-1] != t: s.bad += 1; print('mismatch', t, s.st[-4:])\n"
+    "        else: s.st.pop()\n"
+    "p = P(); p.feed(open(sys.argv[1], encoding='utf-8').read()); p.close()\n"
+    "sys.exit(1 if p.bad or p.st else 0)\n";
+
+static char tmpdir[64];
+
+static void write_file(const char *rel, const char *text)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s%s", tmpdir, rel);
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (f) {
+        fputs(text, f);
+        fclose(f);
+    }
+}
+
+static void make_tree(void)
+{
+    strcpy(tmpdir, "/tmp/scry_html_XXXXXX");
+    CHECK(mkdtemp(tmpdir) != NULL);
+    char d[128];
+    snprintf(d, sizeof d, "%s/srv", tmpdir);
+    mkdir(d, 0755);
+    /* 30 lines; line 3 is hot and hostile, line 5 native-heavy */
+    char text[4096] = "";
+    strcat(text,
+           "import numpy\n"
+           "def compute(data):\n"
+           "    total = sum(x * x for x in data)  # </script><script>alert(1)</script> & \"q\"\n"
+           "    # context line 4\n"
+           "    return numpy.dot(data, data)\n");
+    for (int i = 6; i <= 30; i++) {
+        char ln[64];
+        snprintf(ln, sizeof ln, "filler_line_%d = %d\n", i, i);
+        strcat(text, ln);
+    }
+    write_file("/srv/app.py", text);
+}
+
+static void remove_tree(void)
+{
+    char p[256];
+    snprintf(p, sizeof p, "%s/srv/app.py", tmpdir);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/srv", tmpdir);
+    rmdir(p);
+    rmdir(tmpdir);
+}
+
+static report_profile_t *profile(int memory)
+{
+    report_meta_t m = test_meta();
+    m.source_root = tmpdir; /* /srv/app.py only exists under the root */
+    m.command = "python3 <b onmouseover=alert(1)>app.py";
+    report_profile_t *p = report_profile_new(&m);
+    scry_frame_t hot[] = {PY("compute", "/srv/app.py", 3), PY("<module>", "/srv/app.py", 9)};
+    scry_frame_t nat[] = {NAT("cblas_ddot", "libopenblas.so.0"), PY("compute", "/srv/app.py", 5),
+                          PY("<module>", "/srv/app.py", 9)};
+    scry_frame_t evil[] = {PY("f\"<b>&'", "/srv/<img src=x onerror=alert(1)>.py", 7)};
+    uint64_t t = 1000000;
+    for (int i = 0; i < 6; i++)
+        add_cpu(p, hot, 2, SCRY_CLASS_PYTHON, 10000000, 1, t += 10000000);
+    for (int i = 0; i < 3; i++)
+        add_cpu(p, nat, 3, SCRY_CLASS_NATIVE, 10000000, 1, t += 10000000);
+    add_cpu(p, evil, 1, SCRY_CLASS_SYSTEM, 10000000, 2, t += 10000000);
+    if (memory) {
+        for (int i = 0; i < 8; i++)
+            add_mem(p, hot, 2, SCRY_METRIC_ALLOC, i & 1, 1 << 20, 0x100000 + 0x1000 * (uint64_t)i,
+                    t += 20000000);
+        for (int i = 0; i < 3; i++)
+            add_mem(p, nat, 3, SCRY_METRIC_FREE, 0, 1 << 20, 0x100000 + 0x1000 * (uint64_t)i,
+                    t += 20000000);
+        add_mem(p, nat, 3, SCRY_METRIC_COPY, 1, 4 << 20, 0, t += 1000);
+    }
+    report_end_t end = {.duration_s = 2.0, .errors = 3, .gil_fraction = 0.42};
+    report_profile_set_end(p, &end);
+    return p;
+}
+
+static void test_cpu(void)
+{
+    report_profile_t *p = profile(0);
+    int rc = -1;
+    char *html = render(p, REPORT_FORMAT_HTML, NULL, &rc);
+    CHECK(rc == 0 && html);
+    if (!html) {
+        report_profile_free(p);
+        return;
+    }
+    check_safe(html);
+    /* header */
+    CHECK(strstr(html, "python3 &lt;b onmouseover=alert(1)&gt;app.py") != NULL);
+    CHECK(strstr(html, "<dt>Python</dt><dd>3.12.1</dd>") != NULL);
+    CHECK(strstr(html, "<dt>duration</dt><dd>2.00 s</dd>") != NULL);
+    CHECK(strstr(html, "<dt>samples</dt><dd>10 at 100 Hz</dd>") != NULL);
+    CHECK(strstr(html, "<dt>errors</dt><dd>3</dd>") != NULL);
+    CHECK(strstr(html, "<dt>GIL held</dt><dd>42.0%</dd>") != NULL);
+    /* source view: the file read through source_root, hostile source escaped */
+    CHECK(strstr(html, "<span class=\"sc-fname\">/srv/app.py</span>") != NULL);
+    CHECK(strstr(html, "    total = sum(x * x for x in data)  # &lt;/script&gt;&lt;script&gt;"
+                       "alert(1)&lt;/script&gt; &amp; &quot;q&quot;") != NULL);
+    CHECK(strstr(html, "<tr class=\"hot\" id=\"L0-3\"") != NULL);
+    CHECK(strstr(html, "<tr class=\"hot\" id=\"L0-5\"") != NULL);
+    CHECK(strstr(html, "<b>60.0%</b>") != NULL); /* line 3: 6 of 10 samples */
+    CHECK(strstr(html, "<b>30.0%</b>") != NULL); /* line 5, native */
+    CHECK(strstr(html, "<i class=\"py\" style=\"width:72.0px\"></i>") != NULL);
+    CHECK(strstr(html, "<i class=\"nat\" style=\"width:36.0px\"></i>") != NULL);
+    CHECK(strstr(html, "    # context line 4</td>") != NULL);                  /* context */
+    CHECK(strstr(html, "<tr class=\"far\"><td class=\"ln\">20</td>") != NULL); /* far, hidden */
+    CHECK(strstr(html, "show whole file") != NULL);
+    CHECK(strstr(html, "alloc MB") == NULL); /* no memory samples: no memory columns */
+    /* the hostile file: escaped everywhere, never raw */
+    CHECK(strstr(html, "/srv/&lt;img src=x onerror=alert(1)&gt;.py") != NULL);
+    CHECK(strstr(html, "f&quot;&lt;b&gt;&amp;&apos;") != NULL);
+    /* tables, legend, flame graph */
+    CHECK(strstr(html, "id=\"sc-hot-table\"") != NULL);
+    CHECK(strstr(html, "id=\"sc-fn-table\"") != NULL);
+    CHECK(strstr(html, "<a class=\"sc-goto\" href=\"#L0-3\">app.py:3</a>") != NULL);
+    CHECK(strstr(html, "cblas_ddot") != NULL);
+    CHECK(strstr(html, "<i class=\"sys\"></i>system") != NULL);
+    CHECK(strstr(html, "<svg version=\"1.1\"") != NULL && strstr(html, "CPU Flame Graph") != NULL);
+    CHECK(strstr(html, "<svg class=\"sc-chart\"") == NULL);
+    /* well-formed */
+    CHECK(run_python(balance_py, html) == 0);
+    /* deterministic */
+    char *again = render(p, REPORT_FORMAT_HTML, NULL, &rc);
+    CHECK(again && !strcmp(html, again));
+    free(again);
+    free(html);
+    report_profile_free(p);
+}
+
+static void test_memory(void)
+{
+    report_profile_t *p = profile(1);
+    int rc = -1;
+    char *html = render(p, REPORT_FORMAT_HTML, NULL, &rc);
+    CHECK(rc == 0 && html);
+    if (!html) {
+        report_profile_free(p);
+        return;
+    }
+    check_safe(html);
+    CHECK(strstr(html, "<th>alloc MB</th><th>Python alloc</th><th>net MB</th><th>peak MB</th>"
+                       "<th>copy MB/s</th><th>leak</th>") != NULL);
+    CHECK(strstr(html, "<a href=\"#sc-mem\" data-tab=\"sc-mem\">Memory</a>") != NULL);
+    /* line 3: 8 MB allocated (half by Python), 3 MB freed: net 5, peak 8 */
+    CHECK(strstr(html, "<td class=\"n\" data-v=\"8\">8.00</td><td class=\"n\" data-v=\"50.000\">"
+                       "50.0%</td><td class=\"n\" data-v=\"5\">5.00</td><td class=\"n\" "
+                       "data-v=\"8\">8.00</td>") != NULL);
+    CHECK(strstr(html, "<svg class=\"sc-spark\"") != NULL);
+    CHECK(strstr(html, "<svg class=\"sc-chart\"") != NULL);
+    CHECK(strstr(html, "peak 8.0 MB at") != NULL);
+    CHECK(strstr(html, "<dt>memory peak</dt><dd>8.0 MB</dd>") != NULL);
+    CHECK(strstr(html, "<dt>memory samples</dt><dd>12</dd>") != NULL);
+    /* copy 4 MB over 2 s on line 5 */
+    CHECK(strstr(html, "data-v=\"2\">2.00</td>") != NULL);
+    CHECK(run_python(balance_py, html) == 0);
+    const char *keep = getenv("SCRY_HTML_OUT");
+    if (keep) {
+        FILE *f = fopen(keep, "w");
+        if (f) {
+            fputs(html, f);
+            fclose(f);
+        }
+    }
+    free(html);
+    report_profile_free(p);
+}
+
+static void test_empty(void)
+{
+    report_meta_t m = {0};
+    report_profile_t *p = report_profile_new(&m);
+    int rc = -1;
+    char *html = render(p, REPORT_FORMAT_HTML, NULL, &rc);
+    CHECK(rc == 0 && html);
+    if (html) {
+        check_safe(html);
+        CHECK(strstr(html, "No samples were collected.") != NULL);
+        CHECK(strstr(html, "No Python source line received samples.") != NULL);
+        CHECK(strstr(html, "<dt>Python</dt><dd>unknown</dd>") != NULL);
+        CHECK(strstr(html, "no samples</text>") != NULL); /* the flame graph's */
+        CHECK(run_python(balance_py, html) == 0);
+    }
+    free(html);
+    report_profile_free(p);
+}
+
+/* Without the source (no root, no file), the active lines are still listed. */
+static void test_no_source(void)
+{
+    report_meta_t m = test_meta();
+    report_profile_t *p = report_profile_new(&m);
+    scry_frame_t f[] = {PY("gone", "/nonexistent/scry/x.py", 2000000000)};
+    add_cpu(p, f, 1, SCRY_CLASS_PYTHON, 1000, 1, 1);
+    int rc = -1;
+    char *html = render(p, REPORT_FORMAT_HTML, NULL, &rc);
+    CHECK(rc == 0 && html);
+    if (html) {
+        CHECK(strstr(html, "source not available") != NULL);
+        CHECK(strstr(html, "<td class=\"code sc-none\"># in gone</td>") != NULL);
+        CHECK(strstr(html, "id=\"L0-2000000000\"") != NULL);
+        CHECK(count(html, "<td class=\"ln\">") == 1); /* no context rows without source */
+    }
+    free(html);
+    report_profile_free(p);
+}
+
+int main(void)
+{
+    make_tree();
+    test_cpu();
+    test_memory();
+    test_empty();
+    test_no_source();
+    remove_tree();
+    return test_done("test_report_html");
+}
