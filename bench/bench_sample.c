@@ -69,8 +69,7 @@ int main(int argc, char **argv)
     printf("median_us=%.2f mean_us=%.2f p90_us=%.2f syscalls=%.2f bytes=%.0f threads=%.1f "
            "frames=%.1f failures=%llu\n",
            (double)times[iters / 2] / 1e3, (double)sum / iters / 1e3,
-           (double)times[iters * 9 / 10] / 1e3,
-           (double)(after.syscalls - before.syscalls) / iters,
+           (double)times[iters * 9 / 10] / 1e3, (double)(after.syscalls - before.syscalls) / iters,
            (double)(after.bytes - before.bytes) / iters, (double)threads / iters,
            (double)frames / iters, (unsigned long long)failures);
     free(times);

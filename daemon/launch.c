@@ -63,8 +63,8 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-int launch_wait_python(pid_t child, strtab_t *strings, double timeout_s,
-                       pystate_target_t **out, int *status, char *errbuf, size_t errlen)
+int launch_wait_python(pid_t child, strtab_t *strings, double timeout_s, pystate_target_t **out,
+                       int *status, char *errbuf, size_t errlen)
 {
     double start = now_s();
     pystate_snapshot_t *snap = pystate_snapshot_new();

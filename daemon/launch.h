@@ -16,7 +16,7 @@ int launch_start(char **argv, char **env_extra, pid_t *child);
  * through wrappers (pyenv shims, shell scripts). Returns 0 with *OUT opened, SCRY_E_GONE
  * when the child exited first (*STATUS set), or SCRY_E_NOTPY after TIMEOUT_S seconds
  * without Python (ERRBUF says what the child is). */
-int launch_wait_python(pid_t child, strtab_t *strings, double timeout_s,
-                       pystate_target_t **out, int *status, char *errbuf, size_t errlen);
+int launch_wait_python(pid_t child, strtab_t *strings, double timeout_s, pystate_target_t **out,
+                       int *status, char *errbuf, size_t errlen);
 
 #endif

@@ -14,16 +14,16 @@ typedef struct opt_spec {
     const char *long_name;
     char short_name;
     enum opt_kind kind;
-    size_t offset; /* into scry_config_t */
+    size_t offset;     /* into scry_config_t */
     unsigned commands; /* bit per enum scry_command */
     const char *arg;
     const char *help;
 } opt_spec_t;
 
 #define ON(c) (1u << (c))
-#define REC ON(CMD_RECORD)
-#define DMP ON(CMD_DUMP)
-#define TOP ON(CMD_TOP)
+#define REC   ON(CMD_RECORD)
+#define DMP   ON(CMD_DUMP)
+#define TOP   ON(CMD_TOP)
 
 static const opt_spec_t opt_table[] = {
     {"pid", 'p', OPT_PID, offsetof(scry_config_t, pid), REC | DMP | TOP, "PID",
@@ -118,10 +118,23 @@ static int parse_bytes(const char *s, uint64_t *out)
     if (errno || end == s || v <= 0)
         return SCRY_E_INVAL;
     switch (*end) {
-    case 'k': case 'K': v *= 1024; end++; break;
-    case 'm': case 'M': v *= 1024 * 1024; end++; break;
-    case 'g': case 'G': v *= 1024.0 * 1024 * 1024; end++; break;
-    default: break;
+    case 'k':
+    case 'K':
+        v *= 1024;
+        end++;
+        break;
+    case 'm':
+    case 'M':
+        v *= 1024 * 1024;
+        end++;
+        break;
+    case 'g':
+    case 'G':
+        v *= 1024.0 * 1024 * 1024;
+        end++;
+        break;
+    default:
+        break;
     }
     if (*end == 'B' || *end == 'b')
         end++;
@@ -153,8 +166,7 @@ static int set_value(const opt_spec_t *o, const char *value, scry_config_t *cfg)
         errno = 0;
         double v = strtod(value, &end);
         if (errno || !*value || *end || !(v > 0) || v > 1e9) {
-            fprintf(stderr, "scry: --%s needs a positive number, not '%s'\n", o->long_name,
-                    value);
+            fprintf(stderr, "scry: --%s needs a positive number, not '%s'\n", o->long_name, value);
             return SCRY_E_INVAL;
         }
         *(double *)base = v;
@@ -165,8 +177,8 @@ static int set_value(const opt_spec_t *o, const char *value, scry_config_t *cfg)
         return 0;
     case OPT_BYTES:
         if (parse_bytes(value, (uint64_t *)base) != 0) {
-            fprintf(stderr, "scry: --%s needs a size such as 512k or 1M, not '%s'\n",
-                    o->long_name, value);
+            fprintf(stderr, "scry: --%s needs a size such as 512k or 1M, not '%s'\n", o->long_name,
+                    value);
             return SCRY_E_INVAL;
         }
         return 0;
@@ -177,7 +189,8 @@ static int set_value(const opt_spec_t *o, const char *value, scry_config_t *cfg)
 static const opt_spec_t *find_long(const char *name, size_t len)
 {
     for (size_t i = 0; i < sizeof opt_table / sizeof opt_table[0]; i++)
-        if (strlen(opt_table[i].long_name) == len && strncmp(opt_table[i].long_name, name, len) == 0)
+        if (strlen(opt_table[i].long_name) == len &&
+            strncmp(opt_table[i].long_name, name, len) == 0)
             return &opt_table[i];
     return NULL;
 }

@@ -10,7 +10,7 @@ enum scry_command { CMD_NONE, CMD_RECORD, CMD_DUMP, CMD_TOP, CMD_HELP, CMD_VERSI
 typedef struct scry_config {
     enum scry_command command;
     enum scry_command help_for; /* with CMD_HELP: which command's help */
-    pid_t pid;          /* --pid; 0 when launching */
+    pid_t pid;                  /* --pid; 0 when launching */
     char **argv;        /* the program to launch (after --), NULL-terminated; NULL with --pid */
     double rate_hz;     /* --rate */
     double duration_s;  /* --duration; 0 = until interrupted or the target exits */
@@ -24,10 +24,10 @@ typedef struct scry_config {
     int json;           /* dump --json */
     int memory;         /* --memory */
     uint64_t memory_sample_bytes; /* --memory-sample-bytes */
-    int quiet;          /* --quiet: no summary line */
-    int subprocesses;   /* --subprocesses (reserved) */
-    int once;           /* top --once: one plain-text table after --duration, then exit */
-    double window_s;    /* top --window: seconds of the 'last N s' percentages (default 1) */
+    int quiet;                    /* --quiet: no summary line */
+    int subprocesses;             /* --subprocesses (reserved) */
+    int once;                     /* top --once: one plain-text table after --duration, then exit */
+    double window_s; /* top --window: seconds of the 'last N s' percentages (default 1) */
 } scry_config_t;
 
 /* Parses ARGV into CFG. Returns 0, or a negative code after printing a message to stderr

@@ -60,7 +60,7 @@ void procinfo_permission_hint(pid_t pid, char *buf, size_t len)
 }
 
 typedef struct thread_files {
-    pid_t tid;  /* 0 = empty */
+    pid_t tid; /* 0 = empty */
     int stat_fd;
     int sched_fd;
     uint64_t last_cpu_ns; /* 0 = not read yet */

@@ -114,8 +114,9 @@ int cmd_record(const scry_config_t *cfg)
 {
     int fmt = report_format_parse(cfg->format ? cfg->format : "flamegraph");
     if (fmt < 0) {
-        fprintf(stderr, "scry: unknown format '%s' (flamegraph, collapsed, speedscope, json, "
-                        "text)\n",
+        fprintf(stderr,
+                "scry: unknown format '%s' (flamegraph, collapsed, speedscope, json, "
+                "text)\n",
                 cfg->format);
         return 2;
     }
@@ -177,8 +178,8 @@ int cmd_record(const scry_config_t *cfg)
     progress_t prog = {.tty = isatty(2) && !cfg->quiet, .start_ns = sampler_now_ns()};
     prog.last_ns = prog.start_ns;
     uint64_t t0 = sampler_now_ns();
-    int err = sampler_run(smp, cfg->duration_s, &record_stop, emit_to_profile, prof,
-                          show_progress, &prog);
+    int err = sampler_run(smp, cfg->duration_s, &record_stop, emit_to_profile, prof, show_progress,
+                          &prog);
     double elapsed = (double)(sampler_now_ns() - t0) / 1e9;
     if (prog.tty)
         fprintf(stderr, "\r\033[K");

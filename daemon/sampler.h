@@ -21,14 +21,14 @@ typedef struct sampler sampler_t;
 typedef void (*sampler_emit_fn)(const scry_sample_t *sample, void *ctx);
 
 typedef struct sampler_stats {
-    uint64_t ticks;        /* rounds attempted */
-    uint64_t samples;      /* thread samples emitted */
-    uint64_t errors;       /* rounds or threads lost to errors */
-    uint64_t late;         /* rounds that started more than half an interval late */
+    uint64_t ticks;   /* rounds attempted */
+    uint64_t samples; /* thread samples emitted */
+    uint64_t errors;  /* rounds or threads lost to errors */
+    uint64_t late;    /* rounds that started more than half an interval late */
     uint64_t late_total_ns;
     uint64_t late_max_ns;
-    uint64_t busy_ns;      /* time spent sampling (CPU cost) */
-    uint64_t gil_ticks;    /* rounds where some thread held the GIL */
+    uint64_t busy_ns;   /* time spent sampling (CPU cost) */
+    uint64_t gil_ticks; /* rounds where some thread held the GIL */
     int target_exited;
 } sampler_stats_t;
 
@@ -43,8 +43,8 @@ int sampler_tick(sampler_t *s, sampler_emit_fn emit, void *ctx);
 /* Samples at the configured rate until *STOP becomes non-zero, DURATION_S elapses (0: no
  * limit) or the target exits. TICK_CB, when not NULL, runs after each round (for progress
  * and live views); a non-zero return ends the loop. Returns 0 or a negative code. */
-int sampler_run(sampler_t *s, double duration_s, volatile sig_atomic_t *stop,
-                sampler_emit_fn emit, void *ctx, int (*tick_cb)(sampler_t *, void *), void *tick_ctx);
+int sampler_run(sampler_t *s, double duration_s, volatile sig_atomic_t *stop, sampler_emit_fn emit,
+                void *ctx, int (*tick_cb)(sampler_t *, void *), void *tick_ctx);
 
 const sampler_stats_t *sampler_stats(const sampler_t *s);
 

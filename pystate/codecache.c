@@ -92,8 +92,8 @@ static int code_load(pystate_target_t *t, raddr_t addr, pystate_code_t *code)
     if (!code->file || !code->function)
         return SCRY_E_NOMEM;
     code->firstlineno = field_i32(hdr, size, L->code_firstlineno);
-    if (pystate__read_bytes(t, table, PYSTATE_TABLE_MAX, &code->linetable,
-                            &code->linetable_len) != 0) {
+    if (pystate__read_bytes(t, table, PYSTATE_TABLE_MAX, &code->linetable, &code->linetable_len) !=
+        0) {
         code->linetable = NULL;
         code->linetable_len = 0;
     }
@@ -122,8 +122,7 @@ const pystate_code_t *pystate__code_get(pystate_target_t *t, raddr_t addr, const
     if (!addr || (addr & 7))
         return NULL;
     pystate_code_t *slot = &t->codes.slots[code_slot(addr)];
-    if (slot->addr == addr &&
-        (!key || memcmp(slot->key, key, (size_t)t->code_key_len) == 0)) {
+    if (slot->addr == addr && (!key || memcmp(slot->key, key, (size_t)t->code_key_len) == 0)) {
         t->stats.code_hits++;
         return slot;
     }
@@ -148,8 +147,8 @@ int pystate__code_line(const pystate_target_t *t, pystate_code_t *code, uint32_t
         return code->last_line;
     int line = 0;
     if (!code->linetable ||
-        pystate_line_for_offset(t->layout.linetable_style, code->linetable, code->linetable_len, code->firstlineno,
-                                offset, &line) != 0)
+        pystate_line_for_offset(t->layout.linetable_style, code->linetable, code->linetable_len,
+                                code->firstlineno, offset, &line) != 0)
         line = 0;
     code->last_offset = offset;
     code->last_line = line;

@@ -10,9 +10,9 @@
 typedef struct pf_region {
     raddr_t addr;
     uint32_t len;
-    uint32_t off;   /* into the data buffer */
+    uint32_t off; /* into the data buffer */
     uint8_t range;
-    uint8_t valid;  /* read successfully this sample */
+    uint8_t valid; /* read successfully this sample */
 } pf_region_t;
 
 typedef struct pf_set {

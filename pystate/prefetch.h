@@ -17,8 +17,8 @@
 #include <stdint.h>
 
 #define PF_MAX_REGIONS 8192         /* regions planned per sample */
-#define PF_MAX_BYTES (8u << 20)      /* bytes planned per sample */
-#define PF_RANGE_MAX (256u << 10)    /* largest single region */
+#define PF_MAX_BYTES   (8u << 20)   /* bytes planned per sample */
+#define PF_RANGE_MAX   (256u << 10) /* largest single region */
 
 typedef struct pystate_prefetch pystate_prefetch_t;
 

@@ -17,8 +17,8 @@ int pystate__read_str(pystate_target_t *t, raddr_t addr, char *buf, size_t max)
         L->unicode_length < 0)
         return SCRY_E_CORRUPT;
     if (L->unicode_data_any >= 0 && (size_t)L->unicode_data_any + 8 > hlen)
-        hlen = (size_t)L->unicode_data_any + 8 <= sizeof hdr ? (size_t)L->unicode_data_any + 8
-                                                             : hlen;
+        hlen =
+            (size_t)L->unicode_data_any + 8 <= sizeof hdr ? (size_t)L->unicode_data_any + 8 : hlen;
     int err = rmem_read(t->mem, addr, hdr, hlen);
     if (err)
         return err;
@@ -62,8 +62,7 @@ int pystate__read_str(pystate_target_t *t, raddr_t addr, char *buf, size_t max)
     return err ? err : (int)written;
 }
 
-int pystate__read_bytes(pystate_target_t *t, raddr_t addr, size_t max, uint8_t **out,
-                        uint32_t *len)
+int pystate__read_bytes(pystate_target_t *t, raddr_t addr, size_t max, uint8_t **out, uint32_t *len)
 {
     const pystate_layout_t *L = &t->layout;
     *out = NULL;

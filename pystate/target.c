@@ -87,8 +87,7 @@ static int find_runtime(pystate_target_t *t, const elfsym_obj_t *obj, uint64_t b
     }
     elfsym_section_t sec;
     if (!discovery_skip("section") && elfsym_obj_section(obj, ".PyRuntime", &sec) == 0 &&
-        sec.addr &&
-        runtime_plausible(t, bias + sec.addr)) {
+        sec.addr && runtime_plausible(t, bias + sec.addr)) {
         t->runtime = bias + sec.addr;
         snprintf(t->info.how_found, sizeof t->info.how_found, ".PyRuntime section");
         return 0;
@@ -117,7 +116,8 @@ static int find_runtime(pystate_target_t *t, const elfsym_obj_t *obj, uint64_t b
 
 static int find_roots_36(pystate_target_t *t, const elfsym_obj_t *obj, uint64_t bias)
 {
-    if (!discovery_skip("symbol") && sym_addr(obj, bias, "interp_head", &t->interp_head_addr) == 0) {
+    if (!discovery_skip("symbol") &&
+        sym_addr(obj, bias, "interp_head", &t->interp_head_addr) == 0) {
         snprintf(t->info.how_found, sizeof t->info.how_found, "symbol interp_head");
     } else {
         elfsym_ref_t refs[4];
