@@ -273,7 +273,7 @@ def parse_summary(text):
 
 def bench_sample(ctx):
     q = ctx.quick
-    iters = 1000 if q else 5000
+    iters = 1000 if q else 3000
     configs = [(10, 1), (25, 1), (100, 1), (500, 1), (25, 10), (25, 100)]
     if q:
         configs = [(25, 1), (500, 1), (25, 10)]
@@ -371,6 +371,21 @@ def bench_sample(ctx):
             "and py-spy are not installed on this machine)." % (fmt(min(meds)),
                                                                fmt(max(meds))))
         out.append("")
+    ok = [r for r in rows if "error" not in r]
+    t100 = [r for r in ok if r["threads"] == 100]
+    d500 = [r for r in ok if r["depth"] == 500]
+    if t100 or d500:
+        parts = []
+        if t100:
+            per = sorted((r["median_us"] / 100, r["python"]) for r in t100)
+            parts.append("with 100 threads a sample costs %s–%s µs per thread (%s slowest)" %
+                         (fmt(per[0][0], 2), fmt(per[-1][0], 2), per[-1][1]))
+        if d500:
+            per = sorted(r["median_us"] / 500 for r in d500)
+            parts.append("a 500-frame stack costs %s–%s µs per frame" % (fmt(per[0], 3),
+                                                                        fmt(per[-1], 3)))
+        out.append("Scaling: " + "; ".join(parts) + ".")
+        out.append("")
     sysc = [r["syscalls"] for r in rows if "error" not in r]
     if sysc:
         infl = [r["mean_us"] / r["cpu_us"] for r in rows
@@ -392,7 +407,7 @@ def bench_sample(ctx):
 def bench_record(ctx):
     q = ctx.quick
     dur = 1.5 if q else 5.0
-    dur_other = 1.5 if q else 3.0
+    dur_other = 1.5 if q else 2.0
     rates = [100, 1000]
     primary = ctx.primary
     plan = [(primary, 25, 1, "busy", dur), (primary, 25, 10, "busy", dur)]
@@ -608,7 +623,7 @@ def launch_pair(ctx, py, snippet, outpath):
 def bench_launch(ctx):
     q = ctx.quick
     n_primary = 10 if q else 100
-    n_other = 2 if q else 10
+    n_other = 2 if q else 6
     with open(os.path.join(WORKLOADS, "launch_snippet.py")) as f:
         snippet = f.read()
     tmpdir = tempfile.mkdtemp(prefix="scry-bench-")
@@ -715,7 +730,9 @@ def bench_dump(ctx):
         "Wall time of the whole `scry dump --pid PID` command (start, attach, read every "
         "thread, print, exit) on a spin.py target with 100 threads at depth 25; %d runs "
         "per cell, median (min–max) in ms, then the median of scry's own user+sys CPU "
-        "time (`wait4`), which the machine's load does not inflate.  Aim: under 100 ms." % n)
+        "time (`wait4`), which the machine's load does not inflate: under load the wall "
+        "time is mostly waiting for a CPU (`perf stat` shows 0.15–0.7 CPUs utilized), so "
+        "the CPU column is the one to hold against the aim of under 100 ms." % n)
     out.append("")
     out.append("| Python | leaf | text ms | text CPU ms | --json ms | --json CPU ms | "
                "runs with wrong output |")
@@ -792,9 +809,9 @@ def parse_subsections(block):
     return subs
 
 
-def write_doc(header, new_subs):
-    if os.path.exists(DOC):
-        with open(DOC) as f:
+def write_doc(doc, header, new_subs):
+    if os.path.exists(doc):
+        with open(doc) as f:
             text = f.read()
     else:
         text = DOC_INTRO + BEGIN + "\n" + END + "\n"
@@ -810,11 +827,11 @@ def write_doc(header, new_subs):
         if name in subs:
             body += wrap(name, subs[name])
     new = pre + BEGIN + "\n" + "\n".join(body).rstrip("\n") + "\n" + END + post
-    tmp = DOC + ".tmp"
-    os.makedirs(os.path.dirname(DOC), exist_ok=True)
+    tmp = doc + ".tmp"
+    os.makedirs(os.path.dirname(os.path.abspath(doc)), exist_ok=True)
     with open(tmp, "w") as f:
         f.write(new)
-    os.replace(tmp, DOC)
+    os.replace(tmp, doc)
 
 
 class Ctx(object):
@@ -827,6 +844,8 @@ def main():
     ap.add_argument("--quick", action="store_true", help="small smoke run (under 2 minutes)")
     ap.add_argument("--write", action="store_true",
                     help="replace the generated section of docs/performance.md")
+    ap.add_argument("--doc", default=DOC, help="the document --write updates (default: "
+                    "docs/performance.md)")
     ap.add_argument("--json", metavar="FILE", help="also write the raw measurements as JSON")
     ap.add_argument("--scry", help="the scry binary (default: build-bench/daemon/scry, ...)")
     ap.add_argument("--bench-sample", help="the bench_sample binary")
@@ -857,7 +876,7 @@ def main():
     log("scry %s, bench_sample %s, pythons %s" % (ctx.scry, ctx.bench_sample,
                                                  " ".join(l for l, _ in ctx.pythons)))
     info = machine_info()
-    started = datetime.datetime.utcnow()
+    started = datetime.datetime.now(datetime.timezone.utc)
     load0 = os.getloadavg()[0]
     fns = {"sample": bench_sample, "record": bench_record, "slowdown": bench_slowdown,
            "launch": bench_launch, "dump": bench_dump}
@@ -866,11 +885,11 @@ def main():
         t0 = time.monotonic()
         lines = fns[name](ctx)
         stamp = "_Measured %s UTC (%s mode, %.0f s)._" % (
-            datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M"),
+            datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M"),
             "quick" if ctx.quick else "full", time.monotonic() - t0)
         subs[name] = lines[:2] + [stamp, ""] + lines[2:]
         log("%s done in %.0f s" % (name, time.monotonic() - t0))
-    finished = datetime.datetime.utcnow()
+    finished = datetime.datetime.now(datetime.timezone.utc)
     header = section_header(ctx, info, started, finished, load0, os.getloadavg()[0])
     md = header[:]
     for name in ctx.names:
@@ -881,8 +900,8 @@ def main():
             json.dump({"machine": info, "started": started.isoformat(), "quick": ctx.quick,
                        "results": ctx.raw}, f, indent=1, default=str)
     if args.write:
-        write_doc(header, subs)
-        log("wrote %s" % DOC)
+        write_doc(args.doc, header, subs)
+        log("wrote %s" % args.doc)
     return 0
 
 

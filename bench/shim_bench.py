@@ -41,7 +41,9 @@ def plain(py, wl):
 def shimmed(build, py, wl, ver, mean):
     cmd = [os.path.join(build, "shim", "shim_harness"), "--shim",
            os.path.join(build, "shim", "libscry-shim.so"), "--pyver", ver]
-    if mean:
+    if mean == -1:  # the shim loaded and the ring live, but both means 0: no sampling
+        cmd += ["--mean", "0", "--copy-mean", "0"]
+    elif mean:
         cmd += ["--mean", str(mean)]
     out = subprocess.run(cmd + ["--", py, WORKLOADS, wl], stdout=subprocess.PIPE,
                          universal_newlines=True, check=True).stdout
@@ -68,28 +70,31 @@ def main():
     out("")
     out("`bench/shim_bench.py` (%s, %d CPUs, load average %.1f at start); target CPU "
         "seconds (user+sys), median of %d interleaved runs; the shim runs with a live "
-        "consumer draining its ring. Mean 0 = the default (%s)."
+        "consumer draining its ring. 'sampling off': same, with both means 0 (isolates "
+        "the cost of sampling from that of the environment). Mean 'default' = %s."
         % (time.strftime("%Y-%m-%d"), os.cpu_count(), os.getloadavg()[0], args.runs,
            "128 KiB allocations, 1 MiB copies"))
     out("")
-    out("| program | mean | unprofiled CPU s | shim CPU s | ratio | wall ratio | events |")
-    out("|---|---|---|---|---|---|---|")
+    out("| program | mean | unprofiled CPU s | shim, sampling off | shim | ratio | "
+        "ratio vs off | wall ratio | events |")
+    out("|---|---|---|---|---|---|---|---|---|")
     for name, py, wl, ver in PROGRAMS:
         if not os.path.exists(py):
             continue
         for mean in means:
-            p, s, pw, sw, ev = [], [], [], [], 0
+            p, s, pw, sw, off, ev = [], [], [], [], [], 0
             for _ in range(args.runs):
                 c, w, _ = plain(py, wl)
                 p.append(c)
                 pw.append(w)
+                off.append(shimmed(args.build, py, wl, ver, -1)[0])
                 c, w, st = shimmed(args.build, py, wl, ver, mean)
                 s.append(c)
                 sw.append(w)
                 ev = int(st["consumed"])
-            mp, ms = statistics.median(p), statistics.median(s)
-            row = "| %s | %s | %.3f | %.3f | %.3f | %.3f | %d |" % (
-                name, mean or "default", mp, ms, ms / mp,
+            mp, ms, mo = statistics.median(p), statistics.median(s), statistics.median(off)
+            row = "| %s | %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %d |" % (
+                name, mean or "default", mp, mo, ms, ms / mp, ms / mo,
                 statistics.median(sw) / statistics.median(pw), ev)
             out(row)
             print(row, file=sys.stderr)

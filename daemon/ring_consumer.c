@@ -2,6 +2,7 @@
 #include "ring_consumer.h"
 
 #include "scry_err.h"
+#include "../pystate/layout.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -59,6 +60,29 @@ static uint64_t records_for(uint64_t bytes)
            SCRY_RING_HEADER_SIZE + 2 * n * sizeof(struct scry_ring_record) <= bytes)
         n *= 2;
     return n;
+}
+
+int ringc_layout_from_pystate(const struct pystate_layout *pl, struct scry_ring_layout *out)
+{
+    if (!pl || !out)
+        return SCRY_E_INVAL;
+    memset(out, 0xff, sizeof *out);
+    out->reserved = 0;
+    out->py_major = pl->major;
+    out->py_minor = pl->minor;
+    out->frame_style = pl->frame_style;
+    out->tstate_frame = pl->tstate_frame;
+    out->cframe_current_frame = pl->cframe_current_frame;
+    out->frame_back = pl->frame_back;
+    out->frame_code = pl->frame_code;
+    out->frame_lasti = pl->frame_lasti;
+    out->iframe_code = pl->iframe_code;
+    out->iframe_previous = pl->iframe_previous;
+    out->iframe_instr = pl->iframe_instr;
+    out->iframe_owner = pl->iframe_owner;
+    out->iframe_is_entry = pl->iframe_is_entry;
+    out->code_adaptive = pl->code_adaptive;
+    return 0;
 }
 
 ringc_t *ringc_create(const ringc_params_t *p, int *err)

@@ -70,6 +70,12 @@ typedef struct ringc_stats {
     uint64_t nrecords;
 } ringc_stats_t;
 
+struct pystate_layout;
+
+/* Copies the frame offsets the shim needs from a pystate layout (pystate/layout.h) into
+ * *OUT (fields it lacks are -1). Returns 0, or SCRY_E_INVAL when an argument is NULL. */
+int ringc_layout_from_pystate(const struct pystate_layout *pl, struct scry_ring_layout *out);
+
 /* Creates the ring file P->path (mode 0600, O_EXCL: fails if it exists), sizes and maps
  * it, fills the header (heartbeat = now) and publishes the magic last. Returns NULL on
  * failure with *ERR (may be NULL) set to SCRY_E_INVAL (bad params), SCRY_E_IO or

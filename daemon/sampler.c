@@ -19,6 +19,7 @@
 typedef struct thread_label {
     pid_t tid;
     uint64_t stamp;
+    const char *pyname; /* the Python name it was made from (interned), or NULL */
     const char *name;
     const char *label;
 } thread_label_t;
@@ -89,17 +90,20 @@ const sampler_stats_t *sampler_stats(const sampler_t *s)
 
 /* A thread's name and its root-frame label, cached per tid and refreshed about once a
  * second (names change rarely; reading /proc each sample would cost three syscalls). */
-static const thread_label_t *thread_label(sampler_t *s, pid_t tid, uint64_t now)
+static const thread_label_t *thread_label(sampler_t *s, pid_t tid, const char *pyname, uint64_t now)
 {
     thread_label_t *l = &s->labels[((uint32_t)tid * 2654435761u) % SAMPLER_LABELS];
-    if (l->tid == tid && now - l->stamp < 1000000000ull)
+    if (l->tid == tid && l->pyname == pyname && now - l->stamp < 1000000000ull)
         return l;
-    char name[64], label[128];
-    procinfo_thread_name(pystate_target_info(s->target)->pid, tid, name, sizeof name);
-    snprintf(label, sizeof label, "thread %d (%s)", (int)tid, name);
+    char name[64], label[1100];
+    /* The Python thread name (threading) when there is one, else the OS one (comm). */
+    if (!pyname)
+        procinfo_thread_name(pystate_target_info(s->target)->pid, tid, name, sizeof name);
+    snprintf(label, sizeof label, "thread %d (%s)", (int)tid, pyname ? pyname : name);
     l->tid = tid;
     l->stamp = now;
-    l->name = strtab_intern(s->strings, name);
+    l->pyname = pyname;
+    l->name = pyname ? pyname : strtab_intern(s->strings, name);
     l->label = strtab_intern(s->strings, label);
     if (!l->name)
         l->name = s->s_empty;
@@ -156,7 +160,7 @@ static void emit_thread(sampler_t *s, const pystate_thread_t *th, const task_inf
     if (cls.flags & UNWIND_CLASSIFY_GIL_WAIT) /* a leaf that says why the line is waiting */
         s->frames[n++] = (scry_frame_t){s->s_gil_wait, s->s_empty, 0, SCRY_FRAME_OTHER};
     n += build_frames(s, th, s->native, nn, n);
-    const thread_label_t *label = thread_label(s, th->tid, now);
+    const thread_label_t *label = thread_label(s, th->tid, th->name, now);
     if (s->cfg.threads)
         s->frames[n++] = (scry_frame_t){label->label, s->s_empty, 0, SCRY_FRAME_THREAD};
     int running = state == 'R' || state == 0;

@@ -23,7 +23,7 @@ typedef struct top_state {
     const char *python_version; /* "3.12.1" */
     double rate_hz;             /* configured */
     uint64_t errors;            /* rounds or threads lost to errors */
-    uint64_t late;              /* late ticks */
+    uint64_t late;              /* rounds that started late (the machine is busy) */
     double gil_pct;             /* over the window; < 0 unknown */
     int threads_active;         /* threads sampled on a CPU in the last interval */
     int threads_total;          /* the target's OS threads; < 0 unknown */

@@ -319,10 +319,13 @@ static void draw_header(const top_state_t *s, int *y)
         snprintf(thr, sizeof thr, "%d active / %d total", s->threads_active, s->threads_total);
     else
         snprintf(thr, sizeof thr, "%d active", s->threads_active);
+    char late[48] = "";
+    if (s->late)
+        snprintf(late, sizeof late, "  Late %llu", (unsigned long long)s->late);
     snprintf(buf, sizeof buf,
-             "Rate %.0f Hz (%.0f/s)  Samples %llu  Errors %llu  GIL %s  Threads %s  Elapsed %s",
+             "Rate %.0f Hz (%.0f/s)  Samples %llu  Errors %llu%s  GIL %s  Threads %s  Elapsed %s",
              s->rate_hz, t->window_s > 0 ? (double)t->samples / t->window_s : 0.0,
-             (unsigned long long)t->samples_all, (unsigned long long)s->errors, gil, thr, el);
+             (unsigned long long)t->samples_all, (unsigned long long)s->errors, late, gil, thr, el);
     line_clear(*y);
     put_at((*y)++, 0, buf);
     if (*y >= LINES)
@@ -528,6 +531,8 @@ void top_screen_print(const top_state_t *s, FILE *out, uint32_t max_rows)
             (unsigned long long)t->samples_all,
             t->window_s > 0 ? (double)t->samples / t->window_s : 0.0, s->rate_hz,
             (unsigned long long)s->errors);
+    if (s->late)
+        fprintf(out, ", %llu late ticks", (unsigned long long)s->late);
     if (s->gil_pct >= 0)
         fprintf(out, ", GIL %.1f%%", s->gil_pct);
     fprintf(out, ", threads %d active", s->threads_active);

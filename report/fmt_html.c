@@ -179,7 +179,7 @@ static void snippet_cell(report__html_t *h, const report__line_t *l)
     size_t n = 0;
     const char *s =
         l->kind == SCRY_FRAME_PYTHON ? report__src_line(h->src, l->file, l->line, &n) : NULL;
-    report__sb_puts(b, "<td class=\"src\">");
+    report__sb_puts(b, "<td class=\"src\"><div>");
     if (s) {
         while (n && (*s == ' ' || *s == '\t'))
             s++, n--;
@@ -189,7 +189,7 @@ static void snippet_cell(report__html_t *h, const report__line_t *l)
         tmp[take] = 0;
         report__sb_xml(b, tmp, SRC_SNIPPET_CP);
     }
-    report__sb_puts(b, "</td>");
+    report__sb_puts(b, "</div></td>");
 }
 
 static void hot_lines(report__html_t *h)

@@ -241,7 +241,7 @@ static void file_rows(emit_t *e, int32_t nlines, int whole)
         }
         if (nlines > 0 && hi > nlines)
             hi = a[j].line > nlines ? a[j].line : nlines;
-        if (lo > next)
+        if (lo > next && nlines > 0) /* without source the file's length is unknown */
             gap(e, next, lo - 1);
         if (whole)
             for (int64_t l = next; l < lo; l++)

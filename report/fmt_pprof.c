@@ -195,7 +195,9 @@ static int build_functions(pp_t *x)
             perftools__profiles__function__init(fn);
             fn->id = fid + 1;
             fn->name = pp_str(&x->strs, frame_name(f));
-            fn->system_name = fn->name;
+            /* only native symbols get a system name: pprof demangles names equal to it
+             * (C++ rules), which would blank Python names such as "<module>" */
+            fn->system_name = f->kind == SCRY_FRAME_NATIVE ? fn->name : 0;
             fn->filename = pp_str(&x->strs, f->file);
             fn->start_line = f->line > 0 ? f->line : 0;
             x->funcp[fid] = fn;
@@ -231,7 +233,7 @@ static uint64_t unknown_location(pp_t *x)
     pb_func_t *fn = &x->funcs[x->nfuncs];
     perftools__profiles__function__init(fn);
     fn->id = x->nfuncs + 1;
-    fn->name = fn->system_name = pp_str(&x->strs, "<unknown>");
+    fn->name = pp_str(&x->strs, "<unknown>");
     x->funcp[x->nfuncs++] = fn;
     perftools__profiles__line__init(&x->lines[i]);
     x->lines[i].function_id = fn->id;

@@ -4,7 +4,7 @@
  * hot path: O(stack depth), no allocation once the stack has been seen), records the
  * end-of-run summary (report_profile_set_end) and writes one or more formats
  * (report_write). The report side never touches the target: it only reads the samples
- * and, for the text report, source files from disk. Not thread-safe.
+ * and, for the text and html reports, source files from disk. Not thread-safe.
  *
  * Formats are described precisely in docs/output-formats.md.
  */
@@ -103,8 +103,8 @@ int report_write(report_profile_t *p, enum report_format fmt, FILE *out,
                  const report_options_t *opt);
 
 /* Maps a --format name ("collapsed", "speedscope", "json", "text", "flamegraph", "html",
- * "pprof"; "svg", "folded" and "pb" are accepted aliases) to its enum value. Returns the value (>= 0) or
- * SCRY_E_INVAL for an unknown or NULL name. */
+ * "pprof"; "svg", "folded" and "pb" are accepted aliases) to its enum value. Returns the
+ * value (>= 0) or SCRY_E_INVAL for an unknown or NULL name. */
 int report_format_parse(const char *name);
 
 /* Returns the canonical name of a format ("collapsed", ...), or NULL when unknown. */

@@ -51,6 +51,11 @@ static void *boot_alloc(size_t n, size_t align)
         if (__atomic_compare_exchange_n(&boot_used, &old, start + need, 0, __ATOMIC_RELAXED,
                                         __ATOMIC_RELAXED)) {
             *(uint64_t *)(boot_buf + start - 8) = n; /* for realloc; memory is zero */
+            /* Make free() take its slow path for this block (a permanent, harmless
+             * filter hit): the fast path then needs no range check of its own. */
+            uint64_t h = shim__live_hash((uint64_t)(uintptr_t)(boot_buf + start)) >>
+                         (64 - SHIM_LIVE_FILTER_BITS);
+            __atomic_fetch_add(&shim__live_filter[h], 1, __ATOMIC_RELAXED);
             return boot_buf + start;
         }
     }
@@ -233,23 +238,27 @@ SHIM_API void *calloc(size_t a, size_t b)
     return p;
 }
 
+/* free()'s slow path: returns 1 when P must not reach the real free (a bootstrap block). */
+static __attribute__((noinline)) int free_filtered(void *p, uint8_t flags)
+{
+    if (in_boot(p))
+        return 1;
+    if (p)
+        shim__free_slow(p, flags);
+    return 0;
+}
+
 SHIM_API void free(void *p)
 {
-    if (SHIM_UNLIKELY(in_boot(p)))
+    if (SHIM_UNLIKELY(shim__live_maybe(p)) && free_filtered(p, 0))
         return;
-    if (SHIM_UNLIKELY(shim__live_maybe(p)) && p)
-        shim__free_slow(p, 0);
     shim__real.free(p);
 }
 
 SHIM_API void *realloc(void *p, size_t n)
 {
-    if (p) {
-        if (SHIM_UNLIKELY(in_boot(p)))
-            return boot_realloc(p, n);
-        if (SHIM_UNLIKELY(shim__live_maybe(p)))
-            shim__free_slow(p, SCRY_RING_REC_REALLOC);
-    }
+    if (SHIM_UNLIKELY(shim__live_maybe(p)) && free_filtered(p, SCRY_RING_REC_REALLOC))
+        return boot_realloc(p, n);
     void *q = shim__real.realloc(p, n);
     shim_tls_t *t = &shim__tls;
     if (SHIM_UNLIKELY((t->alloc_left -= (int64_t)n) < 0))

@@ -86,6 +86,25 @@ static const char script_plain[] = "import sys\n"
                                    "print('READY', flush=True)\n"
                                    "sys.stdin.read()\n";
 
+/* Threads come and go all the time and one renames itself in a loop: reads are torn. */
+static const char script_churn[] =
+    "import threading, time\n"
+    "def short():\n"
+    "    time.sleep(0.001)\n"
+    "def renamer():\n"
+    "    i = 0\n"
+    "    while True:\n"
+    "        threading.current_thread().name = 'r%d' % (i % 7)\n"
+    "        i += 1\n"
+    "threading.Thread(target=renamer, name='r0', daemon=True).start()\n"
+    "print('READY', flush=True)\n"
+    "while True:\n"
+    "    ts = [threading.Thread(target=short, name='churn-%d' % i) for i in range(20)]\n"
+    "    for t in ts:\n"
+    "        t.start()\n"
+    "    for t in ts:\n"
+    "        t.join()\n";
+
 typedef struct expect {
     uint64_t ident;
     int32_t native;
@@ -220,6 +239,25 @@ static void test_named(const char *python, const char *what)
     CHECK(strncmp(e[3].name, "Thread-", 7) == 0, "%s: default name '%s'", what, e[3].name);
     CHECK(strcmp(e[4].name, "gamma") == 0, "%s: '%s'", what, e[4].name);
 
+    /* 3.13+: the fields taken from _Py_DebugOffsets agree with the generated table. */
+    const pystate_layout_t *L = pystate_target_layout(t);
+    const pystate_layout_t *G = pystate_layout_for(L->major, L->minor);
+    if (pystate_target_info(t)->layout_from_debug_offsets && G) {
+#define SAME(f)                                                                                    \
+    CHECK(L->f == G->f, "%s: " #f " %lld vs generated %lld", what, (long long)L->f, (long long)G->f)
+        SAME(dict_keys);
+        SAME(dict_values);
+        SAME(long_tag);
+        SAME(long_digits);
+        SAME(type_flags);
+        SAME(type_size);
+        SAME(heaptype_cached_keys);
+        SAME(dictkeys_indices);
+        SAME(object_managed_dict_before);
+        SAME(type_flag_inline_values);
+#undef SAME
+    }
+
     int rc = pystate_sample(t, snap);
     CHECK(rc == 0, "%s: sample: %s", what, scry_err_name(rc));
     size_t count = rc == 0 ? pystate_snapshot_count(snap) : 0;
@@ -297,15 +335,19 @@ out:
     finish(&c);
 }
 
-/* Finds the interpreter address of the main thread via a sample. */
+/* Finds the interpreter address of the first thread via a sample (retried: a sample of a
+ * churning target may find the thread list torn). */
 static raddr_t first_interp(pystate_target_t *t, pystate_snapshot_t *snap)
 {
     const pystate_layout_t *L = pystate_target_layout(t);
-    if (pystate_sample(t, snap) != 0 || pystate_snapshot_count(snap) == 0)
-        return 0;
     raddr_t interp = 0;
-    rmem_read_u64(pystate_target_mem(t),
-                  pystate_snapshot_thread(snap, 0)->tstate + (uint64_t)L->tstate_interp, &interp);
+    for (int i = 0; i < 50 && !interp; i++) {
+        if (pystate_sample(t, snap) != 0 || pystate_snapshot_count(snap) == 0)
+            continue;
+        rmem_read_u64(pystate_target_mem(t),
+                      pystate_snapshot_thread(snap, 0)->tstate + (uint64_t)L->tstate_interp,
+                      &interp);
+    }
     return interp;
 }
 
@@ -368,6 +410,70 @@ out:
         finish(&c);
 }
 
+static int churn_name_ok(const char *n)
+{
+    char *end;
+    if (strcmp(n, "MainThread") == 0)
+        return 1;
+    if (n[0] == 'r' && n[1] >= '0' && n[1] <= '6' && !n[2])
+        return 1;
+    if (strncmp(n, "churn-", 6) != 0 || !n[6])
+        return 0;
+    long v = strtol(n + 6, &end, 10);
+    return !*end && v >= 0 && v < 20;
+}
+
+/* Refreshes for half a second against a churning target: never a crash or an error other
+ * than a torn chain, and (almost) only names the script gives. */
+static void test_churn(const char *python, const char *what)
+{
+    child_t c = {0};
+    char line[64];
+    pystate_name_map_t *map = calloc(1, sizeof *map);
+    strtab_t *strings = strtab_new();
+    pystate_snapshot_t *snap = pystate_snapshot_new();
+    pystate_target_t *t = NULL;
+    if (!map || !strings || !snap || start(python, script_churn, &c) != 0) {
+        CHECK(0, "%s: cannot start", what);
+        goto out;
+    }
+    while (fgets(line, sizeof line, c.out) && strncmp(line, "READY", 5) != 0)
+        ;
+    if (open_target(c.pid, strings, &t, what) != 0)
+        goto out;
+    raddr_t interp = first_interp(t, snap);
+    CHECK(interp != 0, "%s: no interpreter", what);
+    long calls = 0, ok = 0, names = 0, bad = 0, mains = 0;
+    uint64_t end = now_ns() + 500000000ull;
+    while (interp && now_ns() < end) {
+        map->count = 0;
+        int rc = pystate__thread_names(t, interp, map);
+        calls++;
+        CHECK(rc == 0 || rc == SCRY_E_CORRUPT || rc == SCRY_E_NOTFOUND, "%s: churn: %s", what,
+              scry_err_name(rc));
+        ok += rc == 0;
+        for (size_t i = 0; i < map->count; i++) {
+            names++;
+            if (!churn_name_ok(map->items[i].name))
+                bad++;
+            if (strcmp(map->items[i].name, "MainThread") == 0)
+                mains++;
+        }
+    }
+    CHECK(ok * 10 >= calls * 9, "%s: %ld of %ld refreshes succeeded", what, ok, calls);
+    CHECK(mains * 10 >= calls * 9, "%s: MainThread in %ld of %ld", what, mains, calls);
+    CHECK(bad * 100 <= names, "%s: %ld unexpected names of %ld", what, bad, names);
+    printf("  %-22s churn: %ld refreshes, %ld ok, %ld names, %ld unexpected\n", what, calls, ok,
+           names, bad);
+out:
+    pystate_target_free(t);
+    pystate_snapshot_free(snap);
+    strtab_free(strings);
+    free(map);
+    if (c.pid)
+        finish(&c);
+}
+
 /* The newest pyenv 3.MINOR.x, or "" when none. */
 static void pyenv_python(int minor, char *out, size_t max)
 {
@@ -411,12 +517,14 @@ int main(void)
         test_named(py, what);
         test_plain(py, what);
         test_many(py, what);
+        test_churn(py, what);
         ran++;
     }
     if (access("/usr/bin/python3.11", X_OK) == 0) {
         test_named("/usr/bin/python3.11", "debian 3.11");
         test_plain("/usr/bin/python3.11", "debian 3.11");
         test_many("/usr/bin/python3.11", "debian 3.11");
+        test_churn("/usr/bin/python3.11", "debian 3.11");
         ran++;
     } else {
         printf("  %-22s skipped: not installed\n", "debian 3.11");

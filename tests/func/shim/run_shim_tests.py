@@ -20,6 +20,7 @@ PYTHONS = [
     ("3.8", PYENV + "/3.8.18/bin/python3.8"),
     ("3.11", PYENV + "/3.11.7/bin/python3.11"),
     ("3.11", "/usr/bin/python3.11"),
+    ("3.10", PYENV + "/3.10.13/bin/python3.10"),
     ("3.12", PYENV + "/3.12.1/bin/python3.12"),
     ("3.13", PYENV + "/3.13.0/bin/python3.13"),
 ]
@@ -57,6 +58,8 @@ def run(args, ver, python, workload, extra=()):
             res["code"][(f[1], f[2], f[3])] = int(f[4])
         elif f[0] == "stat":
             res["stat"][f[1]] = float(f[2])
+        elif f[0] == "instr":
+            res.setdefault("instr", []).append((f[1], int(f[2]), int(f[3])))
         elif f[0] == "tid":
             res["tids"][int(f[1])] = int(f[2])
         else:
@@ -72,6 +75,8 @@ def by(res, fn, kind, origin="python"):
 
 def common(res, label):
     s = res["stat"]
+    check(s["layout_matches_table"] == 1,
+          "%s: pystate layout == offsetof() table of the test" % label)
     check(s["child_status"] == 0, "%s: target exited 0" % label)
     check(s["bad_records"] == 0 and s["bad_seq"] == 0, "%s: no bad records" % label)
     check(int(s["shim_state"]) & 0x1d == 0x1d,
@@ -112,6 +117,47 @@ def test_attach(args, ver, py):
     check(within(got, want_large, 0.15), report("attach keep_large net python", got, want_large))
     got = by(r, "keep_small", "net")
     check(within(got, want_small, 0.15), report("attach keep_small net python", got, want_small))
+
+
+LINES_HELPER = r"""
+import sys, dis, inspect
+sys.path.insert(0, sys.argv[1])
+import workloads
+fn = getattr(workloads, sys.argv[2])
+code = fn.__code__
+src, start = inspect.getsourcelines(fn)
+want = start + [i for i, l in enumerate(src) if l.strip().startswith("return")][0]
+def line_of(off):
+    if hasattr(code, "co_lines"):
+        for start, end, line in code.co_lines():
+            if start <= off < end:
+                return line
+        return None
+    last = None
+    for start, line in dis.findlinestarts(code):
+        if start > off:
+            break
+        last = line
+    return last
+offs = [int(x) for x in sys.argv[3:]]
+print(sum(1 for o in offs if o >= 0 and line_of(o) == want), len(offs))
+"""
+
+
+def test_lines(args, ver, py):
+    """The instruction offsets the shim sends map to the allocating line."""
+    r = run(args, ver, py, "keep")
+    for fn in ("keep_large", "keep_small"):
+        addr = r["names"][fn]
+        offs = []
+        for code, off, n in r.get("instr", []):
+            if code == addr:
+                offs += [off] * n
+        out = subprocess.run([py, "-c", LINES_HELPER, HERE, fn] + [str(o) for o in offs],
+                             stdout=subprocess.PIPE, universal_newlines=True, check=True)
+        good, total = map(int, out.stdout.split())
+        check(total > 0 and good >= 0.95 * total,
+              "%s: %d of %d frames at the allocating line" % (fn, good, total))
 
 
 def test_churn(args, ver, py):
@@ -211,7 +257,7 @@ def test_gone(args, ver, py):
         check(ratio < 1.25, "%s: target back to full speed" % mode)
 
 
-TESTS = [test_keep, test_churn, test_copy, test_threads, test_fork, test_attach]
+TESTS = [test_keep, test_lines, test_churn, test_copy, test_threads, test_fork, test_attach]
 
 
 def main():

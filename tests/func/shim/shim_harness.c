@@ -15,9 +15,11 @@
  *   code ADDR KIND ORIGIN WEIGHT          weight of events with ADDR anywhere in the stack;
  *                                         KIND net: allocated there minus freed since
  *   nostack KIND ORIGIN COUNT WEIGHT      events without frames
+ *   instr ADDR OFFSET COUNT               frames seen at (code, instruction byte offset)
  *   tid TID COUNT
  *   stat NAME VALUE
  */
+#include "layout.h"
 #include "ring_consumer.h"
 #include "scry_err.h"
 
@@ -162,8 +164,33 @@ static void net_event(const ringc_event_t *e)
     }
 }
 
+/* (code, instruction offset) pairs seen, for the line checks of run_shim_tests.py */
+#define NINSTR (1u << 15)
+static struct {
+    uint64_t code;
+    int32_t instr;
+    uint64_t n;
+} instrs[NINSTR];
+
+static void add_instr(uint64_t code, int32_t instr)
+{
+    uint32_t i = (uint32_t)(((code >> 3) ^ (uint64_t)(uint32_t)instr * 0x9e37u) *
+                                0x9e3779b97f4a7c15ull >>
+                            49);
+    for (unsigned p = 0; p < NINSTR; p++, i = (i + 1) & (NINSTR - 1)) {
+        if (instrs[i].n == 0 || (instrs[i].code == code && instrs[i].instr == instr)) {
+            instrs[i].code = code;
+            instrs[i].instr = instr;
+            instrs[i].n++;
+            return;
+        }
+    }
+}
+
 static void account(const ringc_event_t *e)
 {
+    for (uint32_t i = 0; i < e->nframes; i++)
+        add_instr(e->frames[i].code, e->frames[i].instr_offset);
     net_event(e);
     int k = e->kind, o = e->origin;
     tot_n[k][o]++;
@@ -248,9 +275,20 @@ int main(int argc, char **argv)
         return 2;
     }
     char **cmd = argv + i + 1;
-    if (pyver && test_layout(pyver, &p.layout) != 0) {
-        fprintf(stderr, "shim_harness: no test layout for %s\n", pyver);
-        return 2;
+    /* The daemon's way: pystate's layout, converted by the consumer. Cross-checked with
+     * the table above (stat layout_matches_table). */
+    int layout_ok = -1;
+    if (pyver) {
+        struct scry_ring_layout want;
+        int minor = 0;
+        const pystate_layout_t *pl =
+            sscanf(pyver, "3.%d", &minor) == 1 ? pystate_layout_for(3, minor) : NULL;
+        if (!pl || ringc_layout_from_pystate(pl, &p.layout) != 0 ||
+            test_layout(pyver, &want) != 0) {
+            fprintf(stderr, "shim_harness: no layout for %s\n", pyver);
+            return 2;
+        }
+        layout_ok = memcmp(&want, &p.layout, sizeof want) == 0;
     }
     if (!pyver)
         memset(&p.layout, 0xff, sizeof p.layout);
@@ -324,6 +362,10 @@ int main(int argc, char **argv)
                 if (codes[c].w[k][o])
                     printf("code %llx %s %s %lld\n", (unsigned long long)codes[c].code, kn[k],
                            on[o], (long long)codes[c].w[k][o]);
+    for (unsigned c = 0; c < NINSTR; c++)
+        if (instrs[c].n)
+            printf("instr %llx %d %llu\n", (unsigned long long)instrs[c].code, instrs[c].instr,
+                   (unsigned long long)instrs[c].n);
     for (int t = 0; t < 256 && tids[t].tid; t++)
         printf("tid %d %llu\n", tids[t].tid, (unsigned long long)tids[t].n);
     uint64_t sampled = 0, sampled_stop = 0, dropped = 0;
@@ -351,6 +393,7 @@ int main(int argc, char **argv)
     STAT("owner_pid", (uint32_t)st.owner_pid);
     STAT("shim_state", st.shim_state);
     STAT("nrecords", st.nrecords);
+    STAT("layout_matches_table", layout_ok);
     free(buf);
     free(lives);
     ringc_free(r);

@@ -93,7 +93,7 @@ def late_churn():
 def small_objects():
     # many small objects: dicts, tuples, strings
     t = 0
-    for i in range(300000):
+    for i in range(1500000):
         d = {"a": i, "b": str(i), "c": (i, i + 1)}
         t += len(d["b"])
     return t

@@ -8,6 +8,13 @@ so that a regular sampler cannot lock onto the same phase of every round (with 5
 rounds a 100 Hz sampler sees quantised 2/1/1 or 3/1/1 ticks per round instead of the
 true shares). The burn loop is inline in each function, so each one is the leaf of its
 own samples.
+
+Both the CPU time (process_time) and the wall time (perf_counter) of every call are
+summed: on a loaded machine the two differ (the workload waits for a CPU while runnable),
+and a sampler that counts runnable samples measures wall shares while one that weighs
+samples by the CPU time used measures CPU shares. The per-round log (with
+time.monotonic() stamps) lets the runner compute both truths over exactly the window
+that scry recorded.
 """
 import time
 
@@ -18,6 +25,7 @@ ROUND = 0.0473
 
 def func_a(quota):
     clock = time.process_time
+    w0 = time.perf_counter()
     t0 = clock()
     end = t0 + quota
     x = 0
@@ -26,11 +34,12 @@ def func_a(quota):
             x += i
         t = clock()
         if t >= end:
-            return t - t0
+            return t - t0, time.perf_counter() - w0
 
 
 def func_b(quota):
     clock = time.process_time
+    w0 = time.perf_counter()
     t0 = clock()
     end = t0 + quota
     x = 0
@@ -39,11 +48,12 @@ def func_b(quota):
             x += i
         t = clock()
         if t >= end:
-            return t - t0
+            return t - t0, time.perf_counter() - w0
 
 
 def func_c(quota):
     clock = time.process_time
+    w0 = time.perf_counter()
     t0 = clock()
     end = t0 + quota
     x = 0
@@ -52,20 +62,29 @@ def func_c(quota):
             x += i
         t = clock()
         if t >= end:
-            return t - t0
+            return t - t0, time.perf_counter() - w0
 
 
 def main():
     args = _wl.parse()
     _wl.catch_sigterm()
-    spent = {"func_a": 0.0, "func_b": 0.0, "func_c": 0.0}
+    funcs = (("func_a", func_a, 0.5), ("func_b", func_b, 0.3), ("func_c", func_c, 0.2))
+    spent = dict((name, 0.0) for name, _, _ in funcs)
+    wall = dict((name, 0.0) for name, _, _ in funcs)
     rounds = 0
     deadline = time.time() + args.seconds if args.seconds > 0 else None
     cpu0 = time.process_time()
+    log = []  # per round: [time.monotonic() at its end, cpu a, b, c, wall a, b, c]
     while not _wl.Stop.flag:
-        spent["func_a"] += func_a(0.5 * ROUND)
-        spent["func_b"] += func_b(0.3 * ROUND)
-        spent["func_c"] += func_c(0.2 * ROUND)
+        row = [0.0] * 7
+        for i, (name, fn, share) in enumerate(funcs):
+            cpu, w = fn(share * ROUND)
+            spent[name] += cpu
+            wall[name] += w
+            row[1 + i] = cpu
+            row[4 + i] = w
+        row[0] = time.monotonic()
+        log.append(row)
         rounds += 1
         if rounds == 2:
             truth = _wl.base_truth()
@@ -74,14 +93,19 @@ def main():
         if deadline is not None and time.time() >= deadline:
             break
     total = sum(spent.values())
+    wall_total = sum(wall.values())
     out = _wl.base_truth()
     out.update(
         {
             "file": func_a.__code__.co_filename,
             "rounds": rounds,
             "cpu_s": spent,
+            "wall_s": wall,
             "shares_pct": dict((k, 100.0 * v / total) for k, v in spent.items()),
+            "wall_shares_pct": dict((k, 100.0 * v / wall_total) for k, v in wall.items()),
             "process_cpu_s": time.process_time() - cpu0,
+            "functions": [name for name, _, _ in funcs],
+            "rounds_log": log,
         }
     )
     _wl.write_json(args.out, out)

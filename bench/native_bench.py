@@ -1,0 +1,288 @@
+#!/usr/bin/env python3
+"""native_bench.py - what `scry record --native` costs the target and the profiler.
+
+usage: native_bench.py [--scry PATH] [--python PATH] [--threads 1,20,200] [--reps 5]
+                       [--rate 100] [--work-seconds 3] [--write] [--json FILE]
+
+For each thread count, the same fixed amount of CPU-bound pure-Python work (split evenly
+over the threads, which share the GIL) is run, timed by the target itself, in three modes,
+interleaved round by round (the order rotates each round):
+  base    no profiler
+  plain   scry record --pid P --rate R            (Python stacks only)
+  native  scry record --pid P --rate R --native   (ptrace stop + unwind + merge)
+The profiler attaches while the target's threads wait at a start line; the target starts
+working on SIGUSR1 (sent 1 s after scry started, the same wait for base runs) and exits
+when done; scry stops when it sees the exit. Reported: the target's time (median, min-max
+spread, ratio of medians to base), scry's own CPU time (wait4 user+sys) per sample and per
+tick, and the extra CPU of a native sample over a plain one ((cpu_native - cpu_plain) /
+samples, both from the same round). --write puts the Markdown into docs/performance.md,
+replacing only its '## Native stacks and attribution' section. Stdlib only, run as root.
+"""
+import argparse
+import json
+import os
+import platform
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DOC = os.path.join(REPO, "docs", "performance.md")
+HEADING = "## Native stacks and attribution"
+
+TARGET = r'''
+import os, signal, sys, threading, time
+n_threads, iters = int(sys.argv[1]), int(sys.argv[2])
+ready, out = sys.argv[3], sys.argv[4]
+A, C, M = 1103515245, 12345, (1 << 31) - 1
+
+def work(i, n, res):
+    x = i + 1
+    for _ in range(n):
+        x = (A * x + C) & M
+    res[i] = x
+
+signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR1])
+go = threading.Event()
+res = [None] * n_threads
+per = iters // n_threads
+
+def runner(i):
+    go.wait()
+    work(i, per, res)
+
+threads = [threading.Thread(target=runner, args=(i,)) for i in range(n_threads)]
+for t in threads:
+    t.start()
+with open(ready + ".tmp", "w") as f:
+    f.write(str(os.getpid()))
+os.rename(ready + ".tmp", ready)
+signal.sigwait([signal.SIGUSR1])
+t0 = time.monotonic()
+c0 = time.process_time()
+go.set()
+for t in threads:
+    t.join()
+wall = time.monotonic() - t0
+cpu = time.process_time() - c0
+with open(out, "w") as f:
+    f.write("%r %r\n" % (wall, cpu))
+'''
+
+
+def find_scry(given):
+    for p in [given, os.environ.get("SCRY")] + [
+        os.path.join(REPO, d, "daemon", "scry") for d in ("build-bench", "build-attr", "build")
+    ]:
+        if p and os.access(p, os.X_OK):
+            return os.path.abspath(p)
+    sys.exit("scry not found: pass --scry")
+
+
+def log(msg):
+    sys.stderr.write(msg + "\n")
+    sys.stderr.flush()
+
+
+class Bench(object):
+    def __init__(self, a):
+        self.a = a
+        self.tmp = tempfile.mkdtemp(prefix="scry-native-bench-")
+        self.target = os.path.join(self.tmp, "target.py")
+        with open(self.target, "w") as f:
+            f.write(TARGET)
+        self.n = 0
+
+    def run(self, threads, iters, mode):
+        """One run; returns dict(wall, cpu, scry_cpu, samples, ticks, duration)."""
+        self.n += 1
+        ready = os.path.join(self.tmp, "ready-%d" % self.n)
+        out = os.path.join(self.tmp, "out-%d" % self.n)
+        prof = os.path.join(self.tmp, "prof-%d.json" % self.n)
+        env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+        tgt = subprocess.Popen([self.a.python, self.target, str(threads), str(iters), ready, out],
+                               env=env, start_new_session=True)
+        scry = None
+        try:
+            deadline = time.monotonic() + 60
+            while not os.path.exists(ready):
+                if tgt.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("target did not start")
+                time.sleep(0.01)
+            if mode != "base":
+                cmd = [self.a.scry, "record", "--pid", str(tgt.pid), "--rate", str(self.a.rate),
+                       "--duration", "600", "--format", "json", "-o", prof, "-q"]
+                if mode == "native":
+                    cmd.append("--native")
+                scry = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, start_new_session=True)
+            time.sleep(1.0)
+            os.kill(tgt.pid, signal.SIGUSR1)
+            if tgt.wait(900) != 0:
+                raise RuntimeError("target exit %s" % tgt.returncode)
+            with open(out) as f:
+                wall, cpu = [float(x) for x in f.read().split()]
+            r = {"wall": wall, "cpu": cpu}
+            if scry:
+                _, status, ru = os.wait4(scry.pid, 0)
+                scry.returncode = status
+                if status != 0:
+                    raise RuntimeError("scry exit status %d" % status)
+                with open(prof) as f:
+                    rep = json.load(f)
+                r.update(scry_cpu=ru.ru_utime + ru.ru_stime, samples=rep["samples"],
+                         ticks=rep["ticks"], duration=rep["duration_s"],
+                         late=rep["late"]["count"])
+            return r
+        finally:
+            for p in (scry, tgt):
+                if p is not None and p.returncode is None and p.poll() is None:
+                    try:
+                        os.killpg(p.pid, signal.SIGKILL)
+                    except OSError:
+                        pass
+                    p.wait()
+
+    def calibrate(self):
+        """Iterations for about --work-seconds unprofiled with one thread."""
+        iters = 2000000
+        r = self.run(1, iters, "base")
+        return max(200000, int(iters * self.a.work_seconds / max(r["wall"], 1e-3)))
+
+
+def med(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+def summarize(results, modes):
+    s = {}
+    for m in modes:
+        rs = results[m]
+        walls = [r["wall"] for r in rs]
+        e = {"wall_med": med(walls), "wall_min": min(walls), "wall_max": max(walls)}
+        if m != "base":
+            e["cpu_per_sample_us"] = med([1e6 * r["scry_cpu"] / max(r["samples"], 1) for r in rs])
+            e["cpu_per_tick_us"] = med([1e6 * r["scry_cpu"] / max(r["ticks"], 1) for r in rs])
+            e["samples_per_s"] = med([r["samples"] / max(r["duration"], 1e-3) for r in rs])
+            e["ticks_per_s"] = med([r["ticks"] / max(r["duration"], 1e-3) for r in rs])
+            e["late_pct"] = med([100.0 * r["late"] / max(r["ticks"], 1) for r in rs])
+            e["scry_cpu_s"] = med([r["scry_cpu"] for r in rs])
+        s[m] = e
+    for m in modes:
+        s[m]["ratio"] = s[m]["wall_med"] / s["base"]["wall_med"]
+    # extra CPU of a native sample over a plain one, round by round
+    extra = []
+    for p, n in zip(results["plain"], results["native"]):
+        extra.append(1e6 * (n["scry_cpu"] / max(n["samples"], 1) - p["scry_cpu"] / max(p["samples"], 1)))
+    s["native"]["extra_per_sample_us"] = med(extra)
+    s["native"]["extra_spread_us"] = (min(extra), max(extra))
+    return s
+
+
+def loadavg():
+    try:
+        with open("/proc/loadavg") as f:
+            return float(f.read().split()[0])
+    except (OSError, ValueError):
+        return float("nan")
+
+
+def markdown(a, table, meta):
+    L = [HEADING, ""]
+    L.append("`bench/native_bench.py` (%s): fixed CPU-bound pure-Python work (an LCG loop, %d "
+             "iterations in all, split over the threads, which share the GIL), timed by the "
+             "target itself; modes interleaved round by round, %d rounds, medians (min-max). "
+             "Python %s, scry at %d Hz, `--duration` longer than the run (scry stops when the "
+             "target exits). Load average during the run: %s (2-core VM)." % (
+                 meta["date"], meta["iters"], a.reps, meta["python"], a.rate, meta["load"]))
+    L.append("")
+    L.append("| threads | base s | plain s | native s | plain / base | native / base | "
+             "scry CPU per sample, plain | native | extra per native sample | samples/s native | late ticks native |")
+    L.append("|---|---|---|---|---|---|---|---|---|---|---|")
+    for th, s in table:
+        b, p, n = s["base"], s["plain"], s["native"]
+        L.append("| %d | %.2f (%.2f-%.2f) | %.2f (%.2f-%.2f) | %.2f (%.2f-%.2f) | %.3f | %.3f | "
+                 "%.0f µs | %.0f µs | %.0f µs (%.0f to %.0f) | %.0f | %.0f%% |" % (
+                     th, b["wall_med"], b["wall_min"], b["wall_max"], p["wall_med"], p["wall_min"],
+                     p["wall_max"], n["wall_med"], n["wall_min"], n["wall_max"], p["ratio"],
+                     n["ratio"], p["cpu_per_sample_us"], n["cpu_per_sample_us"],
+                     n["extra_per_sample_us"], n["extra_spread_us"][0], n["extra_spread_us"][1],
+                     n["samples_per_s"], n["late_pct"]))
+    L.append("")
+    L.extend(meta.get("notes", []))
+    return "\n".join(L).rstrip() + "\n"
+
+
+def write_section(md):
+    text = ""
+    if os.path.exists(DOC):
+        with open(DOC) as f:
+            text = f.read()
+    if HEADING in text:
+        pre, rest = text.split(HEADING, 1)
+        cut = len(rest)
+        for stop in ("\n## ", "\n<!-- bench:"):
+            k = rest.find(stop)
+            if k >= 0:
+                cut = min(cut, k + 1)
+        new = pre + md + ("\n" + rest[cut:] if rest[cut:] else "")
+    else:
+        if not text:
+            text = "# Performance\n"
+        new = text.rstrip("\n") + "\n\n" + md
+    tmp = DOC + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(new)
+    os.replace(tmp, DOC)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--scry")
+    ap.add_argument("--python", default="/root/.pyenv/versions/3.11.7/bin/python3.11")
+    ap.add_argument("--threads", default="1,20,200")
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--rate", type=int, default=100)
+    ap.add_argument("--work-seconds", type=float, default=3.0)
+    ap.add_argument("--write", action="store_true")
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    a.scry = find_scry(a.scry)
+    b = Bench(a)
+    modes = ["base", "plain", "native"]
+    loads = [loadavg()]
+    iters = b.calibrate()
+    log("calibrated: %d iterations (~%.1f s unprofiled)" % (iters, a.work_seconds))
+    table, raw = [], {}
+    for th in [int(x) for x in a.threads.split(",")]:
+        results = dict((m, []) for m in modes)
+        for rep in range(a.reps):
+            order = modes[rep % 3 :] + modes[: rep % 3]
+            for m in order:
+                r = b.run(th, iters, m)
+                results[m].append(r)
+                loads.append(loadavg())
+                log("threads %d round %d %-6s wall %.2f s%s" % (
+                    th, rep, m, r["wall"], "" if m == "base" else
+                    ", scry %.3f s CPU, %d samples" % (r["scry_cpu"], r["samples"])))
+        table.append((th, summarize(results, modes)))
+        raw[th] = results
+    ver = subprocess.run([a.python, "-c", "import sys; print(sys.version.split()[0])"],
+                         stdout=subprocess.PIPE).stdout.decode().strip()
+    meta = {"date": time.strftime("%Y-%m-%d"), "iters": iters, "python": ver,
+            "load": "%.1f-%.1f (median %.1f)" % (min(loads), max(loads), statistics.median(loads)),
+            "platform": platform.platform()}
+    md = markdown(a, table, meta)
+    print(md)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"meta": meta, "summary": dict((str(k), v) for k, v in table), "raw": raw}, f, indent=1)
+    if a.write:
+        write_section(md)
+        log("wrote %s" % DOC)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,743 @@
+#!/usr/bin/env python3
+"""Known-answer tests of scry's per-line Python / native / system attribution and of its
+`--native` stacks (issue 3), against real CPython interpreters.
+
+usage: run_attr.py --scry PATH --python VERSION [-k PATTERN] [--smoke] [-v]
+
+VERSION: 3.6 ... 3.13 (pyenv builds) or debian3.11 (/usr/bin/python3.11). --smoke runs only
+the stack tests (for the versions the lead does not need the full, slow set on).
+Stdlib only; runs on any Python 3.6+. Same conventions as tests/func/run.py: one line
+"PASS|FAIL|SKIP name: detail" per test, then "N passed, N failed, N skipped"; exit 1 on a
+failure; every process a test starts is killed at its end. See docs/testing.md and the
+"Truth" notes above split_check() for what is compared with what.
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKLOADS = os.path.join(HERE, "workloads")
+EXT_SRC = os.path.join(os.path.dirname(HERE), "native_ext", "scryext.c")
+VERSIONS = ["3.6", "3.7", "3.8", "3.9", "3.10", "3.11", "3.12", "3.13", "debian3.11"]
+
+SCRY_TIMEOUT = 120  # no scry command may take longer
+READY_TIMEOUT = 60  # workload start-up (calibration) on a loaded machine
+TOLERANCE = 5.0  # percentage points, per line share and per line class share
+SPLIT_SECONDS = 10.0  # workload run time; scry samples it from attach to its exit
+SPLIT_RATE = 200
+THREADS = 200
+
+
+class Fail(Exception):
+    pass
+
+
+class Skip(Exception):
+    pass
+
+
+def check(cond, msg):
+    if not cond:
+        raise Fail(msg)
+
+
+def short(text, n=500):
+    text = text.strip()
+    return text if len(text) <= n else text[: n // 2] + " ... " + text[-n // 2 :]
+
+
+# ---------------------------------------------------------------------------------------
+# interpreters
+
+
+def find_interpreter(label):
+    if label == "debian3.11":
+        path = "/usr/bin/python3.11"
+        if not os.access(path, os.X_OK):
+            raise Skip("%s not found" % path)
+        return path
+    vdir = os.path.join(os.environ.get("PYENV_ROOT") or "/root/.pyenv", "versions")
+    try:
+        names = sorted(os.listdir(vdir))
+    except OSError:
+        raise Skip("no pyenv versions directory %s" % vdir)
+    for name in names:
+        if re.match(r"^%s\.\d+$" % re.escape(label), name):
+            path = os.path.join(vdir, name, "bin", "python" + label)
+            if os.access(path, os.X_OK):
+                return path
+    raise Skip("no CPython %s.x under %s" % (label, vdir))
+
+
+def py_eval(python, code):
+    out = subprocess.run([python, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         timeout=60)
+    if out.returncode != 0:
+        raise Skip("%s -c %r failed: %s" % (python, code, short(out.stderr.decode("utf-8", "replace"))))
+    return out.stdout.decode().strip()
+
+
+# ---------------------------------------------------------------------------------------
+# per-test context
+
+
+class Ctx(object):
+    def __init__(self, runner, name):
+        self.r = runner
+        self.python = runner.python
+        self.verbose = runner.verbose
+        self.tmp = tempfile.mkdtemp(prefix="scry-attr-%s-" % name)
+        os.chmod(self.tmp, 0o755)
+        self.procs = []
+
+    def env(self):
+        env = dict(os.environ)
+        for k in ("PYTHONHOME", "PYTHONPATH", "PYENV_VERSION", "PYTHONSTARTUP"):
+            env.pop(k, None)
+        env.update({"LC_ALL": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1",
+                    "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"})
+        return env
+
+    def spawn(self, cmd, stdout=None):
+        log = open(os.path.join(self.tmp, "proc-%d.log" % len(self.procs)), "wb")
+        p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=stdout or log,
+                             stderr=subprocess.STDOUT if stdout is None else subprocess.PIPE,
+                             env=self.env(), start_new_session=True)
+        p.log_path = log.name
+        log.close()
+        self.procs.append(p)
+        return p
+
+    def log_of(self, p):
+        try:
+            with open(p.log_path, "rb") as f:
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def workload(self, name, args=()):
+        """Start workloads/NAME with --ready; wait for its ready JSON; (Popen, ready)."""
+        ready = os.path.join(self.tmp, "ready-%d.json" % len(self.procs))
+        cmd = [self.python, os.path.join(WORKLOADS, name), "--ready", ready] + [str(a) for a in args]
+        p = self.spawn(cmd)
+        deadline = time.monotonic() + READY_TIMEOUT
+        while time.monotonic() < deadline:
+            if os.path.exists(ready):
+                with open(ready) as f:
+                    return p, json.load(f)
+            if p.poll() is not None:
+                raise Fail("workload %s exited (%s) before ready: %s"
+                           % (name, p.returncode, short(self.log_of(p))))
+            time.sleep(0.02)
+        raise Fail("workload %s not ready after %d s" % (name, READY_TIMEOUT))
+
+    def wait(self, p, timeout, what):
+        try:
+            return p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill(p)
+            raise Fail("%s (pid %d) did not exit within %d s" % (what, p.pid, timeout))
+
+    def kill(self, p):
+        if p.poll() is None:
+            for fn in (lambda: os.killpg(p.pid, signal.SIGKILL), lambda: os.kill(p.pid, signal.SIGKILL)):
+                try:
+                    fn()
+                except (ProcessLookupError, PermissionError):
+                    pass
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def cleanup(self):
+        for p in self.procs:
+            self.kill(p)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def scry_start(self, args):
+        args = [str(a) for a in args]
+        p = self.spawn([self.r.scry] + args, stdout=subprocess.PIPE)
+        p.args_text = " ".join(args)
+        p.t0 = time.monotonic()
+        return p
+
+    def scry_finish(self, p, timeout=SCRY_TIMEOUT):
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill(p)
+            raise Fail("scry %s: no exit after %d s (killed)" % (p.args_text, timeout))
+        out, err = out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+        if self.verbose:
+            print("    $ scry %s -> %d in %.1f s: %s" % (p.args_text, p.returncode,
+                                                      time.monotonic() - p.t0, short(err, 300)))
+        check(p.returncode == 0, "scry %s -> exit %d: %s" % (p.args_text, p.returncode, short(err)))
+        return out, err
+
+    def scry(self, args, timeout=SCRY_TIMEOUT):
+        return self.scry_finish(self.scry_start(args), timeout)
+
+    def record(self, args, fmt, name):
+        path = os.path.join(self.tmp, name)
+        self.scry(["record", "--format", fmt, "-o", path, "-q"] + list(args))
+        with open(path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+
+
+# ---------------------------------------------------------------------------------------
+# parsers
+
+FRAME_RE = re.compile(r"^(.*) \((.*)\)$")
+PYLOC_RE = re.compile(r"^(.*):(\d+)$")
+RUNTIME_RE = re.compile(r"^(libc\.so|libm\.so|ld-linux|linux-vdso|\[?vdso|libpthread)")
+
+
+class Frame(object):
+    def __init__(self, function, file, line, native):
+        self.function, self.file, self.line, self.native = function, file, line, native
+
+    def __repr__(self):
+        if self.native:
+            return "%s (%s)" % (self.function, self.file)
+        return "%s (%s:%s)" % (self.function, os.path.basename(self.file or ""), self.line)
+
+    def runtime(self):
+        return self.native and bool(RUNTIME_RE.match(self.file or ""))
+
+
+def parse_frame(text):
+    m = FRAME_RE.match(text)
+    if not m:
+        return Frame(text, None, None, False)
+    loc = PYLOC_RE.match(m.group(2))
+    if loc:
+        return Frame(m.group(1), loc.group(1), int(loc.group(2)), False)
+    return Frame(m.group(1), m.group(2), None, True)
+
+
+def parse_collapsed(text):
+    """[(frames root first, count)]."""
+    out = []
+    for line in text.splitlines():
+        m = re.match(r"^(.+) (\d+)$", line)
+        if m:
+            out.append(([parse_frame(f) for f in m.group(1).split(";")], int(m.group(2))))
+    return out
+
+
+def dump_frames(thread):
+    """dump --json frames, leaf first."""
+    return [Frame(f.get("function"), f.get("file"), f.get("line"), f.get("kind") == "native")
+            for f in thread.get("frames", [])]
+
+
+# ---------------------------------------------------------------------------------------
+# tests
+
+TESTS = []
+
+
+def test(name, smoke=False):
+    def deco(fn):
+        TESTS.append((name, fn, smoke))
+        return fn
+
+    return deco
+
+
+# Truth (split_check): the workload logs every execution of each measured line with its
+# CLOCK_MONOTONIC interval, its thread CPU time and its run-queue wait (schedstat field 2),
+# and the log is clipped to scry's sampling window ([exit - duration_s, exit]). scry weights
+# a sample of a running thread by the CPU time the thread used since the previous tick and
+# a sample of an off-CPU thread by the tick interval. So the comparable truth is:
+#   - a CPU line (python or native): its thread CPU time. Its wall time would be wrong on a
+#     loaded machine (2 cores, often load 10+): the thread waits for a CPU in R state;
+#   - the sleep line (system): its wall time minus the run-queue wait after each wake-up
+#     (runnable-but-waiting is neither CPU nor blocked; scry gives it ~0 weight).
+# Shares are taken over the measured lines only (scry's shares renormalised to them).
+# On an idle machine both reduce to wall-time shares.
+
+
+def split_truth(out, duration):
+    events = out["events"]
+    end = out["end_mono"] + 0.005  # scry notices the exit at its next tick, ~1 interval
+    ws, we = end - duration, end
+    acc = {}
+    for idx, w0, w1, c0, c1, q0, q1 in events:
+        ov = min(w1, we) - max(w0, ws)
+        if ov <= 0 or w1 <= w0:
+            continue
+        f = ov / (w1 - w0)
+        a = acc.setdefault(out["names"][idx], [0.0, 0.0, 0.0])
+        a[0] += f * (w1 - w0)
+        a[1] += f * (c1 - c0)
+        a[2] += f * (q1 - q0)
+    return acc
+
+
+EXPECTED = {"py": "python", "sha": "native", "zlib": "native", "np": "native", "sleep": "system"}
+
+
+def split_check(c, native):
+    numpy = c.r.has_numpy
+    args = ["--seconds", SPLIT_SECONDS, "--out", os.path.join(c.tmp, "truth.json"),
+            "--max-seconds", 120] + (["--numpy"] if numpy else [])
+    p, ready = c.workload("split.py", args)
+    prof = os.path.join(c.tmp, "split.json")
+    rec = ["record", "--pid", ready["pid"], "--format", "json", "-o", prof, "-q", "--idle",
+           "--rate", SPLIT_RATE, "--duration", SPLIT_SECONDS + 60] + (["--native"] if native else [])
+    c.scry(rec)
+    rc = c.wait(p, 60, "split workload")
+    check(rc == 0, "workload exit %s: %s" % (rc, short(c.log_of(p))))
+    with open(os.path.join(c.tmp, "truth.json")) as f:
+        out = json.load(f)
+    with open(prof) as f:
+        rep = json.load(f)
+    check(rep.get("target_exited"), "scry did not see the target exit: %s" % short(json.dumps(rep)[:300]))
+    truth = split_truth(out, rep["duration_s"])
+    names = ready["names"]
+    lines = ready["lines"]
+    got = dict((n, {"python": 0.0, "native": 0.0, "system": 0.0, "samples": 0}) for n in names)
+    byline = dict((lines[n], n) for n in names)
+    for l in rep["lines"]:
+        if os.path.basename(l.get("file", "")) == "split.py" and l.get("line") in byline:
+            g = got[byline[l["line"]]]
+            g["python"] += l["cpu_python_pct"]
+            g["native"] += l["cpu_native_pct"]
+            g["system"] += l["cpu_system_pct"]
+            g["samples"] += l["samples"]
+    scry_total = sum(g["python"] + g["native"] + g["system"] for g in got.values())
+    check(scry_total > 0, "no sample on the measured lines; report lines: %s"
+          % short(json.dumps(rep["lines"][:8])))
+    t_time = dict((n, (truth[n][0] - truth[n][2]) if EXPECTED[n] == "system" else truth[n][1])
+                  for n in names if n in truth)
+    check(len(t_time) == len(names), "truth misses lines: %s" % sorted(truth))
+    t_total = sum(t_time.values())
+    w_total = sum(truth[n][0] for n in names)
+    rows, errs = [], []
+    for n in names:
+        share = 100.0 * t_time[n] / t_total
+        g = got[n]
+        s_all = 100.0 * (g["python"] + g["native"] + g["system"]) / scry_total
+        s_cls = 100.0 * g[EXPECTED[n]] / scry_total
+        wall_share = 100.0 * truth[n][0] / w_total
+        rows.append("%s %.1f/%.1f%s vs %.1f (wall %.1f, n=%d)" % (
+            n, s_all, s_cls, EXPECTED[n][0].upper(), share, wall_share, g["samples"]))
+        if abs(s_all - share) > TOLERANCE:
+            errs.append("%s share %.1f vs truth %.1f" % (n, s_all, share))
+        if abs(s_cls - share) > TOLERANCE:
+            errs.append("%s %s share %.1f vs truth %.1f (python %.1f native %.1f system %.1f)" % (
+                n, EXPECTED[n], s_cls, share, 100 * g["python"] / scry_total,
+                100 * g["native"] / scry_total, 100 * g["system"] / scry_total))
+    detail = ("scry all/class vs truth: %s; %d samples, %d ticks of %d in %.1f s (late %d, mean "
+              "%.1f ms), %.0f%% of the report on these lines" % (
+                  "; ".join(rows), rep.get("samples", 0), rep.get("ticks", 0),
+                  int(rep["duration_s"] * SPLIT_RATE), rep["duration_s"],
+                  rep.get("late", {}).get("count", 0), rep.get("late", {}).get("mean_ms", 0),
+                  scry_total))
+    check(not errs, "off by > %.0f points: %s | %s" % (TOLERANCE, "; ".join(errs), detail))
+    return detail
+
+
+@test("split_opcode")
+def t_split_opcode(c):
+    return split_check(c, native=False)
+
+
+@test("split_native")
+def t_split_native(c):
+    return split_check(c, native=True)
+
+
+def build_ext(c):
+    cache = c.r.ext_dir
+    if cache:
+        return cache
+    inc = py_eval(c.python, "import sysconfig; print(sysconfig.get_paths()['include'])")
+    suffix = py_eval(c.python, "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX') or '.so')")
+    d = tempfile.mkdtemp(prefix="scry-attr-ext-")
+    c.r.cleanup_dirs.append(d)
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        raise Skip("no C compiler")
+    if not os.path.exists(os.path.join(inc, "Python.h")):
+        raise Skip("no Python.h in %s" % inc)
+    cmd = [cc, "-shared", "-fPIC", "-O1", "-g", "-I" + inc, EXT_SRC, "-o",
+           os.path.join(d, "scryext" + suffix)]
+    out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+    check(out.returncode == 0, "building scryext failed: %s" % short(out.stdout.decode("utf-8", "replace")))
+    c.r.ext_dir = d
+    return d
+
+
+def native_stacks(c, mode, extra=()):
+    """Records workloads/stacks.py in MODE with --native; [(frames root first, count)] of the
+    stacks through the caller function call_<mode>, and the total sample count."""
+    p, ready = c.workload("stacks.py", ["--mode", mode] + list(extra))
+    text = c.record(["--pid", ready["pid"], "--native", "--rate", 100, "--duration", 2], "collapsed",
+                    "stacks-%s.txt" % mode)
+    stacks = parse_collapsed(text)
+    total = sum(n for _, n in stacks)
+    mine = [(fr, n) for fr, n in stacks
+            if any(not f.native and f.function == "call_" + mode for f in fr)]
+    check(sum(n for _, n in mine) >= 20, "only %d of %d samples through call_%s: %s" % (
+        sum(n for _, n in mine), total, mode, short(text, 800)))
+    return mine, total
+
+
+def below_caller(frames, mode):
+    i = max(k for k, f in enumerate(frames) if not f.native and f.function == "call_" + mode)
+    return frames[:i], frames[i + 1 :]
+
+
+def check_root(frames, mode):
+    """Root end: a native root (e.g. _start/main), then Python frames down to the caller."""
+    above, _ = below_caller(frames, mode)
+    if not above or not above[0].native:
+        return "root %r is not native" % (above[:1],)
+    if not any(not f.native and f.function == "<module>" for f in above):
+        return "no <module> frame above call_%s" % mode
+    return None
+
+
+def stack_verdicts(mine, mode, judge):
+    good = bad = 0
+    example = None
+    for frames, n in mine:
+        why = check_root(frames, mode) or judge(below_caller(frames, mode)[1])
+        if why:
+            bad += n
+            if example is None or n > example[2]:
+                example = (frames, why, n)
+        else:
+            good += n
+    return good, bad, example
+
+
+def stack_result(mine, total, mode, judge, need):
+    good, bad, example = stack_verdicts(mine, mode, judge)
+    frac = 100.0 * good / (good + bad)
+    top = max(mine, key=lambda x: x[1])[0]
+    detail = "%d/%d samples through call_%s with the expected chain (%.0f%%); e.g. %s" % (
+        good, good + bad, mode, frac, " -> ".join(map(repr, top[-8:])))
+    if frac < need:
+        raise Fail("only %.0f%% < %d%% of the stacks right; worst: %s: %s | %s" % (
+            frac, need, example[1], ";".join(map(repr, example[0])), detail))
+    return detail
+
+
+@test("stack_ext", smoke=True)
+def t_stack_ext(c):
+    d = build_ext(c)
+
+    def judge(below):
+        names = [f.function for f in below]
+        if not below or names[0] != "scryext_deep":
+            return "first frame below the caller is %r, not scryext_deep" % (below[:1],)
+        k = 1
+        while k < len(names) and names[k] == "scry_native_recurse":
+            k += 1
+        if k - 1 != 3 + 1:  # stacks.DEPTH + 1 recursion frames
+            return "%d scry_native_recurse frames, expected 4" % (k - 1)
+        if k >= len(names) or names[k] != "scry_native_burn":
+            return "no scry_native_burn below the recursion"
+        if not all(f.runtime() for f in below[k + 1 :]):
+            return "non-runtime frames below scry_native_burn: %r" % below[k + 1 :]
+        if any(not f.native for f in below):
+            return "a Python frame inside the C chain"
+        return None
+
+    mine, total = native_stacks(c, "ext", ["--ext-dir", d])
+    return stack_result(mine, total, "ext", judge, 90)
+
+
+@test("stack_hashlib", smoke=True)
+def t_stack_hashlib(c):
+    def judge(below):
+        if any(not f.native for f in below):
+            return "a Python frame below call_hash"
+        files = [f.file or "" for f in below]
+        crypto = [k for k, f in enumerate(files) if f.startswith("libcrypto")]
+        if not crypto:
+            return "no libcrypto frame"
+        hl = [k for k, f in enumerate(files) if f.startswith("_hashlib")]
+        if not hl or hl[0] > crypto[0]:
+            return "no _hashlib frame above libcrypto"
+        leaf = [f for f in below if not f.runtime()]
+        if not leaf[-1].file.startswith("libcrypto"):
+            return "leaf %r not in libcrypto" % leaf[-1]
+        if not any(re.match(r"^(SHA256|EVP_|sha256)", below[k].function) for k in crypto):
+            return "no named libcrypto function (SHA256_*/EVP_*)"
+        return None
+
+    name = py_eval(c.python, "import hashlib; print(hashlib.sha256.__name__)")
+    if name != "openssl_sha256":
+        raise Skip("hashlib.sha256 is %s, not OpenSSL's (no libcrypto to unwind into)" % name)
+    mine, total = native_stacks(c, "hash")
+    return stack_result(mine, total, "hash", judge, 80)
+
+
+@test("stack_numpy", smoke=True)
+def t_stack_numpy(c):
+    if not c.r.has_numpy:
+        raise Skip("numpy not importable by %s" % c.python)
+
+    def judge(below):
+        native = [f for f in below if f.native]
+        files = [f.file or "" for f in native]
+        um = [k for k, f in enumerate(files) if f.startswith("_multiarray_umath")]
+        blas = [k for k, f in enumerate(files) if re.match(r"^lib(open)?blas", f)]
+        if not um or not blas or um[0] > blas[0]:
+            return "no _multiarray_umath -> BLAS chain (files %s)" % files
+        if any(not f.native for f in below[below.index(native[0]):]):
+            return "a Python frame below the first native frame"
+        if not any("gemm" in f.function for f in native):
+            return "no *gemm* function"
+        leaf = [f for f in native if not f.runtime()]
+        if not re.match(r"^(lib(open)?blas|_multiarray_umath)", leaf[-1].file):
+            return "leaf %r outside numpy/BLAS" % leaf[-1]
+        return None
+
+    mine, total = native_stacks(c, "numpy")
+    return stack_result(mine, total, "numpy", judge, 70)
+
+
+def dump_blocked(c, mode, leaf_re):
+    p, ready = c.workload("stacks.py", ["--mode", mode])
+    pid = ready["pid"]
+    last = None
+    for attempt in range(5):
+        out, err = c.scry(["dump", "--pid", pid, "--native", "--json"])
+        doc = json.loads(out)
+        th = [t for t in doc["threads"] if t["tid"] == pid]
+        check(th, "no thread %d in dump: %s" % (pid, short(out)))
+        frames = dump_frames(th[0])
+        last = frames
+        if frames and frames[0].native and re.match(leaf_re, frames[0].function or ""):
+            py = [k for k, f in enumerate(frames) if not f.native]
+            check(py and frames[py[0]].function == "call_" + mode,
+                  "first Python frame is %r, not call_%s: %s" % (frames[py[0]] if py else None, mode, frames))
+            check(th[0]["state"] == "idle", "state %s, expected idle" % th[0]["state"])
+            return "leaf %r under %r (%d native frames between); state %s" % (
+                frames[0], frames[py[0]], py[0] - 1, th[0]["state"])
+        time.sleep(0.3)
+    raise Fail("leaf is not %s: %s" % (leaf_re, last))
+
+
+@test("dump_sleep", smoke=True)
+def t_dump_sleep(c):
+    # time.sleep: clock_nanosleep since 3.11, select() before
+    return dump_blocked(c, "sleep", r"^(__)?(clock_nanosleep|nanosleep|select|pselect)")
+
+
+@test("dump_recv", smoke=True)
+def t_dump_recv(c):
+    return dump_blocked(c, "recv", r"^(__)?(libc_)?(recv|recvfrom|poll|__poll)")
+
+
+def read_progress(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    return sum(struct.unpack("<%dQ" % (len(data) // 8), data))
+
+
+def task_states(pid):
+    out = {}
+    try:
+        tids = os.listdir("/proc/%d/task" % pid)
+    except OSError:
+        return out
+    for t in tids:
+        try:
+            with open("/proc/%d/task/%s/stat" % (pid, t), "rb") as f:
+                st = f.read().rsplit(b")", 1)[1].split()[0].decode()
+        except (OSError, IndexError):
+            continue
+        out[int(t)] = st
+    return out
+
+
+def watch_states(pid, seconds):
+    """Polls every thread's state for SECONDS; returns (stopped {tid: state}, counts)."""
+    stopped, counts = {}, {}
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        for tid, st in task_states(pid).items():
+            counts[st] = counts.get(st, 0) + 1
+            if st in ("t", "T"):
+                stopped[tid] = st
+        time.sleep(0.05)
+    return stopped, counts
+
+
+def threads_target(c):
+    prog = os.path.join(c.tmp, "progress.bin")
+    out = os.path.join(c.tmp, "mt.json")
+    p, ready = c.workload("many_threads.py", ["--threads", THREADS, "--cpu-seconds", 60,
+                                              "--progress", prog, "--out", out, "--max-seconds", 400])
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and (len(task_states(ready["pid"])) < THREADS + 1
+                                           or read_progress(prog) == 0):
+        time.sleep(0.1)
+    return p, ready, prog, out
+
+
+def finish_threads_target(c, p, out):
+    os.kill(p.pid, signal.SIGTERM)
+    rc = c.wait(p, 180, "200-thread workload")
+    check(os.path.exists(out), "workload wrote no result (exit %s): %s" % (rc, short(c.log_of(p))))
+    with open(out) as f:
+        res = json.load(f)
+    check(rc == 0 and res["ok"], "workload exit %s, result %s" % (rc, res))
+    return res
+
+
+def progress_during(c, scry, prog, until):
+    reads = [(time.monotonic(), read_progress(prog))]
+    while scry.poll() is None and time.monotonic() < until:
+        time.sleep(1.0)
+        reads.append((time.monotonic(), read_progress(prog)))
+    steps = [b[1] - a[1] for a, b in zip(reads, reads[1:])]
+    return reads, steps
+
+
+@test("threads200_native")
+def t_threads200(c):
+    p, ready, prog, out = threads_target(c)
+    pid = ready["pid"]
+    prof = os.path.join(c.tmp, "mt-prof.json")
+    s = c.scry_start(["record", "--pid", pid, "--native", "--rate", 100, "--duration", 5,
+                      "--format", "json", "-o", prof, "-q"])
+    reads, steps = progress_during(c, s, prog, time.monotonic() + 60)
+    c.scry_finish(s)
+    check(len(steps) >= 3, "scry ended after %d progress reads" % len(reads))
+    check(min(steps[:-1]) > 0, "target made no progress in a 1-s window while sampled: %s" % steps)
+    stopped, counts = watch_states(pid, 1.0)
+    check(not stopped, "threads left stopped after scry exited: %s" % sorted(stopped.items())[:10])
+    a = read_progress(prog)
+    time.sleep(1.0)
+    b = read_progress(prog)
+    check(b > a, "no progress after scry exited")
+    with open(prof) as f:
+        rep = json.load(f)
+    rate_during = (reads[-1][1] - reads[0][1]) / max(reads[-1][0] - reads[0][0], 1e-3)
+    res = finish_threads_target(c, p, out)
+    return ("%d threads: %d samples in %.1f s (late %d, max %.0f ms); progress/s during %.0f, "
+            "after %.0f; states after exit %s; workload verified %d iterations" % (
+                len(task_states(pid)) or THREADS + 1, rep["samples"], rep["duration_s"],
+                rep["late"]["count"], rep["late"]["max_ms"], rate_during, b - a, counts, res["done"]))
+
+
+@test("threads200_sigkill")
+def t_threads200_sigkill(c):
+    p, ready, prog, out = threads_target(c)
+    pid = ready["pid"]
+    s = c.scry_start(["record", "--pid", pid, "--native", "--rate", 100, "--duration", 30,
+                      "--format", "json", "-o", os.path.join(c.tmp, "k.json"), "-q"])
+    time.sleep(2.0)
+    check(s.poll() is None, "scry exited early: %s" % short(s.stderr.read().decode()))
+    os.kill(s.pid, signal.SIGKILL)
+    s.wait(30)
+    stopped, counts = watch_states(pid, 1.5)
+    check(not stopped, "threads left stopped after scry was SIGKILLed: %s" % sorted(stopped.items())[:10])
+    bad = dict((t, st) for t, st in task_states(pid).items() if st not in ("R", "S", "D"))
+    check(not bad, "threads neither running nor sleeping: %s" % sorted(bad.items())[:10])
+    a = read_progress(prog)
+    time.sleep(1.0)
+    b = read_progress(prog)
+    check(b > a, "no progress after scry was killed")
+    res = finish_threads_target(c, p, out)
+    return "scry SIGKILLed after 2 s: no thread stopped (states %s), progress %d/s after, " \
+           "exit 0 with %d iterations verified" % (counts, b - a, res["done"])
+
+
+# ---------------------------------------------------------------------------------------
+# runner
+
+
+class Runner(object):
+    def __init__(self, scry, label, verbose):
+        self.scry, self.label, self.verbose = scry, label, verbose
+        self.python = None
+        self.has_numpy = False
+        self.ext_dir = None
+        self.cleanup_dirs = []
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--scry", required=True)
+    ap.add_argument("--python", required=True, choices=VERSIONS)
+    ap.add_argument("-k", action="append", default=[], metavar="PATTERN")
+    ap.add_argument("--smoke", action="store_true", help="stack tests only")
+    ap.add_argument("-v", action="store_true")
+    a = ap.parse_args()
+    r = Runner(os.path.abspath(a.scry), a.python, a.v)
+    tests = [t for t in TESTS if (t[2] or not a.smoke) and (not a.k or any(k in t[0] for k in a.k))]
+    if not os.access(r.scry, os.X_OK):
+        print("FAIL setup: scry executable %s not found" % r.scry)
+        print("0 passed, 1 failed, 0 skipped")
+        return 1
+    try:
+        r.python = find_interpreter(a.python)
+        version = py_eval(r.python, "import sys; print('%d.%d.%d' % sys.version_info[:3])")
+    except Skip as e:
+        print("SKIP %s: %s" % (a.python, e))
+        print("0 passed, 0 failed, %d skipped" % len(tests))
+        return 0
+    r.has_numpy = subprocess.run([r.python, "-c", "import numpy"], stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL, timeout=60).returncode == 0
+    print("scry attribution tests: %s, Python %s (%s)%s%s" % (
+        r.scry, version, r.python, ", numpy" if r.has_numpy else "", ", smoke" if a.smoke else ""))
+    sys.stdout.flush()
+    passed = failed = skipped = 0
+    failures = []
+    t_all = time.monotonic()
+    try:
+        for name, fn, _ in tests:
+            c = Ctx(r, name)
+            t0 = time.monotonic()
+            try:
+                detail = fn(c) or ""
+                status = "PASS"
+            except Skip as e:
+                status, detail = "SKIP", str(e)
+            except Fail as e:
+                status, detail = "FAIL", str(e)
+            except Exception as e:
+                status, detail = "FAIL", "%s: %s" % (type(e).__name__, e)
+                if a.v:
+                    traceback.print_exc()
+            finally:
+                c.cleanup()
+            print("%s %s: %s [%.1f s]" % (status, name, detail.replace("\n", " | "), time.monotonic() - t0))
+            sys.stdout.flush()
+            if status == "PASS":
+                passed += 1
+            elif status == "FAIL":
+                failed += 1
+                failures.append(name)
+            else:
+                skipped += 1
+    finally:
+        for d in r.cleanup_dirs:
+            shutil.rmtree(d, ignore_errors=True)
+    print("Python %s: %.1f s" % (a.python, time.monotonic() - t_all))
+    if failures:
+        print("failed: %s" % ", ".join(failures))
+    print("%d passed, %d failed, %d skipped" % (passed, failed, skipped))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""stacks.py - a thread in a known native call chain, for scry --native stack checks.
+
+--mode ext    call_ext() -> scryext.deep(DEPTH, s) -> scry_native_recurse x DEPTH+1
+              -> scry_native_burn        (needs --ext-dir with a scryext built for us)
+--mode hash   call_hash() -> hashlib.sha256(large buffer) -> _hashlib -> libcrypto
+--mode numpy  call_numpy() -> numpy.dot(a, b) -> _multiarray_umath -> BLAS
+--mode sleep  call_sleep() -> time.sleep(long)          -> clock_nanosleep
+--mode recv   call_recv()  -> socket.recv on a silent socketpair -> recv
+CPU modes loop until SIGTERM; blocking modes block until SIGTERM (the default action
+ends them). Ready (with pid and the caller's line) once the first call is under way.
+"""
+import hashlib
+import os
+import socket
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import Stop, parse, write_json  # noqa: E402
+
+DEPTH = 3
+
+
+def call_ext(ext):
+    return ext.deep(DEPTH, 0.05)  #@ext@
+
+
+def call_hash(buf):
+    return hashlib.sha256(buf).digest()  #@hash@
+
+
+def call_numpy(np, a, b):
+    return np.dot(a, b)  #@numpy@
+
+
+def call_sleep():
+    time.sleep(3600)  #@sleep@
+
+
+def call_recv(sock):
+    return sock.recv(1)  #@recv@
+
+
+def main():
+    args = parse([("--mode", str, "ext"), ("--ext-dir", str, None)])
+    ready = {"pid": os.getpid(), "mode": args.mode, "depth": DEPTH}
+    if args.mode in ("sleep", "recv"):
+        signal_ready = threading.Timer(0.3, write_json, (args.ready, ready))
+        signal_ready.daemon = True
+        signal_ready.start()
+        if args.mode == "sleep":
+            call_sleep()
+        else:
+            a, b = socket.socketpair()
+            call_recv(a)
+        return
+    if args.mode == "ext":
+        sys.path.insert(0, args.ext_dir)
+        import scryext
+
+        call, cargs = call_ext, (scryext,)
+    elif args.mode == "hash":
+        call, cargs = call_hash, (os.urandom(1 << 24),)
+    elif args.mode == "numpy":
+        import numpy as np
+
+        m = np.random.RandomState(2).rand(300, 300)
+        call, cargs = call_numpy, (np, m, m)
+    else:
+        raise SystemExit("unknown mode %s" % args.mode)
+    call(*cargs)
+    write_json(args.ready, ready)
+    while not Stop.flag:
+        call(*cargs)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,306 @@
+#!/usr/bin/env python3
+"""Functional test of `scry top` in a real terminal (tmux), against a real interpreter.
+
+usage: test_top.py --scry PATH [--python PATH] [-v]
+
+A workload (seventy_thirty.py) burns one CPU about 70/30 in hot() and cold(). In a tmux
+pane running a plain shell, the test starts `scry top --pid PID` and checks the screen:
+the header, hot() first with a plausible share, the lines view ('l') showing hot()'s line,
+a sort key ('2'), a resize to 80x20, 'q' giving back a sane shell prompt (normal screen,
+echo and canonical mode restored), and, in a second run, the target being killed while top
+runs ('process exited' with the data kept until 'q'). Also checks the plain-text mode
+(stdout not a terminal, --once). Stdlib only. Exits 0 (pass), 1 (fail) or 77 (skipped:
+tmux missing), printing one line per check.
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKLOAD = os.path.join(HERE, "seventy_thirty.py")
+SKIP = 77
+PROMPT = "PROMPT$"
+ROW = re.compile(
+    r"^\s*([\d.]+)%\s+([\d.]+)%\s+(\S+)\s+(\S+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\S.*?)\s*$"
+)
+ROW_NARROW = re.compile(r"^\s*([\d.]+)%\s+([\d.]+)%\s+(\S+)\s+(\S+)\s+(\S.*?)\s*$")
+
+VERBOSE = False
+
+
+class Fail(Exception):
+    pass
+
+
+def check(cond, msg, screen=None):
+    if not cond:
+        if screen is not None:
+            msg += "\n--- screen ---\n" + screen + "\n--------------"
+        raise Fail(msg)
+
+
+def log(msg):
+    print(msg, flush=True)
+
+
+class Tmux(object):
+    """A private tmux server (own socket) with one session running a plain shell."""
+
+    def __init__(self, width, height):
+        self.sock = "scry-top-test-%d" % os.getpid()
+        self.target = "top"
+        self.run("kill-server", check_rc=False)
+        env = "env -i PATH=%s HOME=%s TERM=xterm-256color LANG=%s PS1='%s ' bash --norc --noprofile" % (
+            os.environ.get("PATH", "/usr/bin:/bin"),
+            os.environ.get("HOME", "/root"),
+            os.environ.get("SCRY_TEST_LANG", "C.UTF-8"),
+            PROMPT,
+        )
+        self.run("new-session", "-d", "-s", self.target, "-x", str(width), "-y", str(height), env)
+        self.wait_for(lambda s: PROMPT in s, 10, "the shell prompt")
+
+    def run(self, *args, check_rc=True):
+        p = subprocess.run(
+            ["tmux", "-L", self.sock] + list(args),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            timeout=20,
+        )
+        if check_rc and p.returncode != 0:
+            raise Fail("tmux %s failed: %s" % (" ".join(args), p.stderr.decode(errors="replace")))
+        return p.stdout.decode("utf-8", errors="replace")
+
+    def keys(self, *keys):
+        self.run("send-keys", "-t", self.target, *keys)
+
+    def type_line(self, text):
+        self.run("send-keys", "-t", self.target, "-l", text)
+        self.run("send-keys", "-t", self.target, "Enter")
+
+    def screen(self):
+        return self.run("capture-pane", "-p", "-t", self.target)
+
+    def info(self, fmt):
+        return self.run("display-message", "-p", "-t", self.target, fmt).strip()
+
+    def resize(self, width, height):
+        self.run("resize-window", "-t", self.target, "-x", str(width), "-y", str(height))
+
+    def wait_for(self, pred, timeout, what):
+        end = time.time() + timeout
+        s = ""
+        while time.time() < end:
+            s = self.screen()
+            if pred(s):
+                return s
+            time.sleep(0.2)
+        raise Fail("timed out waiting for %s" % what + "\n--- screen ---\n" + s)
+
+    def close(self):
+        self.run("kill-server", check_rc=False)
+
+
+def rows(screen, narrow=False):
+    out = []
+    for line in screen.splitlines():
+        m = (ROW_NARROW if narrow else ROW).match(line)
+        if m:
+            g = m.groups()
+            out.append({"own": float(g[0]), "total": float(g[1]), "name": g[-1], "text": line})
+    return out
+
+
+def start_workload(python, tmp):
+    ready = os.path.join(tmp, "ready.json")
+    proc = subprocess.Popen(
+        [python, WORKLOAD, ready, "150"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=tmp,
+    )
+    end = time.time() + 45
+    while time.time() < end:
+        if os.path.exists(ready):
+            with open(ready) as f:
+                return proc, json.load(f)
+        if proc.poll() is not None:
+            raise Fail("the workload exited early (status %s)" % proc.returncode)
+        time.sleep(0.1)
+    proc.kill()
+    raise Fail("the workload did not get ready in 45 s")
+
+
+def check_shell_back(tm, what):
+    """scry has exited and the pane is a sane shell again."""
+    tm.wait_for(lambda s: s.rstrip().splitlines()[-1:] == [PROMPT], 10, "the prompt after " + what)
+    cmd = tm.info("#{pane_current_command}")
+    check(cmd == "bash", "after %s the pane runs %r, not the shell" % (what, cmd))
+    alt = tm.info("#{alternate_on}")
+    check(alt == "0", "after %s the terminal is still on the alternate screen" % what)
+    tm.run("clear-history", "-t", tm.target)
+    tm.type_line("clear; stty -a | tr ';' '\\n' | grep -Ew -- '-?(icanon|echo)'")
+    s = tm.wait_for(lambda s: "icanon" in s and s.rstrip().endswith(PROMPT), 10, "stty output")
+    check(
+        re.search(r"(^|\s)icanon\b", s) and re.search(r"(^|\s)echo\b", s),
+        "after %s the terminal modes are not restored" % what,
+        s,
+    )
+    tm.type_line("clear")
+    log("PASS %s: scry exited, shell prompt back, normal screen, echo and icanon on" % what)
+
+
+def test_plain(scry, pid):
+    p = subprocess.run(
+        [scry, "top", "--pid", str(pid), "--once", "--duration", "2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        timeout=60,
+    )
+    out = p.stdout.decode(errors="replace")
+    check(p.returncode == 0, "scry top --once failed (%d): %s" % (p.returncode, p.stderr.decode()))
+    check("scry top: pid %d" % pid in out, "plain header missing", out)
+    r = rows(out)
+    check(r and r[0]["name"].startswith("hot "), "plain: hot() is not the first row", out)
+    if VERBOSE:
+        log(out)
+    log("PASS plain text (--once, not a tty): hot() first at %.1f%%" % r[0]["own"])
+
+
+def test_screen(scry, work, proc, tm):
+    pid = work["pid"]
+    tm.type_line("%s top --pid %d" % (scry, pid))
+    t0 = time.time()
+    s = tm.wait_for(lambda s: len(rows(s)) >= 2, 15, "the first table")
+    time.sleep(max(0.0, 3.0 - (time.time() - t0)))
+    # The header, and hot() first: a 1 s window is noisy on a loaded machine, so a few
+    # refreshes are allowed.
+    for attempt in range(6):
+        s = tm.screen()
+        r = rows(s)
+        if r and r[0]["name"].startswith("hot "):
+            break
+        time.sleep(1.0)
+    for word in ["scry top - pid %d" % pid, "Python", "Rate 100 Hz", "Samples", "Errors",
+                 "GIL", "Threads", "active", "Elapsed", "CPU", "%Own", "%Total", "OwnTime",
+                 "TotalTime", "%Py", "%Nat", "%Sys", "functions by %Own"]:
+        check(word in s, "header: %r missing" % word, s)
+    r = rows(s)
+    check(r and r[0]["name"].startswith("hot ("), "hot() is not the first row", s)
+    check(0.5 <= r[0]["own"] <= 200, "hot() at an implausible %.1f%%" % r[0]["own"], s)
+    log("PASS header and hot() first at %.1f%% (last 1 s)" % r[0]["own"])
+    if VERBOSE:
+        log(s)
+    first_screen = s
+
+    # since start ('w'): the 70/30 split
+    tm.keys("w")
+    s = tm.wait_for(lambda s: "[since start]" in s and rows(s), 5, "the since-start window")
+    by = {x["name"].split(" ")[0]: x for x in rows(s)}
+    check("hot" in by and "cold" in by, "hot() or cold() missing since start", s)
+    share = by["hot"]["own"] / max(1e-9, by["hot"]["own"] + by["cold"]["own"])
+    check(0.5 <= share <= 0.9, "hot/(hot+cold) = %.2f, expected about 0.7" % share, s)
+    log("PASS since start: hot %.1f%%, cold %.1f%% of one CPU, hot share %.2f (truth 0.70)"
+        % (by["hot"]["own"], by["cold"]["own"], share))
+    tm.keys("w")
+
+    # lines view
+    tm.keys("l")
+    want = "seventy_thirty.py:%d)" % work["hot_line"]
+    s = tm.wait_for(lambda s: "lines by %Own" in s and want in s, 6, "the lines view")
+    r = rows(s)
+    check(r and r[0]["name"].startswith("hot ("), "lines: the first row is not in hot()", s)
+    log("PASS lines view: hot line %d shown, first row %s" % (work["hot_line"], r[0]["name"]))
+
+    # sort by %Total ('2'): <module>/main carry every sample
+    tm.keys("2")
+    s = tm.wait_for(lambda s: "lines by %Total" in s and rows(s), 5, "the %Total sort")
+    r = rows(s)
+    check(r[0]["total"] == max(x["total"] for x in r), "not sorted by %Total", s)
+    check(r[0]["name"].startswith(("<module> (", "main (")), "%Total: first row is not the root", s)
+    log("PASS sort by %%Total: first row %s at %.1f%%" % (r[0]["name"], r[0]["total"]))
+
+    # resize
+    tm.resize(80, 20)
+    s = tm.wait_for(lambda s: len(s.splitlines()) <= 20 and rows(s, narrow=True) and
+                    "scry top" in s, 6, "the resized screen")
+    time.sleep(1.2)
+    s = tm.screen()
+    check(all(len(line) <= 80 for line in s.splitlines()), "a line is wider than 80 columns", s)
+    check("scry top - pid" in s and "%Own" in s and "q quit" in s, "resized screen incomplete", s)
+    check(rows(s, narrow=True), "no rows after the resize", s)
+    log("PASS resize to 80x20")
+    if VERBOSE:
+        log(s)
+    resized = s
+
+    tm.keys("q")
+    check_shell_back(tm, "q")
+    return first_screen, resized
+
+
+def test_exit(scry, work, proc, tm):
+    pid = work["pid"]
+    tm.type_line("%s top --pid %d" % (scry, pid))
+    tm.wait_for(lambda s: len(rows(s, narrow=True)) >= 2, 15, "the table")
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    s = tm.wait_for(lambda s: "process exited" in s, 8, "'process exited'")
+    check(rows(s, narrow=True), "the data is gone after the target exited", s)
+    time.sleep(1.5)
+    s = tm.screen()
+    check("process exited" in s and rows(s, narrow=True), "the final screen did not stay", s)
+    check(tm.info("#{pane_current_command}") != "bash", "scry quit by itself after the exit", s)
+    log("PASS target killed: 'process exited' shown, data kept until q")
+    if VERBOSE:
+        log(s)
+    tm.keys("q")
+    check_shell_back(tm, "q after the exit")
+    return s
+
+
+def main():
+    global VERBOSE
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--scry", required=True)
+    ap.add_argument("--python", default=sys.executable)
+    ap.add_argument("-v", action="store_true")
+    args = ap.parse_args()
+    VERBOSE = args.v
+    if not shutil.which("tmux"):
+        print("SKIP top: tmux is not installed (apt-get install tmux)")
+        return SKIP
+    scry = os.path.abspath(args.scry)
+    tmp = tempfile.mkdtemp(prefix="scry-top-")
+    proc = None
+    tm = None
+    try:
+        proc, work = start_workload(args.python, tmp)
+        test_plain(scry, work["pid"])
+        tm = Tmux(160, 40)
+        test_screen(scry, work, proc, tm)
+        tm.resize(100, 30)
+        test_exit(scry, work, proc, tm)
+        print("top: all checks passed")
+        return 0
+    except Fail as e:
+        print("FAIL top: %s" % e)
+        return 1
+    finally:
+        if tm:
+            tm.close()
+        if proc and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
