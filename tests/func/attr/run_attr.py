@@ -21,6 +21,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 
@@ -578,6 +579,69 @@ def watch_states(pid, seconds):
                 stopped[tid] = st
         time.sleep(0.05)
     return stopped, counts
+
+
+class StopWatcher(threading.Thread):
+    """Polls every thread's state of PID about every millisecond; records the longest
+    continuous ptrace/job-control stop ('t'/'T') seen per thread."""
+
+    def __init__(self, pid):
+        threading.Thread.__init__(self)
+        self.daemon = True
+        self.pid = pid
+        self.halt = False
+        self.longest = {}  # tid -> seconds
+        self.polls = 0
+
+    def run(self):
+        since = {}
+        while not self.halt:
+            now = time.monotonic()
+            states = task_states(self.pid)
+            if not states:
+                break
+            self.polls += 1
+            for tid, st in states.items():
+                if st in ("t", "T"):
+                    since.setdefault(tid, now)
+                    self.longest[tid] = max(self.longest.get(tid, 0.0), now - since[tid])
+                else:
+                    since.pop(tid, None)
+            time.sleep(0.001)
+
+    def worst(self):
+        if not self.longest:
+            return None, 0.0
+        tid = max(self.longest, key=self.longest.get)
+        return tid, self.longest[tid]
+
+
+MAX_STOP_S = 0.2  # a native sample stops a thread for < 20 ms (stop timeout) + the unwind
+
+
+@test("stop_single_thread")
+def t_stop_single_thread(c):
+    """A single-threaded CPU-bound target under --native: never stopped for long, and
+    (without --idle) a sample on nearly every tick."""
+    p, ready = c.workload("stacks.py", ["--mode", "hash"])
+    pid = ready["pid"]
+    w = StopWatcher(pid)
+    w.start()
+    prof = os.path.join(c.tmp, "single.json")
+    c.scry(["record", "--pid", pid, "--native", "--rate", 100, "--duration", 4, "--format",
+            "json", "-o", prof, "-q"])
+    time.sleep(0.3)
+    w.halt = True
+    w.join(5)
+    with open(prof) as f:
+        rep = json.load(f)
+    tid, longest = w.worst()
+    detail = "longest stop %.0f ms (%d polls); %d samples in %d ticks" % (
+        1000 * longest, w.polls, rep["samples"], rep["ticks"])
+    check(longest <= MAX_STOP_S, "thread %s stayed stopped %.0f ms (> %.0f ms): %s" % (
+        tid, 1000 * longest, 1000 * MAX_STOP_S, detail))
+    check(rep["samples"] >= 0.9 * rep["ticks"], "samples missing on a running thread: %s" % detail)
+    return detail
 
 
 def threads_target(c):
