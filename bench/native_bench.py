@@ -73,6 +73,18 @@ with open(out, "w") as f:
 '''
 
 
+def run_ns(pid):
+    """CPU time (s) used so far by all threads of PID (schedstat, ns resolution)."""
+    total = 0
+    try:
+        for t in os.listdir("/proc/%d/task" % pid):
+            with open("/proc/%d/task/%s/schedstat" % (pid, t)) as f:
+                total += int(f.read().split()[0])
+    except (OSError, ValueError):
+        pass
+    return total * 1e-9
+
+
 def find_scry(given):
     for p in [given, os.environ.get("SCRY")] + [
         os.path.join(REPO, d, "daemon", "scry") for d in ("build-bench", "build-attr", "build")
@@ -119,6 +131,7 @@ class Bench(object):
                     cmd.append("--native")
                 scry = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, start_new_session=True)
             time.sleep(1.0)
+            attach_cpu = run_ns(scry.pid) if scry else 0.0
             os.kill(tgt.pid, signal.SIGUSR1)
             if tgt.wait(900) != 0:
                 raise RuntimeError("target exit %s" % tgt.returncode)
@@ -132,7 +145,10 @@ class Bench(object):
                     raise RuntimeError("scry exit status %d" % status)
                 with open(prof) as f:
                     rep = json.load(f)
-                r.update(scry_cpu=ru.ru_utime + ru.ru_stime, samples=rep["samples"],
+                # the CPU scry spent while the target worked: its total minus what it had
+                # used by the start signal (attach, symbol tables, idle ticks)
+                r.update(scry_cpu=ru.ru_utime + ru.ru_stime - attach_cpu,
+                         scry_cpu_total=ru.ru_utime + ru.ru_stime, samples=rep["samples"],
                          ticks=rep["ticks"], duration=rep["duration_s"],
                          late=rep["late"]["count"])
             return r
@@ -211,6 +227,29 @@ def markdown(a, table, meta):
                      n["extra_per_sample_us"], n["extra_spread_us"][0], n["extra_spread_us"][1],
                      n["samples_per_s"], n["late_pct"]))
     L.append("")
+    L.append("- *base / plain / native s*: the target's own time for the work (median of the "
+             "rounds, min-max in brackets); the ratios are ratios of medians.")
+    L.append("- *scry CPU per sample*: scry's user+sys CPU (`wait4`) minus what it had used "
+             "when the work started (attach, symbol tables; read from `/proc/PID/task/*/"
+             "schedstat`), divided by the samples of the report: it includes the per-tick "
+             "cost of reading `/proc/PID/task/*/stat` for every thread, which grows with the "
+             "thread count. *extra per native sample*: (native - plain) CPU per sample, "
+             "paired round by round, median (min to max).")
+    L.append("- Without `--idle` only running threads are sampled (and, with `--native`, "
+             "stopped): with the GIL, one or two of the N threads per tick.")
+    L.append("- Caveats: a 2-core VM shared with other jobs (see the load average): the target "
+             "and scry compete with them for the CPUs, so wall times vary by tens of percent "
+             "between runs and a ratio below 1 is noise; a stop of a running thread waits "
+             "until the kernel schedules it, so the whole-sample time under load is far above "
+             "the unwind time. Compare the columns of one table, not tables of different days.")
+    if meta.get("unit"):
+        L.append("")
+        L.append("`tests/unit/test_unwind_cost` in the same session (load %.1f): one thread, a "
+                 "30-frame native stack, 1000 samples each way:" % meta["load_unit"])
+        L.append("")
+        L.append("```")
+        L.extend(meta["unit"])
+        L.append("```")
     L.extend(meta.get("notes", []))
     return "\n".join(L).rstrip() + "\n"
 
@@ -248,6 +287,9 @@ def main():
     ap.add_argument("--work-seconds", type=float, default=3.0)
     ap.add_argument("--write", action="store_true")
     ap.add_argument("--json")
+    ap.add_argument("--unit-cost", help="tests/unit/test_unwind_cost executable (default: "
+                    "next to scry's build)")
+    ap.add_argument("--no-unit", action="store_true", help="do not run test_unwind_cost")
     a = ap.parse_args()
     a.scry = find_scry(a.scry)
     b = Bench(a)
@@ -274,6 +316,15 @@ def main():
     meta = {"date": time.strftime("%Y-%m-%d"), "iters": iters, "python": ver,
             "load": "%.1f-%.1f (median %.1f)" % (min(loads), max(loads), statistics.median(loads)),
             "platform": platform.platform()}
+    unit = a.unit_cost or os.path.join(os.path.dirname(os.path.dirname(a.scry)), "tests",
+                                       "test_unwind_cost")
+    if os.access(unit, os.X_OK) and not a.no_unit:
+        log("running %s" % unit)
+        u = subprocess.run([unit], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600)
+        lines = [l.rstrip() for l in u.stdout.decode("utf-8", "replace").splitlines()]
+        keep = [l for l in lines if l.strip() and not l.startswith(("ok", "PASS", "1.."))][-6:]
+        meta["unit"] = keep
+        meta["load_unit"] = loadavg()
     md = markdown(a, table, meta)
     print(md)
     if a.json:

@@ -510,9 +510,10 @@ def slowdown_once(ctx, py, units, rate):
         line = t.readline(300)
         if not line or not line.startswith("elapsed "):
             raise RuntimeError("slowdown.py said %r" % line)
-        elapsed = float(line.split()[1])
+        f = line.split()
         t.proc.wait(timeout=30)
-        r = {"elapsed": elapsed}
+        r = {"elapsed": float(f[1]), "cpu": float(f[2]), "wait": float(f[3]),
+             "preempted": int(f[4])}
         if rec:
             fin = rec.finish(timeout=60)
             r["scry_rc"] = fin["rc"]
@@ -529,18 +530,21 @@ def bench_slowdown(ctx):
     label, py = ctx.primary
     # Calibrate once: a fixed number of work units for every run below.
     probe = 60
-    cal = slowdown_once(ctx, py, probe, 0)["elapsed"]
+    cal = min(slowdown_once(ctx, py, probe, 0)["elapsed"] for _ in range(3))
     units = max(10, int(round(probe * goal / cal)))
     log("slowdown: %d units (~%.1f s) on %s" % (units, goal, label))
     conds = [0, 100, 1000]
     res = {c: [] for c in conds}
     extra = {c: [] for c in conds}
+    cpus = {c: [] for c in conds}
     for i in range(reps):
         for c in conds:
             r = slowdown_once(ctx, py, units, c)
             res[c].append(r["elapsed"])
+            cpus[c].append(r["cpu"])
             extra[c].append(r)
-            log("slowdown rep %d %s: %.3f s" % (i + 1, c or "unprofiled", r["elapsed"]))
+            log("slowdown rep %d %s: %.3f s, cpu %.3f s, waited %.3f s, preempted %d" % (
+                i + 1, c or "unprofiled", r["elapsed"], r["cpu"], r["wait"], r["preempted"]))
     ctx.raw["slowdown"] = {"python": label, "units": units, "runs": extra}
     base = res[0]
     bmed = median(base)
@@ -554,32 +558,49 @@ def bench_slowdown(ctx):
         "unprofiled runs too).  Python %s; the three conditions are run interleaved "
         "(A B C A B C …), %d times each." % (units, goal, label, reps))
     out.append("")
-    out.append("| condition | median s | min s | max s | ratio to unprofiled (medians) | "
-               "median of paired ratios | scry CPU s (median) |")
-    out.append("|---|---:|---:|---:|---:|---:|---:|")
+    out.append("Measures of the work phase: *wall*, what was asked for; the target's own "
+               "*CPU* time (`time.process_time`), which the other load on this machine "
+               "inflates much less (it still includes cache and frequency effects); and, "
+               "from the target's /proc/self/schedstat and status, the time it was runnable "
+               "but *waited for a CPU* and how often it was *preempted*.  Wall ≈ CPU + "
+               "waited.  Ratios are to the unprofiled median.")
+    out.append("")
+    out.append("| condition | wall median s (min–max) | wall ratio | median of paired wall "
+               "ratios | CPU median s (min–max) | CPU ratio | waited for a CPU s (median) | "
+               "preemptions (median) | scry's own CPU s (median) |")
+    out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    cmed = median(cpus[0])
     for c in conds:
-        xs = res[c]
+        xs, cs = res[c], cpus[c]
         paired = [a / b for a, b in zip(xs, base)]
-        cpu = [r.get("scry_cpu") for r in extra[c] if r.get("scry_cpu") is not None]
-        out.append("| %s | %s | %s | %s | %s | %s | %s |" % (
+        scpu = [r.get("scry_cpu") for r in extra[c] if r.get("scry_cpu") is not None]
+        waits = [r["wait"] for r in extra[c] if r["wait"] >= 0]
+        pre = [r["preempted"] for r in extra[c] if r["preempted"] >= 0]
+        out.append("| %s | %s (%s–%s) | %s | %s | %s (%s–%s) | %s | %s | %s | %s |" % (
             "unprofiled" if not c else "scry record %d Hz" % c, fmt(median(xs), 3),
             fmt(min(xs), 3), fmt(max(xs), 3), fmt(median(xs) / bmed, 3),
-            fmt(median(paired), 3), fmt(median(cpu), 3) if cpu else "–"))
+            fmt(median(paired), 3), fmt(median(cs), 3), fmt(min(cs), 3), fmt(max(cs), 3),
+            fmt(median(cs) / cmed, 3), fmt(median(waits), 3) if waits else "–",
+            fmt(median(pre), 0) if pre else "–", fmt(median(scpu), 3) if scpu else "–"))
     out.append("")
-    def verdict(c):
-        m = median(res[c])
-        if m < min(base):
-            return ("%+.1f%%: no slowdown measurable (the profiled median is below every "
-                    "unprofiled run, i.e. noise dominates)" % ((m / bmed - 1) * 100))
-        if m <= max(base):
-            return ("%+.1f%%, within the noise (inside the unprofiled runs' range)" %
-                    ((m / bmed - 1) * 100))
-        return ("%+.1f%%, outside the noise (above every unprofiled run)" %
-                ((m / bmed - 1) * 100))
 
-    out.append("Spread of the unprofiled runs (max − min over median): %.1f%%.  Median "
-               "slowdown at 100 Hz: %s.  At 1000 Hz: %s." % (spread, verdict(100),
-                                                            verdict(1000)))
+    def verdict(series, c):
+        b = series[0]
+        m, bm = median(series[c]), median(b)
+        rel = (m / bm - 1) * 100
+        if m < min(b):
+            return "%+.1f%%: below every unprofiled run, so noise dominates" % rel
+        if m <= max(b):
+            return "%+.1f%%: within the noise (inside the unprofiled runs' range)" % rel
+        return "%+.1f%%: outside the noise (above every unprofiled run)" % rel
+
+    cspread = (max(cpus[0]) - min(cpus[0])) / cmed * 100
+    out.append("Spread of the unprofiled runs (max − min over median): wall %.1f%%, CPU "
+               "%.1f%%." % (spread, cspread))
+    out.append("")
+    for c in (100, 1000):
+        out.append("- %d Hz: wall %s; CPU %s." % (c, verdict(res, c), verdict(cpus, c)))
+    out.append("")
     bad = [r for c in (100, 1000) for r in extra[c]
            if r.get("scry_rc") != 0 or not r.get("profile_bytes")]
     if bad:

@@ -35,7 +35,8 @@ def plain(py, wl):
     subprocess.run([py, WORKLOADS, wl], stdout=subprocess.DEVNULL, check=True)
     wall = time.time() - t
     r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return (r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime), wall, None
+    return (r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime), wall, {
+        "child_user": r1.ru_utime - r0.ru_utime}
 
 
 def shimmed(build, py, wl, ver, mean):
@@ -76,25 +77,28 @@ def main():
            "128 KiB allocations, 1 MiB copies"))
     out("")
     out("| program | mean | unprofiled CPU s | shim, sampling off | shim | ratio | "
-        "ratio vs off | wall ratio | events |")
-    out("|---|---|---|---|---|---|---|---|---|")
+        "ratio vs off | user-time ratio | wall ratio | events |")
+    out("|---|---|---|---|---|---|---|---|---|---|")
     for name, py, wl, ver in PROGRAMS:
         if not os.path.exists(py):
             continue
         for mean in means:
-            p, s, pw, sw, off, ev = [], [], [], [], [], 0
+            p, s, pw, sw, off, pu, su, ev = [], [], [], [], [], [], [], 0
             for _ in range(args.runs):
-                c, w, _ = plain(py, wl)
+                c, w, st = plain(py, wl)
                 p.append(c)
                 pw.append(w)
+                pu.append(st["child_user"])
                 off.append(shimmed(args.build, py, wl, ver, -1)[0])
                 c, w, st = shimmed(args.build, py, wl, ver, mean)
                 s.append(c)
                 sw.append(w)
+                su.append(st["child_user"])
                 ev = int(st["consumed"])
             mp, ms, mo = statistics.median(p), statistics.median(s), statistics.median(off)
-            row = "| %s | %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %d |" % (
+            row = "| %s | %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %d |" % (
                 name, mean or "default", mp, mo, ms, ms / mp, ms / mo,
+                statistics.median(su) / statistics.median(pu),
                 statistics.median(sw) / statistics.median(pw), ev)
             out(row)
             print(row, file=sys.stderr)

@@ -619,7 +619,7 @@ class StopWatcher(threading.Thread):
 MAX_STOP_S = 0.2  # a native sample stops a thread for < 20 ms (stop timeout) + the unwind
 
 
-@test("stop_single_thread")
+@test("stop_single_thread", smoke=True)
 def t_stop_single_thread(c):
     """A single-threaded CPU-bound target under --native: never stopped for long, and
     (without --idle) a sample on nearly every tick."""

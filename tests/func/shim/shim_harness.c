@@ -174,9 +174,9 @@ static struct {
 
 static void add_instr(uint64_t code, int32_t instr)
 {
-    uint32_t i = (uint32_t)(((code >> 3) ^ (uint64_t)(uint32_t)instr * 0x9e37u) *
-                                0x9e3779b97f4a7c15ull >>
-                            49);
+    uint32_t i =
+        (uint32_t)(((code >> 3) ^ (uint64_t)(uint32_t)instr * 0x9e37u) * 0x9e3779b97f4a7c15ull >>
+                   49);
     for (unsigned p = 0; p < NINSTR; p++, i = (i + 1) & (NINSTR - 1)) {
         if (instrs[i].n == 0 || (instrs[i].code == code && instrs[i].instr == instr)) {
             instrs[i].code = code;
@@ -378,6 +378,7 @@ int main(int argc, char **argv)
     STAT("child_pid", pid);
     STAT("child_status", WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
     printf("stat elapsed %.3f\n", elapsed);
+    printf("stat child_user %.3f\n", ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6);
     printf("stat child_cpu %.3f\n", ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 +
                                         ru.ru_stime.tv_sec + ru.ru_stime.tv_usec * 1e-6);
     STAT("consumed", st.consumed);

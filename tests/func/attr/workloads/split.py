@@ -4,7 +4,9 @@ One loop over lines of known class (each line ending with a #@name@ marker):
   py     pure-Python arithmetic loop on one line           -> python
   sha    hashlib.sha256 over a large buffer                -> native (libcrypto)
   zlib   zlib.compress of a large buffer                   -> native (libz)
-  np     numpy.dot of two square matrices (--numpy)        -> native (numpy / BLAS)
+  np     ndarray.dot of two square matrices (--numpy)      -> native (numpy / BLAS);
+         the method, not numpy.dot: that one runs through a Python-level dispatcher frame
+         (<__array_function__ internals>) in numpy 1.24, which would own the samples
   sleep  time.sleep                                        -> system (needs scry --idle)
   fill   an unmeasured Python line after the sleep (see the runner: it absorbs the CPU
          time scry carries over a sleep boundary, so that no measured line pays for it)
@@ -109,7 +111,7 @@ def work(cal, text, unit, deadline, use_numpy, log):
         z = zlib.compress(z_buf, 6)  #@zlib@
         st = rec(log, 2, st, stamp)
         if np_a is not None:
-            r = np.dot(np_a, np_b)  #@np@
+            r = np_a.dot(np_b)  #@np@
             st = rec(log, 3, st, stamp)
         time.sleep(sleep_s)  #@sleep@
         st = rec(log, 4, st, stamp)
