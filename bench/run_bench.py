@@ -553,7 +553,7 @@ def bench_slowdown(ctx):
     out.append(
         "`bench/workloads/slowdown.py` does a fixed amount of CPU-bound pure-Python work "
         "(%d units, about %.0f s unprofiled; recursion plus a dict loop) and reports its "
-        "own elapsed time for the work phase only.  It waits for a line on stdin before "
+        "own times for the work phase only.  It waits for a line on stdin before "
         "working, so `scry record --pid` attaches first (0.3 s head start, taken by the "
         "unprofiled runs too).  Python %s; the three conditions are run interleaved "
         "(A B C A B C …), %d times each." % (units, goal, label, reps))
@@ -607,7 +607,7 @@ def bench_slowdown(ctx):
         out.append("")
         out.append("**%d profiled runs ended badly** (scry exit status non-zero or empty "
                    "profile)." % len(bad))
-    out.append("")
+        out.append("")
     return out
 
 

@@ -12,20 +12,35 @@
 #include <time.h>
 #include <unistd.h>
 
-int launch_start(char **argv, char **env_extra, pid_t *child)
+int launch_start(char **argv, char **env_extra, void (*before_exec)(pid_t child, void *ctx),
+                 void *ctx, pid_t *child)
 {
-    int pipefd[2];
+    int pipefd[2], gate[2];
     if (pipe2(pipefd, O_CLOEXEC) != 0)
         return scry_err_from_errno(errno);
-    pid_t pid = fork();
-    if (pid < 0) {
+    if (pipe2(gate, O_CLOEXEC) != 0) {
         int err = scry_err_from_errno(errno);
         close(pipefd[0]);
         close(pipefd[1]);
         return err;
     }
+    pid_t pid = fork();
+    if (pid < 0) {
+        int err = scry_err_from_errno(errno);
+        close(pipefd[0]);
+        close(pipefd[1]);
+        close(gate[0]);
+        close(gate[1]);
+        return err;
+    }
     if (pid == 0) {
         close(pipefd[0]);
+        close(gate[1]);
+        char go;
+        ssize_t r;
+        do { /* wait until scry is ready (or gone: EOF) */
+            r = read(gate[0], &go, 1);
+        } while (r < 0 && errno == EINTR);
         for (size_t i = 0; env_extra && env_extra[i]; i++)
             putenv(env_extra[i]);
         execvp(argv[0], argv);
@@ -35,6 +50,12 @@ int launch_start(char **argv, char **env_extra, pid_t *child)
         _exit(127);
     }
     close(pipefd[1]);
+    close(gate[0]);
+    if (before_exec)
+        before_exec(pid, ctx);
+    ssize_t w = write(gate[1], "g", 1);
+    (void)w;
+    close(gate[1]);
     int e = 0;
     ssize_t n;
     do {

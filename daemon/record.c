@@ -2,6 +2,7 @@
 #include "commands.h"
 
 #include "launch.h"
+#include "memory.h"
 #include "procinfo.h"
 #include "report.h"
 #include "sampler.h"
@@ -62,15 +63,53 @@ static void emit_to_profile(const scry_sample_t *s, void *ctx)
     report_profile_add(ctx, s);
 }
 
+/* Launch mode: the ring is created once the child's pid is known and before it execs, so
+ * that only the program scry launched (and the programs it execs into) may claim it. */
+static void create_ring_for_child(pid_t child, void *ctx)
+{
+    int err = memprof_create_ring(ctx, child, NULL);
+    if (err)
+        fprintf(stderr, "scry: cannot create the memory ring: %s\n", scry_strerror(err));
+}
+
 typedef struct progress {
     int tty;
     uint64_t last_ns;
     uint64_t start_ns;
+    memprof_t *mem; /* --memory: drained after every tick */
+    int launched;   /* scry started the program */
+    int main_seen;  /* its main thread has run Python frames */
+    pystate_target_t *target;
+    report_profile_t *prof;
 } progress_t;
+
+/* Moves the shim's pending events into the profile. A corrupt ring ends memory
+ * recording (CPU sampling goes on). */
+static void drain_memory(progress_t *p)
+{
+    if (!p->mem)
+        return;
+    int n = memprof_drain(p->mem, p->target, emit_to_profile, p->prof);
+    if (n < 0) {
+        fprintf(stderr, "scry: memory recording stopped: %s\n", scry_strerror(n));
+        memprof_free(p->mem);
+        p->mem = NULL;
+    }
+}
 
 static int show_progress(sampler_t *s, void *ctx)
 {
     progress_t *p = ctx;
+    drain_memory(p);
+    /* A launched program's memory is recorded until its main module finishes: the frees
+     * of the interpreter's teardown would otherwise bring every line's net to zero. */
+    int mf = sampler_stats(s)->main_frames;
+    if (p->mem && p->launched && p->main_seen && mf == 0) {
+        memprof_stop(p->mem);
+        p->main_seen = 0;
+    }
+    if (mf > 0)
+        p->main_seen = 1;
     if (!p->tty)
         return 0;
     uint64_t now = sampler_now_ns();
@@ -125,14 +164,18 @@ int cmd_record(const scry_config_t *cfg)
     pystate_target_t *t = NULL;
     sampler_t *smp = NULL;
     report_profile_t *prof = NULL;
+    memprof_t *mem = NULL;
     pid_t child = 0;
     int child_status = 0, child_reaped = 0;
     int rc = 1;
     char command[4096] = "";
     if (!strings)
         goto out;
+    if (cfg->memory && !(mem = memprof_new(cfg->memory_sample_bytes, 0)))
+        fprintf(stderr, "scry: going on without memory profiling\n");
     if (cfg->argv) {
-        if (launch_start(cfg->argv, NULL, &child) != 0)
+        if (launch_start(cfg->argv, mem ? memprof_launch_env(mem) : NULL,
+                         mem ? create_ring_for_child : NULL, mem, &child) != 0)
             goto out;
         char msg[1024] = "";
         int err = launch_wait_python(child, strings, 10.0, &t, &child_status, msg, sizeof msg);
@@ -151,6 +194,25 @@ int cmd_record(const scry_config_t *cfg)
         if (cmd_open_target(cfg->pid, strings, &t) != 0)
             goto out;
         read_cmdline(cfg->pid, command, sizeof command);
+        if (mem) {
+            char msg[600] = "";
+            int merr = memprof_create_ring(mem, cfg->pid, pystate_target_layout(t));
+            if (merr)
+                snprintf(msg, sizeof msg, "cannot create the memory ring: %s",
+                         scry_strerror(merr));
+            else
+                merr = memprof_inject(mem, cfg->pid, msg, sizeof msg);
+            if (merr) {
+                fprintf(stderr, "scry: %s; going on with CPU profiling only\n", msg);
+                memprof_free(mem);
+                mem = NULL;
+            }
+        }
+    }
+    if (mem && memprof_start(mem, t) != 0) {
+        fprintf(stderr, "scry: cannot start memory recording; going on with CPU profiling only\n");
+        memprof_free(mem);
+        mem = NULL;
     }
     const pystate_info_t *info = pystate_target_info(t);
     char root[64];
@@ -175,12 +237,19 @@ int cmd_record(const scry_config_t *cfg)
         fprintf(stderr, "scry: out of memory\n");
         goto out;
     }
-    progress_t prog = {.tty = isatty(2) && !cfg->quiet, .start_ns = sampler_now_ns()};
+    progress_t prog = {.tty = isatty(2) && !cfg->quiet,
+                       .start_ns = sampler_now_ns(),
+                       .mem = mem,
+                       .launched = child != 0,
+                       .target = t,
+                       .prof = prof};
     prog.last_ns = prog.start_ns;
     uint64_t t0 = sampler_now_ns();
     int err = sampler_run(smp, cfg->duration_s, &record_stop, emit_to_profile, prof, show_progress,
                           &prog);
     double elapsed = (double)(sampler_now_ns() - t0) / 1e9;
+    drain_memory(&prog); /* what the shim wrote since the last tick */
+    mem = prog.mem;
     if (prog.tty)
         fprintf(stderr, "\r\033[K");
     const sampler_stats_t *st = sampler_stats(smp);
@@ -202,6 +271,14 @@ int cmd_record(const scry_config_t *cfg)
         .target_exited = st->target_exited && !child,
         .gil_fraction = st->ticks ? (double)st->gil_ticks / (double)st->ticks : -1,
     };
+    char memline[256] = "";
+    if (mem) {
+        uint64_t events = 0, dropped = 0, bad = 0;
+        memprof_counts(mem, &events, &dropped, &bad);
+        end.dropped = dropped;
+        end.errors += bad;
+        memprof_describe(mem, memline, sizeof memline);
+    }
     report_profile_set_end(prof, &end);
 
     char outname[600];
@@ -240,6 +317,8 @@ int cmd_record(const scry_config_t *cfg)
                 end.target_exited ? "; the target exited while sampling, kept what was collected"
                                   : "",
                 path);
+        if (memline[0])
+            fprintf(stderr, "scry: %s\n", memline);
     }
     rc = 0;
 out:
@@ -247,6 +326,7 @@ out:
         /* Wait for the launched program so it is not left a zombie. */
         waitpid(child, &child_status, 0);
     }
+    memprof_free(mem); /* disables the ring: the shim passes through from now on */
     sampler_free(smp);
     report_profile_free(prof);
     pystate_target_free(t);

@@ -332,6 +332,17 @@ int ringc_set_enabled(ringc_t *r, int enabled)
     return 0;
 }
 
+int ringc_set_layout(ringc_t *r, const struct scry_ring_layout *layout)
+{
+    if (!r || !layout)
+        return SCRY_E_INVAL;
+    if (__atomic_load_n(&r->hdr->enabled, __ATOMIC_ACQUIRE))
+        return SCRY_E_AGAIN;
+    r->hdr->layout = *layout;
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    return 0;
+}
+
 int ringc_set_means(ringc_t *r, uint64_t alloc_mean, uint64_t copy_mean)
 {
     if (!r)

@@ -109,6 +109,12 @@ int ringc_set_enabled(ringc_t *r, int enabled);
  * Returns 0. */
 int ringc_set_means(ringc_t *r, uint64_t alloc_mean, uint64_t copy_mean);
 
+/* Publishes the frame layout after creation, for launch mode where the target's Python
+ * version is known only once it runs. Only while the ring is disabled (the shim reads the
+ * layout after it sees 'enabled' set, with acquire order); enable it afterwards. Returns 0,
+ * SCRY_E_INVAL (NULL argument) or SCRY_E_AGAIN (the ring is enabled). */
+int ringc_set_layout(ringc_t *r, const struct scry_ring_layout *layout);
+
 /* Removes the file name (mappings stay valid). Returns 0 or SCRY_E_IO. */
 int ringc_unlink(ringc_t *r);
 

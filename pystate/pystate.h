@@ -74,6 +74,9 @@ const pystate_info_t *pystate_target_info(const pystate_target_t *t);
 /* The reader used for the target (for statistics and for other readers). */
 rmem_t *pystate_target_mem(pystate_target_t *t);
 
+/* The string table the target interns into (the one given to pystate_target_open). */
+strtab_t *pystate_target_strings(pystate_target_t *t);
+
 /* The layout in use. */
 const pystate_layout_t *pystate_target_layout(const pystate_target_t *t);
 

@@ -353,6 +353,11 @@ rmem_t *pystate_target_mem(pystate_target_t *t)
     return t->mem;
 }
 
+strtab_t *pystate_target_strings(pystate_target_t *t)
+{
+    return t->strings;
+}
+
 const pystate_layout_t *pystate_target_layout(const pystate_target_t *t)
 {
     return &t->layout;

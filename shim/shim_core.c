@@ -64,7 +64,7 @@ const shim_ring_view_t *shim__active(uint64_t now)
     struct scry_ring_header *h = v->hdr;
     uint64_t hb = __atomic_load_n(&h->heartbeat_ns, __ATOMIC_ACQUIRE);
     if (__atomic_load_n(&h->magic, __ATOMIC_RELAXED) != SCRY_RING_MAGIC ||
-        !__atomic_load_n(&h->enabled, __ATOMIC_RELAXED) ||
+        !__atomic_load_n(&h->enabled, __ATOMIC_ACQUIRE) ||
         (int64_t)(now - hb) > (int64_t)SCRY_RING_HEARTBEAT_STALE_NS ||
         (int64_t)(hb - now) > (int64_t)SCRY_RING_HEARTBEAT_STALE_NS) {
         shim__state_set(SCRY_RING_SHIM_PASSTHROUGH);

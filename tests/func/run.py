@@ -181,7 +181,7 @@ class Ctx(object):
         self.tmp = tempfile.mkdtemp(prefix="scry-func-%s-" % name)
         os.chmod(self.tmp, 0o755)
         self.procs = []
-        self.notes = []
+        self.targets = []  # attach-mode workloads that must outlive every scry run
 
     # -- processes ----------------------------------------------------------------------
 
@@ -235,6 +235,8 @@ class Ctx(object):
         """Start a workload in attach mode; wait for its truth (--ready); (Popen, truth)."""
         ready = os.path.join(self.tmp, "ready-%s-%d.json" % (name, len(self.procs)))
         p = self.spawn(self.workload_cmd(name, args, ready), env=env, reap=reap)
+        if not reap:
+            self.targets.append((name, p))
         deadline = time.time() + READY_TIMEOUT
         while time.time() < deadline:
             if os.path.exists(ready):
@@ -248,6 +250,8 @@ class Ctx(object):
 
     def stop(self, p, sig=signal.SIGTERM, timeout=20):
         """Send sig to the workload and wait for it; SIGKILL if it does not exit."""
+        self.check_alive()
+        self.targets = [t for t in self.targets if t[1] is not p]
         if p.poll() is None:
             try:
                 os.kill(p.pid, sig)
@@ -258,6 +262,12 @@ class Ctx(object):
         except subprocess.TimeoutExpired:
             self.kill(p)
             raise Fail("workload pid %d did not exit %d s after signal %d" % (p.pid, timeout, sig))
+
+    def check_alive(self):
+        """The target must never be harmed: every attach-mode workload still runs."""
+        for name, p in self.targets:
+            check(p.poll() is None, "target %s (pid %d) died while profiled: exit %s; %s"
+                  % (name, p.pid, p.returncode, short(self.proc_log(p), 300)))
 
     def kill(self, p):
         if p.poll() is None:
@@ -764,8 +774,9 @@ def t_target_exits(c):
     check(doc.get("target_exited") is True, "target_exited = %r" % doc.get("target_exited"))
     fns = [l["function"] for l in doc["lines"]]
     check("short_work" in fns, "short_work not in the profile: %s" % fns[:10])
+    said = [l for l in res.err.splitlines() if re.search(r"exit", l, re.I)]
     return "exit 0 after %.1f s, %d samples, stderr: %s" % (res.wall, doc["samples"],
-                                                            short(res.err, 160))
+                                                            short(said[0], 300))
 
 
 @test("error_no_such_pid")
@@ -1060,6 +1071,7 @@ def main():
         t0 = time.monotonic()
         try:
             detail = fn(c) or ""
+            c.check_alive()
             status = "PASS"
         except Skip as e:
             status, detail = "SKIP", str(e)

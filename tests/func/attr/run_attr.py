@@ -581,6 +581,30 @@ def watch_states(pid, seconds):
     return stopped, counts
 
 
+@test("idle_weight")
+def t_idle_weight(c):
+    """A thread asleep for the whole recording stands for the whole recording: with --idle
+    the weights of its (system) samples must add up to the sampled wall time, also when
+    ticks run late or are skipped (--native at 200 Hz on a loaded machine)."""
+    p, ready = c.workload("stacks.py", ["--mode", "sleep"])
+    rows, errs = [], []
+    for native in (False, True):
+        prof = os.path.join(c.tmp, "idle-%d.json" % native)
+        c.scry(["record", "--pid", ready["pid"], "--idle", "--rate", SPLIT_RATE, "--duration", 3,
+                "--format", "json", "-o", prof, "-q"] + (["--native"] if native else []))
+        with open(prof) as f:
+            rep = json.load(f)
+        ratio = rep["cpu_s"] / max(rep["duration_s"], 1e-9)
+        row = "%s: %.3f s of weight in %.3f s (%.0f%%), %d ticks of %d" % (
+            "native" if native else "plain", rep["cpu_s"], rep["duration_s"], 100 * ratio,
+            rep["ticks"], int(rep["duration_s"] * SPLIT_RATE))
+        rows.append(row)
+        if abs(ratio - 1) > TOLERANCE / 100:
+            errs.append(row)
+    check(not errs, "sleeping time lost (> %.0f%%): %s | %s" % (TOLERANCE, "; ".join(errs), "; ".join(rows)))
+    return "; ".join(rows)
+
+
 class StopWatcher(threading.Thread):
     """Polls every thread's state of PID about every millisecond; records the longest
     continuous ptrace/job-control stop ('t'/'T') seen per thread."""
@@ -680,10 +704,16 @@ def t_threads200(c):
     p, ready, prog, out = threads_target(c)
     pid = ready["pid"]
     prof = os.path.join(c.tmp, "mt-prof.json")
+    w = StopWatcher(pid)
+    w.start()
     s = c.scry_start(["record", "--pid", pid, "--native", "--rate", 100, "--duration", 5,
                       "--format", "json", "-o", prof, "-q"])
     reads, steps = progress_during(c, s, prog, time.monotonic() + 60)
     c.scry_finish(s)
+    w.halt = True
+    w.join(5)
+    tid, longest = w.worst()
+    check(longest <= 1.0, "thread %s stayed stopped %.0f ms while sampled" % (tid, 1000 * longest))
     check(len(steps) >= 3, "scry ended after %d progress reads" % len(reads))
     check(min(steps[:-1]) > 0, "target made no progress in a 1-s window while sampled: %s" % steps)
     stopped, counts = watch_states(pid, 1.0)
@@ -696,10 +726,11 @@ def t_threads200(c):
         rep = json.load(f)
     rate_during = (reads[-1][1] - reads[0][1]) / max(reads[-1][0] - reads[0][0], 1e-3)
     res = finish_threads_target(c, p, out)
-    return ("%d threads: %d samples in %.1f s (late %d, max %.0f ms); progress/s during %.0f, "
-            "after %.0f; states after exit %s; workload verified %d iterations" % (
-                len(task_states(pid)) or THREADS + 1, rep["samples"], rep["duration_s"],
-                rep["late"]["count"], rep["late"]["max_ms"], rate_during, b - a, counts, res["done"]))
+    return ("%d threads: %d samples in %.1f s (late %d, max %.0f ms); longest stop seen %.0f ms; "
+            "progress/s during %.0f, after %.0f; states after exit %s; workload verified %d "
+            "iterations" % (THREADS + 1, rep["samples"], rep["duration_s"],
+                rep["late"]["count"], rep["late"]["max_ms"], 1000 * longest, rate_during, b - a,
+                counts, res["done"]))
 
 
 @test("threads200_sigkill")

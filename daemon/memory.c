@@ -1,0 +1,257 @@
+#include "memory.h"
+
+#include "inject.h"
+#include "ring_consumer.h"
+#include "scry_err.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MEMPROF_BATCH 256
+
+struct memprof {
+    ringc_t *ring;
+    uint64_t alloc_mean, copy_mean;
+    char shim[PATH_MAX];
+    char path[128];
+    char preload[PATH_MAX + 64];
+    char ringvar[160];
+    char *env[3];
+    ringc_event_t events[MEMPROF_BATCH];
+    scry_frame_t frames[SCRY_RING_MAX_FRAMES + 1];
+    uint64_t nevents;
+    const char *s_unknown, *s_empty;
+};
+
+static int file_ok(const char *p)
+{
+    return access(p, R_OK) == 0;
+}
+
+/* Finds libscry-shim.so: $SCRY_SHIM, else beside the executable (build tree: ../shim/,
+ * installed: ../lib/scry/, or the same folder). */
+static int find_shim(char *out, size_t len)
+{
+    const char *env = getenv("SCRY_SHIM");
+    if (env && *env) {
+        if (!realpath(env, out) || !file_ok(out))
+            return SCRY_E_NOTFOUND;
+        return 0;
+    }
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0)
+        return SCRY_E_NOTFOUND;
+    exe[n] = 0;
+    char *slash = strrchr(exe, '/');
+    if (!slash)
+        return SCRY_E_NOTFOUND;
+    *slash = 0;
+    static const char *const rel[] = {"/../shim/libscry-shim.so", "/../lib/scry/libscry-shim.so",
+                                      "/libscry-shim.so"};
+    for (size_t i = 0; i < sizeof rel / sizeof *rel; i++) {
+        char cand[PATH_MAX + 64];
+        snprintf(cand, sizeof cand, "%s%s", exe, rel[i]);
+        if (file_ok(cand) && realpath(cand, out))
+            return 0;
+    }
+    (void)len;
+    return SCRY_E_NOTFOUND;
+}
+
+memprof_t *memprof_new(uint64_t alloc_mean, uint64_t copy_mean)
+{
+    memprof_t *m = calloc(1, sizeof *m);
+    if (!m)
+        return NULL;
+    if (find_shim(m->shim, sizeof m->shim) != 0) {
+        fprintf(stderr, "scry: --memory needs libscry-shim.so: set SCRY_SHIM to its path, or "
+                        "keep it beside the scry executable (build/shim/)\n");
+        free(m);
+        return NULL;
+    }
+    m->alloc_mean = alloc_mean ? alloc_mean : SCRY_RING_DEFAULT_ALLOC_MEAN;
+    m->copy_mean = copy_mean ? copy_mean : SCRY_RING_DEFAULT_COPY_MEAN;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    snprintf(m->path, sizeof m->path, "/dev/shm/scry-%d-%lx", (int)getpid(),
+             (unsigned long)(ts.tv_nsec ^ (ts.tv_sec << 20)));
+    return m;
+}
+
+void memprof_free(memprof_t *m)
+{
+    if (!m)
+        return;
+    ringc_free(m->ring); /* disables, unmaps, unlinks */
+    free(m);
+}
+
+int memprof_create_ring(memprof_t *m, pid_t pid, const pystate_layout_t *layout)
+{
+    ringc_params_t p = {
+        .path = m->path,
+        .alloc_mean = m->alloc_mean,
+        .copy_mean = m->copy_mean,
+        .target_pid = pid,
+        .uid = -1,
+        .gid = -1,
+        .enabled = 0,
+    };
+    if (layout)
+        ringc_layout_from_pystate(layout, &p.layout);
+    else
+        memset(&p.layout, 0xff, sizeof p.layout); /* unknown until the target runs */
+    if (!layout) {
+        p.layout.py_major = 0;
+        p.layout.py_minor = 0;
+    }
+    int err = 0;
+    m->ring = ringc_create(&p, &err);
+    return m->ring ? 0 : (err ? err : SCRY_E_IO);
+}
+
+char **memprof_launch_env(memprof_t *m)
+{
+    const char *old = getenv("LD_PRELOAD");
+    if (old && *old)
+        snprintf(m->preload, sizeof m->preload, "LD_PRELOAD=%s:%s", m->shim, old);
+    else
+        snprintf(m->preload, sizeof m->preload, "LD_PRELOAD=%s", m->shim);
+    snprintf(m->ringvar, sizeof m->ringvar, "SCRY_RING=%s", m->path);
+    m->env[0] = m->preload;
+    m->env[1] = m->ringvar;
+    m->env[2] = NULL;
+    return m->env;
+}
+
+int memprof_inject(memprof_t *m, pid_t pid, char *msg, size_t len)
+{
+    uint64_t handle = 0, ret = 0;
+    inject_report_t rep;
+    memset(&rep, 0, sizeof rep);
+    int err = inject_load_and_call(pid, m->shim, "scry_shim_attach", m->path, NULL, &handle, &ret,
+                                   &rep);
+    if (err) {
+        snprintf(msg, len, "could not load the memory shim into process %d: %s%s%s", (int)pid,
+                 scry_strerror(err), rep.error[0] ? ": " : "", rep.error);
+        return err;
+    }
+    if ((int32_t)ret != 0) {
+        snprintf(msg, len, "the memory shim in process %d refused the ring: %s", (int)pid,
+                 scry_strerror((int32_t)ret));
+        return (int32_t)ret;
+    }
+    return 0;
+}
+
+int memprof_start(memprof_t *m, pystate_target_t *t)
+{
+    struct scry_ring_layout L;
+    int err = ringc_layout_from_pystate(pystate_target_layout(t), &L);
+    if (!err)
+        err = ringc_set_layout(m->ring, &L);
+    if (err && err != SCRY_E_AGAIN)
+        return err;
+    ringc_heartbeat(m->ring);
+    return ringc_set_enabled(m->ring, 1);
+}
+
+static void emit_event(memprof_t *m, pystate_target_t *t, const ringc_event_t *e,
+                       sampler_emit_fn emit, void *ctx)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < e->nframes && i < SCRY_RING_MAX_FRAMES; i++) {
+        if (e->frames[i].instr_offset < 0)
+            continue;
+        if (pystate_resolve_code(t, e->frames[i].code, (uint32_t)e->frames[i].instr_offset,
+                                 &m->frames[n]) == 0)
+            n++;
+    }
+    if (n == 0)
+        m->frames[n++] = (scry_frame_t){m->s_unknown, m->s_empty, 0, SCRY_FRAME_OTHER};
+    uint8_t metric = e->kind == SCRY_RING_ALLOC  ? SCRY_METRIC_ALLOC
+                     : e->kind == SCRY_RING_FREE ? SCRY_METRIC_FREE
+                                                 : SCRY_METRIC_COPY;
+    scry_sample_t s = {
+        .time_ns = e->time_ns,
+        .bytes = e->weight,
+        .address = e->addr,
+        .tid = e->tid,
+        .thread_name = m->s_empty,
+        .metric = metric,
+        .cls = e->origin == SCRY_RING_ORIGIN_PYTHON ? 0 : 1,
+        .truncated = (e->flags & SCRY_RING_REC_TRUNCATED) != 0,
+        .nframes = n,
+        .frames = m->frames,
+    };
+    emit(&s, ctx);
+}
+
+int memprof_drain(memprof_t *m, pystate_target_t *t, sampler_emit_fn emit, void *ctx)
+{
+    if (!m->ring)
+        return 0;
+    if (!m->s_unknown) {
+        strtab_t *strings = pystate_target_strings(t);
+        m->s_unknown = strtab_intern(strings, "<unknown>");
+        m->s_empty = strtab_intern(strings, "");
+        if (!m->s_unknown || !m->s_empty)
+            return SCRY_E_NOMEM;
+    }
+    ringc_heartbeat(m->ring);
+    int total = 0;
+    for (int round = 0; round < 1024; round++) { /* bounded: the shim may keep writing */
+        size_t n = 0;
+        int err = ringc_poll(m->ring, m->events, MEMPROF_BATCH, &n);
+        if (err)
+            return err;
+        for (size_t i = 0; i < n; i++)
+            emit_event(m, t, &m->events[i], emit, ctx);
+        total += (int)n;
+        if (n < MEMPROF_BATCH)
+            break;
+    }
+    m->nevents += (uint64_t)total;
+    return total;
+}
+
+void memprof_stop(memprof_t *m)
+{
+    if (m->ring)
+        ringc_set_enabled(m->ring, 0);
+}
+
+void memprof_counts(const memprof_t *m, uint64_t *events, uint64_t *dropped, uint64_t *bad)
+{
+    ringc_stats_t st;
+    memset(&st, 0, sizeof st);
+    if (m->ring)
+        ringc_stats(m->ring, &st);
+    *events = m->nevents;
+    *dropped = 0;
+    for (int k = 0; k < SCRY_RING_NKINDS; k++)
+        *dropped += st.dropped_events[k];
+    *bad = st.bad_records + st.stalled;
+}
+
+void memprof_describe(const memprof_t *m, char *buf, size_t len)
+{
+    ringc_stats_t st;
+    memset(&st, 0, sizeof st);
+    if (m->ring)
+        ringc_stats(m->ring, &st);
+    uint64_t dropped = 0;
+    for (int k = 0; k < SCRY_RING_NKINDS; k++)
+        dropped += st.dropped_events[k];
+    snprintf(buf, len, "memory: %llu events (%s%s%s), %llu dropped, %llu rejected",
+             (unsigned long long)m->nevents,
+             (st.shim_state & SCRY_RING_SHIM_ATTACHED) ? "shim attached" : "shim never attached",
+             (st.shim_state & SCRY_RING_SHIM_PY_HOOKS) ? ", Python hooks" : "",
+             (st.shim_state & SCRY_RING_SHIM_PRELOADED) ? ", malloc/memcpy interposed" : "",
+             (unsigned long long)dropped, (unsigned long long)(st.bad_records + st.stalled));
+}

@@ -1,0 +1,57 @@
+/* memory.h - the daemon's side of --memory: the shared ring, the shim in the target
+ * (preloaded at launch or injected into a live process), and turning the shim's events
+ * into memory samples (alloc, free, copy) with their Python lines.
+ */
+#ifndef SCRY_MEMORY_H
+#define SCRY_MEMORY_H
+
+#include "pystate.h"
+#include "sampler.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+typedef struct memprof memprof_t;
+
+/* Prepares a recording: picks the ring's path and finds libscry-shim.so (SCRY_SHIM, then
+ * next to the scry executable: ../shim/, ../lib/scry/, ./). ALLOC_MEAN and COPY_MEAN are
+ * the mean bytes between samples (0 = the shim's defaults). Returns NULL and prints why
+ * when the shim cannot be found or memory runs out. */
+memprof_t *memprof_new(uint64_t alloc_mean, uint64_t copy_mean);
+
+/* Disables the ring (the shim becomes a pass-through), removes its file, frees. */
+void memprof_free(memprof_t *m);
+
+/* Creates the ring, disabled, for process PID (only PID may claim it). LAYOUT may be NULL
+ * (launch mode: published later by memprof_start). Returns 0 or a negative code. */
+int memprof_create_ring(memprof_t *m, pid_t pid, const pystate_layout_t *layout);
+
+/* The "LD_PRELOAD=..." and "SCRY_RING=..." entries for a launched program (valid while M
+ * lives; LD_PRELOAD keeps what the environment already had). */
+char **memprof_launch_env(memprof_t *m);
+
+/* Attach mode: injects the shim into PID and attaches it to the ring. On failure writes
+ * why into MSG and returns a negative code; the target is left as it was. */
+int memprof_inject(memprof_t *m, pid_t pid, char *msg, size_t len);
+
+/* Publishes the target's layout (launch mode) and enables recording. Returns 0 or a
+ * negative code. */
+int memprof_start(memprof_t *m, pystate_target_t *t);
+
+/* Beats the heartbeat and turns every pending event into a sample for EMIT (frames
+ * resolved through T's code cache). Returns the number of events, or a negative code when
+ * the ring is corrupt (recording stops; CPU profiling goes on). */
+int memprof_drain(memprof_t *m, pystate_target_t *t, sampler_emit_fn emit, void *ctx);
+
+/* Stops recording (the shim passes through from now on); events already in the ring
+ * are still drained. */
+void memprof_stop(memprof_t *m);
+
+/* Events dropped by the shim (ring full) and records rejected by validation. */
+void memprof_counts(const memprof_t *m, uint64_t *events, uint64_t *dropped, uint64_t *bad);
+
+/* One line for the summary: whether the shim attached, hooks, totals. */
+void memprof_describe(const memprof_t *m, char *buf, size_t len);
+
+#endif
