@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -102,6 +103,14 @@ int memprof_create_ring(memprof_t *m, pid_t pid, const pystate_layout_t *layout)
         .gid = -1,
         .enabled = 0,
     };
+    /* The target may run as another user: give it the file (it is created 0600). */
+    char proc[64];
+    struct stat st;
+    snprintf(proc, sizeof proc, "/proc/%d", (int)pid);
+    if (stat(proc, &st) == 0 && st.st_uid != geteuid()) {
+        p.uid = (int32_t)st.st_uid;
+        p.gid = (int32_t)st.st_gid;
+    }
     if (layout)
         ringc_layout_from_pystate(layout, &p.layout);
     else

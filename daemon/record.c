@@ -77,7 +77,6 @@ typedef struct progress {
     uint64_t last_ns;
     uint64_t start_ns;
     memprof_t *mem; /* --memory: drained after every tick */
-    int launched;   /* scry started the program */
     int main_seen;  /* its main thread has run Python frames */
     pystate_target_t *target;
     report_profile_t *prof;
@@ -101,10 +100,10 @@ static int show_progress(sampler_t *s, void *ctx)
 {
     progress_t *p = ctx;
     drain_memory(p);
-    /* A launched program's memory is recorded until its main module finishes: the frees
-     * of the interpreter's teardown would otherwise bring every line's net to zero. */
+    /* Memory is recorded until the main module finishes: the frees of the interpreter's
+     * teardown would otherwise bring every line's net to zero. */
     int mf = sampler_stats(s)->main_frames;
-    if (p->mem && p->launched && p->main_seen && mf == 0) {
+    if (p->mem && p->main_seen && mf == 0) {
         memprof_stop(p->mem);
         p->main_seen = 0;
     }
@@ -240,7 +239,6 @@ int cmd_record(const scry_config_t *cfg)
     progress_t prog = {.tty = isatty(2) && !cfg->quiet,
                        .start_ns = sampler_now_ns(),
                        .mem = mem,
-                       .launched = child != 0,
                        .target = t,
                        .prof = prof};
     prog.last_ns = prog.start_ns;
