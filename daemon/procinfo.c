@@ -152,6 +152,24 @@ char procinfo_thread_state(procinfo_threads_t *p, pid_t tid, uint64_t *cpu_delta
     return state;
 }
 
+int procinfo_thread_cpu(procinfo_threads_t *p, pid_t tid, uint64_t *cpu_delta_ns)
+{
+    *cpu_delta_ns = PROCINFO_NO_DELTA;
+    if (tid <= 0)
+        return SCRY_E_GONE;
+    thread_files_t *s = thread_slot(p, tid);
+    char buf[128];
+    ssize_t n = s->sched_fd >= 0 ? pread(s->sched_fd, buf, sizeof buf - 1, 0) : -1;
+    if (n <= 0)
+        return SCRY_E_GONE;
+    buf[n] = 0;
+    uint64_t cpu = strtoull(buf, NULL, 10);
+    if (s->last_cpu_ns && cpu >= s->last_cpu_ns)
+        *cpu_delta_ns = cpu - s->last_cpu_ns;
+    s->last_cpu_ns = cpu ? cpu : 1;
+    return 0;
+}
+
 void procinfo_thread_name(pid_t pid, pid_t tid, char *buf, size_t len)
 {
     char path[96];

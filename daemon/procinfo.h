@@ -29,6 +29,10 @@ char procinfo_thread_state(procinfo_threads_t *p, pid_t tid, uint64_t *cpu_delta
 
 #define PROCINFO_NO_DELTA UINT64_MAX
 
+/* The CPU time (schedstat) thread TID used since the previous call for it, or
+ * PROCINFO_NO_DELTA on the first call. Returns 0 or SCRY_E_GONE. */
+int procinfo_thread_cpu(procinfo_threads_t *p, pid_t tid, uint64_t *cpu_delta_ns);
+
 /* The thread's name (comm), interned by the caller; writes "" when unknown. */
 void procinfo_thread_name(pid_t pid, pid_t tid, char *buf, size_t len);
 

@@ -119,7 +119,7 @@ static uint64_t sample_weight(const sampler_t *s, int running, uint64_t cpu_delt
 {
     if (!running || cpu_delta == PROCINFO_NO_DELTA)
         return s->interval_ns;
-    uint64_t cap = 4 * s->interval_ns; /* a late tick must not claim unbounded time */
+    uint64_t cap = 10 * s->interval_ns; /* a long pause must not claim unbounded time */
     return cpu_delta < cap ? cpu_delta : cap;
 }
 
@@ -235,6 +235,8 @@ int sampler_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
         const pystate_thread_t *th = pystate_snapshot_thread(s->snap, i);
         any_gil |= th->gil;
         task_info_t *task = tasks_find(s->tasks, th->tid);
+        if (!task && th->tid > 0)
+            tasks_mark_stale(s->tasks); /* a new thread: list them again next tick */
         char state = task ? task->state : 0;
         if (s->cfg.gil && !th->gil)
             continue;

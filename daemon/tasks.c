@@ -7,12 +7,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 #define TASKS_STOP_MS 20
 
 struct tasks {
     pid_t pid;
     procinfo_threads_t *files;
+    uint64_t listed_ns;
+    int stale;
+    int want_all_cpu;
     size_t n;
     task_info_t list[TASKS_MAX];
 };
@@ -46,28 +57,61 @@ static int cmp_tid(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-int tasks_refresh(tasks_t *t)
+/* Lists /proc/PID/task into T->list (states not read yet). */
+static int list_tasks(tasks_t *t)
 {
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/task", (int)t->pid);
     DIR *d = opendir(path);
     if (!d)
         return SCRY_E_GONE;
-    tasks_resume_all(t);
     t->n = 0;
     struct dirent *de;
     while ((de = readdir(d)) && t->n < TASKS_MAX) {
         pid_t tid = (pid_t)atoi(de->d_name);
-        if (tid <= 0)
-            continue;
-        task_info_t *ti = &t->list[t->n++];
-        ti->tid = tid;
-        ti->stopped = 0;
-        ti->state = procinfo_thread_state(t->files, tid, &ti->cpu_delta);
+        if (tid > 0)
+            t->list[t->n++].tid = tid;
     }
     closedir(d);
     qsort(t->list, t->n, sizeof t->list[0], cmp_tid);
+    t->listed_ns = now_ns();
+    t->stale = 0;
+    return 0;
+}
+
+int tasks_refresh(tasks_t *t)
+{
+    tasks_resume_all(t);
+    /* Threads come and go rarely: the directory is listed again every 200 ms, or at once
+     * when a thread was seen that the list lacks; in between each tick costs one pread
+     * per thread (and one more for the CPU time of the running ones). */
+    if (t->n == 0 || t->stale || now_ns() - t->listed_ns > 200000000ull) {
+        int err = list_tasks(t);
+        if (err)
+            return err;
+    }
+    size_t alive = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        task_info_t *ti = &t->list[i];
+        ti->stopped = 0;
+        ti->cpu_delta = PROCINFO_NO_DELTA;
+        ti->state = procinfo_thread_state(t->files, ti->tid, NULL);
+        if (ti->state == 'R' || t->want_all_cpu)
+            procinfo_thread_cpu(t->files, ti->tid, &ti->cpu_delta);
+        alive += ti->state != 0;
+    }
+    if (alive == 0) {
+        /* Every thread gone: the process may have exited (or exec'd with new tids). */
+        int err = list_tasks(t);
+        if (err || t->n == 0)
+            return SCRY_E_GONE;
+    }
     return (int)t->n;
+}
+
+void tasks_mark_stale(tasks_t *t)
+{
+    t->stale = 1;
 }
 
 task_info_t *tasks_find(tasks_t *t, pid_t tid)

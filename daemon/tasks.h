@@ -35,6 +35,9 @@ void tasks_free(tasks_t *t);
  * negative code (SCRY_E_GONE when the process is gone). */
 int tasks_refresh(tasks_t *t);
 
+/* Makes the next refresh list the threads again (a thread was seen that the list lacks). */
+void tasks_mark_stale(tasks_t *t);
+
 /* The entry of thread TID from the last refresh, or NULL. */
 task_info_t *tasks_find(tasks_t *t, pid_t tid);
 
