@@ -51,6 +51,8 @@ static const opt_spec_t opt_table[] = {
      "sample allocations, frees and copies per line (preloads or injects libscry-shim.so)"},
     {"memory-sample-bytes", 0, OPT_BYTES, offsetof(scry_config_t, memory_sample_bytes), REC,
      "BYTES", "mean bytes between memory samples (default 1M; suffixes k, M, G)"},
+    {"metric", 0, OPT_STRING, offsetof(scry_config_t, metric), REC, "WHAT",
+     "what flame graphs and stack formats weigh: cpu (default), alloc, copy, free"},
     {"quiet", 'q', OPT_FLAG, offsetof(scry_config_t, quiet), REC, NULL,
      "do not print the summary line"},
     {"window", 'w', OPT_DOUBLE, offsetof(scry_config_t, window_s), TOP, "SECONDS",
@@ -225,6 +227,15 @@ static int check_conflicts(scry_config_t *cfg)
             fprintf(stderr, "scry: %s needs --pid PID\n", cmd);
             return SCRY_E_INVAL;
         }
+    }
+    if (cfg->metric && strcmp(cfg->metric, "cpu") && strcmp(cfg->metric, "alloc") &&
+        strcmp(cfg->metric, "copy") && strcmp(cfg->metric, "free")) {
+        fprintf(stderr, "scry: --metric is cpu, alloc, copy or free, not '%s'\n", cfg->metric);
+        return SCRY_E_INVAL;
+    }
+    if (cfg->metric && strcmp(cfg->metric, "cpu") && !cfg->memory) {
+        fprintf(stderr, "scry: --metric %s needs --memory\n", cfg->metric);
+        return SCRY_E_INVAL;
     }
     if (cfg->rate_hz > 10000) {
         fprintf(stderr, "scry: --rate %.0f is more than the 10000 Hz scry supports\n",

@@ -25,6 +25,7 @@ typedef struct scry_config {
     int memory;         /* --memory */
     uint64_t memory_sample_bytes; /* --memory-sample-bytes */
     int quiet;                    /* --quiet: no summary line */
+    const char *metric;           /* --metric: what flame graphs and stacks weigh */
     int subprocesses;             /* --subprocesses (reserved) */
     int once;                     /* top --once: one plain-text table after --duration, then exit */
     double window_s; /* top --window: seconds of the 'last N s' percentages (default 1) */

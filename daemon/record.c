@@ -294,7 +294,13 @@ int cmd_record(const scry_config_t *cfg)
         fprintf(stderr, "scry: cannot write %s: %s\n", path, strerror(errno));
         goto out;
     }
-    report_options_t ropt = {.color = out == stdout && isatty(1), .metric = -1};
+    int metric = -1; /* automatic: CPU when there are CPU samples */
+    if (cfg->metric)
+        metric = !strcmp(cfg->metric, "alloc")  ? SCRY_METRIC_ALLOC
+                 : !strcmp(cfg->metric, "copy") ? SCRY_METRIC_COPY
+                 : !strcmp(cfg->metric, "free") ? SCRY_METRIC_FREE
+                                                : SCRY_METRIC_CPU;
+    report_options_t ropt = {.color = out == stdout && isatty(1), .metric = metric};
     int werr = report_write(prof, fmt, out, &ropt);
     if (out != stdout && fclose(out) != 0)
         werr = werr ? werr : SCRY_E_IO;
