@@ -46,6 +46,28 @@ void procinfo_describe(pid_t pid, char *buf, size_t len)
     snprintf(buf, len, "%s (%s)", comm, exe);
 }
 
+void procinfo_cmdline(pid_t pid, char *buf, size_t len)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
+    int n = read_small(path, buf, len);
+    if (n <= 0) {
+        buf[0] = 0;
+        return;
+    }
+    for (int i = 0; i + 1 < n; i++)
+        if (buf[i] == 0)
+            buf[i] = ' ';
+}
+
+void procinfo_join_argv(char **argv, char *buf, size_t len)
+{
+    size_t off = 0;
+    buf[0] = 0;
+    for (size_t i = 0; argv && argv[i] && off + 1 < len; i++)
+        off += (size_t)snprintf(buf + off, len - off, "%s%s", i ? " " : "", argv[i]);
+}
+
 void procinfo_permission_hint(pid_t pid, char *buf, size_t len)
 {
     char scope[16] = "";

@@ -12,6 +12,12 @@ int procinfo_exists(pid_t pid);
 /* Writes "NAME (EXE)" describing PID into BUF, e.g. "bash (/usr/bin/bash)". */
 void procinfo_describe(pid_t pid, char *buf, size_t len);
 
+/* Writes PID's command line into BUF (arguments joined by spaces; "" when unreadable). */
+void procinfo_cmdline(pid_t pid, char *buf, size_t len);
+
+/* Joins the NULL-terminated ARGV with spaces into BUF (truncated to LEN). */
+void procinfo_join_argv(char **argv, char *buf, size_t len);
+
 /* Writes a sentence saying what tracing PID needs (root or CAP_SYS_PTRACE, and the Yama
  * ptrace_scope value when the kernel has it). */
 void procinfo_permission_hint(pid_t pid, char *buf, size_t len);

@@ -124,29 +124,7 @@ static int show_progress(sampler_t *s, void *ctx)
     return 0;
 }
 
-static void join_command(char **argv, char *buf, size_t len)
-{
-    size_t off = 0;
-    buf[0] = 0;
-    for (size_t i = 0; argv && argv[i] && off + 1 < len; i++)
-        off += (size_t)snprintf(buf + off, len - off, "%s%s", i ? " " : "", argv[i]);
-}
 
-static void read_cmdline(pid_t pid, char *buf, size_t len)
-{
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
-    FILE *f = fopen(path, "r");
-    buf[0] = 0;
-    if (!f)
-        return;
-    size_t n = fread(buf, 1, len - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    for (size_t i = 0; i + 1 < n; i++)
-        if (buf[i] == 0)
-            buf[i] = ' ';
-}
 
 int cmd_record(const scry_config_t *cfg)
 {
@@ -188,11 +166,11 @@ int cmd_record(const scry_config_t *cfg)
             fprintf(stderr, "scry: %s\n", msg[0] ? msg : scry_strerror(err));
             goto out;
         }
-        join_command(cfg->argv, command, sizeof command);
+        procinfo_join_argv(cfg->argv, command, sizeof command);
     } else {
         if (cmd_open_target(cfg->pid, strings, &t) != 0)
             goto out;
-        read_cmdline(cfg->pid, command, sizeof command);
+        procinfo_cmdline(cfg->pid, command, sizeof command);
         if (mem) {
             char msg[600] = "";
             int merr = memprof_create_ring(mem, cfg->pid, pystate_target_layout(t));

@@ -150,29 +150,7 @@ static int count_threads(pid_t pid)
     return n;
 }
 
-static void read_cmdline(pid_t pid, char *buf, size_t len)
-{
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
-    FILE *f = fopen(path, "r");
-    buf[0] = 0;
-    if (!f)
-        return;
-    size_t n = fread(buf, 1, len - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    for (size_t i = 0; i + 1 < n; i++)
-        if (buf[i] == 0)
-            buf[i] = ' ';
-}
 
-static void join_command(char **argv, char *buf, size_t len)
-{
-    size_t off = 0;
-    buf[0] = 0;
-    for (size_t i = 0; argv && argv[i] && off + 1 < len; i++)
-        off += (size_t)snprintf(buf + off, len - off, "%s%s", i ? " " : "", argv[i]);
-}
 
 static gil_mark_t gil_now(const top_t *t, uint64_t now)
 {
@@ -428,7 +406,7 @@ static int open_target(const scry_config_t *cfg, strtab_t *strings, pystate_targ
     if (!cfg->argv) {
         if (cmd_open_target(cfg->pid, strings, target) != 0)
             return -1;
-        read_cmdline(cfg->pid, command, clen);
+        procinfo_cmdline(cfg->pid, command, clen);
         return 0;
     }
     if (launch_start(cfg->argv, NULL, NULL, NULL, child) != 0)
@@ -446,7 +424,7 @@ static int open_target(const scry_config_t *cfg, strtab_t *strings, pystate_targ
         fprintf(stderr, "scry: %s\n", msg[0] ? msg : scry_strerror(err));
         return -1;
     }
-    join_command(cfg->argv, command, clen);
+    procinfo_join_argv(cfg->argv, command, clen);
     return 0;
 }
 

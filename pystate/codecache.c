@@ -36,20 +36,13 @@ static size_t code_slot(raddr_t addr)
     return (size_t)(h >> 40) & (PYSTATE_CODE_CACHE - 1);
 }
 
-static int64_t field(const uint8_t *buf, size_t size, int64_t off, uint64_t *out)
+/* A field that must be present: SCRY_E_CORRUPT when it lies outside the copy. */
+static int field(const uint8_t *buf, size_t size, int64_t off, uint64_t *out)
 {
     if (off < 0 || (uint64_t)off + 8 > size)
         return SCRY_E_CORRUPT;
-    memcpy(out, buf + off, 8);
+    *out = pystate__u64_at(buf, size, off);
     return 0;
-}
-
-static int32_t field_i32(const uint8_t *buf, size_t size, int64_t off)
-{
-    int32_t v = 0;
-    if (off >= 0 && (uint64_t)off + 4 <= size)
-        memcpy(&v, buf + off, 4);
-    return v;
 }
 
 /* Checks once that an object's type is named "code"; caches the type's address. */
@@ -91,7 +84,7 @@ static int code_load(pystate_target_t *t, raddr_t addr, pystate_code_t *code)
     code->function = n >= 0 ? strtab_intern_n(t->strings, buf, (size_t)n) : t->s_unknown;
     if (!code->file || !code->function)
         return SCRY_E_NOMEM;
-    code->firstlineno = field_i32(hdr, size, L->code_firstlineno);
+    code->firstlineno = (int32_t)pystate__u32_at(hdr, size, L->code_firstlineno);
     if (pystate__read_bytes(t, table, PYSTATE_TABLE_MAX, &code->linetable, &code->linetable_len) !=
         0) {
         code->linetable = NULL;

@@ -4,6 +4,8 @@
 
 #include "prefetch.h"
 #include "pystate.h"
+
+#include <string.h>
 #include "threadnames.h"
 
 #define PYSTATE_STR_MAX 1024          /* bytes of UTF-8 kept of a name or file name */
@@ -53,6 +55,30 @@ struct pystate_target {
     const char *s_empty;
     pystate_names_t names;       /* Python thread names (threadnames.h; sample.c refreshes) */
 };
+
+/* Bounded little-endian field reads from a local copy of a remote object: a field that
+ * does not lie wholly inside the LEN bytes at BUF (or whose offset is -1, "absent") reads
+ * as 0. */
+static inline uint64_t pystate__u64_at(const uint8_t *buf, size_t len, int64_t off)
+{
+    uint64_t v = 0;
+    if (off >= 0 && (uint64_t)off + 8 <= len)
+        memcpy(&v, buf + off, 8);
+    return v;
+}
+
+static inline uint32_t pystate__u32_at(const uint8_t *buf, size_t len, int64_t off)
+{
+    uint32_t v = 0;
+    if (off >= 0 && (uint64_t)off + 4 <= len)
+        memcpy(&v, buf + off, 4);
+    return v;
+}
+
+static inline uint8_t pystate__u8_at(const uint8_t *buf, size_t len, int64_t off)
+{
+    return off >= 0 && (uint64_t)off < len ? buf[off] : 0;
+}
 
 /* Reads a str object at ADDR as UTF-8 into BUF (at most MAX-1 bytes, NUL-terminated).
  * Returns the length or a negative code; SCRY_E_CORRUPT when it is not a sane str. */

@@ -109,27 +109,6 @@ static int snapshot_reserve(pystate_snapshot_t *s, size_t n)
     return 0;
 }
 
-static uint64_t get_u64(const uint8_t *buf, size_t len, int64_t off)
-{
-    uint64_t v = 0;
-    if (off >= 0 && (uint64_t)off + 8 <= len)
-        memcpy(&v, buf + off, 8);
-    return v;
-}
-
-static int32_t get_i32(const uint8_t *buf, size_t len, int64_t off)
-{
-    int32_t v = 0;
-    if (off >= 0 && (uint64_t)off + 4 <= len)
-        memcpy(&v, buf + off, 4);
-    return v;
-}
-
-static uint8_t get_u8(const uint8_t *buf, size_t len, int64_t off)
-{
-    return (off >= 0 && (uint64_t)off < len) ? buf[off] : 0;
-}
-
 static int pf(pystate_target_t *t, raddr_t addr, void *buf, size_t len)
 {
     return pystate__pf_read(t->prefetch, t->mem, addr, buf, len, 0);
@@ -162,9 +141,9 @@ static int list_threads(pystate_target_t *t, pystate_snapshot_t *s)
             return ni == 0 ? SCRY_E_CORRUPT : 0;
         if (err)
             return err;
-        raddr_t next_interp = get_u64(ibuf, 24, 0);
-        raddr_t ts = get_u64(ibuf, 24, 8);
-        int32_t iid = L->interp_id >= 0 ? (int32_t)get_u64(ibuf, 24, 16) : ni;
+        raddr_t next_interp = pystate__u64_at(ibuf, 24, 0);
+        raddr_t ts = pystate__u64_at(ibuf, 24, 8);
+        int32_t iid = L->interp_id >= 0 ? (int32_t)pystate__u64_at(ibuf, 24, 16) : ni;
         for (size_t nt = 0; ts && nt < PYSTATE_MAX_THREADS; nt++) {
             err = pf(t, ts, tbuf, tsize);
             if (err) {
@@ -174,7 +153,7 @@ static int list_threads(pystate_target_t *t, pystate_snapshot_t *s)
                 }
                 return err;
             }
-            if (get_u64(tbuf, tsize, L->tstate_interp) != interp) {
+            if (pystate__u64_at(tbuf, tsize, L->tstate_interp) != interp) {
                 t->stats.torn++; /* a stale or torn list */
                 break;
             }
@@ -184,24 +163,24 @@ static int list_threads(pystate_target_t *t, pystate_snapshot_t *s)
             w->tstate = ts;
             w->interp = interp;
             w->interp_id = iid;
-            w->pthread_id = get_u64(tbuf, tsize, L->tstate_thread_id);
+            w->pthread_id = pystate__u64_at(tbuf, tsize, L->tstate_thread_id);
             w->tid = L->tstate_native_thread_id >= 0
-                         ? (int32_t)get_u64(tbuf, tsize, L->tstate_native_thread_id)
+                         ? (int32_t)pystate__u64_at(tbuf, tsize, L->tstate_native_thread_id)
                          : 0;
-            w->top_frame = get_u64(tbuf, tsize, L->tstate_frame);
+            w->top_frame = pystate__u64_at(tbuf, tsize, L->tstate_frame);
             w->cframe = 0;
             if (L->cframe_current_frame >= 0) {
                 w->cframe = w->top_frame;
                 w->top_frame = 0;
             }
             w->chunk = L->tstate_datastack_chunk >= 0
-                           ? get_u64(tbuf, tsize, L->tstate_datastack_chunk)
+                           ? pystate__u64_at(tbuf, tsize, L->tstate_datastack_chunk)
                            : 0;
             w->nraw = 0;
             w->truncated = 0;
             w->leaf_instr_addr = 0;
             s->count++;
-            ts = get_u64(tbuf, tsize, L->tstate_next);
+            ts = pystate__u64_at(tbuf, tsize, L->tstate_next);
         }
         interp = next_interp;
     }
@@ -304,15 +283,15 @@ static void walk_frame_objects(pystate_target_t *t, thread_work_t *w)
             t->stats.torn++;
             return;
         }
-        raddr_t code = get_u64(buf, len, L->frame_code);
-        int32_t lasti = get_i32(buf, len, L->frame_lasti);
+        raddr_t code = pystate__u64_at(buf, len, L->frame_code);
+        int32_t lasti = (int32_t)pystate__u32_at(buf, len, L->frame_lasti);
         uint32_t offset = lasti < 0 ? 0 : (uint32_t)lasti;
         if (L->major == 3 && L->minor == 10)
             offset *= 2;
         if (push_raw(w, code, offset, 1, 1) != 0)
             return;
         prev = f;
-        f = get_u64(buf, len, L->frame_back);
+        f = pystate__u64_at(buf, len, L->frame_back);
     }
 }
 
@@ -336,15 +315,15 @@ static void walk_interpreter_frames(pystate_target_t *t, thread_work_t *w)
             t->stats.torn++;
             return;
         }
-        uint8_t owner = get_u8(buf, len, L->iframe_owner);
-        raddr_t next = get_u64(buf, len, L->iframe_previous);
+        uint8_t owner = pystate__u8_at(buf, len, L->iframe_owner);
+        raddr_t next = pystate__u64_at(buf, len, L->iframe_previous);
         if (L->frame_style >= PYSTATE_FRAMES_312 && owner == FRAME_OWNED_BY_CSTACK) {
             /* A shim frame: the Python frame just above it was entered from C. */
             if (w->nraw)
                 w->raw[w->nraw - 1].entry = 1;
         } else {
-            raddr_t code = get_u64(buf, len, L->iframe_code);
-            raddr_t instr = get_u64(buf, len, L->iframe_instr);
+            raddr_t code = pystate__u64_at(buf, len, L->iframe_code);
+            raddr_t instr = pystate__u64_at(buf, len, L->iframe_instr);
             raddr_t start = code + (uint64_t)L->code_adaptive;
             uint32_t offset = 0;
             int has = 0;
@@ -352,7 +331,7 @@ static void walk_interpreter_frames(pystate_target_t *t, thread_work_t *w)
                 offset = (uint32_t)(instr - start);
                 has = 1;
             }
-            int entry = L->iframe_is_entry >= 0 ? get_u8(buf, len, L->iframe_is_entry) != 0 : 0;
+            int entry = L->iframe_is_entry >= 0 ? pystate__u8_at(buf, len, L->iframe_is_entry) != 0 : 0;
             if (w->nraw == 0) {
                 w->leaf_instr_addr = has ? instr : 0;
             }
@@ -566,7 +545,7 @@ int32_t pystate__tid_from_pthread(pystate_target_t *t, uint64_t pthread_id)
     }
     closedir(d);
     for (int64_t off = 0; off + 4 <= (int64_t)sizeof buf; off += 4) {
-        int32_t v = get_i32(buf, sizeof buf, off);
+        int32_t v = (int32_t)pystate__u32_at(buf, sizeof buf, off);
         for (size_t i = 0; i < ntids; i++)
             if (v == tids[i]) {
                 t->pthread_tid_offset = off;

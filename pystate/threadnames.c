@@ -66,27 +66,6 @@ typedef struct nm_keys {
     int64_t ix; /* entry index of '_name', -1 when absent */
 } nm_keys_t;
 
-static uint64_t u64_at(const uint8_t *buf, size_t len, int64_t off)
-{
-    uint64_t v = 0;
-    if (off >= 0 && (uint64_t)off + 8 <= len)
-        memcpy(&v, buf + off, 8);
-    return v;
-}
-
-static uint32_t u32_at(const uint8_t *buf, size_t len, int64_t off)
-{
-    uint32_t v = 0;
-    if (off >= 0 && (uint64_t)off + 4 <= len)
-        memcpy(&v, buf + off, 4);
-    return v;
-}
-
-static uint8_t u8_at(const uint8_t *buf, size_t len, int64_t off)
-{
-    return off >= 0 && (uint64_t)off < len ? buf[off] : 0;
-}
-
 /* A pointer that could be a heap or static object: nonzero, 8-aligned, user space. */
 static int ptr_ok(raddr_t p)
 {
@@ -154,13 +133,13 @@ static int nm_str_head(nm_t *m, const uint8_t *buf, size_t len, pystate_str_stat
                        int64_t *length)
 {
     const pystate_layout_t *L = m->L;
-    if (!nm_type_is(m, u64_at(buf, len, L->object_type), "str", &m->c->type_str))
+    if (!nm_type_is(m, pystate__u64_at(buf, len, L->object_type), "str", &m->c->type_str))
         return SCRY_E_CORRUPT;
     if (L->unicode_state < 0 || (uint64_t)L->unicode_state + 4 > len)
         return SCRY_E_CORRUPT;
-    if (pystate_str_decode_state(L->unicode_style, u32_at(buf, len, L->unicode_state), st) != 0)
+    if (pystate_str_decode_state(L->unicode_style, pystate__u32_at(buf, len, L->unicode_state), st) != 0)
         return SCRY_E_CORRUPT;
-    *length = (int64_t)u64_at(buf, len, L->unicode_length);
+    *length = (int64_t)pystate__u64_at(buf, len, L->unicode_length);
     if (*length < 0 || *length > (1 << 24))
         return SCRY_E_CORRUPT;
     return 0;
@@ -249,9 +228,9 @@ static int nm_keys_open(nm_t *m, raddr_t keys, raddr_t values, nm_dict_t *d)
         return err;
     uint64_t size;
     if (L->dictkeys_size >= 0) {
-        size = u64_at(h, hl, L->dictkeys_size);
+        size = pystate__u64_at(h, hl, L->dictkeys_size);
     } else {
-        uint8_t lg = u8_at(h, hl, L->dictkeys_log2_size);
+        uint8_t lg = pystate__u8_at(h, hl, L->dictkeys_log2_size);
         if (lg > 40)
             return SCRY_E_CORRUPT;
         size = 1ull << lg;
@@ -260,7 +239,7 @@ static int nm_keys_open(nm_t *m, raddr_t keys, raddr_t values, nm_dict_t *d)
         return SCRY_E_CORRUPT;
     uint64_t index_bytes;
     if (L->dictkeys_log2_index_bytes >= 0) {
-        uint8_t lg = u8_at(h, hl, L->dictkeys_log2_index_bytes);
+        uint8_t lg = pystate__u8_at(h, hl, L->dictkeys_log2_index_bytes);
         if (lg > 40)
             return SCRY_E_CORRUPT;
         index_bytes = 1ull << lg;
@@ -270,12 +249,12 @@ static int nm_keys_open(nm_t *m, raddr_t keys, raddr_t values, nm_dict_t *d)
         unsigned w = size <= 0xff ? 1 : size <= 0xffff ? 2 : size <= 0xffffffffull ? 4 : 8;
         index_bytes = size * w;
     }
-    int64_t n = (int64_t)u64_at(h, hl, L->dictkeys_nentries);
+    int64_t n = (int64_t)pystate__u64_at(h, hl, L->dictkeys_nentries);
     if (n < 0 || (uint64_t)n > size || n > PYSTATE_NAMES_DICT_MAX)
         return SCRY_E_CORRUPT;
     int general = 1;
     if (L->dictkeys_kind >= 0)
-        general = u8_at(h, hl, L->dictkeys_kind) == (uint8_t)L->dictkeys_kind_general;
+        general = pystate__u8_at(h, hl, L->dictkeys_kind) == (uint8_t)L->dictkeys_kind_general;
     d->entries = keys + (uint64_t)L->dictkeys_indices + index_bytes;
     d->values = values;
     d->n = (uint32_t)n;
@@ -296,10 +275,10 @@ static int nm_dict_open(nm_t *m, raddr_t dict, nm_dict_t *d)
     int err = rmem_read(m->t->mem, dict, h, hl);
     if (err)
         return err;
-    if (!nm_type_is(m, u64_at(h, hl, L->object_type), "dict", &m->c->type_dict))
+    if (!nm_type_is(m, pystate__u64_at(h, hl, L->object_type), "dict", &m->c->type_dict))
         return SCRY_E_CORRUPT;
-    raddr_t values = u64_at(h, hl, L->dict_values);
-    return nm_keys_open(m, u64_at(h, hl, L->dict_keys),
+    raddr_t values = pystate__u64_at(h, hl, L->dict_values);
+    return nm_keys_open(m, pystate__u64_at(h, hl, L->dict_keys),
                         values ? values + (uint64_t)L->dictvalues_values : 0, d);
 }
 
@@ -321,9 +300,9 @@ static int nm_dict_items(nm_t *m, const nm_dict_t *d, raddr_t **keys_out, raddr_
     if (n && d->values && (err = rmem_read(m->t->mem, d->values, vals, n * 8)) != 0)
         goto fail;
     for (size_t i = 0; i < n; i++) {
-        keys[i] = u64_at(ent + i * d->esize, d->esize, d->ekey);
+        keys[i] = pystate__u64_at(ent + i * d->esize, d->esize, d->ekey);
         if (!d->values)
-            vals[i] = u64_at(ent + i * d->esize, d->esize, d->evalue);
+            vals[i] = pystate__u64_at(ent + i * d->esize, d->esize, d->evalue);
     }
     free(ent);
     *keys_out = keys;
@@ -355,7 +334,7 @@ static int nm_dict_get(nm_t *m, raddr_t dict, const char *want, uint32_t *hint, 
         raddr_t key;
         if (d.esize <= sizeof e &&
             rmem_read(m->t->mem, d.entries + (uint64_t)*hint * d.esize, e, d.esize) == 0) {
-            key = u64_at(e, d.esize, d.ekey);
+            key = pystate__u64_at(e, d.esize, d.ekey);
             if (nm_find_str(m, &key, 1, want) == 0 &&
                 rmem_read_u64(m->t->mem, nm_value_slot(&d, *hint), value) == 0 && *value)
                 return 0;
@@ -409,18 +388,18 @@ static int nm_find_active(nm_t *m, raddr_t interp, raddr_t *active)
 static int nm_long(nm_t *m, const uint8_t *buf, size_t len, uint64_t *out)
 {
     const pystate_layout_t *L = m->L;
-    if (!nm_type_is(m, u64_at(buf, len, L->object_type), "int", &m->c->type_int))
+    if (!nm_type_is(m, pystate__u64_at(buf, len, L->object_type), "int", &m->c->type_int))
         return SCRY_E_CORRUPT;
     uint64_t nd;
     if (L->long_tag >= 0) {
-        uint64_t tag = u64_at(buf, len, L->long_tag);
+        uint64_t tag = pystate__u64_at(buf, len, L->long_tag);
         if ((tag & 3) == 2) /* negative */
             return SCRY_E_CORRUPT;
         nd = tag >> L->long_tag_shift;
         if ((tag & 3) == 1 && nd != 0)
             return SCRY_E_CORRUPT;
     } else {
-        int64_t size = (int64_t)u64_at(buf, len, L->long_size);
+        int64_t size = (int64_t)pystate__u64_at(buf, len, L->long_size);
         if (size < 0)
             return SCRY_E_CORRUPT;
         nd = (uint64_t)size;
@@ -431,8 +410,8 @@ static int nm_long(nm_t *m, const uint8_t *buf, size_t len, uint64_t *out)
     uint64_t v = 0;
     for (uint64_t i = 0; i < nd; i++) {
         uint64_t dg = ds == 4
-                          ? u32_at(buf, len, L->long_digits + (int64_t)(i * 4))
-                          : (uint64_t)(uint16_t)u32_at(buf, len, L->long_digits + (int64_t)(i * 2));
+                          ? pystate__u32_at(buf, len, L->long_digits + (int64_t)(i * 4))
+                          : (uint64_t)(uint16_t)pystate__u32_at(buf, len, L->long_digits + (int64_t)(i * 2));
         unsigned at = (unsigned)(i * shift);
         if (dg >> shift || at >= 64 || ((dg << at) >> at) != dg)
             return SCRY_E_CORRUPT;
@@ -474,8 +453,8 @@ static int nm_read_idents(nm_t *m, const raddr_t *keys, const raddr_t *vals, siz
             memset(b, 0, peek);
             uint64_t nd = NM_DIGITS_MAX + 1;
             if (rmem_read(m->t->mem, iov[j].addr, b, (size_t)L->long_digits) == 0)
-                nd = L->long_tag >= 0 ? u64_at(b, peek, L->long_tag) >> L->long_tag_shift
-                                      : u64_at(b, peek, L->long_size);
+                nd = L->long_tag >= 0 ? pystate__u64_at(b, peek, L->long_tag) >> L->long_tag_shift
+                                      : pystate__u64_at(b, peek, L->long_size);
             ok[j] = nd <= NM_DIGITS_MAX &&
                     (nd == 0 ||
                      rmem_read(m->t->mem, iov[j].addr + (uint64_t)L->long_digits,
@@ -507,14 +486,14 @@ static const nm_type_t *nm_type(nm_t *m, raddr_t type, nm_type_t *types, size_t 
     size_t len = (size_t)L->heaptype_cached_keys + 8;
     if (!ptr_ok(type) || len > sizeof buf || rmem_read(m->t->mem, type, buf, len) != 0)
         return ty;
-    ty->flags = u64_at(buf, len, L->type_flags);
-    ty->basicsize = (int64_t)u64_at(buf, len, L->type_basicsize);
-    ty->dictoffset = (int64_t)u64_at(buf, len, L->type_dictoffset);
+    ty->flags = pystate__u64_at(buf, len, L->type_flags);
+    ty->basicsize = (int64_t)pystate__u64_at(buf, len, L->type_basicsize);
+    ty->dictoffset = (int64_t)pystate__u64_at(buf, len, L->type_dictoffset);
     /* Thread classes are classes written in Python: heap types with shared keys. */
     if (!(ty->flags & NM_TPFLAGS_HEAPTYPE) || ty->basicsize < L->var_size ||
         ty->basicsize > (1 << 16))
         return ty;
-    ty->cached_keys = u64_at(buf, len, L->heaptype_cached_keys);
+    ty->cached_keys = pystate__u64_at(buf, len, L->heaptype_cached_keys);
     ty->ok = 1;
     return ty;
 }
@@ -551,7 +530,7 @@ static int nm_locate_attrs(nm_t *m, nm_thread_t *th, size_t n)
             h->alive = 0;
             continue;
         }
-        h->type = u64_at(b, len, pre + L->object_type);
+        h->type = pystate__u64_at(b, len, pre + L->object_type);
         const nm_type_t *ty = nm_type(m, h->type, types, &nt);
         if (!ty || !ty->ok) {
             h->alive = 0;
@@ -560,15 +539,15 @@ static int nm_locate_attrs(nm_t *m, nm_thread_t *th, size_t n)
         int managed = L->type_flag_managed_dict >= 0 &&
                       (ty->flags & (uint64_t)L->type_flag_managed_dict) != 0;
         if (managed && L->object_managed_values_before >= 0) { /* 3.11 */
-            raddr_t v = u64_at(b, len, pre - L->object_managed_values_before);
+            raddr_t v = pystate__u64_at(b, len, pre - L->object_managed_values_before);
             if (v) {
                 h->values = v + (uint64_t)L->dictvalues_values;
                 h->keys = ty->cached_keys;
             } else {
-                h->dict = u64_at(b, len, pre - L->object_managed_dict_before);
+                h->dict = pystate__u64_at(b, len, pre - L->object_managed_dict_before);
             }
         } else if (managed && L->object_dict_values_tag >= 0) { /* 3.12 */
-            raddr_t s = u64_at(b, len, pre - L->object_managed_dict_before);
+            raddr_t s = pystate__u64_at(b, len, pre - L->object_managed_dict_before);
             if (s & (uint64_t)L->object_dict_values_tag) {
                 h->values =
                     s + (uint64_t)L->object_dict_values_tag + (uint64_t)L->dictvalues_values;
@@ -577,7 +556,7 @@ static int nm_locate_attrs(nm_t *m, nm_thread_t *th, size_t n)
                 h->dict = s;
             }
         } else if (managed) { /* 3.13+: a materialised dict, else the inline values */
-            h->dict = u64_at(b, len, pre - L->object_managed_dict_before);
+            h->dict = pystate__u64_at(b, len, pre - L->object_managed_dict_before);
             if (!h->dict && L->type_flag_inline_values >= 0 &&
                 (ty->flags & (uint64_t)L->type_flag_inline_values)) {
                 h->vbase = h->obj + (uint64_t)ty->basicsize;
@@ -622,7 +601,7 @@ static int nm_read_dicts(nm_t *m, nm_thread_t *th, size_t n)
         goto out;
     for (size_t i = 0; i < n; i++)
         if (th[i].alive && th[i].slot) {
-            th[i].dict = ok[i] ? u64_at(bufs + i * hl, 8, 0) : 0;
+            th[i].dict = ok[i] ? pystate__u64_at(bufs + i * hl, 8, 0) : 0;
             th[i].slot = 0;
             th[i].alive = th[i].dict != 0;
         }
@@ -638,12 +617,12 @@ static int nm_read_dicts(nm_t *m, nm_thread_t *th, size_t n)
         if (!h->alive || !h->dict)
             continue;
         const uint8_t *b = bufs + i * hl;
-        if (!ok[i] || !nm_type_is(m, u64_at(b, hl, L->object_type), "dict", &m->c->type_dict)) {
+        if (!ok[i] || !nm_type_is(m, pystate__u64_at(b, hl, L->object_type), "dict", &m->c->type_dict)) {
             h->alive = 0;
             continue;
         }
-        raddr_t v = u64_at(b, hl, L->dict_values);
-        h->keys = u64_at(b, hl, L->dict_keys);
+        raddr_t v = pystate__u64_at(b, hl, L->dict_values);
+        h->keys = pystate__u64_at(b, hl, L->dict_keys);
         h->values = v ? v + (uint64_t)L->dictvalues_values : 0;
     }
     /* 3.13 inline values: still valid? */

@@ -681,8 +681,10 @@ def threads_target(c):
 
 
 def finish_threads_target(c, p, out):
+    t0 = time.monotonic()
     os.kill(p.pid, signal.SIGTERM)
     rc = c.wait(p, 180, "200-thread workload")
+    c.finish_s = time.monotonic() - t0
     check(os.path.exists(out), "workload wrote no result (exit %s): %s" % (rc, short(c.log_of(p))))
     with open(out) as f:
         res = json.load(f)
@@ -753,7 +755,7 @@ def t_threads200_sigkill(c):
     check(b > a, "no progress after scry was killed")
     res = finish_threads_target(c, p, out)
     return "scry SIGKILLed after 2 s: no thread stopped (states %s), progress %d/s after, " \
-           "exit 0 with %d iterations verified" % (counts, b - a, res["done"])
+           "exit 0 %.1f s after SIGTERM with %d iterations verified" % (counts, b - a, c.finish_s, res["done"])
 
 
 # ---------------------------------------------------------------------------------------
