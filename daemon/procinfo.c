@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define PROCINFO_SLOTS 8192 /* open thread files kept (power of two) */
@@ -85,7 +86,8 @@ typedef struct thread_files {
     pid_t tid; /* 0 = empty */
     int stat_fd;
     int sched_fd;
-    uint64_t last_cpu_ns; /* 0 = not read yet */
+    uint64_t last_cpu_ns;  /* 0 = not read yet */
+    uint64_t last_seen_ns; /* CLOCK_MONOTONIC of the last state read asking for it */
 } thread_files_t;
 
 struct procinfo_threads {
@@ -135,13 +137,21 @@ static thread_files_t *thread_slot(procinfo_threads_t *p, pid_t tid)
     snprintf(path, sizeof path, "/proc/%d/task/%d/schedstat", (int)p->pid, (int)tid);
     s->sched_fd = open(path, O_RDONLY | O_CLOEXEC);
     s->last_cpu_ns = 0;
+    s->last_seen_ns = 0;
     return s;
 }
 
-char procinfo_thread_state(procinfo_threads_t *p, pid_t tid, uint64_t *cpu_delta_ns)
+static uint64_t mono_ns(void)
 {
-    if (cpu_delta_ns)
-        *cpu_delta_ns = PROCINFO_NO_DELTA;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+char procinfo_thread_state(procinfo_threads_t *p, pid_t tid, uint64_t *wall_delta_ns)
+{
+    if (wall_delta_ns)
+        *wall_delta_ns = PROCINFO_NO_DELTA;
     if (tid <= 0)
         return 0;
     thread_files_t *s = thread_slot(p, tid);
@@ -161,15 +171,11 @@ char procinfo_thread_state(procinfo_threads_t *p, pid_t tid, uint64_t *cpu_delta
     char *rp = strrchr(buf, ')'); /* comm may hold spaces and parentheses */
     if (rp && rp[1] == ' ')
         state = rp[2];
-    if (cpu_delta_ns && s->sched_fd >= 0) {
-        n = pread(s->sched_fd, buf, sizeof buf - 1, 0);
-        if (n > 0) {
-            buf[n] = 0;
-            uint64_t cpu = strtoull(buf, NULL, 10);
-            if (s->last_cpu_ns && cpu >= s->last_cpu_ns)
-                *cpu_delta_ns = cpu - s->last_cpu_ns;
-            s->last_cpu_ns = cpu ? cpu : 1;
-        }
+    if (wall_delta_ns) {
+        uint64_t now = mono_ns();
+        if (s->last_seen_ns && now >= s->last_seen_ns)
+            *wall_delta_ns = now - s->last_seen_ns;
+        s->last_seen_ns = now;
     }
     return state;
 }

@@ -29,9 +29,9 @@ procinfo_threads_t *procinfo_threads_new(pid_t pid);
 void procinfo_threads_free(procinfo_threads_t *p);
 
 /* The scheduler state letter of thread TID ('R', 'S', 'D', ...), or 0 when unknown. When
- * CPU_DELTA_NS is not NULL it receives the CPU time (schedstat) the thread used since the
- * previous call that asked for it, or PROCINFO_NO_DELTA on the first such call. */
-char procinfo_thread_state(procinfo_threads_t *p, pid_t tid, uint64_t *cpu_delta_ns);
+ * WALL_DELTA_NS is not NULL it receives the wall time since the previous call that asked
+ * for it (CLOCK_MONOTONIC), or PROCINFO_NO_DELTA on the first such call. */
+char procinfo_thread_state(procinfo_threads_t *p, pid_t tid, uint64_t *wall_delta_ns);
 
 #define PROCINFO_NO_DELTA UINT64_MAX
 

@@ -112,15 +112,19 @@ static const thread_label_t *thread_label(sampler_t *s, pid_t tid, const char *p
     return l;
 }
 
-/* What a sample stands for: the CPU time the thread really used since its previous
- * sample when it is running (so CPU shares are real shares, also when more threads are
- * runnable than there are CPUs), the wall interval when it is off CPU (--idle). */
-static uint64_t sample_weight(const sampler_t *s, int running, uint64_t cpu_delta)
+/* What a sample stands for: when the thread is running, the CPU time it really used
+ * since it was last seen running (so CPU shares are real shares, also when more threads
+ * are runnable than there are CPUs, and the total is kept when it is not running at every
+ * tick); when it is off CPU (--idle), the wall time since its previous tick (so late or
+ * skipped ticks lose no waiting time). Both capped, so one long pause claims no more than
+ * ten intervals. */
+static uint64_t sample_weight(const sampler_t *s, int running, const task_info_t *task)
 {
-    if (!running || cpu_delta == PROCINFO_NO_DELTA)
+    uint64_t d = !task ? PROCINFO_NO_DELTA : running ? task->cpu_delta : task->wall_delta;
+    if (d == PROCINFO_NO_DELTA)
         return s->interval_ns;
-    uint64_t cap = 10 * s->interval_ns; /* a long pause must not claim unbounded time */
-    return cpu_delta < cap ? cpu_delta : cap;
+    uint64_t cap = 10 * s->interval_ns;
+    return d < cap ? d : cap;
 }
 
 /* Builds the frames of one thread: its Python stack, merged with its native stack when
@@ -148,7 +152,6 @@ static void emit_thread(sampler_t *s, const pystate_thread_t *th, const task_inf
                         uint64_t now, sampler_emit_fn emit, void *ctx)
 {
     char state = task ? task->state : 0;
-    uint64_t cpu_delta = task ? task->cpu_delta : PROCINFO_NO_DELTA;
     size_t nn = 0;
     if (s->unwind && task && task->stopped &&
         unwind_thread(s->unwind, th->tid, s->native, UNWIND_MAX_DEPTH, &nn) != 0)
@@ -166,7 +169,7 @@ static void emit_thread(sampler_t *s, const pystate_thread_t *th, const task_inf
     int running = state == 'R' || state == 0;
     scry_sample_t smp = {
         .time_ns = now,
-        .weight_ns = sample_weight(s, running, cpu_delta),
+        .weight_ns = sample_weight(s, running, task),
         .tid = th->tid,
         .thread_name = label->name,
         .metric = SCRY_METRIC_CPU,

@@ -23,7 +23,6 @@ struct tasks {
     procinfo_threads_t *files;
     uint64_t listed_ns;
     int stale;
-    int want_all_cpu;
     size_t n;
     task_info_t list[TASKS_MAX];
 };
@@ -82,6 +81,9 @@ static int list_tasks(tasks_t *t)
 int tasks_refresh(tasks_t *t)
 {
     tasks_resume_all(t);
+    /* A stop that timed out leaves its interrupt queued: once the thread reaches the stop
+     * it must be let go at once, or it would sit stopped (and look idle) from then on. */
+    unwind_reap_pending();
     /* Threads come and go rarely: the directory is listed again every 200 ms, or at once
      * when a thread was seen that the list lacks; in between each tick costs one pread
      * per thread (and one more for the CPU time of the running ones). */
@@ -95,8 +97,8 @@ int tasks_refresh(tasks_t *t)
         task_info_t *ti = &t->list[i];
         ti->stopped = 0;
         ti->cpu_delta = PROCINFO_NO_DELTA;
-        ti->state = procinfo_thread_state(t->files, ti->tid, NULL);
-        if (ti->state == 'R' || t->want_all_cpu)
+        ti->state = procinfo_thread_state(t->files, ti->tid, &ti->wall_delta);
+        if (ti->state == 'R')
             procinfo_thread_cpu(t->files, ti->tid, &ti->cpu_delta);
         alive += ti->state != 0;
     }
@@ -164,6 +166,6 @@ void tasks_resume_all(tasks_t *t)
             any = 1;
         }
     }
-    if (any)
-        unwind_reap_pending();
+    (void)any;
+    unwind_reap_pending();
 }

@@ -24,6 +24,7 @@
 #ifndef SCRY_SHIM_RING_H
 #define SCRY_SHIM_RING_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define SCRY_RING_MAGIC       0x474e495259524353ULL /* "SCRYRING" little-endian */
@@ -74,6 +75,8 @@ enum scry_ring_origin {
 #define SCRY_RING_SHIM_VERSION_MISMATCH 0x040u /* header py version != running interpreter */
 #define SCRY_RING_SHIM_NOPYTHON         0x080u /* no Python API found in the process */
 #define SCRY_RING_SHIM_PASSTHROUGH      0x100u /* shim saw disabled/stale ring and stopped */
+#define SCRY_RING_SHIM_GOT_PATCHED                                                                 \
+    0x200u /* attach mode: relocation slots of loaded objects redirected to the shim */
 
 /* Frame layout, copied by the daemon from pystate_layout_t (pystate/layout.h) for the
  * target's version. -1 means "no such field". The shim treats these as untrusted data:
@@ -128,6 +131,11 @@ struct scry_ring_header {
     uint64_t untracked;    /* sampled allocs the live set could not hold */
     uint64_t live_entries; /* sampled blocks currently tracked */
     uint64_t attach_count; /* scry_shim_attach successes on this ring */
+    /* attach mode (SCRY_RING_SHIM_GOT_PATCHED): process-wide totals, informational */
+    uint32_t got_objects; /* loaded objects with at least one slot redirected */
+    uint32_t got_slots;   /* relocation slots (GOT entries) redirected to the shim */
+    uint32_t got_failed;  /* objects skipped: a slot could not be made writable */
+    uint32_t reserved3;
 
     /* -- producer reservation counter, alone on its cache line ---------------------- */
     _Alignas(64) uint64_t head;
@@ -159,5 +167,6 @@ struct scry_ring_record {
 _Static_assert(sizeof(struct scry_ring_header) <= SCRY_RING_HEADER_SIZE, "header too big");
 _Static_assert(sizeof(struct scry_ring_record) == 448, "record layout changed");
 _Static_assert(sizeof(struct scry_ring_layout) == 144, "layout changed");
+_Static_assert(offsetof(struct scry_ring_header, head) == 512, "header layout changed");
 
 #endif

@@ -361,3 +361,20 @@ int shim__interposed(void)
     free(p);
     return ours;
 }
+
+/* Hidden aliases of the hooks (declared in shim_so.h): what shim_got.c writes into the
+ * relocation slots of other objects in attach mode. */
+#define SHIM_ALIAS(alias, fn) extern __typeof(fn) alias __attribute__((alias(#fn)))
+SHIM_ALIAS(shim__hook_malloc, malloc);
+SHIM_ALIAS(shim__hook_calloc, calloc);
+SHIM_ALIAS(shim__hook_realloc, realloc);
+SHIM_ALIAS(shim__hook_free, free);
+SHIM_ALIAS(shim__hook_posix_memalign, posix_memalign);
+SHIM_ALIAS(shim__hook_aligned_alloc, aligned_alloc);
+SHIM_ALIAS(shim__hook_memalign, memalign);
+SHIM_ALIAS(shim__hook_valloc, valloc);
+SHIM_ALIAS(shim__hook_pvalloc, pvalloc);
+SHIM_ALIAS(shim__hook_memcpy, memcpy);
+SHIM_ALIAS(shim__hook_memmove, memmove);
+SHIM_ALIAS(shim__hook_memcpy_chk, __memcpy_chk);
+SHIM_ALIAS(shim__hook_memmove_chk, __memmove_chk);

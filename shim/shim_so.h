@@ -56,12 +56,40 @@ int shim__resolve(void);
 /* Nonzero when this library's malloc is the process's malloc (launch mode). */
 int shim__interposed(void);
 
+/* The exported hooks under hidden names (shim_hooks.c): their addresses in this library.
+ * (Taking &malloc here gives whatever the global lookup binds: libc's, when injected.) */
+#define SHIM_HIDDEN __attribute__((visibility("hidden")))
+SHIM_HIDDEN void *shim__hook_malloc(size_t n);
+SHIM_HIDDEN void *shim__hook_calloc(size_t a, size_t b);
+SHIM_HIDDEN void *shim__hook_realloc(void *p, size_t n);
+SHIM_HIDDEN void shim__hook_free(void *p);
+SHIM_HIDDEN int shim__hook_posix_memalign(void **pp, size_t al, size_t n);
+SHIM_HIDDEN void *shim__hook_aligned_alloc(size_t al, size_t n);
+SHIM_HIDDEN void *shim__hook_memalign(size_t al, size_t n);
+SHIM_HIDDEN void *shim__hook_valloc(size_t n);
+SHIM_HIDDEN void *shim__hook_pvalloc(size_t n);
+SHIM_HIDDEN void *shim__hook_memcpy(void *d, const void *s, size_t n);
+SHIM_HIDDEN void *shim__hook_memmove(void *d, const void *s, size_t n);
+SHIM_HIDDEN void *shim__hook_memcpy_chk(void *d, const void *s, size_t n, size_t dl);
+SHIM_HIDDEN void *shim__hook_memmove_chk(void *d, const void *s, size_t n, size_t dl);
+
+/* shim_got.c: attach mode's interposition by relocation patching (docs/memory.md).
+ * Redirects the GOT slots of malloc & co., memcpy & co., dlopen and dlmopen in every loaded
+ * object except this library, libc, ld.so and the vDSO, to the hooks above; objects loaded
+ * later are patched when the redirected dlopen returns. Idempotent and never blocks (a walk
+ * in progress on another thread is redone by that thread). Call only when the shim is not
+ * preloaded. Returns 0, or -1 when the real functions cannot be resolved (nothing patched).
+ * Writes its counters into HDR (may be NULL). */
+int shim__got_attach(struct scry_ring_header *hdr);
+
 /* shim_core.c: slow paths. */
 void shim__alloc_slow(void *p, size_t n, uint8_t origin, uint8_t flags);
 void shim__free_slow(void *p, uint8_t flags);
 void shim__copy_slow(void *dst, size_t n);
 /* Returns the active ring view, or NULL (no ring, disabled, daemon gone, forked child). */
 const shim_ring_view_t *shim__active(uint64_t now_ns);
+/* The active ring's header, or NULL (for informational counters only). */
+struct scry_ring_header *shim__header(void);
 /* Sets SCRY_RING_SHIM_* bits in the active ring's header (no-op without a ring). */
 void shim__state_set(uint32_t bits);
 uint64_t shim__now_ns(void);

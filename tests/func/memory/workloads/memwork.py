@@ -1,0 +1,386 @@
+"""Workloads for scry's memory tests through the command line (run_memory.py) and for
+bench/memory_bench.py. Each measures its own truth and writes it as JSON (--truth).
+
+usage: python memwork.py CASE [--ready FILE] [--truth FILE] [--wait-ring SECONDS]
+                         [--stop FILE] [--log FILE] [--max-seconds S]
+
+Every line whose allocations or copies a test checks ends with a comment "# MARK:name";
+the truth gives each mark's line number and the function it is in, so the tests compare
+scry's per-line numbers with what this line really did.
+
+--wait-ring S: before the measured work, wait (at most S seconds) until scry's memory ring
+is mapped into this process (/dev/shm/scry-* in /proc/self/maps: preloaded at start in
+launch mode, injected in attach mode), enabled by the daemon, and the shim's PyMem hooks
+are installed (header bits, see shim/ring.h); then warm up (64 MiB allocated and copied),
+so that every thread's countdown has left the idle stride. Runs on Python 3.6+.
+"""
+import json
+import os
+import random
+import struct
+import subprocess
+import sys
+import threading
+import time
+
+MB = 1 << 20
+FILE = os.path.abspath(__file__)
+
+# shim/ring.h: offsets in struct scry_ring_header (checked by run_memory.py's self-test)
+RING_MAGIC = 0x474E495259524353
+OFF_NRECORDS, OFF_FILE_SIZE, OFF_ENABLED, OFF_OWNER, OFF_STATE = 24, 32, 264, 320, 324
+RING_HEADER_SIZE, RING_RECORD_SIZE = 4096, 448
+STATE_ATTACHED, STATE_PY_HOOKS = 0x1, 0x8
+
+
+def marks():
+    """{mark: (line, function)} from the '# MARK:' comments of this file."""
+    out = {}
+    func = "<module>"
+    with open(FILE) as f:
+        for n, text in enumerate(f, 1):
+            s = text.strip()
+            if text.startswith("def "):
+                func = text[4:].split("(")[0]
+            elif not text.startswith(" ") and s and not s.startswith("#"):
+                func = "<module>"
+            if "# MARK:" in text and not s.startswith("#"):
+                out[text.split("# MARK:")[1].strip()] = (n, func)
+    return out
+
+
+def find_ring(pid="self"):
+    try:
+        with open("/proc/%s/maps" % pid) as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) >= 6 and parts[5].startswith("/dev/shm/scry-"):
+                    return parts[5]
+    except OSError:
+        pass
+    return None
+
+
+def ring_header(path):
+    """(magic, nrecords, file_size, enabled, owner_pid, shim_state) or None."""
+    try:
+        with open(path, "rb") as f:
+            h = f.read(512)
+    except OSError:
+        return None
+    if len(h) < 512:
+        return None
+    magic, = struct.unpack_from("<Q", h, 0)
+    nrec, fsize = struct.unpack_from("<QQ", h, OFF_NRECORDS)
+    enabled, = struct.unpack_from("<I", h, OFF_ENABLED)
+    owner, state = struct.unpack_from("<iI", h, OFF_OWNER)
+    return magic, nrec, fsize, enabled, owner, state
+
+
+def wait_ring(limit):
+    """Waits until scry records memory in this process; returns (ring path, seconds waited)
+    or (None, limit) on time-out (the test then reports why)."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < limit:
+        path = find_ring()
+        h = ring_header(path) if path else None
+        if h and h[0] == RING_MAGIC and h[3] == 1 and h[4] == os.getpid() and (
+                h[5] & STATE_PY_HOOKS):
+            return path, time.monotonic() - t0
+        time.sleep(0.005)
+    return None, limit
+
+
+def warmup():
+    src = bytearray(2 * MB)
+    for _ in range(32):
+        b = bytes(src)  # MARK:warmup
+    return len(b)
+
+
+# --- known answers -----------------------------------------------------------------------
+
+
+def keep_200():
+    out = []
+    for _ in range(20000):
+        b = bytes(10000)  # MARK:keep
+        out.append(b)
+    return out, sum(sys.getsizeof(x) for x in out)
+
+
+def churn_2g():
+    n = 0
+    for _ in range(512):
+        b = bytes(4 * MB)  # MARK:churn
+        n += sys.getsizeof(b)
+        del b
+    return n
+
+
+def copy_2g():
+    src = bytearray(4 * MB)
+    n = 0
+    for _ in range(512):
+        out = bytes(src)  # MARK:copy
+        n += len(src)
+    return n
+
+
+def np_keep_300(np):
+    out = []
+    for _ in range(30):
+        a = np.ones(10 * MB // 8)  # MARK:np_keep
+        out.append(a)
+    return out, sum(a.nbytes for a in out)
+
+
+def np_copy_2g(np):
+    a = np.ones(16 * MB // 8)
+    n = 0
+    for _ in range(128):
+        b = a.copy()  # MARK:np_copy
+        n += b.nbytes
+        del b
+    return n
+
+
+# --- robustness --------------------------------------------------------------------------
+
+
+def thread_keep(out, i):
+    mine = []
+    for _ in range(50 * MB // 5033):
+        b = bytes(5000)  # MARK:thread_keep
+        mine.append(b)
+    out[i] = mine
+
+
+def parent_keep():
+    out = []
+    for _ in range(1000):
+        b = bytes(100000)  # MARK:parent_keep
+        out.append(b)
+    return out, sum(sys.getsizeof(x) for x in out)
+
+
+def fork_child_alloc():
+    out = []
+    for _ in range(3000):
+        b = bytes(100000)  # MARK:fork_child
+        out.append(b)
+    return len(out)
+
+
+def subprocess_child_alloc():
+    out = []
+    for _ in range(3000):
+        b = bytes(100000)  # MARK:subprocess_child
+        out.append(b)
+    return len(out)
+
+
+def exit_keep():
+    out = []
+    for _ in range(1000):
+        b = bytes(100000)  # MARK:exit_keep
+        out.append(b)
+    return out, sum(sys.getsizeof(x) for x in out)
+
+
+def exit_midway(truth, out_path):
+    write_json(out_path, truth)
+    t0 = time.monotonic()
+    while True:
+        x = [bytes(1000) for _ in range(1000)]  # MARK:exit_loop
+        if time.monotonic() - t0 > 0.5:
+            os._exit(3)  # mid-recording, no interpreter teardown
+        del x
+
+
+def speed_work():
+    x = [bytes(200) for _ in range(200)]  # MARK:speed
+    y = bytes(65536)
+    return len(x) + len(y)
+
+
+def flood(stop_at):
+    n = 0
+    while time.monotonic() < stop_at:
+        x = [bytes(64) for _ in range(1000)]  # MARK:flood
+        n += len(x)
+    return n
+
+
+def scribble(path, stop_at, stats):
+    """Writes random bytes over the ring's records (the area the shim fills and scry
+    reads) until stop_at."""
+    rnd = random.Random(12345)
+    with open(path, "r+b") as f:
+        nrec = struct.unpack_from("<Q", f.read(64), OFF_NRECORDS)[0]
+        nrec = max(1, min(nrec, 1 << 22))
+        while time.monotonic() < stop_at:
+            i = rnd.randrange(nrec)
+            n = rnd.randrange(1, 8)
+            f.seek(RING_HEADER_SIZE + i * RING_RECORD_SIZE + rnd.randrange(RING_RECORD_SIZE))
+            f.write(bytes(rnd.getrandbits(8) for _ in range(n * 64)))
+            f.flush()
+            stats["writes"] += 1
+            if stats["writes"] % 50 == 0:
+                time.sleep(0.001)
+
+
+# --- driver ------------------------------------------------------------------------------
+
+
+def write_json(path, obj):
+    if not path:
+        return
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(obj, f)
+    os.rename(tmp, path)
+
+
+def opt(name, default=None):
+    if name in sys.argv:
+        return sys.argv[sys.argv.index(name) + 1]
+    return default
+
+
+def main():
+    case = sys.argv[1]
+    ready, truth_path = opt("--ready"), opt("--truth")
+    wait_limit = float(opt("--wait-ring", "0"))
+    truth = {"pid": os.getpid(), "file": FILE, "case": case, "marks": marks(),
+             "python": "%d.%d.%d" % sys.version_info[:3]}
+    if case == "subprocess_child":
+        subprocess_child_alloc()
+        return
+    np = None
+    if case in ("numpy", "bench_numpy"):
+        import numpy as np
+    write_json(ready, truth)
+    if wait_limit > 0:
+        ring, waited = wait_ring(wait_limit)
+        truth["ring"], truth["ring_wait_s"] = ring, waited
+        if ring:
+            warmup()
+    t0 = time.monotonic()
+    keep = []
+    if case == "known":
+        kept, truth["keep_bytes"] = keep_200()
+        keep.append(kept)
+        truth["churn_bytes"] = churn_2g()
+        truth["copy_bytes"] = copy_2g()
+    elif case == "numpy":
+        kept, truth["np_keep_bytes"] = np_keep_300(np)
+        keep.append(kept)
+        truth["np_copy_bytes"] = np_copy_2g(np)
+    elif case == "threads":
+        out = [None] * 4
+        ts = [threading.Thread(target=thread_keep, args=(out, i)) for i in range(4)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        keep.append(out)
+        truth["thread_keep_bytes"] = sum(sys.getsizeof(b) for o in out for b in o)
+    elif case == "fork":
+        kept, truth["parent_keep_bytes"] = parent_keep()
+        keep.append(kept)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                fork_child_alloc()
+            finally:
+                os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        truth["fork_status"] = status
+        env = dict(os.environ)
+        truth["subprocess_rc"] = subprocess.call([sys.executable, FILE, "subprocess_child"],
+                                                 env=env)
+    elif case == "exit":
+        kept, truth["exit_keep_bytes"] = exit_keep()
+        keep.append(kept)
+        exit_midway(truth, truth_path)  # never returns
+    elif case == "speed":
+        # rate log: one JSON line per 0.2 s window [t_end, iterations, cpu_s, wall_s]
+        stop, log = opt("--stop"), opt("--log")
+        deadline = t0 + float(opt("--max-seconds", "120"))
+        total = iters = 0
+        with open(log, "a") as f:
+            while not os.path.exists(stop) and time.monotonic() < deadline:
+                w0, c0, n = time.monotonic(), time.process_time(), 0
+                while time.monotonic() - w0 < 0.2:
+                    total += speed_work()
+                    n += 1
+                f.write(json.dumps([time.monotonic(), n, time.process_time() - c0,
+                                    time.monotonic() - w0]) + "\n")
+                f.flush()
+                iters += n
+        truth["iterations"], truth["total"] = iters, total
+        truth["total_ok"] = total == iters * (200 + 65536)
+    elif case == "flood":
+        n_threads = int(opt("--threads", "4"))
+        stop_at = time.monotonic() + float(opt("--seconds", "2"))
+        res = [0] * n_threads
+
+        def run(i):
+            res[i] = flood(stop_at)
+
+        ts = [threading.Thread(target=run, args=(i,)) for i in range(n_threads)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        truth["objects"] = sum(res)
+    elif case == "hostile":
+        stats = {"writes": 0}
+        ring = truth.get("ring")
+        stop_at = time.monotonic() + float(opt("--seconds", "2"))
+        if ring:
+            th = threading.Thread(target=scribble, args=(ring, stop_at, stats))
+            th.start()
+        n = 0
+        while time.monotonic() < stop_at:
+            kept, nb = parent_keep()
+            n += nb
+            del kept
+            churn_2g()
+        if ring:
+            th.join()
+        truth["scribbles"] = stats["writes"]
+        truth["alloc_bytes"] = n
+    elif case == "bench_small":
+        # many small objects: dicts, tuples, strings
+        t = 0
+        for i in range(int(opt("--n", "1500000"))):
+            d = {"a": i, "b": str(i), "c": (i, i + 1)}
+            t += len(d["b"])
+        truth["result"] = t
+    elif case == "bench_large":
+        # large buffers: allocate, fill (copy) and drop 1 MiB .. 8 MiB blocks
+        src = bytearray(8 * MB)
+        t = 0
+        for i in range(int(opt("--n", "3000"))):
+            b = bytes(src[: (1 + i % 8) * MB])
+            t += len(b)
+        truth["result"] = t
+    elif case == "bench_numpy":
+        t = 0.0
+        for i in range(int(opt("--n", "400"))):
+            a = np.ones(((1 + i % 4) * MB) // 8)
+            b = a.copy()
+            c = a + b
+            t += float(c[0])
+        truth["result"] = t
+    else:
+        raise SystemExit("unknown case %r" % case)
+    truth["work_s"] = time.monotonic() - t0
+    write_json(truth_path, truth)
+    return keep
+
+
+if __name__ == "__main__":
+    KEEP = main()  # kept until the main module ends (scry stops the ring there)
