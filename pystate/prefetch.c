@@ -13,6 +13,7 @@ typedef struct pf_region {
     uint32_t off; /* into the data buffer */
     uint8_t range;
     uint8_t valid; /* read successfully this sample */
+    uint32_t slot; /* its index in the hash table */
 } pf_region_t;
 
 typedef struct pf_set {
@@ -41,8 +42,10 @@ static size_t pf_slot(raddr_t addr)
 
 static void set_clear(pf_set_t *s)
 {
-    if (s->n)
-        memset(s->hash, 0, sizeof s->hash);
+    /* Only the slots in use are cleared: a sample plans a few dozen regions, and wiping
+     * the whole table each time would cost more than the sample. */
+    for (size_t i = 0; i < s->n; i++)
+        s->hash[s->regions[i].slot] = 0;
     s->n = 0;
     s->bytes = 0;
     s->nranges = 0;
@@ -109,6 +112,7 @@ void pystate__pf_plan(pystate_prefetch_t *pf, raddr_t addr, size_t len, int rang
     while (s->hash[i])
         i = (i + 1) & (PF_HASH - 1);
     s->hash[i] = (int32_t)idx + 1;
+    s->regions[idx].slot = (uint32_t)i;
     if (range)
         s->ranges[s->nranges++] = (uint32_t)idx;
 }

@@ -49,6 +49,12 @@ static void debug(const char *a, const char *b)
     }
 }
 
+struct scry_ring_header *shim__header(void)
+{
+    shim_ring_view_t *v = __atomic_load_n(&active_view, __ATOMIC_ACQUIRE);
+    return v ? v->hdr : NULL;
+}
+
 void shim__state_set(uint32_t bits)
 {
     shim_ring_view_t *v = __atomic_load_n(&active_view, __ATOMIC_ACQUIRE);
@@ -265,6 +271,19 @@ out:
     return err;
 }
 
+/* Launch mode or not (probed once). In attach mode, native code is made to call the hooks
+ * by rewriting its relocation slots (shim_got.c); again at each attach, for objects loaded
+ * since by a path the dlopen hook did not see. */
+static int preloaded = -1;
+
+static void got_attach(const shim_ring_view_t *v)
+{
+    if (preloaded < 0)
+        preloaded = shim__interposed();
+    if (!preloaded)
+        shim__got_attach(v->hdr);
+}
+
 SHIM_API int scry_shim_attach(const char *ring_path)
 {
     if (!ring_path || !*ring_path || strlen(ring_path) >= SHIM_PATH_MAX)
@@ -284,6 +303,7 @@ SHIM_API int scry_shim_attach(const char *ring_path)
     if (cur && strcmp(active_path, ring_path) == 0 &&
         __atomic_load_n(&cur->hdr->magic, __ATOMIC_RELAXED) == SCRY_RING_MAGIC) {
         shim__py_poll(cur); /* idempotent: maybe Python is initialised by now */
+        got_attach(cur);
         goto out;
     }
     if (nviews >= SHIM_MAX_VIEWS) {
@@ -312,8 +332,11 @@ SHIM_API int scry_shim_attach(const char *ring_path)
     __atomic_store_n(&active_view, &views[nviews], __ATOMIC_RELEASE);
     nviews++;
     __atomic_fetch_add(&v.hdr->attach_count, 1, __ATOMIC_RELAXED);
-    shim__state_set(SCRY_RING_SHIM_ATTACHED | (shim__interposed() ? SCRY_RING_SHIM_PRELOADED : 0));
+    if (preloaded < 0)
+        preloaded = shim__interposed();
+    shim__state_set(SCRY_RING_SHIM_ATTACHED | (preloaded ? SCRY_RING_SHIM_PRELOADED : 0));
     shim__py_poll(&views[nviews - 1]);
+    got_attach(&views[nviews - 1]);
 out:
     t->busy = was_busy;
     __atomic_store_n(&attach_busy, 0, __ATOMIC_RELEASE);

@@ -364,7 +364,11 @@ int shim__interposed(void)
 
 /* Hidden aliases of the hooks (declared in shim_so.h): what shim_got.c writes into the
  * relocation slots of other objects in attach mode. */
-#define SHIM_ALIAS(alias, fn) extern __typeof(fn) alias __attribute__((alias(#fn)))
+#if defined(__clang__)
+#define SHIM_ALIAS(name, fn) extern __typeof(fn) name __attribute__((alias(#fn)))
+#else /* copy(): the alias gets its target's attributes (-Wmissing-attributes) */
+#define SHIM_ALIAS(name, fn) extern __typeof(fn) name __attribute__((copy(fn), alias(#fn)))
+#endif
 SHIM_ALIAS(shim__hook_malloc, malloc);
 SHIM_ALIAS(shim__hook_calloc, calloc);
 SHIM_ALIAS(shim__hook_realloc, realloc);

@@ -17,6 +17,7 @@ so that every thread's countdown has left the idle stride. Runs on Python 3.6+.
 import json
 import os
 import random
+import re
 import struct
 import subprocess
 import sys
@@ -44,8 +45,9 @@ def marks():
                 func = text[4:].split("(")[0]
             elif not text.startswith(" ") and s and not s.startswith("#"):
                 func = "<module>"
-            if "# MARK:" in text and not s.startswith("#"):
-                out[text.split("# MARK:")[1].strip()] = (n, func)
+            m = re.search(r"# MARK:(\w+)\s*$", text)
+            if m and not s.startswith("#"):
+                out[m.group(1)] = (n, func)
     return out
 
 
