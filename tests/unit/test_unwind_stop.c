@@ -12,10 +12,13 @@
 
 #define NTHREADS 200
 
+/* The workers wait for a gate file, so the test always gets its rounds of stops in while
+ * every thread is alive, however slow the machine is; then they do checked work. */
 static const char script[] = "import os, sys, threading, time\n"
                              "N = 200\n"
+                             "gate = os.environ['SCRY_STOP_GATE']\n"
                              "def work(i):\n"
-                             "    time.sleep(0.3)\n"
+                             "    while not os.path.exists(gate): time.sleep(0.01)\n"
                              "    s = 0\n"
                              "    for k in range(150000):\n"
                              "        s += k % 7\n"
@@ -107,6 +110,10 @@ int main(void)
         return 0;
     }
     child_t c = {0, -1};
+    char gate[64];
+    snprintf(gate, sizeof gate, "/tmp/scry-stop-gate-%d", (int)getpid());
+    unlink(gate);
+    setenv("SCRY_STOP_GATE", gate, 1);
     CHECK(spawn_python(python, script, NULL, &c) == 0);
     char line[128];
     CHECK(read_line(&c, line, sizeof line, 20000) > 0);
@@ -141,6 +148,12 @@ int main(void)
             kill_mid_stop(c.pid);
             killed = 1;
         }
+        if (rounds == 6) { /* let the workers run: stops continue while they work */
+            FILE *g = fopen(gate, "w");
+            CHECK(g != NULL);
+            if (g)
+                fclose(g);
+        }
         struct pollfd p = {.fd = c.out, .events = POLLIN};
         if (poll(&p, 1, 0) > 0)
             done = 1;
@@ -156,6 +169,7 @@ int main(void)
     int status = -1;
     CHECK(waitpid(c.pid, &status, 0) == c.pid);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    unlink(gate);
     c.pid = 0;
     stop_child(&c);
     unwind_free(u);

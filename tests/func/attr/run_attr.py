@@ -742,9 +742,12 @@ def t_threads200_sigkill(c):
     s = c.scry_start(["record", "--pid", pid, "--native", "--rate", 100, "--duration", 30,
                       "--format", "json", "-o", os.path.join(c.tmp, "k.json"), "-q"])
     time.sleep(2.0)
-    check(s.poll() is None, "scry exited early: %s" % short(s.stderr.read().decode()))
+    if s.poll() is not None:  # (reading stderr of a live scry would block until it exits)
+        raise Fail("scry exited early (%s): %s" % (s.returncode, short(s.stderr.read().decode())))
     os.kill(s.pid, signal.SIGKILL)
     s.wait(30)
+    check(s.returncode == -signal.SIGKILL, "scry ended with %s, not by SIGKILL" % s.returncode)
+    killed_after = time.monotonic() - s.t0
     stopped, counts = watch_states(pid, 1.5)
     check(not stopped, "threads left stopped after scry was SIGKILLed: %s" % sorted(stopped.items())[:10])
     bad = dict((t, st) for t, st in task_states(pid).items() if st not in ("R", "S", "D"))
@@ -754,8 +757,9 @@ def t_threads200_sigkill(c):
     b = read_progress(prog)
     check(b > a, "no progress after scry was killed")
     res = finish_threads_target(c, p, out)
-    return "scry SIGKILLed after 2 s: no thread stopped (states %s), progress %d/s after, " \
-           "exit 0 %.1f s after SIGTERM with %d iterations verified" % (counts, b - a, c.finish_s, res["done"])
+    return "scry SIGKILLed %.1f s after its start: no thread stopped (states %s), progress " \
+           "%d/s after, exit 0 %.1f s after SIGTERM with %d iterations verified" % (
+               killed_after, counts, b - a, c.finish_s, res["done"])
 
 
 # ---------------------------------------------------------------------------------------

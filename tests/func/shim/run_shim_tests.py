@@ -2,10 +2,14 @@
 """Functional tests of libscry-shim.so: real interpreters under LD_PRELOAD, a ring made by
 the daemon's consumer (through shim_harness), known-answer totals.
 
-usage: run_shim_tests.py --harness PATH --shim PATH [--only NAME] [--mean N]
+usage: run_shim_tests.py --harness PATH --shim PATH [--inject PATH --grab PATH]
+                         [--only NAME] [--mean N]
+--inject/--grab (inject_attach and libshim_test_grab.so): attach-mode tests through the real
+ptrace injector (test_inject*); skipped without them.
 Exit status 0 when every check passed. Interpreters that are not installed are skipped.
 """
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -257,6 +261,150 @@ def test_gone(args, ver, py):
         check(ratio < 1.25, "%s: target back to full speed" % mode)
 
 
+GOT_PATCHED = 0x200
+
+
+def run_inject(args, ver, python, parts, extra=(), timeout=600):
+    """Starts the target (workloads.py inject:PARTS), injects the shim into it with
+    inject_attach once it is ready, returns (inject_attach's JSON, code names, target's
+    output lines, target's exit status)."""
+    with tempfile.TemporaryDirectory() as d:
+        go, codes = os.path.join(d, "go"), os.path.join(d, "codes")
+        env = dict(os.environ, SCRY_TEST_GO=go, SCRY_TEST_GRAB=args.grab or "")
+        t = subprocess.Popen([python, WORKLOADS, "inject:" + parts, codes], env=env,
+                             stdout=subprocess.PIPE, universal_newlines=True)
+        try:
+            ready = t.stdout.readline()
+            if ready.strip() != "ready":
+                raise RuntimeError("target not ready: %r" % ready)
+            cmd = [args.inject, "--pid", str(t.pid), "--shim", args.shim, "--pyver", ver,
+                   "--go-file", go] + list(extra)
+            if args.mean:
+                cmd += ["--mean", str(args.mean)]
+            inj = subprocess.run(cmd, stdout=subprocess.PIPE, universal_newlines=True,
+                                 timeout=timeout)
+            out = t.stdout.read().splitlines()
+            status = t.wait(timeout=timeout)
+        finally:
+            if t.poll() is None:
+                t.kill()
+                t.wait()
+        data = json.loads(inj.stdout)
+        names = {}
+        if os.path.exists(codes):
+            with open(codes) as f:
+                names = dict(line.split() for line in f.read().splitlines())
+    return data, names, out, status
+
+
+def iby(data, names, fn, key):
+    addr = names.get(fn)
+    return data["codes"].get(addr, {}).get(key, 0) if addr else 0
+
+
+def inject_common(data, status, label):
+    i, sh, st = data["inject"], data["shim"], data["stats"]
+    check(i["rc"] == 0 and i["ret"] == 0, "%s: injected, scry_shim_attach returned 0 (rc %s, "
+          "ret %d, thread away %.1f ms) %s" % (label, i["rc_name"], i["ret"], i["stopped_ms"],
+                                               i["error"]))
+    check(status == 0, "%s: target exited 0 (%s)" % (label, status))
+    check(sh["state"] & (0x1d | GOT_PATCHED) == 0x1d | GOT_PATCHED and not sh["state"] & 0x2,
+          "%s: attached, PyMem hooks, stacks ok, GOT patched, not preloaded (state %#x)"
+          % (label, sh["state"]))
+    check(sh["got_slots"] > 0 and sh["got_failed"] == 0,
+          "%s: %d slots redirected in %d objects, %d objects failed"
+          % (label, sh["got_slots"], sh["got_objects"], sh["got_failed"]))
+    check(st["bad_records"] == 0 and st["bad_seq"] == 0, "%s: no bad records" % label)
+
+
+def test_inject(args, ver, py):
+    """Attach mode through the real injector: python and native allocations, copies in the
+    interpreter (libpython or the static executable), a library loaded after attach."""
+    data, names, out, status = run_inject(args, ver, py, "keep,churn,copy,grab")
+    inject_common(data, status, "inject")
+    want_large, want_small = 1000 * 100033, 250000 * 433
+    got = iby(data, names, "keep_large", "net_python")
+    check(within(got, want_large, 0.15), report("inject keep_large net python", got, want_large))
+    got = iby(data, names, "keep_small", "net_python")
+    check(within(got, want_small, 0.15), report("inject keep_small net python", got, want_small))
+    nat = sum(iby(data, names, f, "alloc_native") for f in ("keep_large", "keep_small"))
+    check(nat < 0.05 * want_large, "inject keep: native-origin bytes on the lines %d < 5%%" % nat)
+    want = 512 * (4 * MB + 33)
+    a, f = iby(data, names, "churn", "alloc_python"), iby(data, names, "churn", "free_python")
+    check(within(a, want, 0.15), report("inject churn alloc python", a, want))
+    check(within(f, want, 0.15), report("inject churn free python", f, want))
+    n = iby(data, names, "churn", "net_python")
+    check(abs(n) < 0.05 * want, "inject churn net python %.1f MB ~ 0" % (n / 1e6))
+    nat = iby(data, names, "churn", "alloc_native")
+    check(nat < 0.05 * want, "inject churn: pymalloc fall-through not counted twice "
+          "(native %.1f MB)" % (nat / 1e6))
+    want = 512 * 4 * MB
+    c = iby(data, names, "copy_bytes", "copy_native")
+    check(within(c, want, 0.20), report("inject bytes(bytearray) copy", c, want))
+    check("grab_kept 100" in out, "inject: library loaded after attach ran (%s)" % out)
+    want = 100 * MB
+    a = iby(data, names, "grab_keep", "alloc_native")
+    check(within(a, want, 0.15), report("inject dlopen'ed-later malloc native", a, want))
+    n = iby(data, names, "grab_keep", "net_native")
+    check(within(n, want, 0.15), report("inject dlopen'ed-later net native", n, want))
+    want = 256 * 4 * MB
+    c = iby(data, names, "grab_copy", "copy_native")
+    check(within(c, want, 0.20), report("inject dlopen'ed-later memcpy", c, want))
+    check("grab_dep_kept 50" in out, "inject: dlopen through the caller's RUNPATH still works")
+    want = 50 * MB
+    a = iby(data, names, "grab_dep", "net_native")
+    check(within(a, want, 0.15), report("inject dlopen'ed by a native library, net native", a,
+                                        want))
+
+
+def test_inject_threads(args, ver, py):
+    """Injected while 4 threads allocate and copy without pause."""
+    for rep in range(3):
+        data, names, out, status = run_inject(args, ver, py, "threads")
+        inject_common(data, status, "inject threads #%d" % rep)
+        loops = [int(l.split()[1]) for l in out if l.startswith("thread_loops")]
+        check(loops and loops[0] > 0, "inject threads: every worker kept running (%s)" % loops)
+        c = iby(data, names, "thread_busy", "copy_native")
+        a = iby(data, names, "thread_busy", "alloc_python")
+        check(c > 0 and a > 0 and len(data["tids"]) >= 4,
+              "inject threads: copies %.0f MB, python allocs %.0f MB, from %d threads"
+              % (c / 1e6, a / 1e6, len(data["tids"])))
+
+
+def test_inject_numpy(args, ver, py):
+    data, names, out, status = run_inject(args, ver, py, "numpy")
+    inject_common(data, status, "inject numpy")
+    k = iby(data, names, "np_keep", "alloc_native")
+    check(within(k, 300 * MB, 0.15), report("inject numpy keep alloc native", k, 300 * MB))
+    n = iby(data, names, "np_keep", "net_native")
+    check(within(n, 300 * MB, 0.15), report("inject numpy keep net native", n, 300 * MB))
+    c = iby(data, names, "np_copy", "alloc_native")
+    check(within(c, 2048 * MB, 0.15), report("inject numpy .copy() alloc native", c, 2048 * MB))
+    cp = iby(data, names, "np_copy", "copy_native")
+    check(within(cp, 2048 * MB, 0.20), report("inject numpy .copy() copy", cp, 2048 * MB))
+    p = iby(data, names, "np_keep", "alloc_python") + iby(data, names, "np_copy", "alloc_python")
+    check(p < 0.02 * 300 * MB, "inject numpy: python-origin bytes on the lines %.2f MB" % (p / 1e6))
+
+
+def test_inject_gone(args, ver, py):
+    """The injector goes away (heartbeat stops, ring stays enabled): the target survives and
+    runs at unprofiled speed with its GOTs still redirected (pass-through hooks)."""
+    t_shim, t_plain = [], []
+    for rep in range(3):
+        data, names, out, status = run_inject(args, ver, py, "late", ["--stop-after", "1.0"])
+        t_plain.append(timed_plain(py, "late"))
+        t_shim.append(float([l for l in out if l.startswith("late_churn_s")][0].split()[1]))
+        check(status == 0, "inject gone: target exited 0 (%s)" % status)
+    check(data["inject"]["rc"] == 0 and data["shim"]["state"] & GOT_PATCHED,
+          "inject gone: injected and GOT patched (state %#x)" % data["shim"]["state"])
+    check(data["stats"]["stopped"] == 1 and data["stats"]["target_alive"] == 1,
+          "inject gone: injector exited while the target ran")
+    ratio = min(t_shim) / min(t_plain)
+    print("  info inject gone: late phase CPU %.3f s vs %.3f s unprofiled (x%.2f)"
+          % (min(t_shim), min(t_plain), ratio))
+    check(ratio < 1.25, "inject gone: target back to full speed")
+
+
 TESTS = [test_keep, test_lines, test_churn, test_copy, test_threads, test_fork, test_attach]
 
 
@@ -264,6 +412,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--harness", required=True)
     ap.add_argument("--shim", required=True)
+    ap.add_argument("--inject", help="inject_attach (attach-mode tests through ptrace)")
+    ap.add_argument("--grab", help="libshim_test_grab.so (loaded by the target after attach)")
     ap.add_argument("--only")
     ap.add_argument("--mean", type=int)
     args = ap.parse_args()
@@ -276,6 +426,14 @@ def main():
     ver, py = PYTHONS[1]
     if os.path.exists(py):
         plan += [(test_full, ver, py), (test_gone, ver, py)]
+    if args.inject and args.grab:
+        plan += [(test_inject, ver, py) for ver, py in PYTHONS if os.path.exists(py)]
+        if os.path.exists(NUMPY_PYTHON[1]):
+            plan.append((test_inject_numpy,) + NUMPY_PYTHON)
+        plan += [(test_inject_threads, ver, py) for ver, py in PYTHONS[1:3]
+                 if os.path.exists(py)]
+        if os.path.exists(PYTHONS[1][1]):
+            plan.append((test_inject_gone,) + PYTHONS[1])
     for t, ver, py in plan:
         if args.only and args.only not in t.__name__:
             continue

@@ -99,7 +99,95 @@ def small_objects():
     return t
 
 
+@mark
+def grab_keep(lib):
+    # 100 x 1 MiB malloc'ed by a library loaded after the shim was injected
+    return lib.grab_keep(MB, 100)
+
+
+@mark
+def grab_copy(lib):
+    # 256 memcpy of 4 MiB = 1 GiB in that library
+    return lib.grab_copy(4 * MB, 256)
+
+
+@mark
+def grab_dep(lib):
+    # 50 x 1 MiB in a library that lib dlopen()s through its RUNPATH after attach
+    return lib.grab_dep_keep(b"libshim_test_grab_dep.so", MB, 50)
+
+
+@mark
+def thread_busy(stop, counts, i):
+    # allocates and copies without pause while the shim is injected and the GOTs patched
+    src = bytearray(200000)
+    while not stop.is_set():
+        b = bytes(src)
+        x = [bytes(100) for _ in range(100)]
+        del b, x
+        counts[i] += 1
+
+
+def run_injected(parts):
+    """Attach mode through the real injector: the test's inject_attach injects the shim
+    into this process while it waits for $SCRY_TEST_GO; then the parts run."""
+    parts = parts.split(",")
+    keep = []
+    np = None
+    if "numpy" in parts:
+        import numpy as np  # loaded before the shim: its GOT must be patched on attach
+        np.ones(10).copy()
+    stop, workers, counts = threading.Event(), [], [0] * 4
+    if "threads" in parts:  # running while the injector patches the GOTs
+        workers = [threading.Thread(target=thread_busy, args=(stop, counts, i)) for i in range(4)]
+        for t in workers:
+            t.start()
+    print("ready", flush=True)
+    go = os.environ["SCRY_TEST_GO"]
+    t0 = time.time()
+    while not os.path.exists(go) and time.time() - t0 < 120:
+        time.sleep(0.005)
+    t_go = time.time()
+    sum(range(1000))  # the pending call installs the PyMem hooks
+    time.sleep(0.02)
+    for part in parts:
+        if part == "keep":
+            keep += [keep_small(), keep_large()]
+        elif part == "churn":
+            churn()
+        elif part == "copy":
+            keep.append(copy_bytes(bytearray(4 * MB)))
+        elif part == "grab":
+            import ctypes  # loaded after attach too (dlopen of _ctypes)
+            lib = ctypes.CDLL(os.environ["SCRY_TEST_GRAB"])
+            lib.grab_keep.argtypes = [ctypes.c_size_t, ctypes.c_int]
+            lib.grab_copy.argtypes = [ctypes.c_size_t, ctypes.c_int]
+            lib.grab_copy.restype = ctypes.c_size_t
+            print("grab_kept %d" % grab_keep(lib))
+            print("grab_copied %d" % grab_copy(lib))
+            lib.grab_dep_keep.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int]
+            print("grab_dep_kept %d" % grab_dep(lib))
+        elif part == "threads":
+            time.sleep(1.0)
+            stop.set()
+            for t in workers:
+                t.join()
+            print("thread_loops %d" % min(counts))
+        elif part == "numpy":
+            keep.append(np_keep(np))
+            np_copy(np, np.ones(16 * MB // 8))
+        elif part == "late":
+            # the injector stops beating after 1 s: from 2.5 s on the shim is a pass-through
+            time.sleep(max(0.0, 2.5 - (time.time() - t_go)))
+            print("late_churn_s %.3f" % late_churn())
+        else:
+            raise SystemExit("unknown part " + part)
+    return keep
+
+
 def run(name):
+    if name.startswith("inject:"):
+        return run_injected(name[len("inject:"):])
     if name == "keep":
         a = keep_small()
         b = keep_large()
