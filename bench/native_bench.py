@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import signal
 import statistics
 import subprocess
@@ -379,6 +380,13 @@ def main():
     if a.stall_seconds <= 0:
         a.stall_seconds = max(60.0, 15 * a.work_seconds)
     b = Bench(a)
+    try:
+        run_all(a, b)
+    finally:
+        shutil.rmtree(b.tmp, ignore_errors=True)
+
+
+def run_all(a, b):
     modes = ["base", "plain", "native"]
     loads = [loadavg()]
     iters = b.calibrate()

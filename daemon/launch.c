@@ -84,8 +84,9 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-int launch_wait_python(pid_t child, strtab_t *strings, double timeout_s, pystate_target_t **out,
-                       int *status, char *errbuf, size_t errlen)
+int launch_wait_python(pid_t child, strtab_t *strings, double timeout_s,
+                       void (*on_open)(pystate_target_t *t, void *ctx), void *ctx,
+                       pystate_target_t **out, int *status, char *errbuf, size_t errlen)
 {
     double start = now_s();
     pystate_snapshot_t *snap = pystate_snapshot_new();
@@ -105,6 +106,10 @@ int launch_wait_python(pid_t child, strtab_t *strings, double timeout_s, pystate
         pystate_target_t *t = NULL;
         int err = pystate_target_open(child, strings, &t, errbuf, errlen);
         if (err == 0) {
+            if (on_open) {
+                on_open(t, ctx);
+                on_open = NULL;
+            }
             if (pystate_sample(t, snap) == 0 && pystate_snapshot_count(snap) > 0) {
                 pystate_snapshot_free(snap);
                 *out = t;

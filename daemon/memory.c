@@ -25,6 +25,7 @@ struct memprof {
     ringc_event_t events[MEMPROF_BATCH];
     scry_frame_t frames[SCRY_RING_MAX_FRAMES + 1];
     uint64_t nevents;
+    int discard; /* stopped at the target's teardown: what is still queued is dropped */
     const char *s_unknown, *s_empty;
 };
 
@@ -219,7 +220,7 @@ int memprof_drain(memprof_t *m, pystate_target_t *t, sampler_emit_fn emit, void 
         int err = ringc_poll(m->ring, m->events, MEMPROF_BATCH, &n);
         if (err)
             return err;
-        for (size_t i = 0; i < n; i++)
+        for (size_t i = 0; i < n && !m->discard; i++)
             emit_event(m, t, &m->events[i], emit, ctx);
         total += (int)n;
         if (n < MEMPROF_BATCH)
@@ -233,6 +234,7 @@ void memprof_stop(memprof_t *m)
 {
     if (m->ring)
         ringc_set_enabled(m->ring, 0);
+    m->discard = 1;
 }
 
 void memprof_counts(const memprof_t *m, uint64_t *events, uint64_t *dropped, uint64_t *bad)

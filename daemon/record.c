@@ -63,6 +63,19 @@ static void emit_to_profile(const scry_sample_t *s, void *ctx)
     report_profile_add(ctx, s);
 }
 
+/* Launch mode: as soon as the launched program is recognised as Python, its layout goes
+ * into the ring and recording starts (the preloaded shim holds the program before main()
+ * until then). On failure memory profiling is dropped. */
+static void start_memory(pystate_target_t *t, void *ctx)
+{
+    memprof_t **mem = ctx;
+    if (*mem && memprof_start(*mem, t) != 0) {
+        fprintf(stderr, "scry: cannot start memory recording; going on with CPU profiling only\n");
+        memprof_free(*mem);
+        *mem = NULL;
+    }
+}
+
 /* Launch mode: the ring is created once the child's pid is known and before it execs, so
  * that only the program scry launched (and the programs it execs into) may claim it. */
 static void create_ring_for_child(pid_t child, void *ctx)
@@ -77,7 +90,6 @@ typedef struct progress {
     uint64_t last_ns;
     uint64_t start_ns;
     memprof_t *mem; /* --memory: drained after every tick */
-    int main_seen;  /* its main thread has run Python frames */
     pystate_target_t *target;
     report_profile_t *prof;
 } progress_t;
@@ -99,16 +111,12 @@ static void drain_memory(progress_t *p)
 static int show_progress(sampler_t *s, void *ctx)
 {
     progress_t *p = ctx;
-    drain_memory(p);
-    /* Memory is recorded until the main module finishes: the frees of the interpreter's
-     * teardown would otherwise bring every line's net to zero. */
-    int mf = sampler_stats(s)->main_frames;
-    if (p->mem && p->main_seen && mf == 0) {
+    /* Memory is recorded until the interpreter starts its teardown: the frees of
+     * Py_Finalize would otherwise bring every line's net to zero. Checked before the
+     * drain, so the teardown's queued events are dropped, not counted. */
+    if (p->mem && sampler_stats(s)->finalizing)
         memprof_stop(p->mem);
-        p->main_seen = 0;
-    }
-    if (mf > 0)
-        p->main_seen = 1;
+    drain_memory(p);
     if (!p->tty)
         return 0;
     uint64_t now = sampler_now_ns();
@@ -155,7 +163,8 @@ int cmd_record(const scry_config_t *cfg)
                          mem ? create_ring_for_child : NULL, mem, &child) != 0)
             goto out;
         char msg[1024] = "";
-        int err = launch_wait_python(child, strings, 10.0, &t, &child_status, msg, sizeof msg);
+        int err = launch_wait_python(child, strings, 10.0, mem ? start_memory : NULL, &mem, &t,
+                                     &child_status, msg, sizeof msg);
         if (err == SCRY_E_GONE) {
             child_reaped = 1;
             fprintf(stderr, "scry: '%s' exited before scry could read it as Python (status %d)\n",
@@ -186,7 +195,7 @@ int cmd_record(const scry_config_t *cfg)
             }
         }
     }
-    if (mem && memprof_start(mem, t) != 0) {
+    if (mem && !cfg->argv && memprof_start(mem, t) != 0) {
         fprintf(stderr, "scry: cannot start memory recording; going on with CPU profiling only\n");
         memprof_free(mem);
         mem = NULL;

@@ -228,12 +228,7 @@ int sampler_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
     }
     size_t n = pystate_snapshot_count(s->snap);
     int any_gil = 0;
-    s->stats.main_frames = -1;
-    for (size_t i = 0; i < n; i++) {
-        const pystate_thread_t *th = pystate_snapshot_thread(s->snap, i);
-        if (th->tid == pid)
-            s->stats.main_frames = (int)th->nframes;
-    }
+    s->stats.finalizing = pystate_snapshot_finalizing(s->snap);
     for (size_t i = 0; i < n; i++) {
         const pystate_thread_t *th = pystate_snapshot_thread(s->snap, i);
         any_gil |= th->gil;

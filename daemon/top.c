@@ -413,7 +413,7 @@ static int open_target(const scry_config_t *cfg, strtab_t *strings, pystate_targ
         return -1;
     char msg[1024] = "";
     int status = 0;
-    int err = launch_wait_python(*child, strings, 10.0, target, &status, msg, sizeof msg);
+    int err = launch_wait_python(*child, strings, 10.0, NULL, NULL, target, &status, msg, sizeof msg);
     if (err == SCRY_E_GONE) {
         *child = 0; /* reaped */
         fprintf(stderr, "scry: '%s' exited before scry could read it as Python (status %d)\n",

@@ -453,6 +453,7 @@ static void fill(const dbg314_t *d, int minor, const pystate_layout_t *g, pystat
     o->runtime_interpreters_head = i64(d->runtime_state.interpreters_head);
     o->runtime_interpreters_main = i64(d->runtime_state.interpreters_head) + DBG_PTR;
     o->runtime_tstate_current = -1;
+    o->runtime_finalizing = i64(d->runtime_state.finalizing);
     o->runtime_gil = -1;
     o->gil_locked = i64(i->gil_runtime_state_locked - i->gil_runtime_state);
     o->gil_last_holder = i64(i->gil_runtime_state_holder - i->gil_runtime_state);

@@ -43,6 +43,7 @@ struct pystate_target {
     raddr_t runtime;             /* _PyRuntime (3.7+) */
     raddr_t interp_head_addr;    /* 3.6: &interp_head */
     raddr_t tstate_current_addr; /* 3.6: &_PyThreadState_Current */
+    raddr_t finalizing_addr;     /* the word that is non-NULL once Py_Finalize runs; 0 unknown */
     int64_t code_key_start;      /* window of a code object compared to validate a cache hit */
     int64_t code_key_len;
     raddr_t code_type;           /* address of the code type, once checked by name */

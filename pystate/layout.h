@@ -160,6 +160,10 @@ typedef struct pystate_layout {
                                              else -1 */
     int64_t object_dict_values_tag;       /* 3.12: the slot holds (values - 1) | this bit
                                              when it holds values, else -1 */
+    /* Interpreter teardown */
+    int64_t runtime_finalizing; /* 3.7+: offsetof(_PyRuntimeState, finalizing / _finalizing),
+                                   the thread state running Py_Finalize (NULL before);
+                                   3.6: -1 (the global _Py_Finalizing instead) */
 } pystate_layout_t;
 
 /* Returns the generated layout for MAJOR.MINOR (3.6 .. 3.12, and 3.13 as a fallback when

@@ -106,6 +106,7 @@ static const pystate_layout_t layout_3_6 = {
     .object_managed_dict_before = -1,
     .object_managed_values_before = -1,
     .object_dict_values_tag = -1,
+    .runtime_finalizing = -1,
 };
 
 /* 3.7: from the headers of CPython 3.7.16 (PY_VERSION_HEX 0x030710f0) */
@@ -202,6 +203,7 @@ static const pystate_layout_t layout_3_7 = {
     .object_managed_dict_before = -1,
     .object_managed_values_before = -1,
     .object_dict_values_tag = -1,
+    .runtime_finalizing = 8,
 };
 
 /* 3.8: from the headers of CPython 3.8.18 (PY_VERSION_HEX 0x030812f0) */
@@ -298,6 +300,7 @@ static const pystate_layout_t layout_3_8 = {
     .object_managed_dict_before = -1,
     .object_managed_values_before = -1,
     .object_dict_values_tag = -1,
+    .runtime_finalizing = 16,
 };
 
 /* 3.9: from the headers of CPython 3.9.18 (PY_VERSION_HEX 0x030912f0) */
@@ -394,6 +397,7 @@ static const pystate_layout_t layout_3_9 = {
     .object_managed_dict_before = -1,
     .object_managed_values_before = -1,
     .object_dict_values_tag = -1,
+    .runtime_finalizing = 16,
 };
 
 /* 3.10: from the headers of CPython 3.10.13 (PY_VERSION_HEX 0x030a0df0) */
@@ -490,6 +494,7 @@ static const pystate_layout_t layout_3_10 = {
     .object_managed_dict_before = -1,
     .object_managed_values_before = -1,
     .object_dict_values_tag = -1,
+    .runtime_finalizing = 16,
 };
 
 /* 3.11: from the headers of CPython 3.11.7 (PY_VERSION_HEX 0x030b07f0) */
@@ -586,6 +591,7 @@ static const pystate_layout_t layout_3_11 = {
     .object_managed_dict_before = 24,
     .object_managed_values_before = 32,
     .object_dict_values_tag = -1,
+    .runtime_finalizing = 24,
 };
 
 /* 3.12: from the headers of CPython 3.12.1 (PY_VERSION_HEX 0x030c01f0) */
@@ -682,6 +688,7 @@ static const pystate_layout_t layout_3_12 = {
     .object_managed_dict_before = 24,
     .object_managed_values_before = -1,
     .object_dict_values_tag = 1,
+    .runtime_finalizing = 24,
 };
 
 /* 3.13: from the headers of CPython 3.13.0 (PY_VERSION_HEX 0x030d00f0) */
@@ -778,6 +785,7 @@ static const pystate_layout_t layout_3_13 = {
     .object_managed_dict_before = 24,
     .object_managed_values_before = -1,
     .object_dict_values_tag = -1,
+    .runtime_finalizing = 608,
 };
 
 const pystate_layout_t *pystate_layout_for(int major, int minor)

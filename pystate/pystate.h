@@ -90,6 +90,10 @@ void pystate_snapshot_free(pystate_snapshot_t *s);
 int pystate_sample(pystate_target_t *t, pystate_snapshot_t *snap);
 
 size_t pystate_snapshot_count(const pystate_snapshot_t *s);
+
+/* 1 when the interpreter had begun its teardown (Py_Finalize) at that snapshot, else 0
+ * (also when the version does not say). */
+int pystate_snapshot_finalizing(const pystate_snapshot_t *s);
 const pystate_thread_t *pystate_snapshot_thread(const pystate_snapshot_t *s, size_t i);
 
 /* Counters since the target was opened. */

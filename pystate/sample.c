@@ -52,6 +52,7 @@ typedef struct thread_work {
 } thread_work_t;
 
 struct pystate_snapshot {
+    int finalizing;
     pystate_thread_t *threads;
     thread_work_t *work;
     size_t count;
@@ -81,6 +82,11 @@ void pystate_snapshot_free(pystate_snapshot_t *s)
 size_t pystate_snapshot_count(const pystate_snapshot_t *s)
 {
     return s->count;
+}
+
+int pystate_snapshot_finalizing(const pystate_snapshot_t *s)
+{
+    return s->finalizing;
 }
 
 const pystate_thread_t *pystate_snapshot_thread(const pystate_snapshot_t *s, size_t i)
@@ -510,6 +516,8 @@ int pystate_sample(pystate_target_t *t, pystate_snapshot_t *s)
     if (err)
         return err;
     mark_gil(t, s);
+    uint64_t fin = 0;
+    s->finalizing = t->finalizing_addr && pf(t, t->finalizing_addr, &fin, 8) == 0 && fin != 0;
     assign_names(t, s);
     t->stats.threads_read += s->count;
     return 0;

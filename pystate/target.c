@@ -316,6 +316,10 @@ int pystate_target_open(pid_t pid, strtab_t *strings, pystate_target_t **out, ch
         t->info.runtime_addr = t->runtime;
     }
     choose_code_key(t);
+    if (t->layout.runtime_finalizing >= 0 && t->runtime)
+        t->finalizing_addr = t->runtime + (uint64_t)t->layout.runtime_finalizing;
+    else if (minor == 6 && sym_addr(obj, bias, "_Py_Finalizing", &t->finalizing_addr) != 0)
+        t->finalizing_addr = 0;
     /* A last check that memory is readable at all (permissions). */
     uint64_t probe;
     err = rmem_read_u64(t->mem, t->info.runtime_addr, &probe);

@@ -38,6 +38,9 @@
  * must call ringc_heartbeat() at least every SCRY_RING_HEARTBEAT_PERIOD_NS. */
 #define SCRY_RING_HEARTBEAT_STALE_NS  1000000000ull
 #define SCRY_RING_HEARTBEAT_PERIOD_NS 250000000ull
+/* Launch mode: how long a preloaded Python process waits before main() for scry to enable
+ * the ring (scry publishes the layout as soon as the program is mapped). */
+#define SCRY_RING_LAUNCH_WAIT_NS 3000000000ull
 
 /* Defaults (bytes); see docs/memory.md for how they were chosen. */
 #define SCRY_RING_DEFAULT_ALLOC_MEAN (128u * 1024u)

@@ -4,9 +4,9 @@
  * Launch mode: LD_PRELOAD=libscry-shim.so SCRY_RING=/dev/shm/<name> python ...
  * (the constructor calls scry_shim_attach(getenv("SCRY_RING"))).
  * Attach mode: an injector dlopen()s libscry-shim.so in a live process and calls
- * scry_shim_attach() (resolve it with dlsym). Only the PyMem hooks (python-origin
- * allocations) work in attach mode: malloc/memcpy of already-loaded code are not
- * interposed.
+ * scry_shim_attach() (resolve it with dlsym). Native code already loaded is made to call the
+ * shim's malloc/memcpy hooks by rewriting its relocation slots (GOT entries), and objects
+ * loaded later are patched when dlopen returns (shim_got.c, docs/memory.md).
  */
 #ifndef SCRY_SHIM_H
 #define SCRY_SHIM_H
@@ -15,7 +15,10 @@
  * claims it for this process (header.owner_pid: CAS from 0, or already this pid; and
  * target_pid must be 0 or this pid), makes it the active ring and, when the interpreter
  * is initialised, schedules the PyMem hook installation with Py_AddPendingCall (run by
- * the main thread at its next eval-breaker check, GIL held).
+ * the main thread at its next eval-breaker check, GIL held). When not preloaded, it also
+ * redirects the GOT slots of malloc & co., memcpy & co., dlopen and dlmopen in every loaded
+ * object but libc, ld.so, the vDSO and itself (a few ms; mprotect for RELRO pages; objects
+ * that cannot be patched are skipped and counted in header.got_failed).
  *
  * Callable from any thread, at any time after the library's constructor ran; idempotent
  * (attaching again to the active path returns 0 and only retries the Python hook

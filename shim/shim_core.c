@@ -9,6 +9,7 @@
 #include "scry_shim.h"
 #include "../common/scry_err.h"
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -358,6 +359,27 @@ static void atfork_child(void)
     shim__py_atfork_child();
 }
 
+/* Launch mode: scry learns the interpreter's version (and so the frame layout the shim
+ * needs) only once the program is mapped, which is now. When this process is Python, hold
+ * it here, before main(), until scry has published the layout and enabled the ring, so
+ * not a byte of the program's own allocations is missed. Bounded: after
+ * SCRY_RING_LAUNCH_WAIT_NS (scry gone or slow) the program goes on and the shim stays a
+ * pass-through until the ring is enabled. Other programs (shells and wrappers on the way
+ * to Python) never wait. */
+static void launch_wait(void)
+{
+    const shim_ring_view_t *v = __atomic_load_n(&active_view, __ATOMIC_ACQUIRE);
+    if (!v || !dlsym(RTLD_DEFAULT, "Py_IsInitialized"))
+        return;
+    uint64_t start = shim__now_ns();
+    while (!__atomic_load_n(&v->hdr->enabled, __ATOMIC_ACQUIRE)) {
+        if (shim__now_ns() - start > SCRY_RING_LAUNCH_WAIT_NS)
+            return;
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 __attribute__((constructor)) static void shim_init(void)
 {
     shim__resolve();
@@ -369,5 +391,7 @@ __attribute__((constructor)) static void shim_init(void)
         int err = scry_shim_attach(path);
         if (err)
             debug("not attached to ", path);
+        else
+            launch_wait();
     }
 }

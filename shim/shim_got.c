@@ -67,12 +67,12 @@ enum {
     GOT_NFN
 };
 
-#define GOT_MAX_DONE      2048      /* objects remembered as examined */
-#define GOT_MAX_SLOTS     1024      /* candidate slots per object */
-#define GOT_MAX_DYN       1024      /* dynamic entries read per object */
+#define GOT_MAX_DONE      2048       /* objects remembered as examined */
+#define GOT_MAX_SLOTS     1024       /* candidate slots per object */
+#define GOT_MAX_DYN       1024       /* dynamic entries read per object */
 #define GOT_MAX_RELS      (1u << 22) /* relocations read per table */
-#define GOT_MAX_VMAS      64        /* mappings of one object */
-#define GOT_MAX_MAPS_LINE 200000    /* lines of /proc/self/maps read */
+#define GOT_MAX_VMAS      64         /* mappings of one object */
+#define GOT_MAX_MAPS_LINE 200000     /* lines of /proc/self/maps read */
 #define GOT_GADGET_SCAN   (1u << 20) /* bytes searched for a 'ret' in the caller */
 #define GOT_WALK_ROUNDS   8
 #define GOT_OLD_VERSION   "GLIBC_2.2.5"
@@ -284,18 +284,24 @@ static int resolve_fns(void)
     if (fns_state)
         return fns_state > 0 ? 0 : -1;
     static const char *const names[GOT_NFN] = {
-        "malloc",   "calloc", "realloc",  "free",         "posix_memalign",
-        "aligned_alloc", "memalign", "valloc", "pvalloc", "memcpy",
-        "memmove",  "__memcpy_chk", "__memmove_chk", "dlopen", "dlmopen"};
-    void *hooks[GOT_NFN] = {
-        (void *)shim__hook_malloc,        (void *)shim__hook_calloc,
-        (void *)shim__hook_realloc,       (void *)shim__hook_free,
-        (void *)shim__hook_posix_memalign, (void *)shim__hook_aligned_alloc,
-        (void *)shim__hook_memalign,      (void *)shim__hook_valloc,
-        (void *)shim__hook_pvalloc,       (void *)shim__hook_memcpy,
-        (void *)shim__hook_memmove,       (void *)shim__hook_memcpy_chk,
-        (void *)shim__hook_memmove_chk,   (void *)hook_dlopen,
-        (void *)hook_dlmopen};
+        "malloc",        "calloc",       "realloc",       "free",    "posix_memalign",
+        "aligned_alloc", "memalign",     "valloc",        "pvalloc", "memcpy",
+        "memmove",       "__memcpy_chk", "__memmove_chk", "dlopen",  "dlmopen"};
+    void *hooks[GOT_NFN] = {(void *)shim__hook_malloc,
+                            (void *)shim__hook_calloc,
+                            (void *)shim__hook_realloc,
+                            (void *)shim__hook_free,
+                            (void *)shim__hook_posix_memalign,
+                            (void *)shim__hook_aligned_alloc,
+                            (void *)shim__hook_memalign,
+                            (void *)shim__hook_valloc,
+                            (void *)shim__hook_pvalloc,
+                            (void *)shim__hook_memcpy,
+                            (void *)shim__hook_memmove,
+                            (void *)shim__hook_memcpy_chk,
+                            (void *)shim__hook_memmove_chk,
+                            (void *)hook_dlopen,
+                            (void *)hook_dlmopen};
     if (shim__resolve() != 0)
         return -1;
     for (int f = 0; f < GOT_NFN; f++) {
@@ -332,7 +338,15 @@ static int match_name(const char *s, size_t max)
     if (max < 4)
         return -1;
     switch (s[0]) {
-    case 'm': case 'c': case 'r': case 'f': case 'p': case 'a': case 'v': case '_': case 'd':
+    case 'm':
+    case 'c':
+    case 'r':
+    case 'f':
+    case 'p':
+    case 'a':
+    case 'v':
+    case '_':
+    case 'd':
         break;
     default:
         return -1;
@@ -349,16 +363,16 @@ static int match_name(const char *s, size_t max)
 
 typedef struct obj {
     uintptr_t base;
-    const ElfW(Phdr) *ph;
+    const ElfW(Phdr) * ph;
     unsigned phnum;
     /* dynamic section */
-    const ElfW(Rela) *rela, *jmprel;
+    const ElfW(Rela) * rela, *jmprel;
     size_t nrela, njmprel;
-    const ElfW(Sym) *symtab;
+    const ElfW(Sym) * symtab;
     const char *strtab;
     size_t strsz;
-    const ElfW(Half) *versym;
-    const ElfW(Verneed) *verneed;
+    const ElfW(Half) * versym;
+    const ElfW(Verneed) * verneed;
     size_t nverneed;
     int is_exe;
 } obj_t;
@@ -429,20 +443,47 @@ static int read_dynamic(obj_t *o)
     for (size_t i = 0; i < dynsz && i < GOT_MAX_DYN && dyn[i].d_tag != DT_NULL; i++) {
         ElfW(Xword) v = dyn[i].d_un.d_val;
         switch (dyn[i].d_tag) {
-        case DT_RELA: rela = v; break;
-        case DT_RELASZ: relasz = v; break;
-        case DT_RELAENT: relaent = v; break;
-        case DT_JMPREL: jmprel = v; break;
-        case DT_PLTRELSZ: pltrelsz = v; break;
-        case DT_PLTREL: pltrel = (long)v; break;
-        case DT_SYMTAB: symtab = v; break;
-        case DT_SYMENT: syment = v; break;
-        case DT_STRTAB: strtab = v; break;
-        case DT_STRSZ: o->strsz = v; break;
-        case DT_VERSYM: versym = v; break;
-        case DT_VERNEED: verneed = v; break;
-        case DT_VERNEEDNUM: o->nverneed = v; break;
-        default: break;
+        case DT_RELA:
+            rela = v;
+            break;
+        case DT_RELASZ:
+            relasz = v;
+            break;
+        case DT_RELAENT:
+            relaent = v;
+            break;
+        case DT_JMPREL:
+            jmprel = v;
+            break;
+        case DT_PLTRELSZ:
+            pltrelsz = v;
+            break;
+        case DT_PLTREL:
+            pltrel = (long)v;
+            break;
+        case DT_SYMTAB:
+            symtab = v;
+            break;
+        case DT_SYMENT:
+            syment = v;
+            break;
+        case DT_STRTAB:
+            strtab = v;
+            break;
+        case DT_STRSZ:
+            o->strsz = v;
+            break;
+        case DT_VERSYM:
+            versym = v;
+            break;
+        case DT_VERNEED:
+            verneed = v;
+            break;
+        case DT_VERNEEDNUM:
+            o->nverneed = v;
+            break;
+        default:
+            break;
         }
     }
     if (relaent != sizeof(ElfW(Rela)) || syment != sizeof(ElfW(Sym)) || !o->strsz)
@@ -499,7 +540,7 @@ static int old_version(const obj_t *o, size_t sym)
 }
 
 /* Adds the slots of relocation table R (N entries) that may be redirected to S. */
-static void collect(const obj_t *o, const ElfW(Rela) *r, size_t n, slot_t *s, unsigned *ns)
+static void collect(const obj_t *o, const ElfW(Rela) * r, size_t n, slot_t *s, unsigned *ns)
 {
     for (size_t i = 0; i < n && *ns < GOT_MAX_SLOTS; i++) {
         unsigned type = ELF64_R_TYPE(r[i].r_info);
@@ -646,8 +687,8 @@ static int patch(const obj_t *o, const slot_t *s, unsigned ns)
             open_prot = m->prot;
         }
         void *expect = s[i].old;
-        if (__atomic_compare_exchange_n((void **)a, &expect, fns[s[i].fn].hook, 0,
-                                        __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        if (__atomic_compare_exchange_n((void **)a, &expect, fns[s[i].fn].hook, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE))
             written++;
     }
     if (open_page)

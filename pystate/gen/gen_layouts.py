@@ -129,6 +129,13 @@ def spec_for(minor):
     else:
         s["runtime_size"] = s["runtime_interpreters_head"] = NONE
         s["runtime_interpreters_main"] = NONE
+    # The thread state running Py_Finalize: 'finalizing' in 3.7/3.8, '_finalizing' later.
+    if minor >= 9:
+        s["runtime_finalizing"] = OFF(rt, "_finalizing")
+    elif minor >= 7:
+        s["runtime_finalizing"] = OFF(rt, "finalizing")
+    else:
+        s["runtime_finalizing"] = NONE
     # gilstate.tstate_current exists 3.7-3.11; 3.12 made the current tstate thread-local.
     s["runtime_tstate_current"] = OFF(rt, "gilstate.tstate_current") if 7 <= minor <= 11 else NONE
     # The GIL lives in _PyRuntime.ceval.gil 3.7-3.11; 3.12+ has a pointer in the

@@ -294,8 +294,8 @@ int main(int argc, char **argv)
     for (int k = 1; k < 4; k++) {
         printf("%s\"%s\": {", k > 1 ? ", " : "", kn[k]);
         for (int o = 0; o < 2; o++)
-            printf("%s\"%s\": [%llu, %llu]", o ? ", " : "", on[o],
-                   (unsigned long long)tot_n[k][o], (unsigned long long)tot_w[k][o]);
+            printf("%s\"%s\": [%llu, %llu]", o ? ", " : "", on[o], (unsigned long long)tot_n[k][o],
+                   (unsigned long long)tot_w[k][o]);
         printf("}");
     }
     printf("},\n \"net\": {\"python\": %lld, \"native\": %lld},\n", (long long)net_origin[0],

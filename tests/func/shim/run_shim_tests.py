@@ -351,6 +351,7 @@ def test_inject(args, ver, py):
     c = iby(data, names, "grab_copy", "copy_native")
     check(within(c, want, 0.20), report("inject dlopen'ed-later memcpy", c, want))
     check("grab_dep_kept 50" in out, "inject: dlopen through the caller's RUNPATH still works")
+    check("dlerror_kept 1" in out, "inject: a failed dlopen still reports its dlerror() text")
     want = 50 * MB
     a = iby(data, names, "grab_dep", "net_native")
     check(within(a, want, 0.15), report("inject dlopen'ed by a native library, net native", a,

@@ -167,6 +167,10 @@ def run_injected(parts):
             print("grab_copied %d" % grab_copy(lib))
             lib.grab_dep_keep.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int]
             print("grab_dep_kept %d" % grab_dep(lib))
+            try:  # a failed dlopen through the hook keeps its dlerror() text
+                ctypes.CDLL("libscry-test-missing.so")
+            except OSError as e:
+                print("dlerror_kept %d" % ("libscry-test-missing.so" in str(e)))
         elif part == "threads":
             time.sleep(1.0)
             stop.set()

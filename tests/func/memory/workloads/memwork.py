@@ -80,17 +80,18 @@ def ring_header(path):
 
 
 def wait_ring(limit):
-    """Waits until scry records memory in this process; returns (ring path, seconds waited)
-    or (None, limit) on time-out (the test then reports why)."""
+    """Waits until scry records memory in this process; returns (ring path, seconds waited,
+    last header seen), the path None on time-out (the test then reports why)."""
     t0 = time.monotonic()
+    h = None
     while time.monotonic() - t0 < limit:
         path = find_ring()
         h = ring_header(path) if path else None
         if h and h[0] == RING_MAGIC and h[3] == 1 and h[4] == os.getpid() and (
                 h[5] & STATE_PY_HOOKS):
-            return path, time.monotonic() - t0
+            return path, time.monotonic() - t0, h
         time.sleep(0.005)
-    return None, limit
+    return None, limit, h
 
 
 def warmup():
@@ -264,8 +265,8 @@ def main():
         import numpy as np
     write_json(ready, truth)
     if wait_limit > 0:
-        ring, waited = wait_ring(wait_limit)
-        truth["ring"], truth["ring_wait_s"] = ring, waited
+        ring, waited, header = wait_ring(wait_limit)
+        truth["ring"], truth["ring_wait_s"], truth["ring_header"] = ring, waited, header
         if ring:
             warmup()
     t0 = time.monotonic()
