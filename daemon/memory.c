@@ -254,15 +254,27 @@ void memprof_describe(const memprof_t *m, char *buf, size_t len)
 {
     ringc_stats_t st;
     memset(&st, 0, sizeof st);
-    if (m->ring)
+    uint32_t got_slots = 0, got_objects = 0;
+    if (m->ring) {
         ringc_stats(m->ring, &st);
+        size_t maplen = 0;
+        const struct scry_ring_header *h = ringc_mapping(m->ring, &maplen);
+        if (h && maplen >= sizeof *h) { /* informational, written by the target */
+            got_slots = __atomic_load_n(&h->got_slots, __ATOMIC_RELAXED);
+            got_objects = __atomic_load_n(&h->got_objects, __ATOMIC_RELAXED);
+        }
+    }
     uint64_t dropped = 0;
     for (int k = 0; k < SCRY_RING_NKINDS; k++)
         dropped += st.dropped_events[k];
-    snprintf(buf, len, "memory: %llu events (%s%s%s), %llu dropped, %llu rejected",
+    char got[96] = "";
+    if (st.shim_state & SCRY_RING_SHIM_GOT_PATCHED)
+        snprintf(got, sizeof got, ", malloc/memcpy redirected in %u objects (%u slots)",
+                 got_objects, got_slots);
+    snprintf(buf, len, "memory: %llu events (%s%s%s%s), %llu dropped, %llu rejected",
              (unsigned long long)m->nevents,
              (st.shim_state & SCRY_RING_SHIM_ATTACHED) ? "shim attached" : "shim never attached",
              (st.shim_state & SCRY_RING_SHIM_PY_HOOKS) ? ", Python hooks" : "",
-             (st.shim_state & SCRY_RING_SHIM_PRELOADED) ? ", malloc/memcpy interposed" : "",
+             (st.shim_state & SCRY_RING_SHIM_PRELOADED) ? ", malloc/memcpy interposed" : "", got,
              (unsigned long long)dropped, (unsigned long long)(st.bad_records + st.stalled));
 }

@@ -69,11 +69,14 @@ const shim_ring_view_t *shim__active(uint64_t now)
     if (!v || __atomic_load_n(&forked_child, __ATOMIC_RELAXED))
         return NULL;
     struct scry_ring_header *h = v->hdr;
+    /* A heartbeat a little in the future is normal (NOW was taken before it was read and
+     * the thread may have been preempted in between); only a far-future one (a garbage
+     * header) is refused, so a dead daemon is still noticed. */
     uint64_t hb = __atomic_load_n(&h->heartbeat_ns, __ATOMIC_ACQUIRE);
     if (__atomic_load_n(&h->magic, __ATOMIC_RELAXED) != SCRY_RING_MAGIC ||
         !__atomic_load_n(&h->enabled, __ATOMIC_ACQUIRE) ||
         (int64_t)(now - hb) > (int64_t)SCRY_RING_HEARTBEAT_STALE_NS ||
-        (int64_t)(hb - now) > (int64_t)SCRY_RING_HEARTBEAT_STALE_NS) {
+        (int64_t)(hb - now) > 30 * (int64_t)SCRY_RING_HEARTBEAT_STALE_NS) {
         shim__state_set(SCRY_RING_SHIM_PASSTHROUGH);
         return NULL;
     }

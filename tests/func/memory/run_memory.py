@@ -1,0 +1,755 @@
+#!/usr/bin/env python3
+"""End-to-end known-answer tests of scry's memory profiling through the command line
+(`scry record --memory`, launch and attach mode), against real CPython interpreters.
+
+usage: run_memory.py --scry PATH --python VERSION [-k PATTERN] [-v]
+
+VERSION: 3.6 ... 3.13 (pyenv builds) or debian3.11 (/usr/bin/python3.11; the numpy tests
+run only where `import numpy` works). Stdlib only; runs on any Python 3.6+. Same
+conventions as tests/func/run.py: one line "PASS|FAIL|SKIP name: detail" per test, then
+exactly one line "N passed, N failed, N skipped"; exit 1 on a failure; every process a
+test starts is killed at its end; every scry run has a time-out.
+
+The workload (workloads/memwork.py) marks each checked line with "# MARK:name" and
+measures its own truth (bytes kept with sys.getsizeof, bytes copied, array nbytes). Before
+its measured work it waits until scry's ring is mapped and enabled in its own process and
+the shim's PyMem hooks are installed, then warms up (64 MiB), so launch and attach mode
+are compared with the same truth. Several tests share one scry run (one per workload case
+and mode, cached); each still prints its own verdict.
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKLOAD = os.path.join(HERE, "workloads", "memwork.py")
+VERSIONS = ["3.6", "3.7", "3.8", "3.9", "3.10", "3.11", "3.12", "3.13", "debian3.11"]
+
+SCRY_TIMEOUT = 120  # seconds: no scry command may take longer
+READY_TIMEOUT = 60  # workload start-up (numpy import) on a loaded machine
+RING_WAIT = 30  # seconds the workload waits for scry's ring before giving up
+MB = float(1 << 20)  # scry's MB are MiB (report/report_internal.h REPORT__MB)
+
+TOL_KEEP = 0.15  # net of a line that keeps memory
+TOL_ALLOC = 0.15  # bytes allocated by a line
+TOL_COPY = 0.20  # bytes copied by a line
+NET_OF_ALLOC = 0.05  # |net| of a line that frees what it allocates, relative to its alloc
+SPEED_RATIO = 1.3  # target's time per iteration after scry was SIGKILLed vs before
+
+
+class Fail(Exception):
+    pass
+
+
+class Skip(Exception):
+    pass
+
+
+def check(cond, msg):
+    if not cond:
+        raise Fail(msg)
+
+
+def short(text, n=500):
+    text = (text or "").strip()
+    return text if len(text) <= n else text[: n // 2] + " ... " + text[-n // 2 :]
+
+
+def rel_err(got, want):
+    return (got - want) / want if want else float("inf")
+
+
+# ---------------------------------------------------------------------------------------
+# interpreters
+
+
+def find_interpreter(label):
+    if label == "debian3.11":
+        path = "/usr/bin/python3.11"
+        if not os.access(path, os.X_OK):
+            raise Skip("%s not found" % path)
+        return path
+    vdir = os.path.join(os.environ.get("PYENV_ROOT") or "/root/.pyenv", "versions")
+    try:
+        names = sorted(os.listdir(vdir))
+    except OSError:
+        raise Skip("no pyenv versions directory %s" % vdir)
+    for name in names:
+        if re.match(r"^%s\.\d+$" % re.escape(label), name):
+            path = os.path.join(vdir, name, "bin", "python" + label)
+            if os.access(path, os.X_OK):
+                return path
+    raise Skip("no CPython %s.x under %s" % (label, vdir))
+
+
+def clean_env(extra=None):
+    env = dict(os.environ)
+    for k in ("PYTHONHOME", "PYTHONPATH", "PYENV_VERSION", "PYTHONSTARTUP", "LD_PRELOAD",
+              "SCRY_RING", "PYTHONMALLOC"):
+        env.pop(k, None)
+    env.update({"LC_ALL": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1"})
+    env.update(extra or {})
+    return env
+
+
+# ---------------------------------------------------------------------------------------
+# per-test context
+
+
+class Ctx(object):
+    def __init__(self, runner, name, parent=None):
+        self.r = runner
+        self.python = runner.python
+        if parent:  # a test's own folder inside the run's folder (cached runs stay there)
+            self.tmp = tempfile.mkdtemp(prefix="%s-" % name, dir=parent)
+        else:
+            self.tmp = tempfile.mkdtemp(prefix="scry-mem-%s-" % name)
+        os.chmod(self.tmp, 0o755)
+        self.keep_tmp = parent is not None
+        self.procs = []
+        self.rings = []  # /dev/shm ring files a killed scry could not remove
+
+    def spawn(self, cmd, log_name, env=None):
+        log = open(os.path.join(self.tmp, log_name), "wb")
+        p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                             env=env or clean_env(), start_new_session=True)
+        p.log_path = log.name
+        log.close()
+        self.procs.append(p)
+        return p
+
+    def log_of(self, p):
+        try:
+            with open(p.log_path, "rb") as f:
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def kill(self, p):
+        if p.poll() is None:
+            for fn in (os.killpg, os.kill):
+                try:
+                    fn(p.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def strays(self):
+        found = []
+        key = self.tmp.encode()
+        for d in os.listdir("/proc"):
+            if not d.isdigit() or int(d) == os.getpid():
+                continue
+            try:
+                with open("/proc/%s/cmdline" % d, "rb") as f:
+                    cmd = f.read()
+                with open("/proc/%s/stat" % d, "rb") as f:
+                    state = f.read().rsplit(b")", 1)[1].split()[0]
+            except OSError:
+                continue
+            if key in cmd and state != b"Z":
+                found.append(int(d))
+        return found
+
+    def cleanup(self):
+        for p in self.procs:
+            self.kill(p)
+        for _ in range(3):
+            pids = self.strays()
+            if not pids:
+                break
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            time.sleep(0.2)
+        for path in self.rings:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        if not self.keep_tmp:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    # -- scry ----------------------------------------------------------------------------
+
+    def scry(self, args, timeout=SCRY_TIMEOUT):
+        """Runs scry to its end; (rc, stdout, stderr, wall seconds)."""
+        cmd = [self.r.scry] + [str(a) for a in args]
+        t0 = time.monotonic()
+        p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=clean_env(), start_new_session=True)
+        self.procs.append(p)
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill(p)
+            raise Fail("scry %s: no exit after %d s (killed)" % (" ".join(cmd[1:]), timeout))
+        err = err.decode("utf-8", "replace")
+        if self.r.verbose:
+            print("    $ scry %s -> %d\n%s" % (" ".join(cmd[1:]), p.returncode, err.rstrip()))
+        return p.returncode, out.decode("utf-8", "replace"), err, time.monotonic() - t0
+
+    def workload_args(self, case, truth, extra=()):
+        return [self.python, WORKLOAD, case, "--truth", truth, "--wait-ring", RING_WAIT,
+                "--max-seconds", 100] + [str(a) for a in extra]
+
+    def wait_file(self, path, p, what, timeout=READY_TIMEOUT):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if os.path.exists(path):
+                with open(path) as f:
+                    return json.load(f)
+            if p.poll() is not None:
+                raise Fail("%s exited (%s) before %s: %s" % (
+                    os.path.basename(WORKLOAD), p.returncode, what, short(self.log_of(p))))
+            time.sleep(0.02)
+        raise Fail("workload not %s after %d s" % (what, timeout))
+
+    def run_case(self, case, mode, fmt="json", scry_extra=(), extra=(), name="out"):
+        """Runs the workload CASE under `scry record --memory` in MODE ('launch' or
+        'attach'); returns a Run (profile text, parsed JSON when fmt is json, truth, scry's
+        exit code and stderr, the workload's exit code)."""
+        out = os.path.join(self.tmp, "%s.%s" % (name, fmt))
+        truth = os.path.join(self.tmp, "%s-truth.json" % name)
+        common = ["record", "--memory", "--format", fmt, "-o", out] + list(scry_extra)
+        if mode == "launch":
+            rc, _, err, wall = self.scry(common + ["--"] + self.workload_args(case, truth, extra))
+            wrc = None
+        else:
+            ready = os.path.join(self.tmp, "%s-ready.json" % name)
+            p = self.spawn(self.workload_args(case, truth, list(extra) + ["--ready", ready]),
+                           name + ".log")
+            info = self.wait_file(ready, p, "ready")
+            rc, _, err, wall = self.scry(common + ["--pid", info["pid"]])
+            try:
+                wrc = p.wait(60)
+            except subprocess.TimeoutExpired:
+                raise Fail("the attached workload did not finish 60 s after scry ended")
+            check(wrc == 0 or case == "exit", "the attached workload exited %s: %s" % (
+                wrc, short(self.log_of(p))))
+        return Run(self, case, mode, out, truth, rc, err, wrc, fmt)
+
+
+class Run(object):
+    def __init__(self, c, case, mode, out, truth, rc, err, wrc, fmt):
+        self.case, self.mode, self.rc, self.err, self.wrc = case, mode, rc, err, wrc
+        self.text, self.doc, self.truth = None, None, None
+        self.problem = None
+        if os.path.exists(truth):
+            with open(truth) as f:
+                self.truth = json.load(f)
+        if rc != 0:
+            self.problem = "scry exited %d: %s" % (rc, short(err))
+        elif not os.path.exists(out):
+            self.problem = "scry wrote no profile %s: %s" % (out, short(err))
+        else:
+            with open(out, "rb") as f:
+                self.text = f.read().decode("utf-8", "replace")
+            if fmt == "json":
+                try:
+                    self.doc = json.loads(self.text)
+                except ValueError as e:
+                    self.problem = "profile is not JSON (%s): %s" % (e, short(self.text))
+        if not self.problem and self.truth is None:
+            self.problem = "the workload wrote no truth; scry: %s" % short(err)
+        if not self.problem and self.truth.get("ring") is None and "ring" in self.truth:
+            self.problem = ("the workload never saw scry's ring enabled with the PyMem hooks "
+                            "installed within %d s (last ring header (magic, nrecords, size, "
+                            "enabled, owner, shim_state): %s); scry: %s" % (
+                                RING_WAIT, self.truth.get("ring_header"), short(err, 300)))
+
+    def need(self):
+        if self.problem:
+            raise Fail(self.problem)
+        return self
+
+    def memline(self):
+        m = re.search(r"scry: (memory: .*)", self.err)
+        return m.group(1) if m else "(no memory summary line)"
+
+    def line(self, mark):
+        """The json lines[] entry of a marked workload line (or a Fail)."""
+        self.need()
+        ln, func = self.truth["marks"][mark]
+        for e in self.doc.get("lines", []):
+            if e.get("file") == self.truth["file"] and e.get("line") == ln:
+                return e
+        mine = ["%s:%s %s alloc %.1f copy %.1f" % (
+            os.path.basename(e["file"]), e["line"], e["function"], e.get("alloc_mb", 0),
+            e.get("copy_mb", 0)) for e in self.doc.get("lines", [])
+                if e.get("file") == self.truth["file"] and (
+                    e.get("alloc_mb", 0) > 1 or e.get("copy_mb", 0) > 1)]
+        raise Fail("no line %s:%d (%s) in the profile; workload lines with memory: %s; %s" % (
+            os.path.basename(self.truth["file"]), ln, mark, mine or "none", self.memline()))
+
+    def mem(self):
+        self.need()
+        m = self.doc.get("memory")
+        check(m is not None, "no 'memory' object in the json profile; %s" % self.memline())
+        return m
+
+
+def within(got, want, tol, what):
+    e = rel_err(got, want)
+    detail = "%s %.1f MB vs truth %.1f MB (%+.1f%%)" % (what, got, want, 100 * e)
+    check(abs(e) <= tol, "%s: off by more than %d%%" % (detail, round(100 * tol)))
+    return detail
+
+
+# ---------------------------------------------------------------------------------------
+# tests
+
+TESTS = []
+
+
+def test(name, modes=("launch", "attach"), numpy=False):
+    def deco(fn):
+        for m in modes:
+            TESTS.append(("%s_%s" % (name, m), fn, m, numpy))
+        return fn
+
+    return deco
+
+
+def cached(c, case, mode, **kw):
+    key = (case, mode, tuple(sorted(kw.items())))
+    if key not in c.r.cache:
+        c.r.cache[key] = c.run_case(case, mode, name="%s-%s" % (case, mode), **kw)
+    return c.r.cache[key]
+
+
+def note_attach(run):
+    """Attach-mode suffix for checks that need native hooks (GOT patching)."""
+    return " [attach mode: native allocations/copies need the shim's GOT patching]" if (
+        run.mode == "attach") else ""
+
+
+@test("keep_200mb")
+def t_keep(c, mode):
+    run = cached(c, "known", mode)
+    e = run.line("keep")
+    want = run.truth["keep_bytes"] / MB
+    d = within(e["net_mb"], want, TOL_KEEP, "net")
+    d2 = within(e["alloc_mb"], want, TOL_KEEP, "alloc")
+    return "%s; %s; peak %.1f MB; leak_score %.3f" % (d, d2, e.get("peak_mb", 0),
+                                                     e.get("leak_score", 0))
+
+
+@test("churn_2gb")
+def t_churn(c, mode):
+    run = cached(c, "known", mode)
+    e = run.line("churn")
+    want = run.truth["churn_bytes"] / MB
+    d = within(e["alloc_mb"], want, TOL_ALLOC, "alloc")
+    check(abs(e["net_mb"]) < NET_OF_ALLOC * max(e["alloc_mb"], 1),
+          "%s but net %.1f MB (want |net| < %d%% of alloc)" % (d, e["net_mb"],
+                                                               100 * NET_OF_ALLOC))
+    check(e.get("peak_mb", 0) < 64, "%s; peak %.1f MB for a line that holds 4 MiB at a time" % (
+        d, e.get("peak_mb", 0)))
+    return "%s; net %.2f MB; peak %.1f MB" % (d, e["net_mb"], e.get("peak_mb", 0))
+
+
+@test("copy_2gb")
+def t_copy(c, mode):
+    run = cached(c, "known", mode)
+    e = run.line("copy")
+    want = run.truth["copy_bytes"] / MB
+    try:
+        d = within(e.get("copy_mb", 0), want, TOL_COPY, "copy")
+    except Fail as f:
+        raise Fail(str(f) + note_attach(run))
+    return "%s; %.0f MB/s" % (d, e.get("copy_mb_s", 0))
+
+
+@test("origin")
+def t_origin(c, mode):
+    run = cached(c, "known", mode)
+    got = []
+    for mark in ("keep", "churn", "copy"):
+        e = run.line(mark)
+        pct = e.get("alloc_python_pct")
+        check(pct is not None, "no alloc_python_pct on line %s" % mark)
+        check(pct >= 90, "line %s: alloc_python_pct %.1f (bytes() allocates through PyMem: "
+              "python origin expected)" % (mark, pct))
+        got.append("%s %.1f%%" % (mark, pct))
+    return "python share: " + ", ".join(got)
+
+
+@test("lines")
+def t_lines(c, mode):
+    run = cached(c, "known", mode)
+    marks = run.truth["marks"]
+    checked = ("keep", "churn", "copy")
+    for mark in checked:
+        e = run.line(mark)
+        check(e["function"] == marks[mark][1], "line %d (%s) attributed to function %r, not %r"
+              % (marks[mark][0], mark, e["function"], marks[mark][1]))
+    wanted = set(marks[m][0] for m in checked + ("warmup",))
+    mine = [e for e in run.doc["lines"] if e.get("file") == run.truth["file"]]
+    inside = sum(e.get("alloc_mb", 0) for e in mine if e["line"] in wanted)
+    stray = [e for e in mine if e["line"] not in wanted and e.get("alloc_mb", 0) > 0.02 * inside]
+    check(not stray, "allocation attributed to unmarked lines: %s" % [
+        "%d %s %.1f MB" % (e["line"], e["function"], e["alloc_mb"]) for e in stray])
+    total = run.mem().get("alloc_mb", 0)
+    check(inside >= 0.9 * total, "the marked lines hold %.1f of %.1f MB allocated" % (
+        inside, total))
+    tops = [(t["line"], t["function"]) for t in run.mem().get("top_alloc_lines", [])[:3]
+            if t.get("file") == run.truth["file"]]
+    check(set(marks[m][0] for m in ("churn", "copy")) <= set(t[0] for t in tops),
+          "top_alloc_lines %s lack the churn/copy lines" % tops)
+    return "%s -> %s; marked lines hold %.1f%% of %.1f MB allocated" % (
+        ", ".join("%s:%d" % (marks[m][1], marks[m][0]) for m in checked),
+        "right functions", 100 * inside / max(total, 1e-9), total)
+
+
+@test("np_keep_300mb", numpy=True)
+def t_np_keep(c, mode):
+    run = cached(c, "numpy", mode)
+    e = run.line("np_keep")
+    want = run.truth["np_keep_bytes"] / MB
+    try:
+        d = within(e["net_mb"], want, TOL_KEEP, "net")
+        check(e["alloc_python_pct"] < 20, "%s; alloc_python_pct %.1f (numpy's data buffers "
+              "are native)" % (d, e["alloc_python_pct"]))
+    except Fail as f:
+        raise Fail(str(f) + note_attach(run))
+    check(e["function"] == run.truth["marks"]["np_keep"][1], "function %r" % e["function"])
+    return "%s; python share %.1f%% (native)" % (d, e["alloc_python_pct"])
+
+
+@test("np_copy_2gb", numpy=True)
+def t_np_copy(c, mode):
+    run = cached(c, "numpy", mode)
+    e = run.line("np_copy")
+    want = run.truth["np_copy_bytes"] / MB
+    try:
+        d = within(e.get("copy_mb", 0), want, TOL_COPY, "copy")
+    except Fail as f:
+        raise Fail(str(f) + note_attach(run))
+    check(e["function"] == run.truth["marks"]["np_copy"][1], "function %r" % e["function"])
+    return "%s; alloc %.1f MB" % (d, e.get("alloc_mb", 0))
+
+
+@test("threads4")
+def t_threads(c, mode):
+    run = cached(c, "threads", mode)
+    e = run.line("thread_keep")
+    want = run.truth["thread_keep_bytes"] / MB
+    d = within(e["alloc_mb"], want, TOL_ALLOC, "alloc")
+    d2 = within(e["net_mb"], want, TOL_KEEP, "net")
+    check(e["function"] == "thread_keep", "function %r" % e["function"])
+    return "4 threads: %s; %s" % (d, d2)
+
+
+@test("fork_subprocess")
+def t_fork(c, mode):
+    run = cached(c, "fork", mode)
+    check(run.truth.get("fork_status") == 0 and run.truth.get("subprocess_rc") == 0,
+          "children failed: fork status %s, subprocess rc %s" % (
+              run.truth.get("fork_status"), run.truth.get("subprocess_rc")))
+    e = run.line("parent_keep")
+    want = run.truth["parent_keep_bytes"] / MB
+    d = within(e["net_mb"], want, TOL_KEEP, "parent net")
+    marks = run.truth["marks"]
+    polluted = []
+    for mark in ("fork_child", "subprocess_child"):
+        for x in run.doc["lines"]:
+            if x.get("file") == run.truth["file"] and x.get("line") == marks[mark][0]:
+                if x.get("alloc_mb", 0) > 1:
+                    polluted.append("%s %.1f MB" % (mark, x["alloc_mb"]))
+    check(not polluted, "children's allocations in the parent's profile: %s" % polluted)
+    total = run.mem()["alloc_mb"]
+    check(total < want * 1.3 + 64, "program alloc %.1f MB for a parent that allocated %.1f MB "
+          "(children each 300 MB)" % (total, want))
+    return "%s; children (2 x 300 MB) absent; program alloc %.1f MB" % (d, total)
+
+
+@test("exit_midway")
+def t_exit(c, mode):
+    run = cached(c, "exit", mode, scry_extra=("--duration", 60) if mode == "attach" else ())
+    run.need()
+    if mode == "attach":
+        check(run.doc.get("target_exited") is True, "target_exited is %r" % run.doc.get(
+            "target_exited"))
+        check(re.search(r"target exited", run.err), "no 'target exited' in scry's summary: %s"
+              % short(run.err))
+        check(run.wrc == 3, "workload exit code %s, expected 3" % run.wrc)
+    e = run.line("exit_keep")
+    want = run.truth["exit_keep_bytes"] / MB
+    d = within(e["net_mb"], want, TOL_KEEP, "net")
+    return "profile written after os._exit mid-allocation; %s; %s" % (d, run.memline())
+
+
+@test("overflow_1byte", modes=("launch",))
+def t_overflow(c, mode):
+    run = c.run_case("flood", mode, scry_extra=("--memory-sample-bytes", 1),
+                     extra=("--seconds", 3, "--threads", 4), name="flood")
+    run.need()
+    m = re.search(r"memory: (\d+) events .*?, (\d+) dropped, (\d+) rejected", run.err)
+    check(m, "no 'N dropped' in scry's memory summary line: %s" % short(run.err))
+    events, dropped = int(m.group(1)), int(m.group(2))
+    check(run.doc.get("dropped") == dropped, "json dropped %r, summary %d" % (
+        run.doc.get("dropped"), dropped))
+    check(events > 0, "no events at all: %s" % run.memline())
+    if dropped == 0:
+        raise Skip("the ring did not overflow at a 1-byte mean (%s)" % run.memline())
+    return "every allocation sampled, 4 threads: %s; json dropped %d" % (run.memline(), dropped)
+
+
+@test("hostile_ring")
+def t_hostile(c, mode):
+    run = c.run_case("hostile", mode, extra=("--seconds", 3), name="hostile")
+    run.need()
+    check(run.truth.get("scribbles", 0) > 100, "only %s scribbles" % run.truth.get("scribbles"))
+    check(mode == "launch" or run.wrc == 0, "target exit %s" % run.wrc)
+    m = re.search(r"(\d+) rejected", run.err)
+    return "%d random writes over the records; scry exit 0, target exit 0; %s" % (
+        run.truth["scribbles"], run.memline() if m else "no memory summary")
+
+
+@test("text_report", modes=("launch",))
+def t_text(c, mode):
+    run = cached(c, "known", mode, fmt="text")
+    if run.problem:
+        raise Fail(run.problem)
+    text = run.text
+    check(re.search(r"alloc MB", text), "no 'alloc MB' column: %s" % short(text, 800))
+    ln = run.truth["marks"]["keep"][0]
+    rows = [l for l in text.splitlines() if re.search(r"memwork\.py:%d\b" % ln, l)]
+    check(rows, "keep line memwork.py:%d not in the text report: %s" % (ln, short(text, 800)))
+    check(re.search(u"[\u2581-\u2588]", rows[0]), "no sparkline on the keep row: %r" % rows[0])
+    m = re.search(r"Possible leaks(.*)", text, re.S)
+    check(m and re.search(r"memwork\.py:%d\b" % ln, m.group(1)),
+          "the keep line is not under 'Possible leaks': %s" % short(text, 800))
+    return "memory columns, sparkline, keep line under 'Possible leaks'"
+
+
+@test("metric_alloc", modes=("launch",))
+def t_metric(c, mode):
+    run = cached(c, "known", mode, fmt="collapsed", scry_extra=("--metric", "alloc"))
+    if run.problem:
+        raise Fail(run.problem)
+    ln, func = run.truth["marks"]["keep"]
+    total = 0
+    for line in run.text.splitlines():
+        m = re.match(r"^(.+) (\d+)$", line)
+        if m and m.group(1).split(";")[-1].endswith(":%d)" % ln):
+            total += int(m.group(2))
+    want = run.truth["keep_bytes"]
+    check(total > 0, "no collapsed stack ends at line %d: %s" % (ln, short(run.text)))
+    e = rel_err(total, want)
+    check(abs(e) <= TOL_KEEP, "keep stacks weigh %d bytes vs %d (%+.1f%%)" % (total, want,
+                                                                            100 * e))
+    return "--metric alloc: keep stacks %.1f MB vs truth %.1f MB (%+.1f%%)" % (
+        total / MB, want / MB, 100 * e)
+
+
+def ring_state(pid):
+    path = None
+    try:
+        with open("/proc/%d/maps" % pid) as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) >= 6 and parts[5].startswith("/dev/shm/scry-"):
+                    path = parts[5]
+    except OSError:
+        return None, None
+    if not path:
+        return None, None
+    try:
+        with open(path, "rb") as f:
+            h = f.read(512)
+        import struct
+        return path, struct.unpack_from("<I", h, 264)[0]
+    except (OSError, ValueError):
+        return path, None
+
+
+def read_windows(path):
+    rows = []
+    try:
+        with open(path) as f:
+            for line in f:
+                try:
+                    rows.append(json.loads(line))
+                except ValueError:
+                    pass
+    except OSError:
+        pass
+    return rows
+
+
+def per_iter(rows, t0, t1):
+    """Median CPU and wall microseconds per iteration of the windows ending in [t0, t1]."""
+    sel = [r for r in rows if t0 <= r[0] <= t1 and r[1] > 0]
+    check(len(sel) >= 4, "only %d rate windows in [%.1f, %.1f]" % (len(sel), t0, t1))
+    return (statistics.median(1e6 * r[2] / r[1] for r in sel),
+            statistics.median(1e6 * r[3] / r[1] for r in sel), len(sel))
+
+
+@test("sigkill_scry", modes=("attach",))
+def t_sigkill(c, mode):
+    log, stop = os.path.join(c.tmp, "rates.jsonl"), os.path.join(c.tmp, "stop")
+    truth, ready = os.path.join(c.tmp, "truth.json"), os.path.join(c.tmp, "ready.json")
+    p = c.spawn([c.python, WORKLOAD, "speed", "--log", log, "--stop", stop, "--truth", truth,
+                 "--ready", ready, "--max-seconds", 100], "speed.log")
+    info = c.wait_file(ready, p, "ready")
+    pid = info["pid"]
+    time.sleep(3.0)
+    t_before = time.monotonic()
+    out = os.path.join(c.tmp, "killed.json")
+    s = subprocess.Popen([c.r.scry, "record", "--memory", "--pid", str(pid), "-f", "json", "-o",
+                          out], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, env=clean_env(), start_new_session=True)
+    c.procs.append(s)
+    deadline = time.monotonic() + 30
+    path = None
+    while time.monotonic() < deadline:
+        path, enabled = ring_state(pid)
+        if enabled == 1:
+            break
+        check(s.poll() is None, "scry exited %s before recording: %s" % (
+            s.returncode, short(s.stderr.read().decode("utf-8", "replace"))))
+        time.sleep(0.05)
+    else:
+        raise Fail("the ring was not enabled in pid %d within 30 s" % pid)
+    if path:
+        c.rings.append(path)
+    time.sleep(2.0)
+    check(p.poll() is None, "target died while profiled: %s" % short(c.log_of(p)))
+    t_kill = time.monotonic()
+    os.killpg(s.pid, signal.SIGKILL)
+    s.wait(10)
+    time.sleep(1.5)  # the shim notices the stale heartbeat after 1 s
+    t_after = time.monotonic()
+    time.sleep(3.0)
+    t_end = time.monotonic()
+    check(p.poll() is None, "target died after scry was killed: exit %s; %s" % (
+        p.returncode, short(c.log_of(p))))
+    with open("/proc/%d/status" % pid) as f:
+        status = f.read()
+    tracer = re.search(r"TracerPid:\s*(\d+)", status).group(1)
+    state = re.search(r"State:\s*(\S)", status).group(1)
+    check(tracer == "0", "target still traced by %s after scry's death" % tracer)
+    check(state not in ("T", "t"), "target left stopped (state %s)" % state)
+    with open(stop, "w"):
+        pass
+    try:
+        rc = p.wait(30)
+    except subprocess.TimeoutExpired:
+        raise Fail("target did not finish 30 s after being told to")
+    check(rc == 0, "target exited %s: %s" % (rc, short(c.log_of(p))))
+    with open(truth) as f:
+        tr = json.load(f)
+    check(tr.get("total_ok"), "target computed a wrong result after the kill: %s" % tr)
+    rows = read_windows(log)
+    before = per_iter(rows, 0, t_before)
+    during = per_iter(rows, t_before + 0.5, t_kill)
+    after = per_iter(rows, t_after, t_end)
+    ratio = after[0] / before[0]
+    wall_ratio = after[1] / before[1]
+    left = " ring file %s left in /dev/shm" % path if path and os.path.exists(path) else ""
+    detail = ("CPU us/iteration before %.1f, profiled %.1f, after SIGKILL %.1f (x%.2f; wall "
+              "x%.2f); target finished, result right;%s" % (
+                  before[0], during[0], after[0], ratio, wall_ratio, left))
+    check(ratio <= SPEED_RATIO, "slower after the kill: " + detail)
+    return detail
+
+
+# ---------------------------------------------------------------------------------------
+# runner
+
+
+class Runner(object):
+    def __init__(self, scry, label, verbose):
+        self.scry, self.label, self.verbose = scry, label, verbose
+        self.python = None
+        self.has_numpy = False
+        self.cache = {}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--scry", required=True)
+    ap.add_argument("--python", required=True, choices=VERSIONS)
+    ap.add_argument("-k", action="append", default=[], metavar="PATTERN")
+    ap.add_argument("-v", action="store_true")
+    a = ap.parse_args()
+    r = Runner(os.path.abspath(a.scry), a.python, a.v)
+    tests = [t for t in TESTS if not a.k or any(k in t[0] for k in a.k)]
+    if not os.access(r.scry, os.X_OK):
+        print("FAIL setup: scry executable %s not found" % r.scry)
+        print("0 passed, 1 failed, 0 skipped")
+        return 1
+    try:
+        r.python = find_interpreter(a.python)
+    except Skip as e:
+        print("SKIP %s: %s" % (a.python, e))
+        print("0 passed, 0 failed, %d skipped" % len(tests))
+        return 0
+    out = subprocess.run([r.python, "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"],
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=60)
+    version = out.stdout.decode().strip()
+    r.has_numpy = subprocess.run([r.python, "-c", "import numpy"], stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL, timeout=60).returncode == 0
+    print("scry memory tests: %s, Python %s (%s)%s" % (r.scry, version, r.python,
+                                                       ", numpy" if r.has_numpy else ""))
+    sys.stdout.flush()
+    passed = failed = skipped = 0
+    failures = []
+    t_all = time.monotonic()
+    shared = Ctx(r, "shared")  # holds the cached runs' files until the end
+    try:
+        for name, fn, mode, needs_numpy in tests:
+            c = Ctx(r, name, parent=shared.tmp)
+            t0 = time.monotonic()
+            try:
+                if needs_numpy and not r.has_numpy:
+                    raise Skip("numpy not importable by %s" % r.python)
+                detail = fn(c, mode) or ""
+                status = "PASS"
+            except Skip as e:
+                status, detail = "SKIP", str(e)
+            except Fail as e:
+                status, detail = "FAIL", str(e)
+            except Exception as e:
+                status, detail = "FAIL", "%s: %s" % (type(e).__name__, e)
+                if a.v:
+                    traceback.print_exc()
+            finally:
+                c.cleanup()
+            print("%s %s: %s [%.1f s]" % (status, name, detail.replace("\n", " | "),
+                                           time.monotonic() - t0))
+            sys.stdout.flush()
+            if status == "PASS":
+                passed += 1
+            elif status == "FAIL":
+                failed += 1
+                failures.append(name)
+            else:
+                skipped += 1
+    finally:
+        shared.cleanup()
+    print("Python %s: %.1f s" % (a.python, time.monotonic() - t_all))
+    if failures:
+        print("failed: %s" % ", ".join(failures))
+    print("%d passed, %d failed, %d skipped" % (passed, failed, skipped))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
