@@ -120,6 +120,7 @@ class Ctx(object):
 
     def spawn(self, cmd, log_name, env=None):
         log = open(os.path.join(self.tmp, log_name), "wb")
+        cmd = [str(a) for a in cmd]
         p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                              env=env or clean_env(), start_new_session=True)
         p.log_path = log.name
