@@ -120,15 +120,21 @@ static void test_live_syscall(void)
         for (;;)
             pause();
     }
-    struct timespec ts = {0, 50 * 1000 * 1000};
-    nanosleep(&ts, NULL);
+    /* Wait (up to 10 s on a loaded machine) until the child is blocked in pause(). */
     char path[64], line[512] = "";
     snprintf(path, sizeof path, "/proc/%d/syscall", (int)c);
-    FILE *f = fopen(path, "r");
-    if (f) {
-        if (!fgets(line, sizeof line, f))
-            line[0] = '\0';
-        fclose(f);
+    for (int tries = 0; tries < 1000; tries++) {
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        FILE *f = fopen(path, "r");
+        line[0] = '\0';
+        if (f) {
+            if (!fgets(line, sizeof line, f))
+                line[0] = '\0';
+            fclose(f);
+        }
+        if (line[0] && strncmp(line, "running", 7) != 0)
+            break;
     }
     /* "nr a1 a2 a3 a4 a5 a6 sp pc" */
     unsigned long long pc = 0;
