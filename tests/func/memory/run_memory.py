@@ -498,6 +498,16 @@ def t_exit(c, mode):
     return "profile written after os._exit mid-allocation; %s; %s" % (d, run.memline())
 
 
+@test("tail_keep")
+def t_tail(c, mode):
+    """The last 20 MB the main module allocates, a few milliseconds before it ends, are
+    part of what it keeps (truth: 2000 x getsizeof(bytes(10000)) = 19.1 MiB)."""
+    run = cached(c, "tail", mode)
+    want = 2000 * (10000 + 33) / MB  # written before the allocation (it ends the program)
+    e = run.line("tail_keep")
+    return within(e["net_mb"], want, TOL_KEEP, "net of the last line")
+
+
 @test("overflow_1byte", modes=("launch",))
 def t_overflow(c, mode):
     run = c.run_case("flood", mode, scry_extra=("--memory-sample-bytes", 1),

@@ -130,6 +130,14 @@ def copy_2g():
     return n
 
 
+def tail_keep():
+    out = []
+    for _ in range(2000):
+        b = bytes(10000)  # MARK:tail_keep
+        out.append(b)
+    return out, sum(sys.getsizeof(x) for x in out)
+
+
 def np_keep_300(np):
     out = []
     for _ in range(30):
@@ -277,6 +285,16 @@ def main():
         keep.append(kept)
         truth["churn_bytes"] = churn_2g()
         truth["copy_bytes"] = copy_2g()
+    elif case == "tail":
+        # the program's last 20 MB, allocated a few ms before the main module ends
+        time.sleep(0.2)
+        truth["work_s"] = time.monotonic() - t0
+        truth["work_cpu_s"] = time.process_time() - c0
+        write_json(truth_path, truth)
+        kept, nbytes = tail_keep()
+        keep.append(kept)
+        truth["tail_keep_bytes"] = nbytes
+        return keep
     elif case == "numpy":
         kept, truth["np_keep_bytes"] = np_keep_300(np)
         keep.append(kept)
