@@ -25,7 +25,6 @@ struct memprof {
     ringc_event_t events[MEMPROF_BATCH];
     scry_frame_t frames[SCRY_RING_MAX_FRAMES + 1];
     uint64_t nevents;
-    int discard; /* stopped at the target's teardown: what is still queued is dropped */
     const char *s_unknown, *s_empty;
 };
 
@@ -168,7 +167,12 @@ int memprof_start(memprof_t *m, pystate_target_t *t)
     if (err && err != SCRY_E_AGAIN)
         return err;
     ringc_heartbeat(m->ring);
-    return ringc_set_enabled(m->ring, 1);
+    err = ringc_set_enabled(m->ring, 1);
+    /* The target has mapped the ring by now (its shim holds it before main(), or was
+     * injected): remove the name, so nothing is left in /dev/shm even if scry is killed. */
+    if (!err)
+        ringc_unlink(m->ring);
+    return err;
 }
 
 static void emit_event(memprof_t *m, pystate_target_t *t, const ringc_event_t *e,
@@ -220,7 +224,7 @@ int memprof_drain(memprof_t *m, pystate_target_t *t, sampler_emit_fn emit, void 
         int err = ringc_poll(m->ring, m->events, MEMPROF_BATCH, &n);
         if (err)
             return err;
-        for (size_t i = 0; i < n && !m->discard; i++)
+        for (size_t i = 0; i < n; i++)
             emit_event(m, t, &m->events[i], emit, ctx);
         total += (int)n;
         if (n < MEMPROF_BATCH)
@@ -234,7 +238,6 @@ void memprof_stop(memprof_t *m)
 {
     if (m->ring)
         ringc_set_enabled(m->ring, 0);
-    m->discard = 1;
 }
 
 void memprof_counts(const memprof_t *m, uint64_t *events, uint64_t *dropped, uint64_t *bad)

@@ -44,8 +44,8 @@ int memprof_start(memprof_t *m, pystate_target_t *t);
  * the ring is corrupt (recording stops; CPU profiling goes on). */
 int memprof_drain(memprof_t *m, pystate_target_t *t, sampler_emit_fn emit, void *ctx);
 
-/* Stops recording at the target's teardown (the shim passes through from now on); the
- * events still queued (written since the last drain, by the teardown) are dropped. */
+/* Stops recording (the shim passes through from now on); events already queued are still
+ * drained. (The shim itself stops at the interpreter's teardown, exactly.) */
 void memprof_stop(memprof_t *m);
 
 /* Events dropped by the shim (ring full) and records rejected by validation. */

@@ -111,12 +111,12 @@ static void drain_memory(progress_t *p)
 static int show_progress(sampler_t *s, void *ctx)
 {
     progress_t *p = ctx;
-    /* Memory is recorded until the interpreter starts its teardown: the frees of
-     * Py_Finalize would otherwise bring every line's net to zero. Checked before the
-     * drain, so the teardown's queued events are dropped, not counted. */
+    /* Memory is recorded until the interpreter starts its teardown (the frees of
+     * Py_Finalize would otherwise bring every line's net to zero): the shim stops itself
+     * at that instant; scry drains what came before and then disables the ring. */
+    drain_memory(p);
     if (p->mem && sampler_stats(s)->finalizing)
         memprof_stop(p->mem);
-    drain_memory(p);
     if (!p->tty)
         return 0;
     uint64_t now = sampler_now_ns();

@@ -78,6 +78,7 @@ enum scry_ring_origin {
 #define SCRY_RING_SHIM_VERSION_MISMATCH 0x040u /* header py version != running interpreter */
 #define SCRY_RING_SHIM_NOPYTHON         0x080u /* no Python API found in the process */
 #define SCRY_RING_SHIM_PASSTHROUGH      0x100u /* shim saw disabled/stale ring and stopped */
+#define SCRY_RING_SHIM_FINALIZING       0x400u /* interpreter tearing down: recording ended */
 #define SCRY_RING_SHIM_GOT_PATCHED                                                                 \
     0x200u /* attach mode: relocation slots of loaded objects redirected to the shim */
 

@@ -80,6 +80,10 @@ const shim_ring_view_t *shim__active(uint64_t now)
         shim__state_set(SCRY_RING_SHIM_PASSTHROUGH);
         return NULL;
     }
+    if (SHIM_UNLIKELY(shim__py_finalizing())) {
+        shim__state_set(SCRY_RING_SHIM_FINALIZING);
+        return NULL;
+    }
     return v;
 }
 

@@ -49,6 +49,8 @@ static struct {
     void (*set_alloc)(int, shim_pyalloc_t *);
     void *(*tstate_current)(void);
     void *(*tstate_this)(void);
+    int (*is_finalizing)(void); /* Py_IsFinalizing (3.13+) or _Py_IsFinalizing (3.7+) */
+    void *const *finalizing_var; /* 3.6: &_Py_Finalizing */
     uintptr_t code_type;
     int major, minor;
     int scheduled; /* atomic */
@@ -98,6 +100,11 @@ static void resolve_python(void)
     if (!py.tstate_current) /* <= 3.12 */
         py.tstate_current = (void *(*)(void))dlsym(RTLD_DEFAULT, "_PyThreadState_UncheckedGet");
     py.code_type = (uintptr_t)dlsym(RTLD_DEFAULT, "PyCode_Type");
+    py.is_finalizing = (int (*)(void))dlsym(RTLD_DEFAULT, "Py_IsFinalizing");
+    if (!py.is_finalizing)
+        py.is_finalizing = (int (*)(void))dlsym(RTLD_DEFAULT, "_Py_IsFinalizing");
+    if (!py.is_finalizing)
+        py.finalizing_var = (void *const *)dlsym(RTLD_DEFAULT, "_Py_Finalizing");
     parse_version();
     int ok = py.is_initialized && py.add_pending && py.get_alloc && py.set_alloc && py.major == 3;
     __atomic_store_n(&py.state, ok ? 2 : 3, __ATOMIC_RELEASE);
@@ -177,6 +184,15 @@ static int install_hooks(void *arg)
     py.installed = 1;
     shim__state_set(SCRY_RING_SHIM_PY_HOOKS);
     return 0;
+}
+
+int shim__py_finalizing(void)
+{
+    if (__atomic_load_n(&py.state, __ATOMIC_ACQUIRE) != 2)
+        return 0;
+    if (py.is_finalizing)
+        return py.is_finalizing() != 0; /* an atomic load in the runtime: any thread, no GIL */
+    return py.finalizing_var && __atomic_load_n(py.finalizing_var, __ATOMIC_RELAXED) != NULL;
 }
 
 void shim__py_poll(const shim_ring_view_t *v)

@@ -104,6 +104,10 @@ unsigned shim__py_stack(const shim_ring_view_t *v, uint64_t *code, int32_t *inst
                         uint8_t *flags);
 /* Nonzero once the PyMem hook installation has been scheduled (or is impossible). */
 int shim__py_settled(void);
+
+/* 1 once the interpreter has begun its teardown (Py_Finalize): from then on nothing is
+ * recorded, so each line's net memory is what it kept while the program ran. */
+int shim__py_finalizing(void);
 /* Called in the child after fork. */
 void shim__py_atfork_child(void);
 

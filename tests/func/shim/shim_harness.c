@@ -337,6 +337,13 @@ int main(int argc, char **argv)
         }
         if (!stopped && !no_drain)
             drain(r, buf, cap);
+        if (!unlinked) { /* claimed: the name is no longer needed (nothing left if killed) */
+            ringc_stats_t cs;
+            if (ringc_stats(r, &cs) == 0 && cs.owner_pid != 0) {
+                ringc_unlink(r);
+                unlinked = 1;
+            }
+        }
         if (w == pid)
             break;
         usleep(5000);
