@@ -317,7 +317,7 @@ int main(int argc, char **argv)
         execvp(cmd[0], cmd);
         _exit(127);
     }
-    int status = 0, stopped = 0;
+    int status = 0, stopped = 0, unlinked = 0;
     struct rusage ru = {0};
     ringc_stats_t at_stop = {0};
     double last_beat = 0;
