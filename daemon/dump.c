@@ -64,8 +64,8 @@ static void dump_text(const pystate_info_t *info, const dump_state_t *d)
            info->version, info->interp_path, info->how_found);
     for (size_t i = 0; i < d->n; i++) {
         const dump_thread_t *t = &d->threads[i];
-        printf("\nThread %d (%s%s): \"%s\"%s\n", (int)t->tid, state_word(t),
-               t->gil ? "+gil" : "", t->name, t->truncated ? " [truncated]" : "");
+        printf("\nThread %d (%s%s): \"%s\"%s\n", (int)t->tid, state_word(t), t->gil ? "+gil" : "",
+               t->name, t->truncated ? " [truncated]" : "");
         for (uint32_t k = 0; k < t->nframes; k++) {
             const scry_frame_t *f = &t->frames[k];
             if (f->kind == SCRY_FRAME_NATIVE)
@@ -97,8 +97,9 @@ static void dump_json(const pystate_info_t *info, const dump_state_t *d)
             printf(", \"file\": ");
             report_json_fputs(stdout, f->file);
             printf(", \"line\": %d, \"kind\": \"%s\"}", (int)f->line,
-                   f->kind == SCRY_FRAME_NATIVE ? "native"
-                                                : f->kind == SCRY_FRAME_PYTHON ? "python" : "other");
+                   f->kind == SCRY_FRAME_NATIVE   ? "native"
+                   : f->kind == SCRY_FRAME_PYTHON ? "python"
+                                                  : "other");
         }
         printf("]}");
     }

@@ -143,8 +143,8 @@ int memprof_inject(memprof_t *m, pid_t pid, char *msg, size_t len)
     uint64_t handle = 0, ret = 0;
     inject_report_t rep;
     memset(&rep, 0, sizeof rep);
-    int err = inject_load_and_call(pid, m->shim, "scry_shim_attach", m->path, NULL, &handle, &ret,
-                                   &rep);
+    int err =
+        inject_load_and_call(pid, m->shim, "scry_shim_attach", m->path, NULL, &handle, &ret, &rep);
     if (err) {
         snprintf(msg, len, "could not load the memory shim into process %d: %s%s%s", (int)pid,
                  scry_strerror(err), rep.error[0] ? ": " : "", rep.error);

@@ -132,8 +132,6 @@ static int show_progress(sampler_t *s, void *ctx)
     return 0;
 }
 
-
-
 int cmd_record(const scry_config_t *cfg)
 {
     int fmt = report_format_parse(cfg->format ? cfg->format : "flamegraph");
@@ -184,8 +182,7 @@ int cmd_record(const scry_config_t *cfg)
             char msg[600] = "";
             int merr = memprof_create_ring(mem, cfg->pid, pystate_target_layout(t));
             if (merr)
-                snprintf(msg, sizeof msg, "cannot create the memory ring: %s",
-                         scry_strerror(merr));
+                snprintf(msg, sizeof msg, "cannot create the memory ring: %s", scry_strerror(merr));
             else
                 merr = memprof_inject(mem, cfg->pid, msg, sizeof msg);
             if (merr) {

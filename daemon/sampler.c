@@ -14,7 +14,7 @@
 #include <time.h>
 
 #define SAMPLER_MAX_FRAMES (PYSTATE_MAX_DEPTH + UNWIND_MAX_DEPTH + 3)
-#define SAMPLER_LABELS 1024
+#define SAMPLER_LABELS     1024
 
 typedef struct thread_label {
     pid_t tid;
@@ -66,7 +66,8 @@ sampler_t *sampler_new(const scry_config_t *cfg, pystate_target_t *t, strtab_t *
     s->interval_ns = (uint64_t)(1e9 / (cfg->rate_hz > 0 ? cfg->rate_hz : 100));
     if (cfg->native)
         s->unwind = unwind_new(pid);
-    if (!s->snap || !s->tasks || !s->s_truncated || !s->s_empty || !s->s_gil_wait || (cfg->native && !s->unwind)) {
+    if (!s->snap || !s->tasks || !s->s_truncated || !s->s_empty || !s->s_gil_wait ||
+        (cfg->native && !s->unwind)) {
         sampler_free(s);
         return NULL;
     }
@@ -251,9 +252,8 @@ int sampler_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
     return 0;
 }
 
-int sampler_run(sampler_t *s, double duration_s, volatile sig_atomic_t *stop,
-                sampler_emit_fn emit, void *ctx, int (*tick_cb)(sampler_t *, void *),
-                void *tick_ctx)
+int sampler_run(sampler_t *s, double duration_s, volatile sig_atomic_t *stop, sampler_emit_fn emit,
+                void *ctx, int (*tick_cb)(sampler_t *, void *), void *tick_ctx)
 {
     uint64_t start = sampler_now_ns();
     uint64_t end = duration_s > 0 ? start + (uint64_t)(duration_s * 1e9) : UINT64_MAX;

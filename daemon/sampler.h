@@ -29,7 +29,7 @@ typedef struct sampler_stats {
     uint64_t late_max_ns;
     uint64_t busy_ns;   /* time spent sampling (CPU cost) */
     uint64_t gil_ticks; /* rounds where some thread held the GIL */
-    int finalizing;      /* the interpreter was tearing down at the last tick */
+    int finalizing;     /* the interpreter was tearing down at the last tick */
     int target_exited;
 } sampler_stats_t;
 

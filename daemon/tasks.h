@@ -20,10 +20,10 @@ typedef struct tasks tasks_t;
 
 typedef struct task_info {
     pid_t tid;
-    char state;         /* 'R', 'S', ... 0 unknown */
+    char state;          /* 'R', 'S', ... 0 unknown */
     uint64_t cpu_delta;  /* CPU ns since it was last seen running, PROCINFO_NO_DELTA unknown */
     uint64_t wall_delta; /* wall ns since its previous refresh, PROCINFO_NO_DELTA unknown */
-    uint8_t stopped;    /* stopped by tasks_stop */
+    uint8_t stopped;     /* stopped by tasks_stop */
 } task_info_t;
 
 /* Creates the table for process PID. NULL when out of memory. */

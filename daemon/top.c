@@ -150,8 +150,6 @@ static int count_threads(pid_t pid)
     return n;
 }
 
-
-
 static gil_mark_t gil_now(const top_t *t, uint64_t now)
 {
     const sampler_stats_t *ss = sampler_stats(t->smp);
@@ -413,7 +411,8 @@ static int open_target(const scry_config_t *cfg, strtab_t *strings, pystate_targ
         return -1;
     char msg[1024] = "";
     int status = 0;
-    int err = launch_wait_python(*child, strings, 10.0, NULL, NULL, target, &status, msg, sizeof msg);
+    int err =
+        launch_wait_python(*child, strings, 10.0, NULL, NULL, target, &status, msg, sizeof msg);
     if (err == SCRY_E_GONE) {
         *child = 0; /* reaped */
         fprintf(stderr, "scry: '%s' exited before scry could read it as Python (status %d)\n",

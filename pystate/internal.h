@@ -8,24 +8,24 @@
 #include <string.h>
 #include "threadnames.h"
 
-#define PYSTATE_STR_MAX 1024          /* bytes of UTF-8 kept of a name or file name */
-#define PYSTATE_TABLE_MAX (1u << 20)  /* bytes of a line table or bytecode kept */
-#define PYSTATE_CODE_CACHE 8192       /* code objects cached (power of two) */
-#define PYSTATE_CODE_KEY_MAX 64       /* bytes of a code object compared to validate */
-#define PYSTATE_BYTECODE_READ_MAX 65536 /* bytes of 3.11+ bytecode read to find the leaf op */
+#define PYSTATE_STR_MAX           1024       /* bytes of UTF-8 kept of a name or file name */
+#define PYSTATE_TABLE_MAX         (1u << 20) /* bytes of a line table or bytecode kept */
+#define PYSTATE_CODE_CACHE        8192       /* code objects cached (power of two) */
+#define PYSTATE_CODE_KEY_MAX      64         /* bytes of a code object compared to validate */
+#define PYSTATE_BYTECODE_READ_MAX 65536      /* bytes of 3.11+ bytecode read to find the leaf op */
 
 typedef struct pystate_code {
-    raddr_t addr;           /* 0 = empty slot */
+    raddr_t addr;                      /* 0 = empty slot */
     uint8_t key[PYSTATE_CODE_KEY_MAX]; /* the window compared on each use */
-    const char *function;   /* interned (qualified name where the version has one) */
-    const char *file;       /* interned */
+    const char *function;              /* interned (qualified name where the version has one) */
+    const char *file;                  /* interned */
     int firstlineno;
-    uint8_t *linetable;     /* owned */
+    uint8_t *linetable; /* owned */
     uint32_t linetable_len;
-    uint8_t *bytecode;      /* <= 3.10: co_code (owned); NULL on 3.11+ */
+    uint8_t *bytecode; /* <= 3.10: co_code (owned); NULL on 3.11+ */
     uint32_t bytecode_len;
-    uint32_t ncodeunits;    /* 3.11+: Py_SIZE(code) */
-    uint32_t last_offset;   /* memo: last looked-up offset and its line */
+    uint32_t ncodeunits;  /* 3.11+: Py_SIZE(code) */
+    uint32_t last_offset; /* memo: last looked-up offset and its line */
     int32_t last_line;
 } pystate_code_t;
 
@@ -46,15 +46,15 @@ struct pystate_target {
     raddr_t finalizing_addr;     /* the word that is non-NULL once Py_Finalize runs; 0 unknown */
     int64_t code_key_start;      /* window of a code object compared to validate a cache hit */
     int64_t code_key_len;
-    raddr_t code_type;           /* address of the code type, once checked by name */
-    int64_t pthread_tid_offset;  /* offset of the tid in glibc's struct pthread; -1 unknown */
+    raddr_t code_type;          /* address of the code type, once checked by name */
+    int64_t pthread_tid_offset; /* offset of the tid in glibc's struct pthread; -1 unknown */
     pystate_codecache_t codes;
     pystate_prefetch_t *prefetch;
     uint8_t bytecode_buf[PYSTATE_BYTECODE_READ_MAX];
     pystate_stats_t stats;
-    const char *s_unknown;       /* interned "<unknown>" */
+    const char *s_unknown; /* interned "<unknown>" */
     const char *s_empty;
-    pystate_names_t names;       /* Python thread names (threadnames.h; sample.c refreshes) */
+    pystate_names_t names; /* Python thread names (threadnames.h; sample.c refreshes) */
 };
 
 /* Bounded little-endian field reads from a local copy of a remote object: a field that

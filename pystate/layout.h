@@ -21,14 +21,15 @@ enum pystate_unicode_style {
 /* How frames are chained. */
 enum pystate_frame_style {
     PYSTATE_FRAMES_OBJECTS = 0, /* <= 3.10: PyFrameObject chain, tstate->frame */
-    PYSTATE_FRAMES_311 = 1,     /* 3.11: _PyInterpreterFrame via tstate->cframe->current_frame, is_entry */
-    PYSTATE_FRAMES_312 = 2,     /* 3.12: via tstate->cframe->current_frame, owner field */
-    PYSTATE_FRAMES_313 = 3,     /* 3.13+: tstate->current_frame, f_executable, instr_ptr */
+    PYSTATE_FRAMES_311 =
+        1, /* 3.11: _PyInterpreterFrame via tstate->cframe->current_frame, is_entry */
+    PYSTATE_FRAMES_312 = 2, /* 3.12: via tstate->cframe->current_frame, owner field */
+    PYSTATE_FRAMES_313 = 3, /* 3.13+: tstate->current_frame, f_executable, instr_ptr */
 };
 
 /* How code objects map instruction offsets to lines. */
 enum pystate_linetable_style {
-    PYSTATE_LNOTAB = 0,     /* <= 3.9: co_lnotab (byte increments, signed line deltas 3.8+) */
+    PYSTATE_LNOTAB = 0,        /* <= 3.9: co_lnotab (byte increments, signed line deltas 3.8+) */
     PYSTATE_LINETABLE_310 = 1, /* 3.10: co_linetable (PEP 626) */
     PYSTATE_LOCATIONS_311 = 2, /* 3.11+: co_linetable location table (PEP 657) */
 };
@@ -40,11 +41,11 @@ typedef struct pystate_layout {
     uint8_t linetable_style; /* enum pystate_linetable_style */
 
     /* _PyRuntimeState (3.7+); all -1 on 3.6 (which uses interp_head/_PyThreadState_Current). */
-    int64_t runtime_size;                /* sizeof(_PyRuntimeState), for validation */
-    int64_t runtime_interpreters_head;   /* offsetof(_PyRuntimeState, interpreters.head) */
-    int64_t runtime_interpreters_main;   /* offsetof(_PyRuntimeState, interpreters.main) */
-    int64_t runtime_tstate_current;      /* gilstate.tstate_current (3.7-3.11), else -1 */
-    int64_t runtime_gil;                 /* offsetof(_PyRuntimeState, ceval.gil) (3.7-3.11), else -1 */
+    int64_t runtime_size;              /* sizeof(_PyRuntimeState), for validation */
+    int64_t runtime_interpreters_head; /* offsetof(_PyRuntimeState, interpreters.head) */
+    int64_t runtime_interpreters_main; /* offsetof(_PyRuntimeState, interpreters.main) */
+    int64_t runtime_tstate_current;    /* gilstate.tstate_current (3.7-3.11), else -1 */
+    int64_t runtime_gil; /* offsetof(_PyRuntimeState, ceval.gil) (3.7-3.11), else -1 */
 
     /* struct _gil_runtime_state (3.7+; -1 on 3.6) */
     int64_t gil_locked;      /* offsetof(struct _gil_runtime_state, locked) */
@@ -55,17 +56,19 @@ typedef struct pystate_layout {
     int64_t interp_next;
     int64_t interp_tstate_head; /* tstate_head (<=3.10) or threads.head (3.11+) */
     int64_t interp_id;          /* -1 on 3.6 */
-    int64_t interp_gil_ptr;     /* 3.12+: offsetof(PyInterpreterState, ceval.gil) (a pointer), else -1 */
-    int64_t interp_modules;     /* offsetof(PyInterpreterState, modules) (sys.modules dict), -1 if absent */
+    int64_t
+        interp_gil_ptr; /* 3.12+: offsetof(PyInterpreterState, ceval.gil) (a pointer), else -1 */
+    int64_t
+        interp_modules; /* offsetof(PyInterpreterState, modules) (sys.modules dict), -1 if absent */
 
     /* PyThreadState */
     int64_t tstate_size;
     int64_t tstate_prev;
     int64_t tstate_next;
     int64_t tstate_interp;
-    int64_t tstate_frame;            /* <=3.10 frame; 3.11/3.12 cframe (pointer); 3.13 current_frame */
-    int64_t cframe_current_frame;    /* 3.11/3.12: offsetof(_PyCFrame, current_frame), else -1 */
-    int64_t tstate_thread_id;        /* pthread_t */
+    int64_t tstate_frame;         /* <=3.10 frame; 3.11/3.12 cframe (pointer); 3.13 current_frame */
+    int64_t cframe_current_frame; /* 3.11/3.12: offsetof(_PyCFrame, current_frame), else -1 */
+    int64_t tstate_thread_id;     /* pthread_t */
     int64_t tstate_native_thread_id; /* 3.11+ (the field is new in 3.11), else -1 */
     int64_t tstate_datastack_chunk;  /* 3.11+, else -1 */
 
@@ -82,7 +85,7 @@ typedef struct pystate_layout {
     int64_t frame_lineno; /* int */
 
     /* _PyInterpreterFrame (3.11+, else -1) */
-    int64_t iframe_code;     /* f_code (3.11/3.12) or f_executable (3.13+) */
+    int64_t iframe_code; /* f_code (3.11/3.12) or f_executable (3.13+) */
     int64_t iframe_previous;
     int64_t iframe_instr;    /* prev_instr (3.11/3.12) or instr_ptr (3.13+): a code unit pointer */
     int64_t iframe_owner;    /* char owner (3.11+) */
@@ -90,7 +93,7 @@ typedef struct pystate_layout {
     int64_t iframe_localsplus; /* offsetof(_PyInterpreterFrame, localsplus) = its fixed size */
 
     /* PyCodeObject */
-    int64_t code_size;        /* sizeof(PyCodeObject) (without the trailing bytecode) */
+    int64_t code_size; /* sizeof(PyCodeObject) (without the trailing bytecode) */
     int64_t code_filename;
     int64_t code_name;
     int64_t code_qualname;    /* 3.11+, else -1 */
@@ -101,12 +104,12 @@ typedef struct pystate_layout {
     int64_t code_size_field;  /* 3.11+: Py_SIZE(code) counts code units (ob_size offset), else -1 */
 
     /* Objects */
-    int64_t object_type;   /* offsetof(PyObject, ob_type) */
-    int64_t var_size;      /* offsetof(PyVarObject, ob_size) */
-    int64_t type_name;     /* offsetof(PyTypeObject, tp_name) (char *) */
-    int64_t bytes_sval;    /* offsetof(PyBytesObject, ob_sval) */
-    int64_t unicode_length;  /* offsetof(PyASCIIObject, length) */
-    int64_t unicode_state;   /* offsetof(PyASCIIObject, state) (a 32-bit bitfield word) */
+    int64_t object_type;          /* offsetof(PyObject, ob_type) */
+    int64_t var_size;             /* offsetof(PyVarObject, ob_size) */
+    int64_t type_name;            /* offsetof(PyTypeObject, tp_name) (char *) */
+    int64_t bytes_sval;           /* offsetof(PyBytesObject, ob_sval) */
+    int64_t unicode_length;       /* offsetof(PyASCIIObject, length) */
+    int64_t unicode_state;        /* offsetof(PyASCIIObject, state) (a 32-bit bitfield word) */
     int64_t unicode_ascii_size;   /* sizeof(PyASCIIObject): data of compact ASCII follows */
     int64_t unicode_compact_size; /* sizeof(PyCompactUnicodeObject): data of compact non-ASCII */
     int64_t unicode_data_any;     /* offsetof(PyUnicodeObject, data.any): non-compact strings */
@@ -118,18 +121,18 @@ typedef struct pystate_layout {
     int64_t dict_values; /* offsetof(PyDictObject, ma_values): NULL unless a split table */
     /* PyDictKeysObject (<= 3.10 from Objects/dict-common.h, 3.11+ pycore_dict.h). The index
      * table starts at dk_indices; the entries follow it. */
-    int64_t dictkeys_size;      /* dk_size (Py_ssize_t, index slots) 3.6-3.10, else -1 */
-    int64_t dictkeys_log2_size; /* dk_log2_size (uint8_t) 3.11+, else -1 */
+    int64_t dictkeys_size;             /* dk_size (Py_ssize_t, index slots) 3.6-3.10, else -1 */
+    int64_t dictkeys_log2_size;        /* dk_log2_size (uint8_t) 3.11+, else -1 */
     int64_t dictkeys_log2_index_bytes; /* dk_log2_index_bytes (uint8_t) 3.11+, else -1
                                           (<= 3.10: index width from the size, 1/2/4/8) */
-    int64_t dictkeys_kind;     /* dk_kind (uint8_t) 3.11+, else -1 */
-    int64_t dictkeys_nentries; /* dk_nentries (Py_ssize_t): entries used, deleted ones too */
-    int64_t dictkeys_indices;  /* offsetof(PyDictKeysObject, dk_indices) */
+    int64_t dictkeys_kind;             /* dk_kind (uint8_t) 3.11+, else -1 */
+    int64_t dictkeys_nentries;     /* dk_nentries (Py_ssize_t): entries used, deleted ones too */
+    int64_t dictkeys_indices;      /* offsetof(PyDictKeysObject, dk_indices) */
     int64_t dictkeys_kind_general; /* 3.11+: DICT_KEYS_GENERAL, the kind with hashed entries;
                                       the other kinds (unicode, split) use short entries */
-    int64_t dictentry_size;    /* sizeof(PyDictKeyEntry) {me_hash, me_key, me_value} */
-    int64_t dictentry_key;     /* offsetof(PyDictKeyEntry, me_key) */
-    int64_t dictentry_value;   /* offsetof(PyDictKeyEntry, me_value) */
+    int64_t dictentry_size;        /* sizeof(PyDictKeyEntry) {me_hash, me_key, me_value} */
+    int64_t dictentry_key;         /* offsetof(PyDictKeyEntry, me_key) */
+    int64_t dictentry_value;       /* offsetof(PyDictKeyEntry, me_value) */
     int64_t dictuentry_size;   /* 3.11+: sizeof(PyDictUnicodeEntry) {me_key, me_value}, else -1 */
     int64_t dictuentry_key;    /* 3.11+: offsetof(PyDictUnicodeEntry, me_key), else -1 */
     int64_t dictuentry_value;  /* 3.11+: offsetof(PyDictUnicodeEntry, me_value), else -1 */
@@ -145,11 +148,11 @@ typedef struct pystate_layout {
     int64_t long_shift;      /* PyLong_SHIFT: bits per digit */
     int64_t long_digit_size; /* sizeof(digit) */
     /* PyTypeObject / PyHeapTypeObject */
-    int64_t type_size;            /* sizeof(PyTypeObject): PyHeapTypeObject's extras follow */
-    int64_t type_basicsize;       /* offsetof(PyTypeObject, tp_basicsize) (Py_ssize_t) */
-    int64_t type_dictoffset;      /* offsetof(PyTypeObject, tp_dictoffset) (Py_ssize_t) */
-    int64_t type_flags;           /* offsetof(PyTypeObject, tp_flags) (unsigned long) */
-    int64_t heaptype_cached_keys; /* offsetof(PyHeapTypeObject, ht_cached_keys): shared keys */
+    int64_t type_size;               /* sizeof(PyTypeObject): PyHeapTypeObject's extras follow */
+    int64_t type_basicsize;          /* offsetof(PyTypeObject, tp_basicsize) (Py_ssize_t) */
+    int64_t type_dictoffset;         /* offsetof(PyTypeObject, tp_dictoffset) (Py_ssize_t) */
+    int64_t type_flags;              /* offsetof(PyTypeObject, tp_flags) (unsigned long) */
+    int64_t heaptype_cached_keys;    /* offsetof(PyHeapTypeObject, ht_cached_keys): shared keys */
     int64_t type_flag_managed_dict;  /* 3.11+: Py_TPFLAGS_MANAGED_DICT, else -1 */
     int64_t type_flag_inline_values; /* 3.13+: Py_TPFLAGS_INLINE_VALUES (values at
                                         object + tp_basicsize), else -1 */

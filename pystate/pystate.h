@@ -20,7 +20,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define PYSTATE_MAX_DEPTH 2048  /* frames per thread */
+#define PYSTATE_MAX_DEPTH   2048 /* frames per thread */
 #define PYSTATE_MAX_THREADS 4096 /* threads per interpreter */
 #define PYSTATE_MAX_INTERPS 64
 
@@ -29,19 +29,19 @@ typedef struct pystate_target pystate_target_t;
 typedef struct pystate_info {
     pid_t pid;
     int major, minor, micro;
-    uint32_t version_hex;  /* PY_VERSION_HEX when known, else 0 */
-    char version[32];      /* "3.11.7" (micro may be "?" when only the minor is known) */
-    char interp_path[4096]; /* libpython or executable, as the target sees it */
-    char exe_path[512];    /* /proc/PID/exe target */
-    raddr_t runtime_addr;  /* _PyRuntime (3.7+) or interp_head's address (3.6) */
-    char how_found[96];    /* e.g. "symbol _PyRuntime", ".PyRuntime section" */
+    uint32_t version_hex;          /* PY_VERSION_HEX when known, else 0 */
+    char version[32];              /* "3.11.7" (micro may be "?" when only the minor is known) */
+    char interp_path[4096];        /* libpython or executable, as the target sees it */
+    char exe_path[512];            /* /proc/PID/exe target */
+    raddr_t runtime_addr;          /* _PyRuntime (3.7+) or interp_head's address (3.6) */
+    char how_found[96];            /* e.g. "symbol _PyRuntime", ".PyRuntime section" */
     int layout_from_debug_offsets; /* 3.13+: offsets read from the target */
 } pystate_info_t;
 
 typedef struct pystate_thread {
     raddr_t tstate;
     uint64_t pthread_id;
-    int32_t tid;          /* OS thread id; 0 when it could not be found */
+    int32_t tid; /* OS thread id; 0 when it could not be found */
     int32_t interp_id;
     uint8_t gil;          /* holds the GIL (last holder while the GIL is locked) */
     uint8_t truncated;    /* the walk stopped early (bound or torn read) */
@@ -100,10 +100,10 @@ const pystate_thread_t *pystate_snapshot_thread(const pystate_snapshot_t *s, siz
 typedef struct pystate_stats {
     uint64_t samples;
     uint64_t threads_read;
-    uint64_t truncated;     /* threads whose walk stopped early */
-    uint64_t code_misses;   /* code objects read (cache misses) */
+    uint64_t truncated;   /* threads whose walk stopped early */
+    uint64_t code_misses; /* code objects read (cache misses) */
     uint64_t code_hits;
-    uint64_t torn;          /* inconsistent reads detected */
+    uint64_t torn; /* inconsistent reads detected */
 } pystate_stats_t;
 
 pystate_stats_t pystate_target_stats(const pystate_target_t *t);

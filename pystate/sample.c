@@ -17,13 +17,13 @@
 #include <string.h>
 #include <time.h>
 
-#define TSTATE_READ_MAX 4096
-#define FRAME_READ_MAX 512
-#define CHUNK_READ_MAX (256u * 1024)
-#define CODE_BATCH_MAX 4096
+#define TSTATE_READ_MAX       4096
+#define FRAME_READ_MAX        512
+#define CHUNK_READ_MAX        (256u * 1024)
+#define CODE_BATCH_MAX        4096
 #define FRAME_OWNED_BY_CSTACK 3
-#define NAMES_REFRESH_NS 1000000000ull /* thread names are reread at most once a second */
-#define NAMES_INTERPS_MAX 8            /* interpreters whose threading module is read */
+#define NAMES_REFRESH_NS      1000000000ull /* thread names are reread at most once a second */
+#define NAMES_INTERPS_MAX     8             /* interpreters whose threading module is read */
 
 typedef struct raw_frame {
     raddr_t code;
@@ -133,7 +133,7 @@ static int list_threads(pystate_target_t *t, pystate_snapshot_t *s)
     if (err)
         return err == SCRY_E_FAULT ? SCRY_E_CORRUPT : err;
     size_t tsize = L->tstate_size > 0 && L->tstate_size < TSTATE_READ_MAX ? (size_t)L->tstate_size
-                                                                           : TSTATE_READ_MAX;
+                                                                          : TSTATE_READ_MAX;
     uint8_t tbuf[TSTATE_READ_MAX];
     s->count = 0;
     for (int ni = 0; interp && ni < PYSTATE_MAX_INTERPS; ni++) {
@@ -305,10 +305,10 @@ static void walk_frame_objects(pystate_target_t *t, thread_work_t *w)
 static void walk_interpreter_frames(pystate_target_t *t, thread_work_t *w)
 {
     const pystate_layout_t *L = &t->layout;
-    size_t len = (size_t)max4(L->iframe_code, L->iframe_previous, L->iframe_instr,
-                              L->iframe_owner > L->iframe_is_entry ? L->iframe_owner
-                                                                   : L->iframe_is_entry) +
-                 8;
+    size_t len =
+        (size_t)max4(L->iframe_code, L->iframe_previous, L->iframe_instr,
+                     L->iframe_owner > L->iframe_is_entry ? L->iframe_owner : L->iframe_is_entry) +
+        8;
     uint8_t buf[FRAME_READ_MAX];
     if (len > sizeof buf)
         len = sizeof buf;
@@ -337,7 +337,8 @@ static void walk_interpreter_frames(pystate_target_t *t, thread_work_t *w)
                 offset = (uint32_t)(instr - start);
                 has = 1;
             }
-            int entry = L->iframe_is_entry >= 0 ? pystate__u8_at(buf, len, L->iframe_is_entry) != 0 : 0;
+            int entry =
+                L->iframe_is_entry >= 0 ? pystate__u8_at(buf, len, L->iframe_is_entry) != 0 : 0;
             if (w->nraw == 0) {
                 w->leaf_instr_addr = has ? instr : 0;
             }
@@ -386,10 +387,9 @@ static int resolve_frames(pystate_target_t *t, pystate_snapshot_t *s)
             raw_frame_t *r = &w->raw[k];
             if (r->code != last_code || !code) {
                 /* Validate the cached copy against the object as it is now. */
-                int kerr = pf(t, r->code + (uint64_t)t->code_key_start, key,
-                              (size_t)t->code_key_len);
-                code = kerr ? NULL
-                            : (pystate_code_t *)pystate__code_get(t, r->code, key);
+                int kerr =
+                    pf(t, r->code + (uint64_t)t->code_key_start, key, (size_t)t->code_key_len);
+                code = kerr ? NULL : (pystate_code_t *)pystate__code_get(t, r->code, key);
                 last_code = r->code;
             }
             if (!code) {
@@ -416,11 +416,10 @@ static int resolve_frames(pystate_target_t *t, pystate_snapshot_t *s)
                         blen = PYSTATE_BYTECODE_READ_MAX;
                     uint32_t at = 0;
                     uint8_t opc = 0;
-                    if (pystate__pf_read(t->prefetch, t->mem,
-                                         r->code + (uint64_t)L->code_adaptive, t->bytecode_buf,
-                                         blen, 1) == 0 &&
-                        pystate_opcode_find_instruction(L->major, L->minor, t->bytecode_buf,
-                                                        blen, r->offset, &at, &opc) == 0)
+                    if (pystate__pf_read(t->prefetch, t->mem, r->code + (uint64_t)L->code_adaptive,
+                                         t->bytecode_buf, blen, 1) == 0 &&
+                        pystate_opcode_find_instruction(L->major, L->minor, t->bytecode_buf, blen,
+                                                        r->offset, &at, &opc) == 0)
                         op = opc;
                 }
                 if (op >= 0)

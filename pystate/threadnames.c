@@ -137,7 +137,8 @@ static int nm_str_head(nm_t *m, const uint8_t *buf, size_t len, pystate_str_stat
         return SCRY_E_CORRUPT;
     if (L->unicode_state < 0 || (uint64_t)L->unicode_state + 4 > len)
         return SCRY_E_CORRUPT;
-    if (pystate_str_decode_state(L->unicode_style, pystate__u32_at(buf, len, L->unicode_state), st) != 0)
+    if (pystate_str_decode_state(L->unicode_style, pystate__u32_at(buf, len, L->unicode_state),
+                                 st) != 0)
         return SCRY_E_CORRUPT;
     *length = (int64_t)pystate__u64_at(buf, len, L->unicode_length);
     if (*length < 0 || *length > (1 << 24))
@@ -409,9 +410,10 @@ static int nm_long(nm_t *m, const uint8_t *buf, size_t len, uint64_t *out)
         return SCRY_E_CORRUPT;
     uint64_t v = 0;
     for (uint64_t i = 0; i < nd; i++) {
-        uint64_t dg = ds == 4
-                          ? pystate__u32_at(buf, len, L->long_digits + (int64_t)(i * 4))
-                          : (uint64_t)(uint16_t)pystate__u32_at(buf, len, L->long_digits + (int64_t)(i * 2));
+        uint64_t dg =
+            ds == 4
+                ? pystate__u32_at(buf, len, L->long_digits + (int64_t)(i * 4))
+                : (uint64_t)(uint16_t)pystate__u32_at(buf, len, L->long_digits + (int64_t)(i * 2));
         unsigned at = (unsigned)(i * shift);
         if (dg >> shift || at >= 64 || ((dg << at) >> at) != dg)
             return SCRY_E_CORRUPT;
@@ -617,7 +619,8 @@ static int nm_read_dicts(nm_t *m, nm_thread_t *th, size_t n)
         if (!h->alive || !h->dict)
             continue;
         const uint8_t *b = bufs + i * hl;
-        if (!ok[i] || !nm_type_is(m, pystate__u64_at(b, hl, L->object_type), "dict", &m->c->type_dict)) {
+        if (!ok[i] ||
+            !nm_type_is(m, pystate__u64_at(b, hl, L->object_type), "dict", &m->c->type_dict)) {
             h->alive = 0;
             continue;
         }

@@ -49,7 +49,7 @@ static struct {
     void (*set_alloc)(int, shim_pyalloc_t *);
     void *(*tstate_current)(void);
     void *(*tstate_this)(void);
-    int (*is_finalizing)(void); /* Py_IsFinalizing (3.13+) or _Py_IsFinalizing (3.7+) */
+    int (*is_finalizing)(void);  /* Py_IsFinalizing (3.13+) or _Py_IsFinalizing (3.7+) */
     void *const *finalizing_var; /* 3.6: &_Py_Finalizing */
     uintptr_t code_type;
     int major, minor;

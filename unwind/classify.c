@@ -100,10 +100,10 @@ static int is_gil_symbol(const char *s)
 /* True when the leaf frames in the C runtime include a function that blocks. */
 static int in_runtime_wait(const unwind_frame_t *native, size_t nn)
 {
-    static const char *const waits[] = {"futex", "cond_wait", "cond_timedwait", "lll_lock_wait",
-                                        "sem_wait", "sem_timedwait", "nanosleep", "__poll",
-                                        "epoll_wait", "__select", "pselect", "sigtimedwait",
-                                        "accept", "recv", "waitpid", "wait4"};
+    static const char *const waits[] = {
+        "futex",     "cond_wait", "cond_timedwait", "lll_lock_wait", "sem_wait", "sem_timedwait",
+        "nanosleep", "__poll",    "epoll_wait",     "__select",      "pselect",  "sigtimedwait",
+        "accept",    "recv",      "waitpid",        "wait4"};
     for (size_t i = 0; i < nn && i < 8 && is_runtime(&native[i]); i++) {
         const char *sym = native[i].symbol;
         for (size_t k = 0; sym && k < sizeof waits / sizeof *waits; k++)
