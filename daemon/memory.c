@@ -25,6 +25,7 @@ struct memprof {
     ringc_event_t events[MEMPROF_BATCH];
     scry_frame_t frames[SCRY_RING_MAX_FRAMES + 1];
     uint64_t nevents;
+    int unlinked; /* the ring's file name is gone (the shim has it mapped) */
     const char *s_unknown, *s_empty;
 };
 
@@ -167,12 +168,7 @@ int memprof_start(memprof_t *m, pystate_target_t *t)
     if (err && err != SCRY_E_AGAIN)
         return err;
     ringc_heartbeat(m->ring);
-    err = ringc_set_enabled(m->ring, 1);
-    /* The target has mapped the ring by now (its shim holds it before main(), or was
-     * injected): remove the name, so nothing is left in /dev/shm even if scry is killed. */
-    if (!err)
-        ringc_unlink(m->ring);
-    return err;
+    return ringc_set_enabled(m->ring, 1);
 }
 
 static void emit_event(memprof_t *m, pystate_target_t *t, const ringc_event_t *e,
@@ -218,6 +214,13 @@ int memprof_drain(memprof_t *m, pystate_target_t *t, sampler_emit_fn emit, void 
             return SCRY_E_NOMEM;
     }
     ringc_heartbeat(m->ring);
+    if (!m->unlinked) {
+        /* Once the target's shim has claimed the ring it keeps its mapping: remove the
+         * name, so nothing is left in /dev/shm even if scry is killed. */
+        ringc_stats_t st;
+        if (ringc_stats(m->ring, &st) == 0 && st.owner_pid != 0 && ringc_unlink(m->ring) == 0)
+            m->unlinked = 1;
+    }
     int total = 0;
     for (int round = 0; round < 1024; round++) { /* bounded: the shim may keep writing */
         size_t n = 0;
