@@ -134,12 +134,18 @@ int pystate__pf_begin(pystate_prefetch_t *pf, rmem_t *m)
         pf->data = d;
         pf->data_cap = s->bytes;
     }
+    /* The regions are copied in the reverse of the order the walk first needed them: the
+     * root-ward frames before the leaf-ward ones, and the pointers to the top of each stack
+     * (thread states, current frames) last. The target runs while the kernel copies; if
+     * its stack changes meanwhile, the walk then starts from a newer top over older
+     * parents (a leaf at a slightly stale line), never from an older top over parents
+     * that have moved on (a wrong caller). */
     size_t off = 0;
     for (size_t i = 0; i < s->n; i++) {
         pf_region_t *r = &s->regions[i];
         r->off = (uint32_t)off;
         r->valid = 0;
-        pf->iov[i] = (rmem_iov_t){r->addr, pf->data + off, r->len};
+        pf->iov[s->n - 1 - i] = (rmem_iov_t){r->addr, pf->data + off, r->len};
         off += r->len;
     }
     size_t done = 0;
@@ -151,7 +157,7 @@ int pystate__pf_begin(pystate_prefetch_t *pf, rmem_t *m)
             break;
         }
         for (size_t i = done; i < done + (size_t)got; i++)
-            s->regions[i].valid = 1;
+            s->regions[s->n - 1 - i].valid = 1;
         done += (size_t)got;
         if (done < s->n)
             done++; /* skip the region that faulted: it stays invalid */
