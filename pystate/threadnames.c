@@ -825,6 +825,13 @@ int pystate__thread_names(pystate_target_t *t, raddr_t interp, pystate_name_map_
 out:
     if (err == SCRY_E_FAULT)
         err = SCRY_E_CORRUPT;
+    if (err == SCRY_E_CORRUPT) {
+        /* Whatever was learnt and cached may be what went stale (a type checked once, a
+         * hint): forget it, so the next refresh validates everything again. */
+        m.c->type_dict = m.c->type_str = m.c->type_int = m.c->type_module = 0;
+        m.c->module_dictoffset = 0;
+        m.c->hint_modules = m.c->hint_module_dict = 0;
+    }
     free(keys);
     free(vals);
     free(th);

@@ -444,6 +444,7 @@ static void test_churn(const char *python, const char *what)
     raddr_t interp = first_interp(t, snap);
     CHECK(interp != 0, "%s: no interpreter", what);
     long calls = 0, ok = 0, names = 0, bad = 0, mains = 0;
+    int first_err = 0;
     uint64_t end = now_ns() + 500000000ull;
     while (interp && now_ns() < end) {
         map->count = 0;
@@ -452,6 +453,8 @@ static void test_churn(const char *python, const char *what)
         CHECK(rc == 0 || rc == SCRY_E_CORRUPT || rc == SCRY_E_NOTFOUND, "%s: churn: %s", what,
               scry_err_name(rc));
         ok += rc == 0;
+        if (rc && !first_err)
+            first_err = rc;
         for (size_t i = 0; i < map->count; i++) {
             names++;
             if (!churn_name_ok(map->items[i].name))
@@ -460,7 +463,8 @@ static void test_churn(const char *python, const char *what)
                 mains++;
         }
     }
-    CHECK(ok * 10 >= calls * 9, "%s: %ld of %ld refreshes succeeded", what, ok, calls);
+    CHECK(ok * 10 >= calls * 9, "%s: %ld of %ld refreshes succeeded (first error %s)", what, ok,
+          calls, first_err ? scry_err_name(first_err) : "none");
     CHECK(mains * 10 >= calls * 9, "%s: MainThread in %ld of %ld", what, mains, calls);
     CHECK(bad * 100 <= names, "%s: %ld unexpected names of %ld", what, bad, names);
     printf("  %-22s churn: %ld refreshes, %ld ok, %ld names, %ld unexpected\n", what, calls, ok,
