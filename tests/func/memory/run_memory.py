@@ -573,23 +573,27 @@ def t_metric(c, mode):
 
 
 def ring_state(pid):
-    path = None
+    """(ring path, header 'enabled' word) of scry's ring in PID, read from the mapping
+    (/proc/PID/mem: scry unlinks the file once the shim has claimed it)."""
+    path = start = None
     try:
         with open("/proc/%d/maps" % pid) as f:
             for line in f:
                 parts = line.split()
                 if len(parts) >= 6 and parts[5].startswith("/dev/shm/scry-"):
                     path = parts[5]
+                    start = int(parts[0].split("-")[0], 16)
     except OSError:
         return None, None
     if not path:
         return None, None
     try:
-        with open(path, "rb") as f:
+        with open("/proc/%d/mem" % pid, "rb") as f:
+            f.seek(start)
             h = f.read(512)
         import struct
         return path, struct.unpack_from("<I", h, 264)[0]
-    except (OSError, ValueError):
+    except (OSError, ValueError, OverflowError, struct.error if False else ValueError):
         return path, None
 
 
@@ -677,7 +681,8 @@ def t_sigkill(c, mode):
     after = per_iter(rows, t_after, t_end)
     ratio = after[0] / before[0]
     wall_ratio = after[1] / before[1]
-    left = " ring file %s left in /dev/shm" % path if path and os.path.exists(path) else ""
+    plain = path.replace(" (deleted)", "") if path else path
+    left = " ring file %s left in /dev/shm" % plain if plain and os.path.exists(plain) else ""
     detail = ("CPU us/iteration before %.1f, profiled %.1f, after SIGKILL %.1f (x%.2f; wall "
               "x%.2f); target finished, result right;%s" % (
                   before[0], during[0], after[0], ratio, wall_ratio, left))

@@ -52,23 +52,27 @@ def marks():
 
 
 def find_ring(pid="self"):
+    """(path, start address) of scry's ring mapped in PID, or None. scry removes the file's
+    name once the shim has claimed it, so the path may end in ' (deleted)'."""
     try:
         with open("/proc/%s/maps" % pid) as f:
             for line in f:
                 parts = line.split()
                 if len(parts) >= 6 and parts[5].startswith("/dev/shm/scry-"):
-                    return parts[5]
+                    return parts[5], int(parts[0].split("-")[0], 16)
     except OSError:
         pass
     return None
 
 
-def ring_header(path):
-    """(magic, nrecords, file_size, enabled, owner_pid, shim_state) or None."""
+def ring_header(ring, pid="self"):
+    """(magic, nrecords, file_size, enabled, owner_pid, shim_state) or None, read from the
+    mapping itself (/proc/PID/mem), which works after the file was unlinked."""
     try:
-        with open(path, "rb") as f:
+        with open("/proc/%s/mem" % pid, "rb") as f:
+            f.seek(ring[1])
             h = f.read(512)
-    except OSError:
+    except (OSError, ValueError, OverflowError):
         return None
     if len(h) < 512:
         return None
@@ -85,11 +89,11 @@ def wait_ring(limit):
     t0 = time.monotonic()
     h = None
     while time.monotonic() - t0 < limit:
-        path = find_ring()
-        h = ring_header(path) if path else None
+        ring = find_ring()
+        h = ring_header(ring) if ring else None
         if h and h[0] == RING_MAGIC and h[3] == 1 and h[4] == os.getpid() and (
                 h[5] & STATE_PY_HOOKS):
-            return path, time.monotonic() - t0, h
+            return ring[0], time.monotonic() - t0, h
         time.sleep(0.005)
     return None, limit, h
 
@@ -228,13 +232,21 @@ def scribble(path, stop_at, stats):
     """Writes random bytes over the ring's records (the area the shim fills and scry
     reads) until stop_at."""
     rnd = random.Random(12345)
-    with open(path, "r+b") as f:
+    ring = find_ring()
+    if not ring:
+        return
+    base = ring[1]  # the whole file is mapped from offset 0; written through /proc/self/mem
+    with open("/proc/self/mem", "r+b", buffering=0) as f:
+        f.seek(base)
         nrec = struct.unpack_from("<Q", f.read(64), OFF_NRECORDS)[0]
         nrec = max(1, min(nrec, 1 << 22))
         while time.monotonic() < stop_at:
             i = rnd.randrange(nrec)
             n = rnd.randrange(1, 8)
-            f.seek(RING_HEADER_SIZE + i * RING_RECORD_SIZE + rnd.randrange(RING_RECORD_SIZE))
+            off = RING_HEADER_SIZE + i * RING_RECORD_SIZE + rnd.randrange(RING_RECORD_SIZE)
+            if off + n * 64 > RING_HEADER_SIZE + nrec * RING_RECORD_SIZE:
+                continue
+            f.seek(base + off)
             f.write(bytes(rnd.getrandbits(8) for _ in range(n * 64)))
             f.flush()
             stats["writes"] += 1
