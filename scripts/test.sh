@@ -5,6 +5,8 @@
 set -eu
 here=$(cd "$(dirname "$0")/.." && pwd)
 "$here/scripts/install-deps.sh"
+# The Debian sid root (CPython 3.14/3.15, container image): built once per machine, cached.
+"$here/scripts/sid-root.sh" >/dev/null
 status=0
 "$here/scripts/build.sh" "$here/build-ci" -DSCRY_WERROR=ON
 (cd "$here/build-ci" && ctest --output-on-failure --timeout 900) || status=1
