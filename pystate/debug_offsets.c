@@ -1,16 +1,21 @@
-/* debug_offsets.c - parse and validate the target's _Py_DebugOffsets (3.13, 3.14).
+/* debug_offsets.c - parse and validate the target's _Py_DebugOffsets (3.13 and newer).
  *
- * The block is an array of uint64_t after an 8-byte cookie. Its member order is fixed per
- * minor version (CPython documents it as stable across patch releases only), so each
- * known version gets its own mirror struct below, declared from CPython's
- * Include/internal/pycore_runtime.h (3.13) and pycore_debug_offsets.h (3.14.0). Both are
- * copied into one normalised form (the 3.14 superset, members 3.13 lacks left 0) and
- * validated there. The target is the same architecture as scry (x86_64, little-endian).
+ * The block is char cookie[8] followed by uint64_t members. Their order is fixed per minor
+ * version (stable across patch releases only) and comes from tables generated from each
+ * version's own header (pystate/gen/gen_debug_offsets.py -> debug_layouts_gen.c). A block
+ * is first gathered into one normalised form (a value per known member, with a flag for
+ * the members the version has), then validated there: generically (every struct size in
+ * (0, 1 MiB], every offset inside the struct it belongs to) and specifically for what the
+ * walkers dereference (pointer members 8-aligned, integers of their width, the relations the
+ * derived fields rely on). The target is the same architecture as scry (x86_64,
+ * little-endian).
  */
 #include "debug_offsets.h"
 
+#include <stdio.h>
 #include <string.h>
 
+#include "debug_layouts_gen.h"
 #include "scry_err.h"
 
 #define DBG_MAX_STRUCT (1u << 20) /* no struct size or offset beyond 1 MiB */
@@ -22,374 +27,106 @@ typedef struct dbg_head {
     uint64_t free_threaded;
 } dbg_head_t;
 
-struct dbg_runtime {
-    uint64_t size, finalizing, interpreters_head;
-};
-struct dbg_interp13 {
-    uint64_t size, id, next, threads_head, gc, imports_modules, sysdict, builtins, ceval_gil,
-        gil_runtime_state, gil_runtime_state_enabled, gil_runtime_state_locked,
-        gil_runtime_state_holder;
-};
-struct dbg_interp14 {
-    uint64_t size, id, next, threads_head, threads_main, gc, imports_modules, sysdict, builtins,
-        ceval_gil, gil_runtime_state, gil_runtime_state_enabled, gil_runtime_state_locked,
-        gil_runtime_state_holder, code_object_generation, tlbc_generation;
-};
-struct dbg_tstate {
-    uint64_t size, prev, next, interp, current_frame, thread_id, native_thread_id, datastack_chunk,
-        status;
-};
-struct dbg_iframe13 {
-    uint64_t size, previous, executable, instr_ptr, localsplus, owner;
-};
-struct dbg_iframe14 {
-    uint64_t size, previous, executable, instr_ptr, localsplus, owner, stackpointer, tlbc_index;
-};
-struct dbg_code13 {
-    uint64_t size, filename, name, qualname, linetable, firstlineno, argcount, localsplusnames,
-        localspluskinds, co_code_adaptive;
-};
-struct dbg_code14 {
-    uint64_t size, filename, name, qualname, linetable, firstlineno, argcount, localsplusnames,
-        localspluskinds, co_code_adaptive, co_tlbc;
-};
-struct dbg_pyobject {
-    uint64_t size, ob_type;
-};
-struct dbg_type {
-    uint64_t size, tp_name, tp_repr, tp_flags;
-};
-struct dbg_seq { /* tuple_object and list_object */
-    uint64_t size, ob_item, ob_size;
-};
-struct dbg_set {
-    uint64_t size, used, table, mask;
-};
-struct dbg_dict {
-    uint64_t size, ma_keys, ma_values;
-};
-struct dbg_float {
-    uint64_t size, ob_fval;
-};
-struct dbg_long {
-    uint64_t size, lv_tag, ob_digit;
-};
-struct dbg_bytes {
-    uint64_t size, ob_size, ob_sval;
-};
-struct dbg_unicode {
-    uint64_t size, state, length, asciiobject_size;
-};
-struct dbg_gc {
-    uint64_t size, collecting;
-};
-struct dbg_gen {
-    uint64_t size, gi_name, gi_iframe, gi_frame_state;
-};
-struct dbg_llist {
-    uint64_t next, prev;
-};
-struct dbg_debugger {
-    uint64_t eval_breaker, remote_debugger_support, remote_debugging_enabled, debugger_pending_call,
-        debugger_script_path, debugger_script_path_size;
-};
-
-/* The 3.13 block (3.13.0rc1 .. 3.13.x). */
-typedef struct dbg313 {
-    dbg_head_t head;
-    struct dbg_runtime runtime_state;
-    struct dbg_interp13 interpreter_state;
-    struct dbg_tstate thread_state;
-    struct dbg_iframe13 interpreter_frame;
-    struct dbg_code13 code_object;
-    struct dbg_pyobject pyobject;
-    struct dbg_type type_object;
-    struct dbg_seq tuple_object;
-    struct dbg_seq list_object;
-    struct dbg_dict dict_object;
-    struct dbg_float float_object;
-    struct dbg_long long_object;
-    struct dbg_bytes bytes_object;
-    struct dbg_unicode unicode_object;
-    struct dbg_gc gc;
-} dbg313_t;
-
-/* The 3.14 block (3.14.0rc1 .. 3.14.x), also the normalised form. */
-typedef struct dbg314 {
-    dbg_head_t head;
-    struct dbg_runtime runtime_state;
-    struct dbg_interp14 interpreter_state;
-    struct dbg_tstate thread_state;
-    struct dbg_iframe14 interpreter_frame;
-    struct dbg_code14 code_object;
-    struct dbg_pyobject pyobject;
-    struct dbg_type type_object;
-    struct dbg_seq tuple_object;
-    struct dbg_seq list_object;
-    struct dbg_set set_object;
-    struct dbg_dict dict_object;
-    struct dbg_float float_object;
-    struct dbg_long long_object;
-    struct dbg_bytes bytes_object;
-    struct dbg_unicode unicode_object;
-    struct dbg_gc gc;
-    struct dbg_gen gen_object;
-    struct dbg_llist llist_node;
-    struct dbg_debugger debugger_support;
-} dbg314_t;
-
 _Static_assert(sizeof(dbg_head_t) == PYSTATE_DEBUG_OFFSETS_HEADER_SIZE, "header size");
-_Static_assert(sizeof(dbg313_t) == 584, "3.13 _Py_DebugOffsets is 73 words");
-_Static_assert(sizeof(dbg314_t) == PYSTATE_DEBUG_OFFSETS_MAX_SIZE, "3.14 is 95 words");
+
+/* The normalised block: v[f] for every member f the version has (has[f] = 1). */
+typedef struct dbg_block {
+    const pystate_dbg_layout_t *lay;
+    uint64_t v[DBGF_COUNT];
+    uint8_t has[DBGF_COUNT];
+} dbg_block_t;
+
+/* Members the walkers need: every known layout has them (3.13 is the smallest). A layout
+ * that lacks one cannot be read. */
+static const int required[] = {
+    DBGF_RUNTIME_STATE_SIZE,
+    DBGF_RUNTIME_STATE_FINALIZING,
+    DBGF_RUNTIME_STATE_INTERPRETERS_HEAD,
+    DBGF_INTERPRETER_STATE_SIZE,
+    DBGF_INTERPRETER_STATE_ID,
+    DBGF_INTERPRETER_STATE_NEXT,
+    DBGF_INTERPRETER_STATE_THREADS_HEAD,
+    DBGF_INTERPRETER_STATE_IMPORTS_MODULES,
+    DBGF_INTERPRETER_STATE_CEVAL_GIL,
+    DBGF_INTERPRETER_STATE_GIL_RUNTIME_STATE,
+    DBGF_INTERPRETER_STATE_GIL_RUNTIME_STATE_LOCKED,
+    DBGF_INTERPRETER_STATE_GIL_RUNTIME_STATE_HOLDER,
+    DBGF_THREAD_STATE_SIZE,
+    DBGF_THREAD_STATE_PREV,
+    DBGF_THREAD_STATE_NEXT,
+    DBGF_THREAD_STATE_INTERP,
+    DBGF_THREAD_STATE_CURRENT_FRAME,
+    DBGF_THREAD_STATE_THREAD_ID,
+    DBGF_THREAD_STATE_NATIVE_THREAD_ID,
+    DBGF_THREAD_STATE_DATASTACK_CHUNK,
+    DBGF_INTERPRETER_FRAME_SIZE,
+    DBGF_INTERPRETER_FRAME_PREVIOUS,
+    DBGF_INTERPRETER_FRAME_EXECUTABLE,
+    DBGF_INTERPRETER_FRAME_INSTR_PTR,
+    DBGF_INTERPRETER_FRAME_LOCALSPLUS,
+    DBGF_INTERPRETER_FRAME_OWNER,
+    DBGF_CODE_OBJECT_SIZE,
+    DBGF_CODE_OBJECT_FILENAME,
+    DBGF_CODE_OBJECT_NAME,
+    DBGF_CODE_OBJECT_QUALNAME,
+    DBGF_CODE_OBJECT_LINETABLE,
+    DBGF_CODE_OBJECT_FIRSTLINENO,
+    DBGF_CODE_OBJECT_CO_CODE_ADAPTIVE,
+    DBGF_PYOBJECT_SIZE,
+    DBGF_PYOBJECT_OB_TYPE,
+    DBGF_TYPE_OBJECT_SIZE,
+    DBGF_TYPE_OBJECT_TP_NAME,
+    DBGF_TYPE_OBJECT_TP_FLAGS,
+    DBGF_TUPLE_OBJECT_SIZE,
+    DBGF_TUPLE_OBJECT_OB_SIZE,
+    DBGF_DICT_OBJECT_SIZE,
+    DBGF_DICT_OBJECT_MA_KEYS,
+    DBGF_DICT_OBJECT_MA_VALUES,
+    DBGF_LONG_OBJECT_SIZE,
+    DBGF_LONG_OBJECT_LV_TAG,
+    DBGF_LONG_OBJECT_OB_DIGIT,
+    DBGF_BYTES_OBJECT_SIZE,
+    DBGF_BYTES_OBJECT_OB_SVAL,
+    DBGF_UNICODE_OBJECT_SIZE,
+    DBGF_UNICODE_OBJECT_STATE,
+    DBGF_UNICODE_OBJECT_LENGTH,
+    DBGF_UNICODE_OBJECT_ASCIIOBJECT_SIZE,
+};
+
+static const pystate_dbg_layout_t *layout_of(int minor)
+{
+    for (size_t i = 0; i < PYSTATE_DBG_NLAYOUTS; i++)
+        if (pystate_dbg_layouts[i].minor == minor)
+            return &pystate_dbg_layouts[i];
+    return NULL;
+}
+
+static const pystate_dbg_layout_t *newest(void)
+{
+    return &pystate_dbg_layouts[PYSTATE_DBG_NLAYOUTS - 1];
+}
+
+int pystate_debug_offsets_newest_minor(void)
+{
+    return newest()->minor;
+}
+
+int pystate_debug_offsets_oldest_minor(void)
+{
+    return pystate_dbg_layouts[0].minor;
+}
 
 size_t pystate_debug_offsets_size(uint32_t version_hex)
 {
     if ((version_hex >> 24) != 3)
         return 0;
-    switch ((version_hex >> 16) & 0xff) {
-    case 13:
-        return sizeof(dbg313_t);
-    case 14:
-        return sizeof(dbg314_t);
-    default:
-        return 0;
-    }
+    const pystate_dbg_layout_t *l = layout_of((int)((version_hex >> 16) & 0xff));
+    return l ? l->words * 8 : 0;
 }
 
-/* Copies a 3.13 block into the 3.14-shaped normalised form; 3.14-only members stay 0 and
- * are not validated (check_block knows the minor). */
-static void widen_313(const dbg313_t *a, dbg314_t *b)
+static uint64_t V(const dbg_block_t *d, int f)
 {
-    memset(b, 0, sizeof *b);
-    b->head = a->head;
-    b->runtime_state = a->runtime_state;
-    b->interpreter_state.size = a->interpreter_state.size;
-    b->interpreter_state.id = a->interpreter_state.id;
-    b->interpreter_state.next = a->interpreter_state.next;
-    b->interpreter_state.threads_head = a->interpreter_state.threads_head;
-    b->interpreter_state.gc = a->interpreter_state.gc;
-    b->interpreter_state.imports_modules = a->interpreter_state.imports_modules;
-    b->interpreter_state.sysdict = a->interpreter_state.sysdict;
-    b->interpreter_state.builtins = a->interpreter_state.builtins;
-    b->interpreter_state.ceval_gil = a->interpreter_state.ceval_gil;
-    b->interpreter_state.gil_runtime_state = a->interpreter_state.gil_runtime_state;
-    b->interpreter_state.gil_runtime_state_enabled = a->interpreter_state.gil_runtime_state_enabled;
-    b->interpreter_state.gil_runtime_state_locked = a->interpreter_state.gil_runtime_state_locked;
-    b->interpreter_state.gil_runtime_state_holder = a->interpreter_state.gil_runtime_state_holder;
-    b->thread_state = a->thread_state;
-    memcpy(&b->interpreter_frame, &a->interpreter_frame, sizeof a->interpreter_frame);
-    memcpy(&b->code_object, &a->code_object, sizeof a->code_object);
-    b->pyobject = a->pyobject;
-    b->type_object = a->type_object;
-    b->tuple_object = a->tuple_object;
-    b->list_object = a->list_object;
-    b->dict_object = a->dict_object;
-    b->float_object = a->float_object;
-    b->long_object = a->long_object;
-    b->bytes_object = a->bytes_object;
-    b->unicode_object = a->unicode_object;
-    b->gc = a->gc;
-}
-
-/* Validation: any failed check sets ok to 0. */
-typedef struct check {
-    int ok;
-} check_t;
-
-/* A struct size: nonzero and at most 1 MiB. */
-static void need_size(check_t *c, uint64_t size)
-{
-    if (size == 0 || size > DBG_MAX_STRUCT)
-        c->ok = 0;
-}
-
-/* A member of WIDTH bytes at OFF lies inside a struct of SIZE bytes. */
-static void need_in(check_t *c, uint64_t off, uint64_t width, uint64_t size)
-{
-    if (size > DBG_MAX_STRUCT || off > size || width > size - off)
-        c->ok = 0;
-}
-
-/* A pointer member: inside and 8-aligned. */
-static void need_ptr(check_t *c, uint64_t off, uint64_t size)
-{
-    need_in(c, off, DBG_PTR, size);
-    if (off % DBG_PTR != 0)
-        c->ok = 0;
-}
-
-/* An aligned integer member of WIDTH (4 or 8) bytes. */
-static void need_int(check_t *c, uint64_t off, uint64_t width, uint64_t size)
-{
-    need_in(c, off, width, size);
-    if (off % width != 0)
-        c->ok = 0;
-}
-
-static void check_sizes(check_t *c, const dbg314_t *d, int minor)
-{
-    need_size(c, d->runtime_state.size);
-    need_size(c, d->interpreter_state.size);
-    need_size(c, d->thread_state.size);
-    need_size(c, d->interpreter_frame.size);
-    need_size(c, d->code_object.size);
-    need_size(c, d->pyobject.size);
-    need_size(c, d->type_object.size);
-    need_size(c, d->tuple_object.size);
-    need_size(c, d->list_object.size);
-    need_size(c, d->dict_object.size);
-    need_size(c, d->float_object.size);
-    need_size(c, d->long_object.size);
-    need_size(c, d->bytes_object.size);
-    need_size(c, d->unicode_object.size);
-    need_size(c, d->gc.size);
-    if (minor >= 14) {
-        need_size(c, d->set_object.size);
-        need_size(c, d->gen_object.size);
-    }
-}
-
-static void check_runtime_interp(check_t *c, const dbg314_t *d, int minor)
-{
-    const struct dbg_runtime *r = &d->runtime_state;
-    const struct dbg_interp14 *i = &d->interpreter_state;
-    uint64_t is = i->size;
-
-    need_ptr(c, r->finalizing, r->size);
-    /* interpreters.main (derived) follows head */
-    need_ptr(c, r->interpreters_head + DBG_PTR, r->size);
-    need_ptr(c, r->interpreters_head, r->size);
-    need_int(c, i->id, 8, is);
-    need_ptr(c, i->next, is);
-    need_ptr(c, i->threads_head, is);
-    need_in(c, i->gc, 1, is);
-    need_ptr(c, i->imports_modules, is);
-    need_ptr(c, i->sysdict, is);
-    need_ptr(c, i->builtins, is);
-    need_ptr(c, i->ceval_gil, is);
-    need_in(c, i->gil_runtime_state, 1, is);
-    /* 0 in default builds; offsetof(struct _gil_runtime_state, enabled) when free-threaded */
-    need_in(c, i->gil_runtime_state_enabled, 1, is);
-    need_int(c, i->gil_runtime_state_locked, 4, is);
-    need_ptr(c, i->gil_runtime_state_holder, is);
-    if (i->gil_runtime_state_locked < i->gil_runtime_state ||
-        i->gil_runtime_state_holder < i->gil_runtime_state)
-        c->ok = 0;
-    if (minor >= 14) {
-        need_ptr(c, i->threads_main, is);
-        need_in(c, i->code_object_generation, 1, is);
-        need_in(c, i->tlbc_generation, 1, is);
-    }
-}
-
-static void check_thread_frame_code(check_t *c, const dbg314_t *d, int minor)
-{
-    const struct dbg_tstate *t = &d->thread_state;
-    const struct dbg_iframe14 *f = &d->interpreter_frame;
-    const struct dbg_code14 *co = &d->code_object;
-
-    need_ptr(c, t->prev, t->size);
-    need_ptr(c, t->next, t->size);
-    need_ptr(c, t->interp, t->size);
-    need_ptr(c, t->current_frame, t->size);
-    need_int(c, t->thread_id, 8, t->size);
-    need_int(c, t->native_thread_id, 8, t->size);
-    need_ptr(c, t->datastack_chunk, t->size);
-    need_in(c, t->status, 4, t->size);
-
-    need_ptr(c, f->previous, f->size);
-    need_ptr(c, f->executable, f->size);
-    need_ptr(c, f->instr_ptr, f->size);
-    need_ptr(c, f->localsplus, f->size);
-    need_in(c, f->owner, 1, f->size);
-
-    need_ptr(c, co->filename, co->size);
-    need_ptr(c, co->name, co->size);
-    need_ptr(c, co->qualname, co->size);
-    need_ptr(c, co->linetable, co->size);
-    need_int(c, co->firstlineno, 4, co->size);
-    need_int(c, co->argcount, 4, co->size);
-    need_ptr(c, co->localsplusnames, co->size);
-    need_ptr(c, co->localspluskinds, co->size);
-    need_in(c, co->co_code_adaptive, 2, co->size);
-
-    if (minor >= 14) {
-        need_ptr(c, f->stackpointer, f->size);
-        need_in(c, f->tlbc_index, 1, f->size); /* 0 unless free-threaded */
-        need_in(c, co->co_tlbc, 1, co->size);  /* likewise */
-    }
-}
-
-static void check_objects(check_t *c, const dbg314_t *d, int minor)
-{
-    const struct dbg_unicode *u = &d->unicode_object;
-
-    need_ptr(c, d->pyobject.ob_type, d->pyobject.size);
-    need_ptr(c, d->type_object.tp_name, d->type_object.size);
-    need_ptr(c, d->type_object.tp_repr, d->type_object.size);
-    need_int(c, d->type_object.tp_flags, 8, d->type_object.size);
-    need_ptr(c, d->tuple_object.ob_item, d->tuple_object.size);
-    need_int(c, d->tuple_object.ob_size, 8, d->tuple_object.size);
-    need_ptr(c, d->list_object.ob_item, d->list_object.size);
-    need_int(c, d->list_object.ob_size, 8, d->list_object.size);
-    need_ptr(c, d->dict_object.ma_keys, d->dict_object.size);
-    need_ptr(c, d->dict_object.ma_values, d->dict_object.size);
-    need_int(c, d->float_object.ob_fval, 8, d->float_object.size);
-    need_int(c, d->long_object.lv_tag, 8, d->long_object.size);
-    need_int(c, d->long_object.ob_digit, 4, d->long_object.size);
-    need_int(c, d->bytes_object.ob_size, 8, d->bytes_object.size);
-    need_in(c, d->bytes_object.ob_sval, 1, d->bytes_object.size);
-    need_in(c, u->state, 4, u->size);
-    need_int(c, u->length, 8, u->size);
-    need_in(c, 0, u->asciiobject_size, u->size);
-    /* What the derived unicode fields rely on: PyCompactUnicodeObject = PyASCIIObject +
-     * utf8_length + utf8, and PyUnicodeObject = that + the data union. */
-    if (u->asciiobject_size == 0 || u->size != u->asciiobject_size + 3 * DBG_PTR ||
-        u->state >= u->asciiobject_size || u->length >= u->asciiobject_size)
-        c->ok = 0;
-    /* PyObject_VAR_HEAD: ob_size follows the PyObject header (var_size, code_size_field) */
-    if (d->tuple_object.ob_size != d->pyobject.size || d->list_object.ob_size != d->pyobject.size)
-        c->ok = 0;
-    need_in(c, d->gc.collecting, 4, d->gc.size);
-
-    if (minor >= 14) {
-        const struct dbg_debugger *g = &d->debugger_support;
-
-        need_int(c, d->set_object.used, 8, d->set_object.size);
-        need_ptr(c, d->set_object.table, d->set_object.size);
-        need_int(c, d->set_object.mask, 8, d->set_object.size);
-        need_ptr(c, d->gen_object.gi_name, d->gen_object.size);
-        need_in(c, d->gen_object.gi_iframe, 1, d->gen_object.size);
-        need_in(c, d->gen_object.gi_frame_state, 1, d->gen_object.size);
-        need_ptr(c, d->llist_node.next, 2 * DBG_PTR);
-        need_ptr(c, d->llist_node.prev, 2 * DBG_PTR);
-        need_in(c, g->eval_breaker, 1, d->thread_state.size);
-        need_in(c, g->remote_debugger_support, 1, d->thread_state.size);
-        need_in(c, g->remote_debugging_enabled, 1, d->interpreter_state.size);
-        /* offsets into _PyRemoteDebuggerSupport, whose size the block does not give */
-        need_in(c, g->debugger_pending_call, 1, DBG_MAX_STRUCT);
-        need_in(c, g->debugger_script_path, 1, DBG_MAX_STRUCT);
-        need_in(c, 0, g->debugger_script_path_size, DBG_MAX_STRUCT);
-    }
-}
-
-/* Decodes and vets the version: 0, SCRY_E_CORRUPT or SCRY_E_UNSUPPORTED. */
-static int check_version(uint64_t version, int *minor)
-{
-    unsigned major = (unsigned)(version >> 24) & 0xff;
-    unsigned mnr = (unsigned)(version >> 16) & 0xff;
-    unsigned level = (unsigned)(version >> 4) & 0xf;
-
-    /* Only 3.13+ has the block: anything else behind a valid cookie is nonsense. */
-    if ((version >> 32) != 0 || major != 3 || mnr < 13 || mnr > 99)
-        return SCRY_E_CORRUPT;
-    if (level != 0xa && level != 0xb && level != 0xc && level != 0xf)
-        return SCRY_E_CORRUPT;
-    /* The block changed during the 3.13 and 3.14 alphas and betas: trust rc and final. */
-    if (mnr > 14 || level < 0xc)
-        return SCRY_E_UNSUPPORTED;
-    *minor = (int)mnr;
-    return 0;
+    return d->v[f];
 }
 
 static int64_t i64(uint64_t v)
@@ -397,12 +134,194 @@ static int64_t i64(uint64_t v)
     return (int64_t)v; /* validated: every value is <= 1 MiB */
 }
 
-/* The dict, int and type fields the thread-name reader needs (pystate/threadnames.c): from
- * the block where it has them, else the generated 3.13 values (see debug_offsets.h). */
-static void fill_names(const dbg314_t *d, const pystate_layout_t *g, pystate_layout_t *o)
+/* Gathers the block at BUF (at least LAY->words * 8 bytes) into *D. */
+static void gather(const void *buf, const pystate_dbg_layout_t *lay, dbg_block_t *d)
 {
-    o->dict_keys = i64(d->dict_object.ma_keys);
-    o->dict_values = i64(d->dict_object.ma_values);
+    memset(d, 0, sizeof *d);
+    d->lay = lay;
+    for (int f = 0; f < DBGF_COUNT; f++) {
+        int w = lay->word[f];
+        if (w < 0 || (size_t)w >= lay->words)
+            continue;
+        memcpy(&d->v[f], (const unsigned char *)buf + 8 * (size_t)w, 8);
+        d->has[f] = 1;
+    }
+}
+
+/* Validation: any failed check sets ok to 0 and remembers the first member at fault. */
+typedef struct check {
+    int ok;
+    int bad; /* DBGF_* of the first failure, -1 for a relation between members */
+} check_t;
+
+static void fail(check_t *c, int f)
+{
+    if (c->ok)
+        c->bad = f;
+    c->ok = 0;
+}
+
+/* A member of WIDTH bytes at offset V(F) lies inside a struct of SIZE bytes. */
+static void need_in(check_t *c, const dbg_block_t *d, int f, uint64_t width, uint64_t size)
+{
+    uint64_t off = V(d, f);
+    if (size > DBG_MAX_STRUCT || off > size || width > size - off)
+        fail(c, f);
+}
+
+/* A pointer member: inside and 8-aligned. */
+static void need_ptr(check_t *c, const dbg_block_t *d, int f, uint64_t size)
+{
+    need_in(c, d, f, DBG_PTR, size);
+    if (V(d, f) % DBG_PTR != 0)
+        fail(c, f);
+}
+
+/* An aligned integer member of WIDTH (4 or 8) bytes. */
+static void need_int(check_t *c, const dbg_block_t *d, int f, uint64_t width, uint64_t size)
+{
+    need_in(c, d, f, width, size);
+    if (V(d, f) % width != 0)
+        fail(c, f);
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* Every member, whatever the version: sizes in (0, 1 MiB] ("size", and a "*_size" member
+ * of a struct without a size of its own), other "*_size" members within 1 MiB (they are
+ * sizes of other structs), offsets inside their struct (or under 1 MiB for the few structs
+ * whose size the block does not give). */
+static void check_generic(check_t *c, const dbg_block_t *d)
+{
+    for (int f = DBGF_FREE_THREADED + 1; f < DBGF_COUNT; f++) {
+        if (!d->has[f])
+            continue;
+        int sz = pystate_dbg_field_struct_size(f);
+        const char *name = pystate_dbg_field_name(f);
+        if (sz == f) {
+            if (V(d, f) == 0 || V(d, f) > DBG_MAX_STRUCT)
+                fail(c, f);
+        } else if (ends_with(name, "_size")) {
+            if (V(d, f) > DBG_MAX_STRUCT)
+                fail(c, f);
+        } else if (sz >= 0 && d->has[sz]) {
+            need_in(c, d, f, 1, V(d, sz));
+        } else {
+            need_in(c, d, f, 1, DBG_MAX_STRUCT);
+        }
+    }
+}
+
+/* What the walkers and the derived fields rely on. */
+static void check_specific(check_t *c, const dbg_block_t *d)
+{
+    uint64_t rs = V(d, DBGF_RUNTIME_STATE_SIZE), is = V(d, DBGF_INTERPRETER_STATE_SIZE);
+    uint64_t ts = V(d, DBGF_THREAD_STATE_SIZE), fs = V(d, DBGF_INTERPRETER_FRAME_SIZE);
+    uint64_t cs = V(d, DBGF_CODE_OBJECT_SIZE), us = V(d, DBGF_UNICODE_OBJECT_SIZE);
+
+    need_ptr(c, d, DBGF_RUNTIME_STATE_FINALIZING, rs);
+    need_ptr(c, d, DBGF_RUNTIME_STATE_INTERPRETERS_HEAD, rs);
+    /* interpreters.main (derived) follows head */
+    if (V(d, DBGF_RUNTIME_STATE_INTERPRETERS_HEAD) + 2 * DBG_PTR > rs)
+        fail(c, DBGF_RUNTIME_STATE_INTERPRETERS_HEAD);
+    need_int(c, d, DBGF_INTERPRETER_STATE_ID, 8, is);
+    need_ptr(c, d, DBGF_INTERPRETER_STATE_NEXT, is);
+    need_ptr(c, d, DBGF_INTERPRETER_STATE_THREADS_HEAD, is);
+    need_ptr(c, d, DBGF_INTERPRETER_STATE_IMPORTS_MODULES, is);
+    need_ptr(c, d, DBGF_INTERPRETER_STATE_CEVAL_GIL, is);
+    need_int(c, d, DBGF_INTERPRETER_STATE_GIL_RUNTIME_STATE_LOCKED, 4, is);
+    need_ptr(c, d, DBGF_INTERPRETER_STATE_GIL_RUNTIME_STATE_HOLDER, is);
+    if (V(d, DBGF_INTERPRETER_STATE_GIL_RUNTIME_STATE_LOCKED) <
+            V(d, DBGF_INTERPRETER_STATE_GIL_RUNTIME_STATE) ||
+        V(d, DBGF_INTERPRETER_STATE_GIL_RUNTIME_STATE_HOLDER) <
+            V(d, DBGF_INTERPRETER_STATE_GIL_RUNTIME_STATE))
+        fail(c, -1);
+
+    need_ptr(c, d, DBGF_THREAD_STATE_PREV, ts);
+    need_ptr(c, d, DBGF_THREAD_STATE_NEXT, ts);
+    need_ptr(c, d, DBGF_THREAD_STATE_INTERP, ts);
+    need_ptr(c, d, DBGF_THREAD_STATE_CURRENT_FRAME, ts);
+    need_int(c, d, DBGF_THREAD_STATE_THREAD_ID, 8, ts);
+    need_int(c, d, DBGF_THREAD_STATE_NATIVE_THREAD_ID, 8, ts);
+    need_ptr(c, d, DBGF_THREAD_STATE_DATASTACK_CHUNK, ts);
+    if (d->has[DBGF_THREAD_STATE_HOLDS_GIL])
+        need_in(c, d, DBGF_THREAD_STATE_HOLDS_GIL, 4, ts);
+
+    need_ptr(c, d, DBGF_INTERPRETER_FRAME_PREVIOUS, fs);
+    need_ptr(c, d, DBGF_INTERPRETER_FRAME_EXECUTABLE, fs);
+    need_ptr(c, d, DBGF_INTERPRETER_FRAME_INSTR_PTR, fs);
+    need_in(c, d, DBGF_INTERPRETER_FRAME_LOCALSPLUS, 0, fs);
+
+    need_ptr(c, d, DBGF_CODE_OBJECT_FILENAME, cs);
+    need_ptr(c, d, DBGF_CODE_OBJECT_NAME, cs);
+    need_ptr(c, d, DBGF_CODE_OBJECT_QUALNAME, cs);
+    need_ptr(c, d, DBGF_CODE_OBJECT_LINETABLE, cs);
+    need_int(c, d, DBGF_CODE_OBJECT_FIRSTLINENO, 4, cs);
+    need_in(c, d, DBGF_CODE_OBJECT_CO_CODE_ADAPTIVE, 2, cs);
+    if (d->has[DBGF_CODE_OBJECT_ARGCOUNT])
+        need_int(c, d, DBGF_CODE_OBJECT_ARGCOUNT, 4, cs);
+    if (d->has[DBGF_CODE_OBJECT_LOCALSPLUSNAMES])
+        need_ptr(c, d, DBGF_CODE_OBJECT_LOCALSPLUSNAMES, cs);
+
+    need_ptr(c, d, DBGF_PYOBJECT_OB_TYPE, V(d, DBGF_PYOBJECT_SIZE));
+    need_ptr(c, d, DBGF_TYPE_OBJECT_TP_NAME, V(d, DBGF_TYPE_OBJECT_SIZE));
+    need_int(c, d, DBGF_TYPE_OBJECT_TP_FLAGS, 8, V(d, DBGF_TYPE_OBJECT_SIZE));
+    if (d->has[DBGF_TYPE_OBJECT_TP_BASICSIZE])
+        need_int(c, d, DBGF_TYPE_OBJECT_TP_BASICSIZE, 8, V(d, DBGF_TYPE_OBJECT_SIZE));
+    if (d->has[DBGF_TYPE_OBJECT_TP_DICTOFFSET])
+        need_int(c, d, DBGF_TYPE_OBJECT_TP_DICTOFFSET, 8, V(d, DBGF_TYPE_OBJECT_SIZE));
+    if (d->has[DBGF_HEAP_TYPE_OBJECT_HT_CACHED_KEYS]) {
+        need_ptr(c, d, DBGF_HEAP_TYPE_OBJECT_HT_CACHED_KEYS, V(d, DBGF_HEAP_TYPE_OBJECT_SIZE));
+        if (V(d, DBGF_HEAP_TYPE_OBJECT_HT_CACHED_KEYS) < V(d, DBGF_TYPE_OBJECT_SIZE))
+            fail(c, DBGF_HEAP_TYPE_OBJECT_HT_CACHED_KEYS);
+    }
+    need_int(c, d, DBGF_TUPLE_OBJECT_OB_SIZE, 8, V(d, DBGF_TUPLE_OBJECT_SIZE));
+    need_ptr(c, d, DBGF_DICT_OBJECT_MA_KEYS, V(d, DBGF_DICT_OBJECT_SIZE));
+    need_ptr(c, d, DBGF_DICT_OBJECT_MA_VALUES, V(d, DBGF_DICT_OBJECT_SIZE));
+    need_int(c, d, DBGF_LONG_OBJECT_LV_TAG, 8, V(d, DBGF_LONG_OBJECT_SIZE));
+    need_int(c, d, DBGF_LONG_OBJECT_OB_DIGIT, 4, V(d, DBGF_LONG_OBJECT_SIZE));
+    need_in(c, d, DBGF_BYTES_OBJECT_OB_SVAL, 1, V(d, DBGF_BYTES_OBJECT_SIZE));
+    need_in(c, d, DBGF_UNICODE_OBJECT_STATE, 4, us);
+    need_int(c, d, DBGF_UNICODE_OBJECT_LENGTH, 8, us);
+    need_in(c, d, DBGF_UNICODE_OBJECT_ASCIIOBJECT_SIZE, 0, us);
+    /* What the derived unicode fields rely on: PyCompactUnicodeObject = PyASCIIObject +
+     * utf8_length + utf8, and PyUnicodeObject = that + the data union. */
+    uint64_t as = V(d, DBGF_UNICODE_OBJECT_ASCIIOBJECT_SIZE);
+    if (as == 0 || us != as + 3 * DBG_PTR || V(d, DBGF_UNICODE_OBJECT_STATE) >= as ||
+        V(d, DBGF_UNICODE_OBJECT_LENGTH) >= as)
+        fail(c, DBGF_UNICODE_OBJECT_SIZE);
+    if (d->has[DBGF_UNICODE_OBJECT_COMPACTUNICODEOBJECT_SIZE] &&
+        V(d, DBGF_UNICODE_OBJECT_COMPACTUNICODEOBJECT_SIZE) != as + 2 * DBG_PTR)
+        fail(c, DBGF_UNICODE_OBJECT_COMPACTUNICODEOBJECT_SIZE);
+    /* PyObject_VAR_HEAD: ob_size follows the PyObject header (var_size, code_size_field) */
+    if (V(d, DBGF_TUPLE_OBJECT_OB_SIZE) != V(d, DBGF_PYOBJECT_SIZE) ||
+        (d->has[DBGF_LIST_OBJECT_OB_SIZE] &&
+         V(d, DBGF_LIST_OBJECT_OB_SIZE) != V(d, DBGF_PYOBJECT_SIZE)))
+        fail(c, DBGF_TUPLE_OBJECT_OB_SIZE);
+
+    if (d->has[DBGF_LLIST_NODE_NEXT]) {
+        need_ptr(c, d, DBGF_LLIST_NODE_NEXT, 2 * DBG_PTR);
+        need_ptr(c, d, DBGF_LLIST_NODE_PREV, 2 * DBG_PTR);
+    }
+    if (d->has[DBGF_DEBUGGER_SUPPORT_EVAL_BREAKER]) {
+        need_in(c, d, DBGF_DEBUGGER_SUPPORT_EVAL_BREAKER, 1, ts);
+        need_in(c, d, DBGF_DEBUGGER_SUPPORT_REMOTE_DEBUGGER_SUPPORT, 1, ts);
+        need_in(c, d, DBGF_DEBUGGER_SUPPORT_REMOTE_DEBUGGING_ENABLED, 1, is);
+    }
+    if (d->has[DBGF_THREAD_STATE_EXC_STATE])
+        need_ptr(c, d, DBGF_THREAD_STATE_EXC_STATE, ts);
+}
+
+/* The dict, int and type fields the thread-name reader needs (pystate/threadnames.c): from
+ * the block where it has them, else the generated values (see debug_offsets.h). */
+static void fill_names(const dbg_block_t *d, const pystate_layout_t *g, pystate_layout_t *o)
+{
+    o->dict_keys = i64(V(d, DBGF_DICT_OBJECT_MA_KEYS));
+    o->dict_values = i64(V(d, DBGF_DICT_OBJECT_MA_VALUES));
     o->dictkeys_size = g->dictkeys_size;
     o->dictkeys_log2_size = g->dictkeys_log2_size;
     o->dictkeys_log2_index_bytes = g->dictkeys_log2_index_bytes;
@@ -419,18 +338,25 @@ static void fill_names(const dbg314_t *d, const pystate_layout_t *g, pystate_lay
     o->dictvalues_values = g->dictvalues_values;
     o->dictvalues_valid = g->dictvalues_valid;
     o->long_size = -1;
-    o->long_tag = i64(d->long_object.lv_tag);
+    o->long_tag = i64(V(d, DBGF_LONG_OBJECT_LV_TAG));
     o->long_tag_shift = g->long_tag_shift;
-    o->long_digits = i64(d->long_object.ob_digit);
+    o->long_digits = i64(V(d, DBGF_LONG_OBJECT_OB_DIGIT));
     o->long_shift = g->long_shift;
     o->long_digit_size = g->long_digit_size;
-    o->type_size = i64(d->type_object.size);
-    o->type_basicsize = g->type_basicsize;
-    o->type_dictoffset = g->type_dictoffset;
-    o->type_flags = i64(d->type_object.tp_flags);
+    o->type_size = i64(V(d, DBGF_TYPE_OBJECT_SIZE));
+    o->type_basicsize = d->has[DBGF_TYPE_OBJECT_TP_BASICSIZE]
+                            ? i64(V(d, DBGF_TYPE_OBJECT_TP_BASICSIZE))
+                            : g->type_basicsize;
+    o->type_dictoffset = d->has[DBGF_TYPE_OBJECT_TP_DICTOFFSET]
+                             ? i64(V(d, DBGF_TYPE_OBJECT_TP_DICTOFFSET))
+                             : g->type_dictoffset;
+    o->type_flags = i64(V(d, DBGF_TYPE_OBJECT_TP_FLAGS));
     /* PyHeapTypeObject = PyTypeObject, the method suites, ht_name, ht_slots, ht_qualname,
-     * ht_cached_keys: keep the generated distance from the end of PyTypeObject. */
-    o->heaptype_cached_keys = g->heaptype_cached_keys - g->type_size + o->type_size;
+     * ht_cached_keys: from the block (3.15+), else the generated distance from the end of
+     * PyTypeObject. */
+    o->heaptype_cached_keys = d->has[DBGF_HEAP_TYPE_OBJECT_HT_CACHED_KEYS]
+                                  ? i64(V(d, DBGF_HEAP_TYPE_OBJECT_HT_CACHED_KEYS))
+                                  : g->heaptype_cached_keys - g->type_size + o->type_size;
     o->type_flag_managed_dict = g->type_flag_managed_dict;
     o->type_flag_inline_values = g->type_flag_inline_values;
     o->object_managed_dict_before = g->object_managed_dict_before;
@@ -438,9 +364,9 @@ static void fill_names(const dbg314_t *d, const pystate_layout_t *g, pystate_lay
     o->object_dict_values_tag = -1;
 }
 
-static void fill(const dbg314_t *d, int minor, const pystate_layout_t *g, pystate_layout_t *o)
+static void fill(const dbg_block_t *d, int minor, const pystate_layout_t *g, pystate_layout_t *o)
 {
-    const struct dbg_interp14 *i = &d->interpreter_state;
+    uint64_t gil = V(d, DBGF_INTERPRETER_STATE_GIL_RUNTIME_STATE);
 
     memset(o, 0, sizeof *o);
     o->major = 3;
@@ -449,31 +375,31 @@ static void fill(const dbg314_t *d, int minor, const pystate_layout_t *g, pystat
     o->frame_style = PYSTATE_FRAMES_313;
     o->linetable_style = PYSTATE_LOCATIONS_311;
 
-    o->runtime_size = i64(d->runtime_state.size);
-    o->runtime_interpreters_head = i64(d->runtime_state.interpreters_head);
-    o->runtime_interpreters_main = i64(d->runtime_state.interpreters_head) + DBG_PTR;
+    o->runtime_size = i64(V(d, DBGF_RUNTIME_STATE_SIZE));
+    o->runtime_interpreters_head = i64(V(d, DBGF_RUNTIME_STATE_INTERPRETERS_HEAD));
+    o->runtime_interpreters_main = o->runtime_interpreters_head + DBG_PTR;
     o->runtime_tstate_current = -1;
-    o->runtime_finalizing = i64(d->runtime_state.finalizing);
+    o->runtime_finalizing = i64(V(d, DBGF_RUNTIME_STATE_FINALIZING));
     o->runtime_gil = -1;
-    o->gil_locked = i64(i->gil_runtime_state_locked - i->gil_runtime_state);
-    o->gil_last_holder = i64(i->gil_runtime_state_holder - i->gil_runtime_state);
+    o->gil_locked = i64(V(d, DBGF_INTERPRETER_STATE_GIL_RUNTIME_STATE_LOCKED) - gil);
+    o->gil_last_holder = i64(V(d, DBGF_INTERPRETER_STATE_GIL_RUNTIME_STATE_HOLDER) - gil);
 
-    o->interp_size = i64(i->size);
-    o->interp_next = i64(i->next);
-    o->interp_tstate_head = i64(i->threads_head);
-    o->interp_id = i64(i->id);
-    o->interp_gil_ptr = i64(i->ceval_gil);
-    o->interp_modules = i64(i->imports_modules);
+    o->interp_size = i64(V(d, DBGF_INTERPRETER_STATE_SIZE));
+    o->interp_next = i64(V(d, DBGF_INTERPRETER_STATE_NEXT));
+    o->interp_tstate_head = i64(V(d, DBGF_INTERPRETER_STATE_THREADS_HEAD));
+    o->interp_id = i64(V(d, DBGF_INTERPRETER_STATE_ID));
+    o->interp_gil_ptr = i64(V(d, DBGF_INTERPRETER_STATE_CEVAL_GIL));
+    o->interp_modules = i64(V(d, DBGF_INTERPRETER_STATE_IMPORTS_MODULES));
 
-    o->tstate_size = i64(d->thread_state.size);
-    o->tstate_prev = i64(d->thread_state.prev);
-    o->tstate_next = i64(d->thread_state.next);
-    o->tstate_interp = i64(d->thread_state.interp);
-    o->tstate_frame = i64(d->thread_state.current_frame);
+    o->tstate_size = i64(V(d, DBGF_THREAD_STATE_SIZE));
+    o->tstate_prev = i64(V(d, DBGF_THREAD_STATE_PREV));
+    o->tstate_next = i64(V(d, DBGF_THREAD_STATE_NEXT));
+    o->tstate_interp = i64(V(d, DBGF_THREAD_STATE_INTERP));
+    o->tstate_frame = i64(V(d, DBGF_THREAD_STATE_CURRENT_FRAME));
     o->cframe_current_frame = -1;
-    o->tstate_thread_id = i64(d->thread_state.thread_id);
-    o->tstate_native_thread_id = i64(d->thread_state.native_thread_id);
-    o->tstate_datastack_chunk = i64(d->thread_state.datastack_chunk);
+    o->tstate_thread_id = i64(V(d, DBGF_THREAD_STATE_THREAD_ID));
+    o->tstate_native_thread_id = i64(V(d, DBGF_THREAD_STATE_NATIVE_THREAD_ID));
+    o->tstate_datastack_chunk = i64(V(d, DBGF_THREAD_STATE_DATASTACK_CHUNK));
 
     o->chunk_previous = g->chunk_previous;
     o->chunk_size = g->chunk_size;
@@ -482,81 +408,140 @@ static void fill(const dbg314_t *d, int minor, const pystate_layout_t *g, pystat
 
     o->frame_back = o->frame_code = o->frame_lasti = o->frame_lineno = -1;
 
-    o->iframe_code = i64(d->interpreter_frame.executable);
-    o->iframe_previous = i64(d->interpreter_frame.previous);
-    o->iframe_instr = i64(d->interpreter_frame.instr_ptr);
-    o->iframe_owner = i64(d->interpreter_frame.owner);
+    o->iframe_code = i64(V(d, DBGF_INTERPRETER_FRAME_EXECUTABLE));
+    o->iframe_previous = i64(V(d, DBGF_INTERPRETER_FRAME_PREVIOUS));
+    o->iframe_instr = i64(V(d, DBGF_INTERPRETER_FRAME_INSTR_PTR));
+    o->iframe_owner = i64(V(d, DBGF_INTERPRETER_FRAME_OWNER));
     o->iframe_is_entry = -1;
-    o->iframe_localsplus = i64(d->interpreter_frame.localsplus);
+    o->iframe_localsplus = i64(V(d, DBGF_INTERPRETER_FRAME_LOCALSPLUS));
 
-    o->code_size = i64(d->code_object.size);
-    o->code_filename = i64(d->code_object.filename);
-    o->code_name = i64(d->code_object.name);
-    o->code_qualname = i64(d->code_object.qualname);
-    o->code_firstlineno = i64(d->code_object.firstlineno);
-    o->code_linetable = i64(d->code_object.linetable);
+    o->code_size = i64(V(d, DBGF_CODE_OBJECT_SIZE));
+    o->code_filename = i64(V(d, DBGF_CODE_OBJECT_FILENAME));
+    o->code_name = i64(V(d, DBGF_CODE_OBJECT_NAME));
+    o->code_qualname = i64(V(d, DBGF_CODE_OBJECT_QUALNAME));
+    o->code_firstlineno = i64(V(d, DBGF_CODE_OBJECT_FIRSTLINENO));
+    o->code_linetable = i64(V(d, DBGF_CODE_OBJECT_LINETABLE));
     o->code_code = -1;
-    o->code_adaptive = i64(d->code_object.co_code_adaptive);
-    o->code_size_field = i64(d->tuple_object.ob_size);
+    o->code_adaptive = i64(V(d, DBGF_CODE_OBJECT_CO_CODE_ADAPTIVE));
+    o->code_size_field = i64(V(d, DBGF_TUPLE_OBJECT_OB_SIZE));
 
-    o->object_type = i64(d->pyobject.ob_type);
-    o->var_size = i64(d->tuple_object.ob_size);
-    o->type_name = i64(d->type_object.tp_name);
-    o->bytes_sval = i64(d->bytes_object.ob_sval);
-    o->unicode_length = i64(d->unicode_object.length);
-    o->unicode_state = i64(d->unicode_object.state);
-    o->unicode_ascii_size = i64(d->unicode_object.asciiobject_size);
-    o->unicode_compact_size = i64(d->unicode_object.asciiobject_size) + 2 * DBG_PTR;
-    o->unicode_data_any = i64(d->unicode_object.size) - DBG_PTR;
+    o->object_type = i64(V(d, DBGF_PYOBJECT_OB_TYPE));
+    o->var_size = i64(V(d, DBGF_TUPLE_OBJECT_OB_SIZE));
+    o->type_name = i64(V(d, DBGF_TYPE_OBJECT_TP_NAME));
+    o->bytes_sval = i64(V(d, DBGF_BYTES_OBJECT_OB_SVAL));
+    o->unicode_length = i64(V(d, DBGF_UNICODE_OBJECT_LENGTH));
+    o->unicode_state = i64(V(d, DBGF_UNICODE_OBJECT_STATE));
+    o->unicode_ascii_size = i64(V(d, DBGF_UNICODE_OBJECT_ASCIIOBJECT_SIZE));
+    o->unicode_compact_size = o->unicode_ascii_size + 2 * DBG_PTR;
+    o->unicode_data_any = i64(V(d, DBGF_UNICODE_OBJECT_SIZE)) - DBG_PTR;
     fill_names(d, g, o);
 }
 
-int pystate_debug_offsets_parse(const void *buf, size_t len, pystate_layout_t *out,
-                                uint32_t *version_hex)
+/* Decodes and vets the version: 0, SCRY_E_CORRUPT or SCRY_E_UNSUPPORTED. */
+static int check_version(uint64_t version, int *minor)
+{
+    unsigned major = (unsigned)(version >> 24) & 0xff;
+    unsigned mnr = (unsigned)(version >> 16) & 0xff;
+    unsigned level = (unsigned)(version >> 4) & 0xf;
+
+    /* Only 3.13+ has the block: anything else behind a valid cookie is nonsense. */
+    if ((version >> 32) != 0 || major != 3 || mnr < 13 || mnr > 99)
+        return SCRY_E_CORRUPT;
+    if (level != 0xa && level != 0xb && level != 0xc && level != 0xf)
+        return SCRY_E_CORRUPT;
+    *minor = (int)mnr;
+    return 0;
+}
+
+/* The layout to read a block of MINOR (at release LEVEL) with: its own when known (rc and
+ * final only: the block changes during alphas and betas), else the newest when
+ * ASSUME_MINOR names it and MINOR is newer; NULL when there is none. */
+static const pystate_dbg_layout_t *choose(int minor, unsigned level, int assume_minor)
+{
+    const pystate_dbg_layout_t *own = layout_of(minor);
+    if (own && level >= 0xc)
+        return own;
+    if (assume_minor > 0 && assume_minor == newest()->minor && minor > assume_minor)
+        return newest();
+    return NULL;
+}
+
+int pystate_debug_offsets_parse_as(const void *buf, size_t len, int assume_minor,
+                                   pystate_layout_t *out, uint32_t *version_hex, char *why,
+                                   size_t whylen)
 {
     dbg_head_t head;
-    dbg313_t d313;
-    dbg314_t d;
-    check_t c = {1};
+    static dbg_block_t zero;
+    dbg_block_t d = zero;
+    check_t c = {1, -1};
     pystate_layout_t tmp;
     const pystate_layout_t *g;
-    size_t need;
+    const pystate_dbg_layout_t *lay;
     int minor = 0;
     int rc;
 
+    if (why && whylen)
+        why[0] = '\0';
     if (!buf || !out || len < sizeof head)
         return SCRY_E_INVAL;
     memcpy(&head, buf, sizeof head);
-    if (memcmp(head.cookie, "xdebugpy", sizeof head.cookie) != 0)
+    if (memcmp(head.cookie, "xdebugpy", sizeof head.cookie) != 0) {
+        if (why && whylen)
+            snprintf(why, whylen, "no xdebugpy cookie");
         return SCRY_E_CORRUPT;
-    rc = check_version(head.version, &minor);
-    if (rc != 0)
-        return rc;
-    need = pystate_debug_offsets_size((uint32_t)head.version);
-    if (need == 0)
-        return SCRY_E_UNSUPPORTED;
-    if (len < need)
-        return SCRY_E_INVAL;
-    if (head.free_threaded > 1)
-        return SCRY_E_CORRUPT;
-    /* The walkers assume the default build (GIL, untagged frame pointers). */
-    if (head.free_threaded != 0)
-        return SCRY_E_UNSUPPORTED;
-
-    if (minor == 13) {
-        memcpy(&d313, buf, sizeof d313);
-        widen_313(&d313, &d);
-    } else {
-        memcpy(&d, buf, sizeof d);
     }
-    check_sizes(&c, &d, minor);
-    check_runtime_interp(&c, &d, minor);
-    check_thread_frame_code(&c, &d, minor);
-    check_objects(&c, &d, minor);
-    if (!c.ok)
+    rc = check_version(head.version, &minor);
+    if (rc != 0) {
+        if (why && whylen)
+            snprintf(why, whylen, "nonsense version 0x%llx", (unsigned long long)head.version);
+        return rc;
+    }
+    lay = choose(minor, (unsigned)(head.version >> 4) & 0xf, assume_minor);
+    if (!lay) {
+        if (why && whylen)
+            snprintf(why, whylen, "no block layout for 3.%d%s (known: 3.%d to 3.%d)", minor,
+                     layout_of(minor) ? " pre-releases" : "", pystate_dbg_layouts[0].minor,
+                     newest()->minor);
+        return SCRY_E_UNSUPPORTED;
+    }
+    if (len < lay->words * 8)
+        return SCRY_E_INVAL;
+    if (head.free_threaded > 1) {
+        if (why && whylen)
+            snprintf(why, whylen, "free_threaded is %llu", (unsigned long long)head.free_threaded);
         return SCRY_E_CORRUPT;
+    }
+    /* The walkers assume the default build (GIL, untagged frame pointers). */
+    if (head.free_threaded != 0) {
+        if (why && whylen)
+            snprintf(why, whylen, "a free-threaded build");
+        return SCRY_E_UNSUPPORTED;
+    }
+    gather(buf, lay, &d);
+    for (size_t i = 0; i < sizeof required / sizeof required[0]; i++) {
+        if (!d.has[required[i]]) {
+            if (why && whylen)
+                snprintf(why, whylen, "the 3.%d block has no %s", lay->minor,
+                         pystate_dbg_field_name(required[i]));
+            return SCRY_E_UNSUPPORTED;
+        }
+    }
+    check_generic(&c, &d);
+    check_specific(&c, &d);
+    if (!c.ok) {
+        if (why && whylen) {
+            if (c.bad >= 0)
+                snprintf(why, whylen, "%s = %llu is out of bounds", pystate_dbg_field_name(c.bad),
+                         (unsigned long long)d.v[c.bad]);
+            else
+                snprintf(why, whylen, "inconsistent GIL offsets");
+        }
+        return SCRY_E_CORRUPT;
+    }
 
-    g = pystate_layout_for(3, 13);
+    g = pystate_layout_for(3, lay->minor);
+    if (!g)
+        g = pystate_layout_for(3, 13);
     if (!g)
         return SCRY_E_UNSUPPORTED;
     fill(&d, minor, g, &tmp);
@@ -566,12 +551,19 @@ int pystate_debug_offsets_parse(const void *buf, size_t len, pystate_layout_t *o
     return 0;
 }
 
-int pystate_debug_offsets_read(rmem_t *m, raddr_t runtime_addr, pystate_layout_t *out,
-                               uint32_t *version_hex)
+int pystate_debug_offsets_parse(const void *buf, size_t len, pystate_layout_t *out,
+                                uint32_t *version_hex)
+{
+    return pystate_debug_offsets_parse_as(buf, len, 0, out, version_hex, NULL, 0);
+}
+
+int pystate_debug_offsets_read_as(rmem_t *m, raddr_t runtime_addr, int assume_minor,
+                                  pystate_layout_t *out, uint32_t *version_hex, char *why,
+                                  size_t whylen)
 {
     unsigned char buf[PYSTATE_DEBUG_OFFSETS_MAX_SIZE];
     dbg_head_t head;
-    size_t need;
+    size_t need = 0;
     int rc;
 
     if (!m || !out)
@@ -580,12 +572,24 @@ int pystate_debug_offsets_read(rmem_t *m, raddr_t runtime_addr, pystate_layout_t
     if (rc != 0)
         return rc;
     memcpy(&head, buf, sizeof head);
-    need = pystate_debug_offsets_size((uint32_t)head.version);
-    if (need == 0 || (head.version >> 32) != 0 ||
-        memcmp(head.cookie, "xdebugpy", sizeof head.cookie) != 0)
-        return pystate_debug_offsets_parse(buf, sizeof head, out, version_hex);
+    if ((head.version >> 24) == 3 && (head.version >> 32) == 0 &&
+        memcmp(head.cookie, "xdebugpy", sizeof head.cookie) == 0) {
+        int minor = (int)((head.version >> 16) & 0xff);
+        const pystate_dbg_layout_t *lay =
+            choose(minor, (unsigned)(head.version >> 4) & 0xf, assume_minor);
+        need = lay ? lay->words * 8 : 0;
+    }
+    if (need == 0 || need > sizeof buf)
+        return pystate_debug_offsets_parse_as(buf, sizeof head, assume_minor, out, version_hex, why,
+                                              whylen);
     rc = rmem_read(m, runtime_addr + sizeof head, buf + sizeof head, need - sizeof head);
     if (rc != 0)
         return rc;
-    return pystate_debug_offsets_parse(buf, need, out, version_hex);
+    return pystate_debug_offsets_parse_as(buf, need, assume_minor, out, version_hex, why, whylen);
+}
+
+int pystate_debug_offsets_read(rmem_t *m, raddr_t runtime_addr, pystate_layout_t *out,
+                               uint32_t *version_hex)
+{
+    return pystate_debug_offsets_read_as(m, runtime_addr, 0, out, version_hex, NULL, 0);
 }

@@ -36,6 +36,8 @@ typedef struct pystate_info {
     raddr_t runtime_addr;          /* _PyRuntime (3.7+) or interp_head's address (3.6) */
     char how_found[96];            /* e.g. "symbol _PyRuntime", ".PyRuntime section" */
     int layout_from_debug_offsets; /* 3.13+: offsets read from the target */
+    int assumed_minor;             /* --assume-version: a newer version read with the block
+                                      layout of 3.assumed_minor (version says so), else 0 */
 } pystate_info_t;
 
 typedef struct pystate_thread {
@@ -64,6 +66,15 @@ typedef struct pystate_snapshot pystate_snapshot_t;
  * On success *OUT owns a reader on the process; free with pystate_target_free. */
 int pystate_target_open(pid_t pid, strtab_t *strings, pystate_target_t **out, char *errbuf,
                         size_t errlen);
+
+/* pystate_target_open for a Python newer than every known _Py_DebugOffsets layout: with
+ * ASSUME_MINOR the newest known minor (--assume-version 3.15), such a target is read with
+ * that layout when its block validates against it; info.assumed_minor and info.version
+ * ("3.16.0 (as 3.15)") say so. ASSUME_MINOR 0 refuses such a target with a sentence that
+ * names the version, says what is missing, and offers --assume-version when the block
+ * validates. Any other ASSUME_MINOR: SCRY_E_INVAL. Ignored for known versions. */
+int pystate_target_open_as(pid_t pid, strtab_t *strings, int assume_minor, pystate_target_t **out,
+                           char *errbuf, size_t errlen);
 
 /* Frees the target handle. NULL is a no-op. The process is not touched. */
 void pystate_target_free(pystate_target_t *t);

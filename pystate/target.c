@@ -164,8 +164,88 @@ static int classify_open_error(pid_t pid, int err, char *errbuf, size_t errlen)
     return err;
 }
 
+/* Takes every offset from the target's own _Py_DebugOffsets, validated. KNOWN is the
+ * generated table to fall back to (3.13 only): with one, an unusable block falls back
+ * to it. ASSUME_MINOR as pystate_target_open_as. Returns 0 or an error with a sentence in
+ * ERRBUF: which version, what is missing, and whether --assume-version would help. */
+static int use_debug_offsets(pystate_target_t *t, const pystate_layout_t *known, int assume_minor,
+                             char *errbuf, size_t errlen)
+{
+    pystate_layout_t dbg;
+    uint32_t dhex = 0;
+    char why[160] = "", why2[160] = "";
+    int newest = pystate_debug_offsets_newest_minor();
+    int minor = t->info.minor;
+
+    if (assume_minor > 0 && assume_minor != newest) {
+        say(errbuf, errlen, "--assume-version takes 3.%d (the newest block layout scry knows)",
+            newest);
+        return SCRY_E_INVAL;
+    }
+    int derr = pystate_debug_offsets_read_as(t->mem, t->runtime, minor > newest ? assume_minor : 0,
+                                             &dbg, &dhex, why, sizeof why);
+    if (derr == 0) {
+        t->layout = dbg;
+        t->info.layout_from_debug_offsets = 1;
+        size_t used = strlen(t->info.how_found);
+        if (minor > newest) {
+            t->info.assumed_minor = assume_minor;
+            snprintf(t->info.how_found + used, sizeof t->info.how_found - used,
+                     ", offsets from _Py_DebugOffsets read as 3.%d", assume_minor);
+            used = strlen(t->info.version);
+            snprintf(t->info.version + used, sizeof t->info.version - used, " (as 3.%d)",
+                     assume_minor);
+        } else {
+            snprintf(t->info.how_found + used, sizeof t->info.how_found - used,
+                     ", offsets from _Py_DebugOffsets");
+        }
+        return 0;
+    }
+    if (known && minor <= newest)
+        return 0; /* the generated table of the version */
+    if (derr == SCRY_E_UNSUPPORTED && minor > newest && assume_minor == 0) {
+        /* Would the newest known layout fit? Only then offer it. */
+        int v = pystate_debug_offsets_read_as(t->mem, t->runtime, newest, &dbg, &dhex, why2,
+                                              sizeof why2);
+        if (v == 0)
+            say(errbuf, errlen,
+                "process %d runs Python %s: scry knows the _Py_DebugOffsets layouts of 3.%d to "
+                "3.%d only (the 3.%d member order is missing: regenerate pystate/gen with its "
+                "headers); its block validates against the 3.%d layout, so "
+                "--assume-version 3.%d may read it (unverified)",
+                (int)t->info.pid, t->info.version, pystate_debug_offsets_oldest_minor(), newest,
+                minor, newest, newest);
+        else
+            say(errbuf, errlen,
+                "process %d runs Python %s: scry knows the _Py_DebugOffsets layouts of 3.%d to "
+                "3.%d only (the 3.%d member order is missing: regenerate pystate/gen with its "
+                "headers); read as 3.%d its block does not validate (%s)",
+                (int)t->info.pid, t->info.version, pystate_debug_offsets_oldest_minor(), newest,
+                minor, newest, why2);
+        return SCRY_E_UNSUPPORTED;
+    }
+    if (minor > newest)
+        say(errbuf, errlen,
+            "process %d runs Python %s; read with --assume-version 3.%d its _Py_DebugOffsets "
+            "block does not validate (%s)",
+            (int)t->info.pid, t->info.version, assume_minor, why[0] ? why : scry_strerror(derr));
+    else
+        say(errbuf, errlen,
+            "process %d runs Python %s, whose _Py_DebugOffsets scry cannot use (%s)",
+            (int)t->info.pid, t->info.version, why[0] ? why : scry_strerror(derr));
+    return derr == SCRY_E_CORRUPT ? SCRY_E_CORRUPT
+           : derr == SCRY_E_INVAL ? SCRY_E_INVAL
+                                  : SCRY_E_UNSUPPORTED;
+}
+
 int pystate_target_open(pid_t pid, strtab_t *strings, pystate_target_t **out, char *errbuf,
                         size_t errlen)
+{
+    return pystate_target_open_as(pid, strings, 0, out, errbuf, errlen);
+}
+
+int pystate_target_open_as(pid_t pid, strtab_t *strings, int assume_minor, pystate_target_t **out,
+                           char *errbuf, size_t errlen)
 {
     *out = NULL;
     int err = 0;
@@ -263,7 +343,7 @@ int pystate_target_open(pid_t pid, strtab_t *strings, pystate_target_t **out, ch
     if (major != 3 || minor < 6 || (!known && minor < 13)) {
         say(errbuf, errlen,
             "process %d runs Python %s, which scry does not support (it reads CPython "
-            "3.6 to 3.13)",
+            "3.6 and newer)",
             (int)pid, t->info.version);
         err = SCRY_E_UNSUPPORTED;
         goto fail;
@@ -295,23 +375,11 @@ int pystate_target_open(pid_t pid, strtab_t *strings, pystate_target_t **out, ch
             goto fail;
         }
         if (minor >= 13) {
-            /* Every offset from the target's own _Py_DebugOffsets, validated. */
-            pystate_layout_t dbg;
-            uint32_t dhex = 0;
-            int derr = pystate_debug_offsets_read(t->mem, t->runtime, &dbg, &dhex);
-            if (derr == 0) {
-                t->layout = dbg;
-                t->info.layout_from_debug_offsets = 1;
-                size_t used = strlen(t->info.how_found);
-                snprintf(t->info.how_found + used, sizeof t->info.how_found - used,
-                         ", offsets from _Py_DebugOffsets");
-            } else if (!known) {
-                say(errbuf, errlen,
-                    "process %d runs Python %s, whose _Py_DebugOffsets scry cannot use (%s)",
-                    (int)pid, t->info.version, scry_strerror(derr));
-                err = derr == SCRY_E_CORRUPT ? SCRY_E_CORRUPT : SCRY_E_UNSUPPORTED;
+            /* 3.14+ always has a usable block; its release-build tables would misread a
+             * debug build, so only 3.13 falls back to its table. */
+            err = use_debug_offsets(t, minor == 13 ? known : NULL, assume_minor, errbuf, errlen);
+            if (err != 0)
                 goto fail;
-            }
         }
         t->info.runtime_addr = t->runtime;
     }

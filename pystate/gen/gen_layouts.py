@@ -25,7 +25,9 @@ PYSTATE = os.path.dirname(HERE)
 LAYOUT_H = os.path.join(PYSTATE, "layout.h")
 OUTPUT = os.path.join(PYSTATE, "layouts_gen.c")
 
-MINORS = range(6, 14)  # 3.6 .. 3.13
+MINORS = range(6, 16)  # 3.6 .. 3.15
+SID_MINORS = (14, 15)  # from the Debian sid root's libpython3.X-dev, not pyenv
+SID_ROOT = "/var/cache/scry-tests/sid-root"
 
 # ---------------------------------------------------------------------------------------
 # Headers each version's probe includes (after "Python.h"), with Py_BUILD_CORE defined.
@@ -47,6 +49,7 @@ INCLUDES = {
     13: ["internal/pycore_runtime.h", "internal/pycore_interp.h", "internal/pycore_frame.h",
          "internal/pycore_object.h", "internal/pycore_dict.h"],
 }
+INCLUDES[14] = INCLUDES[15] = INCLUDES[13]
 
 # ---------------------------------------------------------------------------------------
 # Up to 3.10 the dict keys object and its entries are private to Objects/dictobject.c
@@ -357,8 +360,25 @@ def find_installs(root):
     return {k: (v[0], v[1]) for k, v in found.items()}
 
 
-def probe(minor, incdir, spec, cc):
-    """Compiles and runs the probe; returns (PY_VERSION_HEX, {field: value})."""
+def find_sid_installs(root):
+    """{minor: (version, include dir, pyconfig dir)} for Debian's python3.X headers under
+    ROOT: Python.h in usr/include/python3.X, pyconfig.h in
+    usr/include/x86_64-linux-gnu/python3.X (included as <x86_64-linux-gnu/python3.X/...>)."""
+    found = {}
+    for minor in SID_MINORS:
+        inc = os.path.join(root, "usr/include/python3.%d" % minor)
+        if not os.path.isfile(os.path.join(inc, "Python.h")):
+            continue
+        with open(os.path.join(inc, "patchlevel.h")) as f:
+            m = re.search(r'#define\s+PY_VERSION\s+"([^"]+)"', f.read())
+        found[minor] = (m.group(1) if m else "3.%d" % minor, inc,
+                        os.path.join(root, "usr/include/x86_64-linux-gnu/python3.%d" % minor))
+    return found
+
+
+def probe(minor, incdir, spec, cc, archdir=None):
+    """Compiles and runs the probe; returns (PY_VERSION_HEX, {field: value}). ARCHDIR: the
+    directory Debian's pyconfig.h wrapper includes as <x86_64-linux-gnu/python3.X/...>."""
     lines = ["#define Py_BUILD_CORE 1", '#include "Python.h"']
     lines += ['#include "%s"' % h for h in INCLUDES[minor]]
     lines += ["#include <stddef.h>", "#include <stdio.h>", ""]
@@ -381,6 +401,11 @@ def probe(minor, incdir, spec, cc):
         with open(src, "w") as f:
             f.write("\n".join(lines))
         cmd = [cc, "-std=gnu11", "-w", "-I", incdir, src, "-o", exe]
+        if archdir:
+            os.makedirs(os.path.join(tmp, "inc", "x86_64-linux-gnu"))
+            os.symlink(archdir, os.path.join(tmp, "inc", "x86_64-linux-gnu",
+                                             os.path.basename(archdir)))
+            cmd[3:3] = ["-I", os.path.join(tmp, "inc")]
         r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            universal_newlines=True)
         if r.returncode != 0:
@@ -454,6 +479,9 @@ def main():
     ap.add_argument("--pyenv-root", default=os.environ.get(
         "PYENV_ROOT_VERSIONS", "/root/.pyenv/versions"),
         help="directory holding 3.X.Y installs (default /root/.pyenv/versions)")
+    ap.add_argument("--sid-root", default=SID_ROOT,
+                    help="root file system with libpython3.14-dev and 3.15-dev (default %s)"
+                    % SID_ROOT)
     ap.add_argument("--cc", default=os.environ.get("CC", "gcc"))
     ap.add_argument("-o", "--output", default=OUTPUT)
     ap.add_argument("--check", action="store_true",
@@ -468,11 +496,12 @@ def main():
         if t != "int64_t" and n not in special:
             sys.exit("gen_layouts: layout.h field %s (%s) has no rule here" % (n, t))
 
-    installs = find_installs(args.pyenv_root)
+    installs = {m: v + (None,) for m, v in find_installs(args.pyenv_root).items()}
+    installs.update(find_sid_installs(args.sid_root))
     missing = [m for m in MINORS if m not in installs]
     if missing:
-        sys.exit("gen_layouts: no CPython 3.%s under %s (need all of 3.6-3.13)" %
-                 (", 3.".join(str(m) for m in missing), args.pyenv_root))
+        sys.exit("gen_layouts: no CPython 3.%s under %s or %s (need all of 3.6-3.15)" %
+                 (", 3.".join(str(m) for m in missing), args.pyenv_root, args.sid_root))
 
     results = {}
     for minor in MINORS:
@@ -482,8 +511,8 @@ def main():
         if unknown or lacking:
             sys.exit("gen_layouts: 3.%d spec out of sync with layout.h: unknown %s, "
                      "missing %s" % (minor, sorted(unknown), sorted(lacking)))
-        version, inc = installs[minor]
-        hexv, values = probe(minor, inc, spec, args.cc)
+        version, inc, archdir = installs[minor]
+        hexv, values = probe(minor, inc, spec, args.cc, archdir)
         if (hexv >> 24, (hexv >> 16) & 0xFF) != (3, minor):
             sys.exit("gen_layouts: %s headers say PY_VERSION_HEX 0x%08x" % (inc, hexv))
         results[minor] = (version, hexv, values)

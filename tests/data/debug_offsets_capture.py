@@ -10,10 +10,15 @@ bias in /proc/PID/maps, reads the leading _Py_DebugOffsets of _PyRuntime from
               760 for 3.14)
     OUT.txt   what was captured, from where (for humans)
 
-Used to make tests/data/debug_offsets_3_13_0.bin for tests/unit/test_pystate_debug_offsets.c:
+Used to make tests/data/debug_offsets_*.bin for tests/unit/test_pystate_debug_offsets.c:
 
     python3 tests/data/debug_offsets_capture.py \\
         /root/.pyenv/versions/3.13.0/bin/python3.13 tests/data/debug_offsets_3_13_0
+    python3 tests/data/debug_offsets_capture.py --root /var/cache/scry-tests/sid-root \\
+        /usr/bin/python3.15d tests/data/debug_offsets_3_15_2d
+
+With --root ROOT the interpreter runs under chroot ROOT (its files are read through
+/proc/PID/root).
 
 Standard library only; needs readelf (binutils) and permission to read the child's memory
 (root, or ptrace_scope 0).
@@ -26,7 +31,7 @@ import subprocess
 import sys
 
 # Bytes of _Py_DebugOffsets per minor version (all members are char[8]/uint64_t).
-STRUCT_SIZE = {13: 584, 14: 760}
+STRUCT_SIZE = {13: 584, 14: 760, 15: 888}
 
 
 def elf_symbol(path, name):
@@ -67,11 +72,16 @@ def mapped_objects(pid):
 
 
 def main():
-    python = sys.argv[1] if len(sys.argv) > 1 else "/root/.pyenv/versions/3.13.0/bin/python3.13"
-    out = sys.argv[2] if len(sys.argv) > 2 else os.path.join(
+    args = sys.argv[1:]
+    prefix = []
+    if args[:1] == ["--root"]:
+        prefix = ["chroot", args[1]]
+        args = args[2:]
+    python = args[0] if args else "/root/.pyenv/versions/3.13.0/bin/python3.13"
+    out = args[1] if len(args) > 1 else os.path.join(
         os.path.dirname(os.path.abspath(__file__)), "debug_offsets_3_13_0")
     child = subprocess.Popen(
-        [python, "-c", "import sys, time; print('ready', flush=True); time.sleep(60)"],
+        prefix + [python, "-c", "import sys, time; print('ready', flush=True); time.sleep(60)"],
         stdout=subprocess.PIPE, universal_newlines=True)
     try:
         if child.stdout.readline().strip() != "ready":
@@ -80,10 +90,13 @@ def main():
         for path, start in sorted(mapped_objects(child.pid).items()):
             if not re.search(r"(libpython3\.\d+|python3(\.\d+)?)[^/]*$", path):
                 continue
-            value = elf_symbol(path, "_PyRuntime")
+            host = "/proc/%d/root%s" % (child.pid, path)
+            if not os.path.exists(host):  # chroot: maps name the file as the host sees it
+                host = path
+            value = elf_symbol(host, "_PyRuntime")
             if value is None:
                 continue
-            bias = start - first_load_vaddr(path)
+            bias = start - first_load_vaddr(host)
             addr, obj = bias + value, path
             break
         if addr is None:
@@ -106,7 +119,7 @@ def main():
         f.write(data)
     with open(out + ".txt", "w") as f:
         f.write("_Py_DebugOffsets captured by tests/data/debug_offsets_capture.py\n")
-        f.write("python: %s\nobject: %s\n" % (python, obj))
+        f.write("python: %s%s\nobject: %s\n" % (" ".join(prefix + [""]), python, obj))
         f.write("_PyRuntime: 0x%x (ASLR; informational)\n" % addr)
         f.write("version: 0x%08x free_threaded: %d bytes: %d\n" % (version, free_threaded,
                                                                  len(data)))

@@ -1,7 +1,7 @@
 /* test_pystate_layouts.c - sanity of the generated per-version layout table
- * (pystate/layouts_gen.c): every version 3.6-3.13 present, each field present or -1
+ * (pystate/layouts_gen.c): every version 3.6-3.15 present, each field present or -1
  * exactly where the version has it, offsets inside their structs, no table for 2.7, 3.5,
- * 3.14. */
+ * 3.16. */
 #include <stdint.h>
 #include <stdio.h>
 
@@ -163,12 +163,12 @@ static void check_version(int minor)
 
 int main(void)
 {
-    for (int minor = 6; minor <= 13; minor++)
+    for (int minor = 6; minor <= 15; minor++)
         check_version(minor);
 
     CHECK(pystate_layout_for(2, 7) == NULL, "2.7");
     CHECK(pystate_layout_for(3, 5) == NULL, "3.5");
-    CHECK(pystate_layout_for(3, 14) == NULL, "3.14");
+    CHECK(pystate_layout_for(3, 16) == NULL, "3.16");
     CHECK(pystate_layout_for(3, -1) == NULL, "3.-1");
     CHECK(pystate_layout_for(4, 6) == NULL, "4.6");
     CHECK(pystate_layout_for(0, 0) == NULL, "0.0");
