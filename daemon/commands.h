@@ -14,6 +14,6 @@ int cmd_top(const scry_config_t *cfg);
 
 /* Opens PID for reading, printing a clear message on failure (no such process, not
  * Python, permission, unsupported version). Returns 0 or the negative code. */
-int cmd_open_target(pid_t pid, strtab_t *strings, pystate_target_t **out);
+int cmd_open_target(pid_t pid, strtab_t *strings, int assume_minor, pystate_target_t **out);
 
 #endif

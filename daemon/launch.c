@@ -84,7 +84,7 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-int launch_wait_python(pid_t child, strtab_t *strings, double timeout_s,
+int launch_wait_python(pid_t child, strtab_t *strings, double timeout_s, int assume_minor,
                        void (*on_open)(pystate_target_t *t, void *ctx), void *ctx,
                        pystate_target_t **out, int *status, char *errbuf, size_t errlen)
 {
@@ -104,7 +104,7 @@ int launch_wait_python(pid_t child, strtab_t *strings, double timeout_s,
             return SCRY_E_GONE;
         }
         pystate_target_t *t = NULL;
-        int err = pystate_target_open(child, strings, &t, errbuf, errlen);
+        int err = pystate_target_open_as(child, strings, assume_minor, &t, errbuf, errlen);
         if (err == 0) {
             if (on_open) {
                 on_open(t, ctx);

@@ -59,6 +59,10 @@ static const opt_spec_t opt_table[] = {
      "top: percentages over the last SECONDS (default 1; key 'w' toggles since start)"},
     {"once", 0, OPT_FLAG, offsetof(scry_config_t, once), TOP, NULL,
      "top: print one plain-text table after --duration (default 2 s) and exit"},
+    {"assume-version", 0, OPT_STRING, offsetof(scry_config_t, assume_version), REC | DMP | TOP,
+     "3.N",
+     "read a Python newer than scry knows with 3.N's _Py_DebugOffsets layout (3.15; only when "
+     "its block validates; the summary says so)"},
     {"subprocesses", 's', OPT_FLAG, offsetof(scry_config_t, subprocesses), REC, NULL,
      "also profile child processes (reserved: not implemented yet)"},
 };
@@ -236,6 +240,22 @@ static int check_conflicts(scry_config_t *cfg)
     if (cfg->metric && strcmp(cfg->metric, "cpu") && !cfg->memory) {
         fprintf(stderr, "scry: --metric %s needs --memory\n", cfg->metric);
         return SCRY_E_INVAL;
+    }
+    if (cfg->assume_version) {
+        char *end = NULL;
+        long n = -1;
+        if (!strncmp(cfg->assume_version, "3.", 2)) {
+            errno = 0;
+            n = strtol(cfg->assume_version + 2, &end, 10);
+            if (errno || end == cfg->assume_version + 2 || *end)
+                n = -1;
+        }
+        if (n < 13 || n > 99) {
+            fprintf(stderr, "scry: --assume-version takes a version such as 3.15, not '%s'\n",
+                    cfg->assume_version);
+            return SCRY_E_INVAL;
+        }
+        cfg->assume_minor = (int)n;
     }
     if (cfg->rate_hz > 10000) {
         fprintf(stderr, "scry: --rate %.0f is more than the 10000 Hz scry supports\n",
