@@ -80,7 +80,19 @@ static int release_restored(inject_session_t *s)
 {
     if (s->state != INJECT__PARKED)
         return 0;
+    /* The mask first: if we die after it, the thread (at the marker, or not redirected)
+     * restores the rest itself, or was never changed. */
+    int rc0 = 0;
+    if (s->sigmask_taken) { /* what the blocked mask kept pending for the program */
+        int n = ptr_sigpending_count(s->tid, ~s->sigmask);
+        if (n > 0)
+            s->rep->signals_deferred += n;
+    }
+    if (s->sigmask_taken && (rc0 = ptr_sigmask_set(s->tid, s->sigmask)) == 0)
+        s->sigmask_taken = 0;
     int rc = ptr_xstate_restore(s->tid, &s->orig);
+    if (!rc)
+        rc = rc0;
     int rc2 = ptr_gpr_write(s->tid, &s->resume);
     if (!rc)
         rc = rc2;
@@ -223,6 +235,8 @@ static void fill_data(inject_session_t *s, inject__stub_data_t *d, raddr_t func,
     d->r13 = r->r13;
     d->r14 = r->r14;
     d->r15 = r->r15;
+    d->sigmask = s->sigmask;
+    d->sigmask_ok = (uint64_t)s->sigmask_saved;
 }
 
 /* The call has to stop now (timeout or abort): stop the thread and decide. Returns 1 when
@@ -301,6 +315,15 @@ int inject_session_call(inject_session_t *s, raddr_t func, const uint64_t *args,
     rc = ptr_gpr_write(s->tid, &g);
     if (rc)
         goto restore;
+    /* Block every signal for the call, after the redirection: from here on the trampoline
+     * gives the thread its mask back if we die. Signals sent meanwhile stay pending in the
+     * kernel and are delivered, in order, once the mask is restored (none held here). */
+    if (s->sigmask_saved && !s->sigmask_taken) {
+        rc = ptr_sigmask_set(s->tid, ~(uint64_t)0);
+        if (rc)
+            goto restore;
+        s->sigmask_taken = 1;
+    }
 
     raddr_t marker = s->cave + inject__stub_marker_offset();
     uint64_t t0 = ptr_now_ns();

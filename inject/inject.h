@@ -48,7 +48,8 @@ typedef struct inject_report {
     uint64_t stopped_ns;  /* how long the thread was kept away from its own code */
     uint64_t call_ns;     /* time spent inside the remote function(s) */
     int syscall_stops;    /* ptrace syscall stops seen during the calls */
-    int signals_deferred; /* signals held during the call and re-sent afterwards */
+    int signals_deferred; /* signals that arrived during the call: left pending in the kernel
+                           * (the thread's mask blocked them) or held and re-sent */
     char error[256];      /* detail of the failure ("" when none), e.g. the dlerror() text */
 } inject_report_t;
 

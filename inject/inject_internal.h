@@ -28,6 +28,9 @@ struct inject_session {
     inject_report_t *rep;
     inject_report_t own_rep;
     ptr_sigq_t sigq;
+    uint64_t sigmask;   /* the borrowed thread's own blocked-signal mask */
+    int sigmask_saved;  /* sigmask is valid */
+    int sigmask_taken;  /* we blocked every signal in the thread (restore before release) */
     uint64_t t_stopped; /* when the thread was stopped */
     /* The code cave: [cave, cave + cave_size) in an executable mapping, all zeros when found. */
     raddr_t cave;

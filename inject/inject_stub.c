@@ -18,6 +18,8 @@ _Static_assert(offsetof(inject__stub_data_t, rflags) == 88, "stub layout");
 _Static_assert(offsetof(inject__stub_data_t, rax) == 96, "stub layout");
 _Static_assert(offsetof(inject__stub_data_t, rbx) == 104, "stub layout");
 _Static_assert(offsetof(inject__stub_data_t, r15) == 208, "stub layout");
+_Static_assert(offsetof(inject__stub_data_t, sigmask) == 216, "stub layout");
+_Static_assert(offsetof(inject__stub_data_t, sigmask_ok) == 224, "stub layout");
 
 __asm__(".pushsection .rodata.scry_inject_stub,\"a\",@progbits\n"
         ".balign 16\n"
@@ -64,7 +66,17 @@ __asm__(".pushsection .rodata.scry_inject_stub,\"a\",@progbits\n"
         ".globl inject__stub_marker\n"
         ".hidden inject__stub_marker\n"
         "inject__stub_marker:\n"
-        /* Only reached when no tracer took over: restore everything ourselves. */
+        /* Only reached when no tracer took over: restore everything ourselves, the signal
+         * mask first: rt_sigprocmask(SIG_SETMASK, &sigmask, NULL, 8). */
+        "  cmp qword ptr [rbx+224], 0\n"
+        "  je 5f\n"
+        "  mov edi, 2\n"
+        "  lea rsi, [rbx+216]\n"
+        "  xor edx, edx\n"
+        "  mov r10d, 8\n"
+        "  mov eax, 14\n"
+        "  syscall\n"
+        "5:\n"
         "  cmp qword ptr [rbx+64], 0\n"
         "  je 3f\n"
         "  mov eax, -1\n"

@@ -10,7 +10,9 @@
  *   3. keeps the result in R13 and executes getpid(): the tracer, resuming with
  *      PTRACE_SYSCALL, recognises this syscall-entry stop by its address (the "marker"),
  *      reads R13 and restores the thread itself;
- *   4. if nobody is tracing any more (scry died), carries on: XRSTOR the vector state,
+ *   4. if nobody is tracing any more (scry died), carries on: gives the thread its own
+ *      signal mask back (rt_sigprocmask; the tracer blocks every signal during the call),
+ *      XRSTOR the vector state,
  *      reload every general register and RFLAGS from the data block and jump back to the
  *      original RIP with the original RSP ("ret 128" trick), so the program resumes exactly
  *      where it was interrupted.
@@ -45,6 +47,9 @@ typedef struct inject__stub_data {
     uint64_t r13;        /* 192 */
     uint64_t r14;        /* 200 */
     uint64_t r15;        /* 208 */
+    uint64_t sigmask;    /* 216: the thread's own blocked-signal mask (kernel sigset) */
+    uint64_t sigmask_ok; /* 224: 1 = restore SIGMASK before resuming (the tracer blocked
+                          * every signal for the call: they stay pending, none is lost) */
 } inject__stub_data_t;
 
 /* How far below the original RSP the stub may write: the red zone (128 bytes) plus the

@@ -151,8 +151,8 @@ static int list_candidates(pid_t pid, cand_t *out, int max)
     return n;
 }
 
-/* Waits until seized thread TID reaches the stop requested by PTRACE_INTERRUPT, holding the
- * signals that get in the way. Returns 0 (stopped), 1 (the process is in group-stop), or a
+/* Waits until seized thread TID reaches the stop requested by PTRACE_INTERRUPT, delivering
+ * the signals that get in the way. Returns 0 (stopped), 1 (the process is in group-stop), or a
  * negative code. */
 static int wait_interrupt_stop(inject_session_t *s, pid_t tid)
 {
@@ -170,15 +170,11 @@ static int wait_interrupt_stop(inject_session_t *s, pid_t tid)
             return SCRY_E_GONE;
         case PTR_STOP_EVENT:
             return ptr_stop_is_group(&st) ? 1 : 0;
-        case PTR_STOP_SIGNAL: {
-            siginfo_t si;
-            if (ptr_getsiginfo(tid, &si) == 0) {
-                ptr_sigq_push(&s->sigq, &si);
-                s->rep->signals_deferred++;
-            }
-            rc = ptr_cont(tid, 0);
+        case PTR_STOP_SIGNAL:
+            /* Not ours yet: the signal is delivered now, in its order, as without us (the
+             * interrupt stays pending and stops the thread right after). */
+            rc = ptr_cont(tid, st.sig);
             break;
-        }
         default:
             rc = ptr_cont(tid, 0);
             break;
@@ -340,6 +336,10 @@ static int try_thread(inject_session_t *s, pid_t tid)
     }
     s->tid = tid;
     s->state = INJECT__PARKED;
+    /* Its own signal mask: every signal is blocked while it runs our calls (signals sent
+     * meanwhile stay pending in the kernel, in order, none dropped), and given back first. */
+    s->sigmask_saved = ptr_sigmask_get(tid, &s->sigmask) == 0;
+    s->sigmask_taken = 0;
     compute_resume(s);
     s->rep->tid = tid;
     return 0;

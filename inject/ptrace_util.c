@@ -193,6 +193,40 @@ int ptr_regs_restore(pid_t tid, const ptr_regs_t *r)
     return ptr_gpr_write(tid, &r->gpr);
 }
 
+int ptr_sigmask_get(pid_t tid, uint64_t *mask)
+{
+    *mask = 0;
+    return ptrace(PTRACE_GETSIGMASK, tid, (void *)sizeof *mask, mask) == 0 ? 0 : err_of(errno);
+}
+
+int ptr_sigmask_set(pid_t tid, uint64_t mask)
+{
+    return ptrace(PTRACE_SETSIGMASK, tid, (void *)sizeof mask, &mask) == 0 ? 0 : err_of(errno);
+}
+
+int ptr_sigpending_count(pid_t tid, uint64_t mask)
+{
+    int count = 0;
+    for (int shared = 0; shared < 2; shared++) {
+        siginfo_t buf[64];
+        for (uint64_t off = 0; off < 65536;) {
+            struct __ptrace_peeksiginfo_args a = {off, shared ? PTRACE_PEEKSIGINFO_SHARED : 0, 64};
+            long n = ptrace(PTRACE_PEEKSIGINFO, tid, &a, buf);
+            if (n < 0)
+                return err_of(errno);
+            for (long i = 0; i < n; i++) {
+                int sig = buf[i].si_signo;
+                if (sig >= 1 && sig <= 64 && (mask >> (sig - 1) & 1))
+                    count++;
+            }
+            if (n < 64)
+                break;
+            off += (uint64_t)n;
+        }
+    }
+    return count;
+}
+
 void ptr_sigq_push(ptr_sigq_t *q, const siginfo_t *si)
 {
     if (si->si_signo < SIGRTMIN) {

@@ -91,7 +91,21 @@ int ptr_xstate_restore(pid_t tid, const ptr_regs_t *r);
 int ptr_gpr_write(pid_t tid, const struct user_regs_struct *gpr);
 int ptr_gpr_read(pid_t tid, struct user_regs_struct *gpr);
 
-/* Signals that arrived while we held a thread and that must reach the program afterwards. */
+/* Reads / sets the blocked-signal mask of stopped tracee TID (PTRACE_GETSIGMASK /
+ * PTRACE_SETSIGMASK, Linux 3.11+; bit N-1 is signal N, as in the kernel's sigset). SIGKILL
+ * and SIGSTOP can never be blocked: the kernel drops those bits. Returns 0, SCRY_E_GONE or
+ * SCRY_E_IO. */
+int ptr_sigmask_get(pid_t tid, uint64_t *mask);
+int ptr_sigmask_set(pid_t tid, uint64_t mask);
+
+/* Counts the signals queued for stopped tracee TID (its own queue and its process's shared
+ * queue; PTRACE_PEEKSIGINFO: nothing is dequeued) whose bit is set in MASK. Counts at most
+ * 65536. Returns the count, or a negative code. */
+int ptr_sigpending_count(pid_t tid, uint64_t mask);
+
+/* Signals that arrived while we held a thread and that must reach the program afterwards.
+ * Only signals that cannot be blocked get here while a borrowed thread's mask blocks the
+ * rest (inject.c), so the queue stays tiny; standard signals are merged. */
 #define PTR_SIGQ_MAX 32
 typedef struct ptr_sigq {
     int n;

@@ -197,7 +197,7 @@ static void test_abort(void)
     CHECK(t_file_exists("slept"), "the released call completed by itself");
 }
 
-/* A signal for the borrowed thread during the call is held and re-sent: Python's handler
+/* A signal for the borrowed thread during the call stays pending (blocked mask): Python's handler
  * still runs. */
 static void test_signal_during_call(void)
 {
