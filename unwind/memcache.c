@@ -126,6 +126,13 @@ static int page_is_stable(struct unwind *u, uint64_t page)
 /* Returns the cached page at PAGE, reading it on a miss; NULL when unreadable. */
 static const uint8_t *page_get(struct unwind *u, uint64_t page)
 {
+    if (u->frozen && !page_is_stable(u, page)) {
+        /* Live volatile memory would not match the copy; just above it, the unwinder
+         * wanted more of the stack than was copied. */
+        if (page >= u->stack_lo && page - u->stack_lo < UNWIND_STACK_MAX)
+            u->short_read = 1;
+        return NULL;
+    }
     size_t h = slot_hash(page);
     unwind_page_t *victim = NULL;
     for (size_t i = 0; i < UNWIND_CACHE_PROBE; i++) {
@@ -174,8 +181,15 @@ static const uint8_t *page_get(struct unwind *u, uint64_t page)
 
 int unwind__read_word(struct unwind *u, uint64_t addr, uint64_t *out)
 {
-    if (addr >= u->stack_lo && addr - u->stack_lo + 8 > u->stack_len &&
-        addr - u->stack_lo < UNWIND_STACK_MAX)
+    if (u->frozen) {
+        /* A copy taken earlier: the stack as it was then, never the live one. Other
+         * addresses go to the page cache, which serves only read-only file pages. */
+        if (addr >= u->stack_lo && addr - u->stack_lo + 8 <= u->stack_len) {
+            memcpy(out, u->stack_ext + (addr - u->stack_lo), 8);
+            return 0;
+        }
+    } else if (addr >= u->stack_lo && addr - u->stack_lo + 8 > u->stack_len &&
+               addr - u->stack_lo < UNWIND_STACK_MAX)
         stack_extend(u, addr);
     if (addr >= u->stack_lo && addr - u->stack_lo + 8 <= u->stack_len) {
         memcpy(out, u->stack + (addr - u->stack_lo), 8);

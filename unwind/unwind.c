@@ -257,43 +257,12 @@ static int getregs_error(pid_t pid, pid_t tid, int errnum)
     return scry_err_from_errno(errnum);
 }
 
-int unwind_thread(unwind_t *u, pid_t tid, unwind_frame_t *frames, size_t max, size_t *n)
+/* The frame loop over address space AS (accessor argument ARG), from the registers and
+ * stack already set up in U. */
+static int walk(struct unwind *u, unw_addr_space_t as, void *arg, unwind_frame_t *frames,
+                size_t max, size_t *n)
 {
-    if (n)
-        *n = 0;
-    if (!u || !frames || !n || tid <= 0)
-        return SCRY_E_INVAL;
-    if (max > UNWIND_MAX_DEPTH)
-        max = UNWIND_MAX_DEPTH;
-    if (max == 0)
-        return 0;
-    u->gen++;
-    u->tid = tid;
-    if (ptrace(PTRACE_GETREGS, tid, NULL, &u->regs) != 0)
-        return getregs_error(u->pid, tid, errno);
-    u->st.samples++;
-
-    unw_addr_space_t as = u->as;
-    void *arg = u;
-    if (u->stock) {
-        /* The stock path, for comparison: libunwind's own ptrace accessors. */
-        if (!u->stock_upt || u->stock_tid != tid) {
-            if (u->stock_upt)
-                _UPT_destroy(u->stock_upt);
-            u->stock_upt = _UPT_create(tid);
-            if (!u->stock_upt)
-                return SCRY_E_NOMEM;
-            u->stock_tid = tid;
-        }
-        as = u->stock_as;
-        arg = u->stock_upt;
-    } else {
-        int rc = unwind__stack_snapshot(u, u->regs.rsp);
-        if (rc == SCRY_E_GONE || rc == SCRY_E_PERM)
-            return rc;
-    }
-
-    unwind__current = u->stock ? NULL : u;
+    unwind__current = u->stock && as != u->as ? NULL : u;
     unw_cursor_t c;
     if (unw_init_remote(&c, as, arg) != 0) {
         unwind__current = NULL;
@@ -341,5 +310,106 @@ int unwind_thread(unwind_t *u, pid_t tid, unwind_frame_t *frames, size_t max, si
     unwind__current = NULL;
     u->st.frames += i;
     *n = i;
+    return 0;
+}
+
+int unwind_thread(unwind_t *u, pid_t tid, unwind_frame_t *frames, size_t max, size_t *n)
+{
+    if (n)
+        *n = 0;
+    if (!u || !frames || !n || tid <= 0)
+        return SCRY_E_INVAL;
+    if (max > UNWIND_MAX_DEPTH)
+        max = UNWIND_MAX_DEPTH;
+    if (max == 0)
+        return 0;
+    u->gen++;
+    u->tid = tid;
+    if (ptrace(PTRACE_GETREGS, tid, NULL, &u->regs) != 0)
+        return getregs_error(u->pid, tid, errno);
+    u->st.samples++;
+
+    unw_addr_space_t as = u->as;
+    void *arg = u;
+    if (u->stock) {
+        /* The stock path, for comparison: libunwind's own ptrace accessors. */
+        if (!u->stock_upt || u->stock_tid != tid) {
+            if (u->stock_upt)
+                _UPT_destroy(u->stock_upt);
+            u->stock_upt = _UPT_create(tid);
+            if (!u->stock_upt)
+                return SCRY_E_NOMEM;
+            u->stock_tid = tid;
+        }
+        as = u->stock_as;
+        arg = u->stock_upt;
+    } else {
+        int rc = unwind__stack_snapshot(u, u->regs.rsp);
+        if (rc == SCRY_E_GONE || rc == SCRY_E_PERM)
+            return rc;
+    }
+
+    return walk(u, as, arg, frames, max, n);
+}
+
+int unwind_copied(unwind_t *u, pid_t tid, const unwind_regs_t *regs, const void *stack, size_t len,
+                  unwind_frame_t *frames, size_t max, size_t *n)
+{
+    if (n)
+        *n = 0;
+    if (!u || !regs || !frames || !n || (len && !stack))
+        return SCRY_E_INVAL;
+    if (max > UNWIND_MAX_DEPTH)
+        max = UNWIND_MAX_DEPTH;
+    if (max == 0)
+        return 0;
+    u->gen++;
+    u->tid = tid;
+    u->st.copies++;
+    memset(&u->regs, 0, sizeof u->regs);
+    u->regs.rax = regs->ax;
+    u->regs.rbx = regs->bx;
+    u->regs.rcx = regs->cx;
+    u->regs.rdx = regs->dx;
+    u->regs.rsi = regs->si;
+    u->regs.rdi = regs->di;
+    u->regs.rbp = regs->bp;
+    u->regs.rsp = regs->sp;
+    u->regs.rip = regs->ip;
+    u->regs.r8 = regs->r8;
+    u->regs.r9 = regs->r9;
+    u->regs.r10 = regs->r10;
+    u->regs.r11 = regs->r11;
+    u->regs.r12 = regs->r12;
+    u->regs.r13 = regs->r13;
+    u->regs.r14 = regs->r14;
+    u->regs.r15 = regs->r15;
+    u->stack_ext = stack;
+    u->stack_lo = regs->sp;
+    u->stack_len = len > UNWIND_STACK_MAX ? UNWIND_STACK_MAX : len;
+    u->stack_end = 1;
+    u->frozen = 1;
+    u->short_read = 0;
+    int rc = walk(u, u->as, u, frames, max, n);
+    if (u->short_read)
+        u->st.copy_short++;
+    u->frozen = 0;
+    u->stack_ext = NULL;
+    u->stack_len = 0;
+    return rc;
+}
+
+int unwind_describe_ip(unwind_t *u, uint64_t ip, unwind_frame_t *out)
+{
+    if (!u || !out)
+        return SCRY_E_INVAL;
+    unwind_sym_t s;
+    unwind__symbolize(u, ip, 0, &s);
+    *out = (unwind_frame_t){.ip = ip,
+                            .symbol = s.symbol,
+                            .lib = s.lib,
+                            .offset = s.offset,
+                            .is_eval = s.is_eval,
+                            .in_python = s.in_python};
     return 0;
 }

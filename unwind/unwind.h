@@ -1,11 +1,12 @@
 /* unwind.h - native stacks of the threads of a live process.
  *
- * An unwind_t belongs to one target process. unwind_thread unwinds one thread that the
- * CALLER has stopped (unwind/thread_stop.h) with libunwind's DWARF unwinder, but through
- * scry's own memory accessors: one process_vm_readv copy of the thread's stack per sample
- * and a page cache for the read-only parts of objects (.eh_frame_hdr, .eh_frame, text),
- * kept across samples. Registers come from one PTRACE_GETREGS per sample. Unwind tables
- * are found per object from the file's PT_GNU_EH_FRAME (cached per object); libunwind's
+ * An unwind_t belongs to one target process. unwind_copied unwinds a copy of a thread's
+ * registers and stack top taken by the kernel (perf events), with nothing stopped;
+ * unwind_thread unwinds one thread that the CALLER has stopped (unwind/thread_stop.h) with
+ * libunwind's DWARF unwinder, but through scry's own memory accessors: one process_vm_readv copy of
+ * the thread's stack per sample and a page cache for the read-only parts of objects (.eh_frame_hdr,
+ * .eh_frame, text), kept across samples. Registers come from one PTRACE_GETREGS per sample. Unwind
+ * tables are found per object from the file's PT_GNU_EH_FRAME (cached per object); libunwind's
  * per-IP register-state cache is global to the unwind_t.
  *
  * ptrace is per thread: the thread that stopped the target thread must be the one that
@@ -58,6 +59,29 @@ void unwind_free(unwind_t *u);
  * SCRY_E_NOMEM. */
 int unwind_thread(unwind_t *u, pid_t tid, unwind_frame_t *frames, size_t max, size_t *n);
 
+/* A thread's user registers as copied by the kernel with a sample (x86-64). */
+typedef struct unwind_regs {
+    uint64_t ax, bx, cx, dx, si, di, bp, sp, ip, r8, r9, r10, r11, r12, r13, r14, r15;
+} unwind_regs_t;
+
+/* Unwinds a thread from a copy taken earlier (a perf sample's PERF_SAMPLE_REGS_USER and
+ * PERF_SAMPLE_STACK_USER): REGS, and STACK[0..LEN) = the thread's user stack from
+ * REGS->sp upward. Nothing is stopped and the stack is never read live: a frame whose
+ * caller lies above the copy ends the stack (counted in unwind_stats.copy_short). Unwind
+ * tables and code come from the same per-object caches as unwind_thread (read-only file
+ * pages of the target, read once); any other page is refused. Writes at most MAX frames,
+ * leaf first, into FRAMES and their number into *N; strings live as long as U. TID only
+ * names the thread in the statistics. Returns 0 (also for a stack cut short, with the
+ * frames read so far), SCRY_E_INVAL (NULL arguments: *N is 0) or SCRY_E_NOMEM. */
+int unwind_copied(unwind_t *u, pid_t tid, const unwind_regs_t *regs, const void *stack, size_t len,
+                  unwind_frame_t *frames, size_t max, size_t *n);
+
+/* Describes the code at IP (the leaf of a sample: not a return address) into *OUT:
+ * symbol, library, eval-loop and in-CPython flags from the same caches as the unwinder.
+ * Returns 0; an IP in no mapping gives a frame with NULL symbol and lib. SCRY_E_INVAL for
+ * NULL arguments. */
+int unwind_describe_ip(unwind_t *u, uint64_t ip, unwind_frame_t *out);
+
 /* Forgets everything cached about the target's objects and libunwind's per-IP cache:
  * call it when the target loaded or unloaded code (dlopen/dlclose). Returns 0. */
 int unwind_flush(unwind_t *u);
@@ -77,6 +101,8 @@ typedef struct unwind_stats {
     uint64_t table_fallback; /* lookups that used libunwind's own per-ELF search */
     uint64_t sym_hits;       /* symbolisations served by the per-IP cache */
     uint64_t sym_misses;
+    uint64_t copies;     /* unwind_copied calls */
+    uint64_t copy_short; /* copied stacks that ended because the copy was too short */
 } unwind_stats_t;
 
 /* Returns the counters (all zero for NULL). */

@@ -69,11 +69,15 @@ struct unwind {
     /* per sample */
     uint64_t gen;
     struct user_regs_struct regs;
-    uint8_t *stack;    /* copy of [stack_lo, stack_lo + stack_len) */
-    size_t stack_cap;  /* allocated bytes */
-    uint64_t stack_lo; /* == sp & ~7 */
-    size_t stack_len;  /* bytes copied */
-    int stack_end;     /* the copy reached the end of the mapping */
+    uint8_t *stack;           /* copy of [stack_lo, stack_lo + stack_len) */
+    size_t stack_cap;         /* allocated bytes */
+    uint64_t stack_lo;        /* == sp & ~7 */
+    size_t stack_len;         /* bytes copied */
+    int stack_end;            /* the copy reached the end of the mapping */
+    const uint8_t *stack_ext; /* unwind_copied: the caller's copy (read instead of stack) */
+    int frozen;               /* unwind_copied: never read the live stack or other
+                                 volatile memory */
+    int short_read;           /* unwind_copied: a read fell above the copy */
 
     /* pages */
     unwind_page_t *slots;
