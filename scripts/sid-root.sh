@@ -6,11 +6,16 @@
 # suites that need it skip with that reason.
 #
 #   scripts/sid-root.sh            -> builds if missing, prints the root's path
+#   scripts/sid-root.sh --path     -> only prints the path (built or not; never builds)
 #   SCRY_SID_ROOT=DIR              -> where (default /var/cache/scry-tests/sid-root)
 set -eu
 root=${SCRY_SID_ROOT:-/var/cache/scry-tests/sid-root}
 pkgs=python3.14,python3.15,python3.14-dbg,python3.15-dbg,libpython3.14-dev,libpython3.15-dev,python3-numpy
 stamp="$root/.scry-sid-root"
+if [ "${1:-}" = --path ]; then
+    echo "$root"
+    exit 0
+fi
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$pkgs" ]; then
     echo "$root"
     exit 0

@@ -10,26 +10,26 @@ Every test starts its own workloads (tests/func/workloads/*.py, which measure th
 truth), runs scry with a timeout, checks known answers, and kills what it started.
 Each test prints one line "PASS|FAIL|SKIP|XFAIL name: detail"; the run ends with exactly
 one line "N passed, N failed, N skipped" (XFAILs count as skipped and are listed before
-it) and exits 1 if any test failed. See docs/testing.md.
+it) and exits 1 if any test failed. The runner, the interpreters and the process hygiene
+are tests/lib/scrytest's. See docs/testing.md.
 """
-import argparse
 import json
 import os
 import re
 import shutil
-import signal
 import statistics
-import subprocess
 import sys
-import tempfile
-import threading
 import time
-import traceback
 import xml.dom.minidom
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+import scrytest as st  # noqa: E402
+from scrytest import Fail, Skip, check, short  # noqa: E402
+from scrytest.clock import now  # noqa: E402
+
 WORKLOADS = os.path.join(HERE, "workloads")
-VERSIONS = ["3.6", "3.7", "3.8", "3.9", "3.10", "3.11", "3.12", "3.13", "debian3.11", "2.7"]
+VERSIONS = st.HOST_LABELS
 
 SCRY_TIMEOUT = 90  # seconds: no scry command may take longer (records last <= 5 s)
 READY_TIMEOUT = 45  # seconds for a workload to reach its steady state on a loaded machine
@@ -39,81 +39,6 @@ SHARE_RATE = 500  # Hz for the share tests: ~2000 samples in 4 s, so that sampli
 MIN_ON_CPU = 0.8  # below this share of a CPU for the target, a share miss is a SKIP
 # (machine overloaded), not a FAIL
 DUMP_MAX_S = 1.0  # wall-time bound of one dump of a 100-thread process
-
-
-class Fail(Exception):
-    pass
-
-
-class Skip(Exception):
-    pass
-
-
-class XFail(Exception):
-    pass
-
-
-def check(cond, msg):
-    if not cond:
-        raise Fail(msg)
-
-
-def short(text, n=400):
-    text = text.strip()
-    return text if len(text) <= n else text[: n // 2] + " ... " + text[-n // 2 :]
-
-
-# ---------------------------------------------------------------------------------------
-# interpreters
-
-
-def pyenv_root():
-    exe = shutil.which("pyenv")
-    if exe:
-        try:
-            out = subprocess.run(
-                [exe, "root"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=20
-            )
-            root = out.stdout.decode().strip()
-            if out.returncode == 0 and root and os.path.isdir(root):
-                return root
-        except (OSError, subprocess.SubprocessError):
-            pass
-    return os.environ.get("PYENV_ROOT") or "/root/.pyenv"
-
-
-def find_interpreter(label):
-    """(path, pyenv_version_name or None), or raise Skip with the reason."""
-    if label == "debian3.11":
-        path = "/usr/bin/python3.11"
-        if not os.access(path, os.X_OK):
-            raise Skip("%s not found" % path)
-        return path, None
-    root = pyenv_root()
-    vdir = os.path.join(root, "versions")
-    try:
-        names = sorted(os.listdir(vdir))
-    except OSError:
-        raise Skip("no pyenv versions directory %s" % vdir)
-    for name in names:
-        if re.match(r"^%s\.\d+$" % re.escape(label), name):
-            path = os.path.join(vdir, name, "bin", "python" + label)
-            if os.access(path, os.X_OK):
-                return path, name
-    raise Skip("no CPython %s.x under %s" % (label, vdir))
-
-
-def interpreter_version(path):
-    out = subprocess.run(
-        [path, "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        timeout=30,
-    )
-    if out.returncode != 0:
-        raise Skip("%s does not run: %s" % (path, short(out.stderr.decode("utf-8", "replace"))))
-    return tuple(int(x) for x in out.stdout.decode().strip().split("."))
-
 
 # ---------------------------------------------------------------------------------------
 # output parsers
@@ -132,14 +57,7 @@ def parse_frame(text):
 
 def parse_collapsed(text):
     """Collapsed stacks -> [(frames root first as (function, file, line), count)]."""
-    stacks = []
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line:
-            continue
-        m = re.match(r"^(.+) (\d+)$", line)
-        check(m is not None, "collapsed line %d malformed: %r" % (n, line[:200]))
-        stacks.append(([parse_frame(f) for f in m.group(1).split(";")], int(m.group(2))))
-    return stacks
+    return [([parse_frame(f) for f in frames], n) for frames, n in st.parse_collapsed(text)]
 
 
 def leaf_counts(stacks):
@@ -154,213 +72,30 @@ def fmt_frame(fr):
 
 
 # ---------------------------------------------------------------------------------------
-# per-test context: processes, temp dir, scry runs
+# per-test context: workloads and dumps on top of scrytest's processes
 
 
-class Result(object):
-    def __init__(self, args, rc, out, err, wall):
-        self.args, self.rc, self.out, self.err, self.wall = args, rc, out, err, wall
+class Ctx(st.Ctx):
+    def __init__(self, interp, scry, name, verbose):
+        st.Ctx.__init__(self, name, interp, scry, verbose, prefix="scry-func",
+                        scry_timeout=SCRY_TIMEOUT, ready_timeout=READY_TIMEOUT)
+        self.xfail_unimplemented = True
+        self.qual = self.version >= (3, 11)
+        self.workloads = self.stage(WORKLOADS)  # the target's path of the workloads
 
-    def __str__(self):
-        return "scry %s -> exit %d in %.2f s; stderr: %s" % (
-            " ".join(self.args),
-            self.rc,
-            self.wall,
-            short(self.err) or "(empty)",
-        )
-
-
-class Ctx(object):
-    def __init__(self, runner, name):
-        self.r = runner
-        self.scry_path = runner.scry
-        self.python = runner.python
-        self.version = runner.version
-        self.qual = runner.version >= (3, 11)
-        self.verbose = runner.verbose
-        self.tmp = tempfile.mkdtemp(prefix="scry-func-%s-" % name)
-        os.chmod(self.tmp, 0o755)
-        self.procs = []
-        self.targets = []  # attach-mode workloads that must outlive every scry run
-
-    # -- processes ----------------------------------------------------------------------
-
-    def env(self, extra=None):
-        env = dict(os.environ)
-        for k in ("PYTHONHOME", "PYTHONPATH", "PYENV_VERSION", "PYTHONSTARTUP"):
-            env.pop(k, None)
-        env.update(
-            {
-                "LC_ALL": "C.UTF-8",
-                "PYTHONDONTWRITEBYTECODE": "1",
-                "PYTHONUNBUFFERED": "1",
-                "PYTHONIOENCODING": "utf-8",
-            }
-        )
-        env.update(extra or {})
-        return env
-
-    def spawn(self, cmd, env=None, reap=False):
-        """Start cmd in its own session (killed with its group at cleanup)."""
-        log = open(os.path.join(self.tmp, "proc-%d.log" % len(self.procs)), "wb")
-        p = subprocess.Popen(
-            cmd,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env or self.env(),
-            start_new_session=True,
-        )
-        p.log_path = log.name
-        log.close()
-        self.procs.append(p)
-        if reap:  # reap as soon as it exits, so that its pid really disappears
-            threading.Thread(target=p.wait, daemon=True).start()
-        return p
-
-    def proc_log(self, p):
-        try:
-            with open(p.log_path, "rb") as f:
-                return f.read().decode("utf-8", "replace")
-        except OSError:
-            return ""
-
-    def workload_cmd(self, name, args=(), ready=None, python=None):
-        cmd = [python or self.python, os.path.join(WORKLOADS, name)]
-        cmd += ["--ready", ready or os.path.join(self.tmp, "ready-%s.json" % name)]
-        cmd += ["--max-seconds", "120"] + [str(a) for a in args]
-        return cmd
+    def workload_cmd(self, name, args=(), ready=None):
+        """The command line of workloads/NAME (--ready READY, a host path)."""
+        ready = ready or self.path("ready-%s.json" % name)
+        return self.interp.argv(os.path.join(self.workloads, name), "--ready",
+                                self.tpath(ready), "--max-seconds", 120, *args)
 
     def workload(self, name, args=(), reap=False, env=None):
         """Start a workload in attach mode; wait for its truth (--ready); (Popen, truth)."""
-        ready = os.path.join(self.tmp, "ready-%s-%d.json" % (name, len(self.procs)))
+        ready = self.path("ready-%s-%d.json" % (name, len(self.procs)))
         p = self.spawn(self.workload_cmd(name, args, ready), env=env, reap=reap)
         if not reap:
             self.targets.append((name, p))
-        deadline = time.time() + READY_TIMEOUT
-        while time.time() < deadline:
-            if os.path.exists(ready):
-                with open(ready) as f:
-                    return p, json.load(f)
-            if p.poll() is not None:
-                raise Fail("workload %s exited (%s) before ready: %s"
-                           % (name, p.returncode, short(self.proc_log(p))))
-            time.sleep(0.02)
-        raise Fail("workload %s not ready after %d s" % (name, READY_TIMEOUT))
-
-    def stop(self, p, sig=signal.SIGTERM, timeout=20):
-        """Send sig to the workload and wait for it; SIGKILL if it does not exit."""
-        self.check_alive()
-        self.targets = [t for t in self.targets if t[1] is not p]
-        if p.poll() is None:
-            try:
-                os.kill(p.pid, sig)
-            except ProcessLookupError:
-                pass
-        try:
-            p.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.kill(p)
-            raise Fail("workload pid %d did not exit %d s after signal %d" % (p.pid, timeout, sig))
-
-    def check_alive(self):
-        """The target must never be harmed: every attach-mode workload still runs."""
-        for name, p in self.targets:
-            check(p.poll() is None, "target %s (pid %d) died while profiled: exit %s; %s"
-                  % (name, p.pid, p.returncode, short(self.proc_log(p), 300)))
-
-    def kill(self, p):
-        if p.poll() is None:
-            try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            try:
-                os.kill(p.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        try:
-            p.wait(10)
-        except subprocess.TimeoutExpired:
-            pass
-
-    def strays(self):
-        """Pids of live processes whose command line names this test's temp dir (processes
-        this test started, directly or through scry's launch mode), except ourselves."""
-        found = []
-        key = self.tmp.encode()
-        for d in os.listdir("/proc"):
-            if not d.isdigit() or int(d) == os.getpid():
-                continue
-            try:
-                with open("/proc/%s/cmdline" % d, "rb") as f:
-                    cmd = f.read()
-                with open("/proc/%s/stat" % d, "rb") as f:
-                    state = f.read().rsplit(b")", 1)[1].split()[0]
-            except OSError:
-                continue
-            if key in cmd and state != b"Z":
-                found.append(int(d))
-        return found
-
-    def cleanup(self):
-        for p in self.procs:
-            self.kill(p)
-        for _ in range(3):
-            pids = self.strays()
-            if not pids:
-                break
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
-            time.sleep(0.2)
-        shutil.rmtree(self.tmp, ignore_errors=True)
-
-    # -- scry -----------------------------------------------------------------------------
-
-    def scry(self, args, timeout=SCRY_TIMEOUT, as_nobody=False, env=None):
-        args = [str(a) for a in args]
-        cmd = [self.scry_path] + args
-        if as_nobody:
-            cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] + cmd
-        t0 = time.monotonic()
-        p = subprocess.Popen(
-            cmd,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env or self.env(),
-            start_new_session=True,
-        )
-        self.procs.append(p)
-        try:
-            out, err = p.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.kill(p)
-            raise Fail("scry %s: no exit after %d s (killed)" % (" ".join(args), timeout))
-        res = Result(args, p.returncode, out.decode("utf-8", "replace"),
-                     err.decode("utf-8", "replace"), time.monotonic() - t0)
-        if self.verbose:
-            print("    $ %s" % res)
-        return res
-
-    def scry_ok(self, args, **kw):
-        res = self.scry(args, **kw)
-        if res.rc != 0 and re.search(r"not (yet )?implemented", res.err, re.I):
-            raise XFail("%s (scry says: %s)" % (" ".join(res.args), short(res.err, 200)))
-        check(res.rc == 0, str(res))
-        return res
-
-    def record(self, args, fmt, name=None, **kw):
-        """scry record ... --format fmt -o FILE; returns (Result, file text)."""
-        out = os.path.join(self.tmp, name or ("profile." + fmt))
-        res = self.scry_ok(["record", "--format", fmt, "-o", out] + list(args), **kw)
-        check(os.path.exists(out), "no output file %s: %s" % (out, res))
-        with open(out, "rb") as f:
-            data = f.read().decode("utf-8", "replace")
-        return res, data
+        return p, self.wait_json(ready, p, "workload %s" % name)
 
     def dump_json(self, pid, extra=()):
         res = self.scry_ok(["dump", "--pid", pid, "--json"] + list(extra))
@@ -369,10 +104,6 @@ class Ctx(object):
         except ValueError as e:
             raise Fail("dump --json output is not JSON (%s): %s" % (e, short(res.out)))
         return res, doc
-
-
-def task_tids(pid):
-    return set(int(t) for t in os.listdir("/proc/%d/task" % pid))
 
 
 def thread_by_tid(doc):
@@ -387,46 +118,21 @@ def jframes(thread):
 # ---------------------------------------------------------------------------------------
 # tests
 
-TESTS = []
-
-
-def test(name, py2=False):
-    def deco(fn):
-        TESTS.append((name, fn, py2))
-        return fn
-
-    return deco
+TESTS = st.Tests()
+test = TESTS
 
 
 def collapsed_shares(stacks, names):
     counts = leaf_counts(stacks)
     total = sum(n for _, n in stacks)
     inside = sum(counts.get(k, 0) for k in names)
-    check(inside > 0, "no sample in %s; leaves: %s" % (names, sorted(counts.items())[:10]))
-    return dict((k, 100.0 * counts.get(k, 0) / inside) for k in names), inside, total
+    return st.shares(counts, names), inside, total
 
 
 def compare_shares(got, truth, n, what, on_cpu=1.0, overloaded=None):
-    """Check got vs truth within SHARE_TOLERANCE points. When the target was on a CPU
-    less than MIN_ON_CPU of the time (an overloaded machine: the sampler competes with it
-    for the CPUs, so its ticks and the target's run periods correlate and the CPU-time
-    cap of late ticks bites), a miss is appended to `overloaded` instead of failing."""
-    diffs = dict((k, abs(got[k] - truth[k])) for k in truth)
-    detail = "%s %s vs truth %s (%d samples, target on CPU %.0f%%)" % (
-        what,
-        "/".join("%.1f" % got[k] for k in sorted(truth)),
-        "/".join("%.1f" % truth[k] for k in sorted(truth)),
-        n,
-        100 * on_cpu,
-    )
-    if max(diffs.values()) > SHARE_TOLERANCE:
-        msg = "share off by %.1f points > %.1f: %s" % (max(diffs.values()), SHARE_TOLERANCE,
-                                                       detail)
-        if on_cpu < MIN_ON_CPU and overloaded is not None:
-            overloaded.append(msg)
-        else:
-            raise Fail(msg)
-    return detail
+    """scrytest's compare_shares at SHARE_TOLERANCE points, MIN_ON_CPU (docs/testing.md)."""
+    return st.compare_shares(got, truth, n, what, SHARE_TOLERANCE, on_cpu, overloaded,
+                             MIN_ON_CPU)
 
 
 SHARE_FUNCS = ("func_a", "func_b", "func_c")
@@ -460,11 +166,11 @@ def t_cpu_shares_attach(c):
     out = os.path.join(c.tmp, "truth.json")
     p, truth = c.workload("cpu_shares.py", ["--out", out])
     args = ["--pid", truth["pid"], "--duration", 4, "--rate", SHARE_RATE]
-    t0 = time.monotonic()
+    t0 = now()
     res, text = c.record(args, "collapsed")
-    t1 = time.monotonic()
+    t1 = now()
     res, jtext = c.record(args, "json")
-    t2 = time.monotonic()
+    t2 = now()
     c.stop(p)
     with open(out) as f:
         measured = json.load(f)
@@ -659,7 +365,7 @@ def t_recursion_record(c):
 
 
 def check_threads_dump(doc, truth, pid):
-    tids = task_tids(pid)
+    tids = st.task_tids(pid)
     got = thread_by_tid(doc)
     check(doc.get("pid") == pid, "dump pid %r" % doc.get("pid"))
     check(set(got) == tids, "dump tids differ from /proc/%d/task: missing %s, extra %s"
@@ -857,13 +563,13 @@ def t_error_permission(c):
 def t_error_unsupported_27(c):
     code = "import time; time.sleep(60)"
     tag = os.path.join(c.tmp, "tag")
-    p = c.spawn([c.python, "-c", code, tag])
+    p = c.spawn(c.interp.argv("-c", code, tag))
     time.sleep(0.5)
     check(p.poll() is None, "python2.7 target exited: %s" % short(c.proc_log(p)))
     runs = [["dump", "--pid", p.pid],
             ["record", "--pid", p.pid, "-d", 1, "-o", os.path.join(c.tmp, "a")],
-            ["record", "-d", 2, "-o", os.path.join(c.tmp, "b"), "--", c.python, "-c",
-             "import time; time.sleep(5)", tag + "-launched"]]
+            ["record", "-d", 2, "-o", os.path.join(c.tmp, "b"), "--"] +
+            c.interp.argv("-c", "import time; time.sleep(5)", tag + "-launched")]
     msgs = []
     for args in runs:
         res = c.scry(args, timeout=60)
@@ -896,27 +602,27 @@ def t_launch_wrapper(c):
     cmd = c.workload_cmd("short_run.py", ["--seconds", 1.5])
     cmd[0] = wrap
     res, text = c.record(["--"] + cmd, "collapsed")
-    hits, total = check_short_profile(text, os.path.join(WORKLOADS, "short_run.py"), "wrap.sh")
+    hits, total = check_short_profile(text, os.path.join(c.workloads, "short_run.py"), "wrap.sh")
     return "sh wrapper that execs the interpreter: %d of %d samples in short_work" % (hits, total)
 
 
 @test("launch_pyenv_shim")
 def t_launch_pyenv_shim(c):
-    if c.r.pyenv_name is None:
+    if c.interp.pyenv_name is None:
         raise Skip("not a pyenv interpreter")
-    shim = os.path.join(pyenv_root(), "shims", "python3")
+    shim = os.path.join(st.pyenv_root(), "shims", "python3")
     if not os.access(shim, os.X_OK):
         raise Skip("no pyenv shim %s" % shim)
     ready = os.path.join(c.tmp, "ready-shim.json")
     cmd = c.workload_cmd("short_run.py", ["--seconds", 1.5], ready=ready)
     cmd[0] = shim
-    res, text = c.record(["--"] + cmd, "collapsed", env=c.env({"PYENV_VERSION": c.r.pyenv_name}))
+    res, text = c.record(["--"] + cmd, "collapsed", env=c.env({"PYENV_VERSION": c.interp.pyenv_name}))
     with open(ready) as f:
         ran = json.load(f)
     check(tuple(ran["version"]) == c.version, "the shim ran Python %s" % ran["version"])
-    hits, total = check_short_profile(text, os.path.join(WORKLOADS, "short_run.py"), "shim")
+    hits, total = check_short_profile(text, os.path.join(c.workloads, "short_run.py"), "shim")
     return "%s (PYENV_VERSION=%s): %d of %d samples in short_work" % (
-        shim, c.r.pyenv_name, hits, total)
+        shim, c.interp.pyenv_name, hits, total)
 
 
 @test("launch_reliability")
@@ -929,7 +635,7 @@ def t_launch_reliability(c):
         try:
             res, text = c.record(["--"] + cmd, "collapsed", name="launch-%d.txt" % i)
             walls.append(res.wall)
-            check_short_profile(text, os.path.join(WORKLOADS, "short_run.py"), "launch %d" % i)
+            check_short_profile(text, os.path.join(c.workloads, "short_run.py"), "launch %d" % i)
         except Fail as e:
             bad.append(str(e))
     check(not bad, "%d of %d launches failed: %s" % (len(bad), runs, " | ".join(
@@ -1042,94 +748,25 @@ def t_option_gil(c):
 
 
 # ---------------------------------------------------------------------------------------
-# runner
-
-
-class Runner(object):
-    def __init__(self, scry, label, verbose):
-        self.scry = scry
-        self.label = label
-        self.verbose = verbose
-        self.python = None
-        self.pyenv_name = None
-        self.version = None
-
-
-def selected(name, patterns):
-    return not patterns or any(p in name for p in patterns)
+# main
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--scry", required=True, help="path of the scry executable")
-    ap.add_argument("--python", required=True, choices=VERSIONS)
-    ap.add_argument("-k", action="append", default=[], metavar="PATTERN",
-                    help="run only tests whose name contains PATTERN (repeatable)")
-    ap.add_argument("-v", action="store_true", help="print every scry command and its result")
+    ap = st.add_common_args(st.runner.parser(__doc__), VERSIONS)
     a = ap.parse_args()
-
     scry = os.path.abspath(a.scry)
-    r = Runner(scry, a.python, a.v)
     py2 = a.python == "2.7"
-    tests = [t for t in TESTS if t[2] == py2 and selected(t[0], a.k)]
+    tests = TESTS.select(a.k, lambda t: t.meta.get("py2", False) == py2)
     if not os.access(scry, os.X_OK):
-        print("FAIL setup: scry executable %s not found" % scry)
-        print("0 passed, 1 failed, 0 skipped")
-        return 1
+        return st.setup_failed("scry executable %s not found" % scry)
     try:
-        r.python, r.pyenv_name = find_interpreter(a.python)
-        r.version = interpreter_version(r.python)
+        interp = st.find(a.python)
     except Skip as e:
-        print("SKIP %s: %s" % (a.python, e))
-        print("0 passed, 0 failed, %d skipped" % len(tests))
-        return 0
-    print("scry functional tests: %s, Python %s (%s)" % (
-        scry, ".".join(map(str, r.version)), r.python))
+        return st.skip_all(a.python, e, len(tests))
+    print("scry functional tests: %s, %s" % (scry, interp.describe()))
     sys.stdout.flush()
-
-    passed = failed = skipped = 0
-    xfails = []
-    failures = []
-    t_all = time.monotonic()
-    for name, fn, _ in tests:
-        c = Ctx(r, name)
-        t0 = time.monotonic()
-        try:
-            detail = fn(c) or ""
-            c.check_alive()
-            status = "PASS"
-        except Skip as e:
-            status, detail = "SKIP", str(e)
-        except XFail as e:
-            status, detail = "XFAIL", str(e)
-        except Fail as e:
-            status, detail = "FAIL", str(e)
-        except Exception as e:  # a crash of the test itself (bad JSON, KeyError...)
-            status = "FAIL"
-            detail = "%s: %s" % (type(e).__name__, e)
-            if a.v:
-                traceback.print_exc()
-        finally:
-            c.cleanup()
-        detail = detail.replace("\n", " | ")
-        print("%s %s: %s [%.1f s]" % (status, name, detail, time.monotonic() - t0))
-        sys.stdout.flush()
-        if status == "PASS":
-            passed += 1
-        elif status == "FAIL":
-            failed += 1
-            failures.append(name)
-        else:
-            skipped += 1
-            if status == "XFAIL":
-                xfails.append(name)
-    print("Python %s: %.1f s" % (a.python, time.monotonic() - t_all))
-    if xfails:
-        print("expected failures (counted as skipped): %s" % ", ".join(xfails))
-    if failures:
-        print("failed: %s" % ", ".join(failures))
-    print("%d passed, %d failed, %d skipped" % (passed, failed, skipped))
-    return 1 if failed else 0
+    return st.run(tests, lambda t: Ctx(interp, scry, t.name, a.v), "Python %s" % a.python,
+                  verbose=a.v)
 
 
 if __name__ == "__main__":
