@@ -12,6 +12,11 @@ int cmd_record(const scry_config_t *cfg);
 int cmd_dump(const scry_config_t *cfg);
 int cmd_top(const scry_config_t *cfg);
 
+/* `scry serve` and `scry ctl`: ARGV[0] is the first argument after the command name.
+ * They parse their own options (serve/config.h's table, serve/ctl.h). */
+int cmd_serve(int argc, char **argv);
+int cmd_ctl(int argc, char **argv);
+
 /* Opens PID for reading, printing a clear message on failure (no such process, not
  * Python, permission, unsupported version). Returns 0 or the negative code. */
 int cmd_open_target(pid_t pid, strtab_t *strings, int assume_minor, pystate_target_t **out);

@@ -5,6 +5,7 @@
 #include "scry_err.h"
 
 #include <stdio.h>
+#include <string.h>
 
 int cmd_open_target(pid_t pid, strtab_t *strings, int assume_minor, pystate_target_t **out)
 {
@@ -36,6 +37,17 @@ int cmd_open_target(pid_t pid, strtab_t *strings, int assume_minor, pystate_targ
 
 int main(int argc, char **argv)
 {
+    /* serve and ctl have their own option tables (every serve option is also a key of the
+     * config file) */
+    if (argc >= 2 && strcmp(argv[1], "serve") == 0)
+        return cmd_serve(argc - 2, argv + 2);
+    if (argc >= 2 && strcmp(argv[1], "ctl") == 0)
+        return cmd_ctl(argc - 2, argv + 2);
+    if (argc == 3 && strcmp(argv[1], "help") == 0 &&
+        (strcmp(argv[2], "serve") == 0 || strcmp(argv[2], "ctl") == 0)) {
+        char *help[] = {(char *)"--help", NULL};
+        return argv[2][0] == 's' ? cmd_serve(1, help) : cmd_ctl(1, help);
+    }
     scry_config_t cfg;
     if (options_parse(argc, argv, &cfg) != 0)
         return 2;

@@ -91,6 +91,8 @@ void options_usage(enum scry_command command)
                "  scry record [options] -- COMMAND ARGS  launch a program and profile it\n"
                "  scry dump --pid PID [--json]           print every thread's stack now\n"
                "  scry top --pid PID                     live view of the hottest functions\n"
+               "  scry serve [options]                   the always-on daemon (scry help serve)\n"
+               "  scry ctl [--socket PATH] COMMAND       talk to the daemon (scry help ctl)\n"
                "  scry help COMMAND | scry --version\n"
                "\n"
                "examples:\n"
@@ -297,7 +299,7 @@ int options_parse(int argc, char **argv, scry_config_t *cfg)
         cfg->command = CMD_VERSION;
         return 0;
     } else {
-        fprintf(stderr, "scry: unknown command '%s' (record, dump, top, help)\n", c);
+        fprintf(stderr, "scry: unknown command '%s' (record, dump, top, serve, ctl, help)\n", c);
         return SCRY_E_INVAL;
     }
     unsigned mask = ON(cfg->command);

@@ -1,0 +1,104 @@
+/* ctl.h - the daemon's control socket: requests, their parser, the server side, and the
+ * client used by `scry ctl`.
+ *
+ * Protocol: a client connects to the Unix stream socket, sends one JSON object (at most
+ * SERVE_CTL_MAX_REQUEST bytes, ended by a newline or by shutting down its write side) and
+ * reads one JSON object back, then the daemon closes the connection.
+ *   {"cmd": "list"}                    targets with their rates, CPU, samples, errors
+ *   {"cmd": "dump", "pid": N}          every thread's stack now (text and JSON)
+ *   {"cmd": "flush"}                   end the current windows now
+ *   {"cmd": "record", "pid": N, "memory": true, "duration": 60}
+ *   {"cmd": "set-rate", "rate": HZ[, "pid": N]}
+ *   {"cmd": "reload"}
+ * Replies are {"ok": true, ...} or {"ok": false, "error": "..."}. The peer's credentials
+ * (SO_PEERCRED) authorise each request: root may do anything; another user sees and acts
+ * on their own processes only, and may not flush, reload or change the global rate.
+ */
+#ifndef SCRY_SERVE_CTL_H
+#define SCRY_SERVE_CTL_H
+
+#include <json-c/json.h>
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#define SERVE_CTL_MAX_REQUEST 4096
+#define SERVE_CTL_MAX_REPLY   (64u << 20)
+
+enum serve_ctl_cmd {
+    SERVE_CTL_LIST,
+    SERVE_CTL_DUMP,
+    SERVE_CTL_FLUSH,
+    SERVE_CTL_RECORD,
+    SERVE_CTL_SET_RATE,
+    SERVE_CTL_RELOAD,
+};
+
+typedef struct serve_ctl_req {
+    enum serve_ctl_cmd cmd;
+    pid_t pid;         /* 0: none given */
+    double rate_hz;    /* set-rate */
+    int memory;        /* record */
+    int native;        /* dump, record */
+    double duration_s; /* record; 0: default */
+} serve_ctl_req_t;
+
+/* The peer of a request. */
+typedef struct serve_ctl_peer {
+    pid_t pid;
+    uid_t uid;
+    gid_t gid;
+} serve_ctl_peer_t;
+
+/* Parses one request of LEN bytes (not necessarily NUL-terminated; trailing whitespace
+ * allowed). Strict: one JSON object, nesting depth <= 2, only the known keys with values
+ * of the right type and range, "cmd" required, "pid" required by dump and record.
+ * Returns 0, or SCRY_E_INVAL with the reason in MSG. Never reads past LEN. */
+int serve_ctl_parse(const char *buf, size_t len, serve_ctl_req_t *req, char *msg, size_t msglen);
+
+/* Returns 1 when PEER may see or act on a process owned by OWNER (root may, and a user
+ * on their own processes), else 0. */
+int serve_ctl_authorized(const serve_ctl_peer_t *peer, uid_t owner);
+
+/* Fills REPLY (an empty JSON object the server then sends) for request REQ from PEER.
+ * A handler sets "ok"; when it does not, the server adds "ok": true. */
+typedef void (*serve_ctl_handler)(void *ctx, const serve_ctl_req_t *req,
+                                  const serve_ctl_peer_t *peer, json_object *reply);
+
+typedef struct serve_ctl serve_ctl_t;
+
+typedef struct serve_ctl_stats {
+    uint64_t requests;
+    uint64_t bad_requests; /* malformed, oversized, too slow */
+} serve_ctl_stats_t;
+
+/* Creates the listening socket at PATH (its directory is created with mode 0755; a stale
+ * socket nobody answers on is replaced; the socket is mode 0666: authorisation is per
+ * request). Returns NULL with a message in MSG (another daemon is listening there, the
+ * path is not a socket, no permission). */
+serve_ctl_t *serve_ctl_new(const char *path, char *msg, size_t msglen);
+
+/* Closes and unlinks the socket. NULL is a no-op. */
+void serve_ctl_free(serve_ctl_t *c);
+
+/* The listening socket, to poll for input. */
+int serve_ctl_fd(const serve_ctl_t *c);
+
+/* Accepts the pending connections (at most 16), reads each request (at most 1 s per
+ * client), answers through HANDLER, closes. Never blocks longer than 1 s per client.
+ * Returns the number of requests served. */
+int serve_ctl_serve(serve_ctl_t *c, serve_ctl_handler handler, void *ctx);
+
+const serve_ctl_stats_t *serve_ctl_stats(const serve_ctl_t *c);
+
+/* Client: sends REQUEST (a JSON text) to the daemon at PATH and returns its reply
+ * (malloc'ed, NUL-terminated) in *REPLY. Waits at most TIMEOUT_S. Returns 0, SCRY_E_NOTFOUND
+ * (no daemon at PATH), SCRY_E_PERM, SCRY_E_TIMEOUT, SCRY_E_IO. */
+int serve_ctl_call(const char *path, const char *request, double timeout_s, char **reply);
+
+/* `scry ctl` (ARGV[0] is the first argument after "ctl"). Returns the exit code. */
+int serve_ctl_main(int argc, char **argv);
+
+#endif

@@ -1,0 +1,53 @@
+/* proc.h - what the daemon needs to know about a process to select it: identity (pid and
+ * start time, so PID reuse is noticed), owner, executable, command line, cgroup and
+ * container id. Read from /proc; every field is bounded.
+ */
+#ifndef SCRY_SERVE_PROC_H
+#define SCRY_SERVE_PROC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define SERVE_PROC_CMDLINE_MAX 4096
+#define SERVE_PROC_ARGS_MAX    64
+
+typedef struct serve_proc {
+    pid_t pid;
+    uint64_t start_time; /* clock ticks after boot (field 22 of /proc/PID/stat) */
+    uid_t uid;           /* real uid */
+    char comm[32];
+    char exe[1024]; /* readlink of /proc/PID/exe ("" for kernel threads or when denied) */
+    char cmdline[SERVE_PROC_CMDLINE_MAX];  /* arguments joined by spaces */
+    const char *argv[SERVE_PROC_ARGS_MAX]; /* into argbuf */
+    size_t argc;
+    char argbuf[SERVE_PROC_CMDLINE_MAX];
+    char cgroup[1024];  /* the cgroup v2 path ("0::" line), else the first hierarchy's */
+    char container[65]; /* the 64-hex container id found in the cgroup path, or "" */
+    int is_python;      /* the executable is python* or libpython is mapped */
+} serve_proc_t;
+
+/* Reads PID's identity only: start time and comm (one read of /proc/PID/stat).
+ * Returns 0 or SCRY_E_NOPROC. */
+int serve_proc_identity(pid_t pid, uint64_t *start_time, char *comm, size_t commlen);
+
+/* Fills P with everything above for PID. Returns 0, SCRY_E_NOPROC when the process is
+ * gone (or is a kernel thread, which has no command line). */
+int serve_proc_read(pid_t pid, serve_proc_t *p);
+
+/* The real uid of PID; returns 0 or SCRY_E_NOPROC. */
+int serve_proc_uid(pid_t pid, uid_t *uid);
+
+/* Finds the last run of exactly 64 hex digits in the cgroup path CG (docker, containerd,
+ * cri-o and podman name their scopes after it) and copies it to OUT (65 bytes). Returns 1
+ * when found, else 0 (OUT = ""). */
+int serve_proc_container_id(const char *cg, char out[65]);
+
+/* Derives a service name from a command line: "python3 -m pkg.mod" gives "pkg.mod",
+ * "python3 /srv/app/web.py" gives "web", "/usr/bin/python3 /usr/bin/gunicorn app" gives
+ * "gunicorn", "python3 -c ..." gives "python-c"; the result is limited to letters, digits,
+ * '.', '_' and '-' (others become '_'), at most OUTLEN-1 bytes, never empty. */
+void serve_proc_service_name(const char *const *argv, size_t argc, const char *comm, char *out,
+                             size_t outlen);
+
+#endif

@@ -1,0 +1,565 @@
+/* push.c - the Pyroscope push: spool on disk, one sending thread, libcurl. */
+#include "push.h"
+#include "log.h"
+#include "scry_err.h"
+#include "store.h"
+
+#include <curl/curl.h>
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PUSH_MAX_ENTRIES 100000
+#define PUSH_QUERY_MAX   4096
+#define PUSH_SECRET_MAX  4096
+
+struct serve_push {
+    char *url, *user, *password_file, *token_file, *tenant, *spool_dir;
+    double timeout_s, backoff_max_s;
+    uint64_t spool_max_bytes;
+    uint64_t next_seq;
+    pthread_t thread;
+    int thread_started;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int stop;
+    uint64_t wake; /* bumped by enqueue */
+    serve_push_stats_t stats;
+};
+
+typedef struct spool_ent {
+    uint64_t seq;
+    uint64_t bytes;
+} spool_ent_t;
+
+static int cmp_seq(const void *a, const void *b)
+{
+    const spool_ent_t *x = a, *y = b;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* Lists the complete spool entries (a SEQ.query with its SEQ.pb.gz) in order. Incomplete
+ * leftovers older than a minute are removed. Returns the count (<= PUSH_MAX_ENTRIES) or a
+ * negative code; *OUT is malloc'ed. */
+static int spool_list(const char *dir, spool_ent_t **out, uint64_t *max_seq)
+{
+    *out = NULL;
+    DIR *d = opendir(dir);
+    if (!d)
+        return SCRY_E_IO;
+    spool_ent_t *list = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *de;
+    char path[4400];
+    time_t now = time(NULL);
+    while ((de = readdir(d)) != NULL) {
+        char *end;
+        if (!isdigit((unsigned char)de->d_name[0])) {
+            if (strncmp(de->d_name, ".tmp-", 5) == 0) {
+                struct stat st;
+                snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+                if (stat(path, &st) == 0 && st.st_mtime < now - 60)
+                    unlink(path);
+            }
+            continue;
+        }
+        uint64_t seq = strtoull(de->d_name, &end, 10);
+        if (max_seq && seq > *max_seq)
+            *max_seq = seq;
+        if (strcmp(end, ".query") != 0)
+            continue;
+        struct stat qs, ps;
+        snprintf(path, sizeof path, "%s/%llu.pb.gz", dir, (unsigned long long)seq);
+        if (stat(path, &ps) != 0)
+            continue;
+        snprintf(path, sizeof path, "%s/%llu.query", dir, (unsigned long long)seq);
+        if (stat(path, &qs) != 0)
+            continue;
+        if (n >= PUSH_MAX_ENTRIES)
+            break;
+        if (n == cap) {
+            size_t nc = cap ? cap * 2 : 32;
+            spool_ent_t *nl = realloc(list, nc * sizeof *nl);
+            if (!nl) {
+                free(list);
+                closedir(d);
+                return SCRY_E_NOMEM;
+            }
+            list = nl, cap = nc;
+        }
+        list[n].seq = seq;
+        list[n].bytes = (uint64_t)qs.st_size + (uint64_t)ps.st_size;
+        n++;
+    }
+    closedir(d);
+    qsort(list, n, sizeof *list, cmp_seq);
+    *out = list;
+    return (int)n;
+}
+
+static void spool_remove(const char *dir, uint64_t seq)
+{
+    char path[4400];
+    snprintf(path, sizeof path, "%s/%llu.query", dir, (unsigned long long)seq);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/%llu.pb.gz", dir, (unsigned long long)seq);
+    unlink(path);
+}
+
+/* Reads a whole small file (at most MAX-1 bytes) into BUF, trailing newlines removed.
+ * Returns the length or -1. */
+static ssize_t read_file(const char *path, char *buf, size_t max)
+{
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, max - 1, f);
+    int bad = ferror(f);
+    fclose(f);
+    if (bad)
+        return -1;
+    buf[n] = '\0';
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+        buf[--n] = '\0';
+    return (ssize_t)n;
+}
+
+static void update_spool_stats(serve_push_t *p)
+{
+    spool_ent_t *list;
+    int n = spool_list(p->spool_dir, &list, NULL);
+    uint64_t bytes = 0;
+    for (int i = 0; i < n; i++)
+        bytes += list[i].bytes;
+    free(list);
+    pthread_mutex_lock(&p->lock);
+    p->stats.spooled = n > 0 ? (uint64_t)n : 0;
+    p->stats.spool_bytes = bytes;
+    pthread_mutex_unlock(&p->lock);
+}
+
+static size_t discard_body(char *ptr, size_t size, size_t nmemb, void *ud)
+{
+    (void)ptr, (void)ud;
+    return size * nmemb;
+}
+
+static int progress_cb(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
+{
+    (void)dt, (void)dn, (void)ut, (void)un;
+    serve_push_t *p = ud;
+    pthread_mutex_lock(&p->lock);
+    int stop = p->stop;
+    pthread_mutex_unlock(&p->lock);
+    return stop; /* non-zero aborts the transfer */
+}
+
+/* Posts spool entry SEQ. Returns the HTTP status, or -1 for a transport error, or 0 when
+ * the entry is unreadable (to be dropped). */
+static long post_entry(serve_push_t *p, CURL *c, uint64_t seq)
+{
+    char path[4400], query[PUSH_QUERY_MAX], url[8192], secret[PUSH_SECRET_MAX];
+    long status = -1;
+    struct curl_slist *hdrs = NULL;
+    curl_mime *mime = NULL;
+    snprintf(path, sizeof path, "%s/%llu.query", p->spool_dir, (unsigned long long)seq);
+    if (read_file(path, query, sizeof query) <= 0)
+        return 0;
+    size_t ul = strlen(p->url);
+    while (ul > 0 && p->url[ul - 1] == '/')
+        ul--;
+    snprintf(url, sizeof url, "%.*s/ingest?%s", (int)ul, p->url, query);
+    curl_easy_reset(c);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)(p->timeout_s * 1000));
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)(p->timeout_s * 1000));
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard_body);
+    curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, progress_cb);
+    curl_easy_setopt(c, CURLOPT_XFERINFODATA, p);
+    curl_easy_setopt(c, CURLOPT_USERAGENT, "scry/0.1.0");
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+    mime = curl_mime_init(c);
+    curl_mimepart *part = curl_mime_addpart(mime);
+    snprintf(path, sizeof path, "%s/%llu.pb.gz", p->spool_dir, (unsigned long long)seq);
+    curl_mime_name(part, "profile");
+    if (curl_mime_filedata(part, path) != CURLE_OK) {
+        status = 0;
+        goto out;
+    }
+    curl_mime_filename(part, "profile.pprof");
+    curl_mime_type(part, "application/octet-stream");
+    curl_easy_setopt(c, CURLOPT_MIMEPOST, mime);
+    if (p->user) {
+        if (read_file(p->password_file, secret, sizeof secret) < 0) {
+            serve_log("push: cannot read the password file %s: %s", p->password_file,
+                      strerror(errno));
+            goto out;
+        }
+        curl_easy_setopt(c, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
+        curl_easy_setopt(c, CURLOPT_USERNAME, p->user);
+        curl_easy_setopt(c, CURLOPT_PASSWORD, secret);
+    }
+    if (p->token_file) {
+        char hdr[PUSH_SECRET_MAX + 32], tok[PUSH_SECRET_MAX];
+        if (read_file(p->token_file, tok, sizeof tok) <= 0 || strpbrk(tok, "\r\n")) {
+            serve_log("push: cannot read a token from %s", p->token_file);
+            goto out;
+        }
+        snprintf(hdr, sizeof hdr, "Authorization: Bearer %s", tok);
+        hdrs = curl_slist_append(hdrs, hdr);
+        memset(tok, 0, sizeof tok);
+        memset(hdr, 0, sizeof hdr);
+    }
+    if (p->tenant) {
+        char hdr[512];
+        snprintf(hdr, sizeof hdr, "X-Scope-OrgID: %s", p->tenant);
+        hdrs = curl_slist_append(hdrs, hdr);
+    }
+    hdrs = curl_slist_append(hdrs, "Expect:");
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+    CURLcode rc = curl_easy_perform(c);
+    if (rc == CURLE_OK)
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    else
+        status = -1;
+out:
+    memset(secret, 0, sizeof secret);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
+    curl_easy_setopt(c, CURLOPT_MIMEPOST, NULL);
+    curl_mime_free(mime);
+    curl_slist_free_all(hdrs);
+    return status;
+}
+
+static void *push_thread(void *arg)
+{
+    serve_push_t *p = arg;
+    CURL *c = curl_easy_init();
+    double backoff = 0;
+    int down = 0;
+    if (!c) {
+        serve_log("push: cannot initialise libcurl; windows stay in the spool");
+        return NULL;
+    }
+    for (;;) {
+        pthread_mutex_lock(&p->lock);
+        if (p->stop) {
+            pthread_mutex_unlock(&p->lock);
+            break;
+        }
+        pthread_mutex_unlock(&p->lock);
+        spool_ent_t *list = NULL;
+        int n = spool_list(p->spool_dir, &list, NULL);
+        uint64_t seq = n > 0 ? list[0].seq : 0;
+        free(list);
+        double wait_s = 1.0;
+        if (n > 0) {
+            long status = post_entry(p, c, seq);
+            pthread_mutex_lock(&p->lock);
+            p->stats.attempts++;
+            p->stats.last_status = (int)status;
+            pthread_mutex_unlock(&p->lock);
+            if (status >= 200 && status < 300) {
+                spool_remove(p->spool_dir, seq);
+                pthread_mutex_lock(&p->lock);
+                p->stats.pushed++;
+                pthread_mutex_unlock(&p->lock);
+                if (down)
+                    serve_log("push: %s reachable again; sending the spool", p->url);
+                down = 0;
+                backoff = 0;
+                wait_s = 0;
+            } else if (status == 0 ||
+                       (status >= 400 && status < 500 && status != 408 && status != 429)) {
+                serve_log("push: window %llu rejected (%s %ld); dropped", (unsigned long long)seq,
+                          status ? "HTTP" : "unreadable", status);
+                spool_remove(p->spool_dir, seq);
+                pthread_mutex_lock(&p->lock);
+                p->stats.rejected++;
+                pthread_mutex_unlock(&p->lock);
+                wait_s = 0;
+            } else {
+                backoff = backoff == 0 ? 0.5 : backoff * 2;
+                if (backoff > p->backoff_max_s)
+                    backoff = p->backoff_max_s;
+                if (!down) {
+                    char why[32];
+                    if (status < 0)
+                        snprintf(why, sizeof why, "no answer");
+                    else
+                        snprintf(why, sizeof why, "HTTP %ld", status);
+                    serve_log("push: %s failed (%s); keeping windows in the spool, retrying "
+                              "with backoff",
+                              p->url, why);
+                }
+                down = 1;
+                pthread_mutex_lock(&p->lock);
+                p->stats.failures++;
+                pthread_mutex_unlock(&p->lock);
+                wait_s = backoff;
+            }
+            update_spool_stats(p);
+        }
+        if (wait_s > 0) {
+            pthread_mutex_lock(&p->lock);
+            uint64_t wake = p->wake;
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            uint64_t ns = (uint64_t)ts.tv_nsec + (uint64_t)(wait_s * 1e9);
+            ts.tv_sec += (time_t)(ns / 1000000000u);
+            ts.tv_nsec = (long)(ns % 1000000000u);
+            /* new work wakes an idle thread at once; a failing server keeps its backoff */
+            while (!p->stop && (down || p->wake == wake))
+                if (pthread_cond_timedwait(&p->cond, &p->lock, &ts) == ETIMEDOUT)
+                    break;
+            pthread_mutex_unlock(&p->lock);
+        }
+    }
+    curl_easy_cleanup(c);
+    return NULL;
+}
+
+static void curl_init_once(void)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+static char *dup_or_null(const char *s)
+{
+    return s && s[0] ? strdup(s) : NULL;
+}
+
+serve_push_t *serve_push_new(const serve_push_opts_t *o, char *msg, size_t msglen)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    serve_push_t *p = calloc(1, sizeof *p);
+    if (!p) {
+        snprintf(msg, msglen, "out of memory");
+        return NULL;
+    }
+    pthread_once(&once, curl_init_once);
+    p->url = dup_or_null(o->url);
+    p->user = dup_or_null(o->user);
+    p->password_file = dup_or_null(o->password_file);
+    p->token_file = dup_or_null(o->token_file);
+    p->tenant = dup_or_null(o->tenant);
+    p->spool_dir = dup_or_null(o->spool_dir);
+    p->timeout_s = o->timeout_s > 0 ? o->timeout_s : 10;
+    p->backoff_max_s = o->backoff_max_s > 0 ? o->backoff_max_s : 10;
+    p->spool_max_bytes = o->spool_max_bytes;
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&p->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    if (!p->url || !p->spool_dir) {
+        snprintf(msg, msglen, "push: a URL and a spool directory are needed");
+        goto fail;
+    }
+    if (p->tenant && strpbrk(p->tenant, "\r\n")) {
+        snprintf(msg, msglen, "push: the tenant id has a line break");
+        goto fail;
+    }
+    if (serve_mkdirs(p->spool_dir) != 0) {
+        snprintf(msg, msglen, "%s: cannot create the spool directory: %s", p->spool_dir,
+                 strerror(errno));
+        goto fail;
+    }
+    spool_ent_t *list;
+    uint64_t max_seq = 0;
+    int n = spool_list(p->spool_dir, &list, &max_seq);
+    if (n < 0) {
+        snprintf(msg, msglen, "%s: cannot list the spool", p->spool_dir);
+        goto fail;
+    }
+    free(list);
+    p->next_seq = max_seq + 1;
+    if (n > 0)
+        serve_log("push: %d windows left in the spool by an earlier run; sending them first", n);
+    update_spool_stats(p);
+    if (pthread_create(&p->thread, NULL, push_thread, p) != 0) {
+        snprintf(msg, msglen, "push: cannot start the sending thread");
+        goto fail;
+    }
+    p->thread_started = 1;
+    return p;
+fail:
+    serve_push_free(p);
+    return NULL;
+}
+
+void serve_push_free(serve_push_t *p)
+{
+    if (!p)
+        return;
+    if (p->thread_started) {
+        pthread_mutex_lock(&p->lock);
+        p->stop = 1;
+        pthread_cond_broadcast(&p->cond);
+        pthread_mutex_unlock(&p->lock);
+        pthread_join(p->thread, NULL);
+    }
+    pthread_cond_destroy(&p->cond);
+    pthread_mutex_destroy(&p->lock);
+    free(p->url);
+    free(p->user);
+    free(p->password_file);
+    free(p->token_file);
+    free(p->tenant);
+    free(p->spool_dir);
+    free(p);
+}
+
+static int key_ok(const char *k)
+{
+    if (!k || !(isalpha((unsigned char)k[0]) || k[0] == '_'))
+        return 0;
+    for (const char *c = k; *c; c++)
+        if (!isalnum((unsigned char)*c) && *c != '_')
+            return 0;
+    return strlen(k) <= 64;
+}
+
+int serve_push_app_name(const char *service, const serve_push_label_t *labels, size_t n, char *out,
+                        size_t outlen)
+{
+    size_t sl = strlen(service);
+    if (sl == 0 || sl > 64)
+        return SCRY_E_INVAL;
+    for (size_t i = 0; i < sl; i++)
+        if (!isalnum((unsigned char)service[i]) && !strchr("._-", service[i]))
+            return SCRY_E_INVAL;
+    size_t o = 0;
+    int w = snprintf(out, outlen, "%s{", service);
+    if (w < 0 || (size_t)w >= outlen)
+        return SCRY_E_TRUNC;
+    o = (size_t)w;
+    for (size_t i = 0; i < n; i++) {
+        if (!key_ok(labels[i].key))
+            return SCRY_E_INVAL;
+        w = snprintf(out + o, outlen - o, "%s%s=", i ? "," : "", labels[i].key);
+        if (w < 0 || (size_t)w >= outlen - o)
+            return SCRY_E_TRUNC;
+        o += (size_t)w;
+        const char *v = labels[i].value ? labels[i].value : "";
+        for (size_t k = 0; v[k] && k < 256; k++) {
+            if (o + 2 >= outlen)
+                return SCRY_E_TRUNC;
+            unsigned char ch = (unsigned char)v[k];
+            out[o++] = (ch < 0x20 || ch == 0x7f || strchr(",{}=\"", ch)) ? '_' : (char)ch;
+        }
+    }
+    if (o + 2 > outlen)
+        return SCRY_E_TRUNC;
+    out[o++] = '}';
+    out[o] = '\0';
+    return 0;
+}
+
+/* Drops the oldest entries until the spool (plus INCOMING bytes) fits the limit. */
+static void enforce_limit(serve_push_t *p, uint64_t incoming)
+{
+    if (p->spool_max_bytes == 0)
+        return;
+    spool_ent_t *list;
+    int n = spool_list(p->spool_dir, &list, NULL);
+    if (n < 0)
+        return;
+    uint64_t total = incoming;
+    for (int i = 0; i < n; i++)
+        total += list[i].bytes;
+    uint64_t dropped = 0;
+    for (int i = 0; i < n && total > p->spool_max_bytes; i++) {
+        spool_remove(p->spool_dir, list[i].seq);
+        total -= list[i].bytes;
+        dropped++;
+    }
+    free(list);
+    if (dropped) {
+        pthread_mutex_lock(&p->lock);
+        p->stats.dropped += dropped;
+        uint64_t all = p->stats.dropped;
+        pthread_mutex_unlock(&p->lock);
+        serve_log("push: spool over its limit of %llu bytes: dropped the %llu oldest windows "
+                  "(%llu dropped in all)",
+                  (unsigned long long)p->spool_max_bytes, (unsigned long long)dropped,
+                  (unsigned long long)all);
+    }
+}
+
+int serve_push_enqueue(serve_push_t *p, const char *service, const serve_push_label_t *labels,
+                       size_t n_labels, int64_t from, int64_t until, double rate_hz,
+                       const void *pprof, size_t len)
+{
+    char name[2048], query[PUSH_QUERY_MAX], path[4400];
+    int err = serve_push_app_name(service, labels, n_labels, name, sizeof name);
+    if (err)
+        return err;
+    CURL *c = curl_easy_init();
+    if (!c)
+        return SCRY_E_NOMEM;
+    char *esc = curl_easy_escape(c, name, 0);
+    curl_easy_cleanup(c);
+    if (!esc)
+        return SCRY_E_NOMEM;
+    int q = snprintf(query, sizeof query,
+                     "name=%s&from=%lld&until=%lld&format=pprof&sampleRate=%d&spyName=scry", esc,
+                     (long long)from, (long long)until, (int)(rate_hz + 0.5));
+    curl_free(esc);
+    if (q < 0 || (size_t)q >= sizeof query)
+        return SCRY_E_TRUNC;
+    enforce_limit(p, len + (uint64_t)q);
+    pthread_mutex_lock(&p->lock);
+    uint64_t seq = p->next_seq++;
+    pthread_mutex_unlock(&p->lock);
+    snprintf(path, sizeof path, "%s/%llu.pb.gz", p->spool_dir, (unsigned long long)seq);
+    if (serve_write_atomic(path, pprof, len) != 0)
+        return SCRY_E_IO;
+    snprintf(path, sizeof path, "%s/%llu.query", p->spool_dir, (unsigned long long)seq);
+    if (serve_write_atomic(path, query, (size_t)q) != 0) {
+        spool_remove(p->spool_dir, seq);
+        return SCRY_E_IO;
+    }
+    update_spool_stats(p);
+    pthread_mutex_lock(&p->lock);
+    p->wake++;
+    pthread_cond_broadcast(&p->cond);
+    pthread_mutex_unlock(&p->lock);
+    return 0;
+}
+
+int serve_push_drain(serve_push_t *p, double timeout_s)
+{
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        spool_ent_t *list;
+        int n = spool_list(p->spool_dir, &list, NULL);
+        free(list);
+        if (n <= 0)
+            return 0;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if ((double)(t.tv_sec - t0.tv_sec) + (double)(t.tv_nsec - t0.tv_nsec) * 1e-9 >= timeout_s)
+            return SCRY_E_TIMEOUT;
+        struct timespec nap = {0, 50 * 1000 * 1000};
+        nanosleep(&nap, NULL);
+    }
+}
+
+void serve_push_stats(serve_push_t *p, serve_push_stats_t *out)
+{
+    pthread_mutex_lock(&p->lock);
+    *out = p->stats;
+    pthread_mutex_unlock(&p->lock);
+}

@@ -1,0 +1,132 @@
+/* test_serve_discover.c - a process that forks, execs and exits is reported by the
+ * kernel's process-events connector within a second (when this kernel lets us subscribe),
+ * and /proc scans find it too. */
+#include "discover.h"
+#include "scry_err.h"
+#include "test_serve_util.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+typedef struct seen {
+    pid_t watch;
+    int new_, exec_, exit_, lost;
+    int scanned;
+} seen_t;
+
+static void on_event(void *ctx, enum serve_discover_event ev, pid_t pid)
+{
+    seen_t *s = ctx;
+    if (ev == SERVE_DISCOVER_LOST)
+        s->lost++;
+    if (pid != s->watch)
+        return;
+    if (ev == SERVE_DISCOVER_NEW)
+        s->new_++;
+    else if (ev == SERVE_DISCOVER_EXEC)
+        s->exec_++;
+    else if (ev == SERVE_DISCOVER_EXIT)
+        s->exit_++;
+}
+
+static void on_scan(void *ctx, enum serve_discover_event ev, pid_t pid)
+{
+    seen_t *s = ctx;
+    if (ev == SERVE_DISCOVER_NEW && pid == s->watch)
+        s->scanned++;
+}
+
+static void pump(serve_discover_t *d, seen_t *s, int (*done)(const seen_t *), double max_s)
+{
+    double t0 = test_now();
+    while (!done(s) && test_now() - t0 < max_s) {
+        struct pollfd p = {.fd = serve_discover_fd(d), .events = POLLIN};
+        poll(&p, 1, 50);
+        /* events of other processes are skipped */
+        pid_t keep = s->watch;
+        CHECK(serve_discover_read(d, on_event, s) >= 0, "read");
+        s->watch = keep;
+    }
+}
+
+static int got_exec(const seen_t *s)
+{
+    return s->exec_ > 0;
+}
+
+static int got_exit(const seen_t *s)
+{
+    return s->exit_ > 0;
+}
+
+int main(void)
+{
+    char why[256];
+    serve_discover_t *d = serve_discover_new(1, why, sizeof why);
+    CHECK(d != NULL, "new");
+    if (!d)
+        return test_summary("test_serve_discover");
+    int pipefd[2];
+    if (pipe(pipefd) != 0)
+        return 1;
+    pid_t child = fork();
+    if (child == 0) {
+        char c;
+        close(pipefd[1]);
+        if (read(pipefd[0], &c, 1) != 1)
+            _exit(1);
+        execl("/bin/sleep", "sleep", "30", (char *)NULL);
+        _exit(127);
+    }
+    close(pipefd[0]);
+    seen_t s = {.watch = child};
+    int n = serve_discover_scan(on_scan, &s);
+    CHECK(n > 1 && s.scanned == 1, "scan found %d processes, child %d times", n, s.scanned);
+    if (serve_discover_fd(d) < 0) {
+        printf("SKIP connector part: %s\n", why);
+    } else {
+        double t0 = test_now();
+        CHECK(write(pipefd[1], "x", 1) == 1, "go");
+        pump(d, &s, got_exec, 2.0);
+        double t_exec = test_now() - t0;
+        CHECK(s.exec_ == 1, "exec seen %d times (%.3f s)", s.exec_, t_exec);
+        CHECK(t_exec < 1.0, "exec reported within a second: %.3f s", t_exec);
+        kill(child, SIGKILL);
+        waitpid(child, NULL, 0);
+        t0 = test_now();
+        pump(d, &s, got_exit, 2.0);
+        CHECK(s.exit_ == 1, "exit seen %d times", s.exit_);
+        printf("connector: exec after %.1f ms, exit after %.1f ms\n", t_exec * 1000,
+               (test_now() - t0) * 1000);
+        /* a fork of a new process is reported as NEW */
+        pid_t c2 = fork();
+        if (c2 == 0) {
+            usleep(200 * 1000);
+            _exit(0);
+        }
+        seen_t s2 = {.watch = c2};
+        t0 = test_now();
+        while (!s2.new_ && test_now() - t0 < 2.0) {
+            struct pollfd p = {.fd = serve_discover_fd(d), .events = POLLIN};
+            poll(&p, 1, 50);
+            serve_discover_read(d, on_event, &s2);
+        }
+        CHECK(s2.new_ == 1, "fork seen %d times", s2.new_);
+        waitpid(c2, NULL, 0);
+        child = 0;
+    }
+    if (child > 0) {
+        kill(child, SIGKILL);
+        waitpid(child, NULL, 0);
+    }
+    serve_discover_free(d);
+    /* without the connector: no socket, read is a no-op */
+    d = serve_discover_new(0, why, sizeof why);
+    CHECK(d && serve_discover_fd(d) == -1 && strstr(why, "disabled"), "%s", why);
+    seen_t none = {.watch = 1};
+    CHECK(serve_discover_read(d, on_event, &none) == 0, "no-op");
+    serve_discover_free(d);
+    return test_summary("test_serve_discover");
+}

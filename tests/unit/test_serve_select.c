@@ -1,0 +1,151 @@
+/* test_serve_select.c - process facts from /proc, service names, container ids, and the
+ * selection rules, on real processes (a real Python among them). */
+#include "config.h"
+#include "proc.h"
+#include "scry_err.h"
+#include "select.h"
+#include "test_serve_util.h"
+
+#include <signal.h>
+#include <stdarg.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static void test_service_names(void)
+{
+    struct {
+        const char *argv[6];
+        const char *want;
+    } cases[] = {
+        {{"python3", "-m", "pkg.mod", "--x"}, "pkg.mod"},
+        {{"/usr/bin/python3.11", "-u", "/srv/app/web.py", "--port", "80"}, "web"},
+        {{"/usr/bin/python3", "/usr/bin/gunicorn", "app:app"}, "gunicorn"},
+        {{"python3", "-c", "print(1)"}, "python-c"},
+        {{"python3", "-X", "dev", "-W", "ignore", "job.py"}, "job"},
+        {{"python3", "-mhttp.server"}, "http.server"},
+        {{"/opt/venv/bin/uwsgi", "--ini", "x.ini"}, "uwsgi"},
+        {{"python3", "/tmp/we ird$name.py"}, "we_ird_name"},
+        {{"python3"}, "comm"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t argc = 0;
+        while (argc < 6 && cases[i].argv[argc])
+            argc++;
+        char out[80];
+        serve_proc_service_name(cases[i].argv, argc, "comm", out, sizeof out);
+        CHECK(strcmp(out, cases[i].want) == 0, "case %zu: '%s' != '%s'", i, out, cases[i].want);
+    }
+}
+
+static void test_container_ids(void)
+{
+    const char *id = "4f3c2b1a00112233445566778899aabbccddeeff00112233445566778899aabb";
+    char cg[512], out[65];
+    snprintf(cg, sizeof cg, "/system.slice/docker-%s.scope", id);
+    CHECK(serve_proc_container_id(cg, out) == 1 && strcmp(out, id) == 0, "docker: %s", out);
+    snprintf(cg, sizeof cg, "/kubepods/burstable/pod1234/cri-containerd-%s.scope", id);
+    CHECK(serve_proc_container_id(cg, out) == 1 && strcmp(out, id) == 0, "containerd: %s", out);
+    snprintf(cg, sizeof cg, "/docker/%s", id);
+    CHECK(serve_proc_container_id(cg, out) == 1 && strcmp(out, id) == 0, "v1: %s", out);
+    CHECK(serve_proc_container_id("/user.slice/user-0.slice/session-1.scope", out) == 0 &&
+              out[0] == 0,
+          "no container");
+    /* 65 hex digits is not an id */
+    snprintf(cg, sizeof cg, "/x/%sa", id);
+    CHECK(serve_proc_container_id(cg, out) == 0, "65 digits");
+}
+
+static pid_t spawn(const char *const argv[])
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+static void test_real_processes(void)
+{
+    serve_proc_t *p = malloc(sizeof *p);
+    CHECK(serve_proc_read(getpid(), p) == 0, "read self");
+    CHECK(p->uid == getuid() && !p->is_python, "self uid %u python %d", (unsigned)p->uid,
+          p->is_python);
+    CHECK(strstr(p->cmdline, "test_serve_select") != NULL, "cmdline %s", p->cmdline);
+    CHECK(p->start_time > 0, "start time");
+
+    const char *py = "/usr/bin/python3.11";
+    if (access(py, X_OK) != 0) {
+        printf("SKIP python part: %s missing\n", py);
+        free(p);
+        return;
+    }
+    const char *argv[] = {py, "-c", "import time; time.sleep(30)", "--tag=serve-select", NULL};
+    pid_t child = spawn(argv);
+    usleep(300 * 1000);
+    int rc = serve_proc_read(child, p);
+    CHECK(rc == 0, "read child: %d", rc);
+    CHECK(p->is_python, "python detected (exe %s)", p->exe);
+    CHECK(strcmp(p->exe, py) == 0, "exe %s", p->exe);
+    CHECK(p->argc == 4 && strcmp(p->argv[3], "--tag=serve-select") == 0, "argv");
+    uint64_t st = 0;
+    CHECK(serve_proc_identity(child, &st, NULL, 0) == 0 && st == p->start_time, "identity stable");
+
+    char msg[256], name[80];
+    double rate;
+    serve_config_t *c = serve_config_new();
+    serve_config_finish(c, msg, sizeof msg);
+    CHECK(serve_select(c, p, name, sizeof name, &rate) == SERVE_SELECT_ALL &&
+              strcmp(name, "python-c") == 0,
+          "all-python: %s", name);
+    serve_config_free(c);
+
+    c = serve_config_new();
+    CHECK(serve_config_set(c, "sleepy", "match", "tag=serve-sel", msg, sizeof msg) == 0, "%s", msg);
+    CHECK(serve_config_set(c, "sleepy", "rate", "7", msg, sizeof msg) == 0, "%s", msg);
+    char pidtxt[32];
+    snprintf(pidtxt, sizeof pidtxt, "%d", (int)child);
+    CHECK(serve_config_set(c, "bypid", "pid", pidtxt, msg, sizeof msg) == 0, "%s", msg);
+    CHECK(serve_config_set(c, "nobody", "user", "65534", msg, sizeof msg) == 0, "%s", msg);
+    CHECK(serve_config_set(c, "nobody", "match", "python", msg, sizeof msg) == 0, "%s", msg);
+    CHECK(serve_config_finish(c, msg, sizeof msg) == 0, "%s", msg);
+    CHECK(c->all_python == 0, "rules: no all-python");
+    CHECK(serve_select(c, p, name, sizeof name, &rate) == 0 && strcmp(name, "sleepy") == 0 &&
+              rate == 7,
+          "first rule wins: %s %g", name, rate);
+    /* the user rule (AND match) does not hold: wrong uid */
+    CHECK(!serve_select_rule_holds(&c->rules[2], p), "uid 65534 rule");
+    CHECK(serve_select_rule_holds(&c->rules[1], p), "pid rule");
+    /* cgroup rules: the child's own cgroup and a parent of it hold, a sibling does not */
+    serve_rule_t r;
+    memset(&r, 0, sizeof r);
+    r.cgroup[0] = p->cgroup;
+    r.n_cgroup = 1;
+    CHECK(serve_select_rule_holds(&r, p), "own cgroup %s", p->cgroup);
+    r.cgroup[0] = (char *)"/";
+    CHECK(serve_select_rule_holds(&r, p), "root cgroup");
+    r.cgroup[0] = (char *)"/no-such.slice";
+    CHECK(!serve_select_rule_holds(&r, p), "other cgroup");
+    /* a non-Python process is not picked by all-python */
+    serve_proc_t *self = malloc(sizeof *self);
+    serve_proc_read(getpid(), self);
+    serve_config_t *all = serve_config_new();
+    serve_config_finish(all, msg, sizeof msg);
+    CHECK(serve_select(all, self, name, sizeof name, &rate) == SERVE_SELECT_NONE, "not python");
+    serve_config_free(all);
+    free(self);
+    serve_config_free(c);
+
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    CHECK(serve_proc_read(child, p) == SCRY_E_NOPROC, "gone");
+    free(p);
+}
+
+int main(void)
+{
+    test_service_names();
+    test_container_ids();
+    test_real_processes();
+    return test_summary("test_serve_select");
+}
