@@ -151,7 +151,11 @@ int serve_discover_read(serve_discover_t *d, serve_discover_cb cb, void *ctx)
             size_t clen = cn->len;
             if (clen > plen - sizeof(struct cn_msg))
                 continue;
-            events += handle_event((const struct proc_event *)cn->data, clen, cb, ctx);
+            /* the payload is not 8-byte aligned inside the message: copy it */
+            struct proc_event ev;
+            memset(&ev, 0, sizeof ev);
+            memcpy(&ev, cn->data, clen < sizeof ev ? clen : sizeof ev);
+            events += handle_event(&ev, clen, cb, ctx);
         }
     }
     return events;

@@ -100,7 +100,8 @@ static int spool_list(const char *dir, spool_ent_t **out, uint64_t *max_seq)
         n++;
     }
     closedir(d);
-    qsort(list, n, sizeof *list, cmp_seq);
+    if (n > 1)
+        qsort(list, n, sizeof *list, cmp_seq);
     *out = list;
     return (int)n;
 }

@@ -287,7 +287,8 @@ static int scan_service(serve_store_t *s, const char *service, window_ent_t **li
         files[nf].is_json = strcmp(ext, "json") == 0;
         nf++;
     }
-    qsort(files, nf, sizeof *files, cmp_stem);
+    if (nf > 1)
+        qsort(files, nf, sizeof *files, cmp_stem);
     for (size_t i = 0; i < nf; i++) {
         if (i == 0 || strcmp(files[i].stem, files[i - 1].stem) != 0) {
             if (*n >= STORE_MAX_WINDOWS)
@@ -365,7 +366,8 @@ int serve_store_prune(serve_store_t *s, int64_t now)
     closedir(d);
     if (err)
         goto out;
-    qsort(list, n, sizeof *list, cmp_until);
+    if (n > 1)
+        qsort(list, n, sizeof *list, cmp_until);
     uint64_t total = 0;
     for (size_t i = 0; i < n; i++)
         total += list[i].bytes;

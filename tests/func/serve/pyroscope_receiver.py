@@ -18,6 +18,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -179,7 +180,10 @@ def main():
     ap.add_argument('--go-check', action='store_true')
     ap.add_argument('--save-dir')
     ap.add_argument('--fail-first', type=int, default=0)
+    ap.add_argument('--lifetime', type=int, default=600,
+                    help='exit after this many seconds whatever happens (default 600)')
     cfg = ap.parse_args()
+    signal.alarm(cfg.lifetime)  # default action: terminate, so nothing outlives a killed test
     HTTPServer.allow_reuse_address = True
     srv = HTTPServer(('127.0.0.1', cfg.port), Handler)
     srv.cfg, srv.lock, srv.count = cfg, threading.Lock(), 0
