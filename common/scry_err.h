@@ -22,7 +22,9 @@
     X(AGAIN, -13, "try again")                                                                     \
     X(ELF, -14, "malformed ELF object")                                                            \
     X(NOSYS, -15, "not supported on this system")                                                  \
-    X(TIMEOUT, -16, "timed out")
+    X(TIMEOUT, -16, "timed out")                                                                   \
+    X(NOTFILE, -17, "not a regular file")                                                          \
+    X(TOOBIG, -18, "file too large")
 
 enum scry_err {
 #define SCRY_ERR_ENUM(name, code, msg) SCRY_E_##name = (code),

@@ -7,8 +7,10 @@
 #include "report.h"
 #include "sampler.h"
 #include "scry_err.h"
+#include "srcread.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -148,6 +150,7 @@ int cmd_record(const scry_config_t *cfg)
     sampler_t *smp = NULL;
     report_profile_t *prof = NULL;
     memprof_t *mem = NULL;
+    srcread_t *src = NULL;
     pid_t child = 0;
     int child_status = 0, child_reaped = 0;
     int rc = 1;
@@ -199,8 +202,12 @@ int cmd_record(const scry_config_t *cfg)
         mem = NULL;
     }
     const pystate_info_t *info = pystate_target_info(t);
-    char root[64];
-    snprintf(root, sizeof root, "/proc/%d/root", (int)info->pid);
+    /* Pin the target's root and credentials now, while it lives: the report reads source
+     * files through them only (never through scry's own root, never as root). */
+    int serr = 0;
+    src = srcread_new_pid(info->pid, &serr);
+    if (!src && !cfg->quiet)
+        fprintf(stderr, "scry: the report will show no source: %s\n", scry_strerror(serr));
     struct timespec wall;
     clock_gettime(CLOCK_REALTIME, &wall);
     report_meta_t meta = {
@@ -213,7 +220,6 @@ int cmd_record(const scry_config_t *cfg)
         .flags = (cfg->threads ? REPORT_F_THREADS : 0) | (cfg->idle ? REPORT_F_IDLE : 0) |
                  (cfg->native ? REPORT_F_NATIVE : 0) | (cfg->gil ? REPORT_F_GIL : 0) |
                  (cfg->memory ? REPORT_F_MEMORY : 0),
-        .source_root = root,
     };
     prof = report_profile_new(&meta);
     smp = sampler_new(cfg, t, strings);
@@ -274,7 +280,19 @@ int cmd_record(const scry_config_t *cfg)
                  format_extension(fmt));
         path = outname;
     }
-    FILE *out = strcmp(path, "-") == 0 ? stdout : fopen(path, "w");
+    FILE *out = NULL;
+    if (strcmp(path, "-") == 0) {
+        out = stdout;
+    } else if (path == outname) {
+        /* A name of our own making, perhaps in a shared directory: create it, never follow
+         * or reuse what someone put there first. */
+        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        out = fd >= 0 ? fdopen(fd, "w") : NULL;
+        if (fd >= 0 && !out)
+            close(fd);
+    } else {
+        out = fopen(path, "w");
+    }
     if (!out) {
         fprintf(stderr, "scry: cannot write %s: %s\n", path, strerror(errno));
         goto out;
@@ -285,7 +303,10 @@ int cmd_record(const scry_config_t *cfg)
                  : !strcmp(cfg->metric, "copy") ? SCRY_METRIC_COPY
                  : !strcmp(cfg->metric, "free") ? SCRY_METRIC_FREE
                                                 : SCRY_METRIC_CPU;
-    report_options_t ropt = {.color = out == stdout && isatty(1), .metric = metric};
+    report_options_t ropt = {.color = out == stdout && isatty(1),
+                             .metric = metric,
+                             .read_source = src ? srcread_file_cb : NULL,
+                             .source_ctx = src};
     int werr = report_write(prof, fmt, out, &ropt);
     if (out != stdout && fclose(out) != 0)
         werr = werr ? werr : SCRY_E_IO;
@@ -315,6 +336,7 @@ out:
         /* Wait for the launched program so it is not left a zombie. */
         waitpid(child, &child_status, 0);
     }
+    srcread_free(src);
     memprof_free(mem); /* disables the ring: the shim passes through from now on */
     sampler_free(smp);
     report_profile_free(prof);

@@ -396,7 +396,7 @@ int report__write_html(report_profile_t *p, FILE *out, const report_options_t *o
     h.v = &v;
     h.o = o;
     h.mem = v.has_memory;
-    h.src = report__src_new(p->meta.source_root);
+    h.src = report__src_new(o);
     if (!h.src) {
         rc = SCRY_E_NOMEM;
         goto out;

@@ -312,8 +312,14 @@ static void file_head(emit_t *e, int open, int32_t nlines, int whole)
         report__sb_puts(b, " MB");
     }
     report__sb_printf(b, " \xc2\xb7 %u active line%s", f->n, f->n == 1 ? "" : "s");
-    if (!nlines)
+    if (!nlines) {
+        int err = report__src_error(e->h->src, f->file);
         report__sb_puts(b, " \xc2\xb7 source not available");
+        if (err < 0 && err != SCRY_E_NOSYS) {
+            report__sb_puts(b, ": ");
+            report__sb_xml(b, scry_strerror(err), 100);
+        }
+    }
     report__sb_puts(b, "</span>");
     if (whole)
         report__sb_puts(b, "<button class=\"sc-all\" type=\"button\">show whole file</button>");

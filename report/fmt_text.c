@@ -154,6 +154,33 @@ static void header(text_t *t, const report__view_t *v)
                           (double)p->mem_peak / REPORT__MB, (double)p->mem_net / REPORT__MB);
 }
 
+/* One line per file among the first TOP hot lines whose source could not be read, with the
+ * reason (the lines above show "# in FUNCTION" instead of the text). */
+static void missing_source(text_t *t, const report__view_t *v, uint32_t top, report__src_t *src,
+                           size_t width)
+{
+    const char *seen[8];
+    uint32_t nseen = 0;
+    for (uint32_t k = 0; k < v->nline_order && k < top && nseen < 8; k++) {
+        const report__line_t *l = &v->p->lines[v->line_order[k]];
+        int err = l->kind == SCRY_FRAME_PYTHON ? report__src_error(src, l->file) : 0;
+        if (err >= 0 || err == SCRY_E_NOSYS || !l->file || l->file[0] == '<')
+            continue;
+        uint32_t s = 0;
+        while (s < nseen && seen[s] != l->file)
+            s++;
+        if (s < nseen)
+            continue;
+        seen[nseen++] = l->file;
+        on(t, "2");
+        report__sb_puts(&t->b, "  source not available: ");
+        put_clean(&t->b, l->file, strlen(l->file), width);
+        report__sb_printf(&t->b, " (%s)", scry_strerror(err));
+        off(t);
+        report__sb_putc(&t->b, '\n');
+    }
+}
+
 static void lines(text_t *t, const report__view_t *v, const report_options_t *o, report__src_t *src)
 {
     const report_profile_t *p = v->p;
@@ -221,6 +248,7 @@ static void lines(text_t *t, const report__view_t *v, const report_options_t *o,
         }
         report__sb_putc(&t->b, '\n');
     }
+    missing_source(t, v, top, src, width);
 }
 
 static void functions(text_t *t, const report__view_t *v, const report_options_t *o)
@@ -286,7 +314,7 @@ int report__write_text(report_profile_t *p, FILE *out, const report_options_t *o
     int rc = report__view_build(&v, p);
     if (rc < 0)
         return rc;
-    report__src_t *src = report__src_new(p->meta.source_root);
+    report__src_t *src = report__src_new(o);
     if (!src) {
         report__view_free(&v);
         return SCRY_E_NOMEM;

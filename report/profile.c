@@ -285,12 +285,11 @@ report_profile_t *report_profile_new(const report_meta_t *meta)
     p->meta = *meta;
     p->meta.python_version = dup_or_null(meta->python_version);
     p->meta.command = dup_or_null(meta->command);
-    p->meta.source_root = dup_or_null(meta->source_root);
     p->strs = strtab_new();
     p->end.gil_fraction = -1.0;
     p->foot_bucket_ns = 10000000; /* 10 ms, doubled as the run grows */
     if (!p->strs || (meta->python_version && !p->meta.python_version) ||
-        (meta->command && !p->meta.command) || (meta->source_root && !p->meta.source_root)) {
+        (meta->command && !p->meta.command)) {
         report_profile_free(p);
         return NULL;
     }
@@ -303,7 +302,6 @@ void report_profile_free(report_profile_t *p)
         return;
     free((char *)p->meta.python_version);
     free((char *)p->meta.command);
-    free((char *)p->meta.source_root);
     strtab_free(p->strs);
     free(p->frames);
     free(p->frame_slots);

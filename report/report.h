@@ -44,8 +44,6 @@ typedef struct report_meta {
     uint64_t start_mono_ns;     /* CLOCK_MONOTONIC at start (time base of time_ns); 0: first
                                    sample's time */
     unsigned flags;             /* REPORT_F_* */
-    const char *source_root;    /* e.g. "/proc/1234/root": prefix to open the target's source
-                                   files through its mount namespace; NULL = plain paths */
 } report_meta_t;
 
 /* End-of-run summary, given by the daemon once sampling stopped. */
@@ -71,6 +69,12 @@ typedef struct report_options {
     int width;         /* flamegraph: image width in px; 0 = 1200 */
     int width_text;    /* text: max columns of source text per line; 0 = 72 */
     const char *title; /* flamegraph title; NULL = automatic */
+    /* text/html: reads the target's source file FILE (a name from the target: hostile) into
+     * *DATA (malloc'd, NUL-terminated, the report frees it), *LEN bytes; returns 0 or a
+     * negative scry code, shown per file. NULL: no source. The report never opens files
+     * itself (common/srcread.h reads them as the target's user, inside its root). */
+    int (*read_source)(void *ctx, const char *file, char **data, size_t *len);
+    void *source_ctx;
 } report_options_t;
 
 /* Creates an empty profile for the run described by META (copied: the caller keeps

@@ -237,11 +237,21 @@ int report__sb_flush(report__sb_t *b, FILE *out);
 /* --- source lines (source.c) --- */
 
 typedef struct report__src report__src_t;
-report__src_t *report__src_new(const char *root);
+/* A cache of source files read through O->read_source (none when it is NULL). Returns NULL
+ * when out of memory. */
+report__src_t *report__src_new(const report_options_t *o);
 void report__src_free(report__src_t *c);
 /* Returns line LINE (1-based) of FILE without its newline, length in *LEN; NULL when the
  * file or line is unavailable. Valid until report__src_free. */
 const char *report__src_line(report__src_t *c, const char *file, int32_t line, size_t *len);
+/* Why FILE's source is unavailable (after report__src_line asked for it): a negative scry
+ * code, SCRY_E_NOSYS when no reader was given, 0 when the source is there or unknown. */
+int report__src_error(report__src_t *c, const char *file);
+/* Splits DATA (LEN bytes, NUL-terminated, modified: newlines become NULs) into at most
+ * REPORT__SRC_MAX_LINES lines; *STARTS (malloc'd) receives each line's offset. Returns
+ * the line count (>= 1), or 0 when out of memory. */
+uint32_t report__src_split(char *data, size_t len, uint32_t **starts);
+#define REPORT__SRC_MAX_LINES 1000000u
 
 /* --- formats --- */
 int report__write_collapsed(report_profile_t *p, FILE *out, const report_options_t *o);

@@ -1,34 +1,37 @@
-/* source.c - source lines for the text report, read from disk through the target's root. */
+/* source.c - source lines for the text and html reports, from the caller's reader (the
+ * report never opens a file itself: the names come from the target). */
 #include "report_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "scry_err.h"
+
 #define SRC_MAX_FILES 256
-#define SRC_MAX_BYTES (16u << 20) /* larger files are not read */
-#define SRC_MAX_LINES 1000000u
 
 typedef struct src_file {
     const char *key; /* interned path pointer */
     char *data;      /* NULL when unreadable */
     uint32_t *starts;
     uint32_t nlines;
+    int err; /* why data is NULL */
 } src_file_t;
 
 struct report__src {
-    char *root;
+    int (*read)(void *ctx, const char *file, char **data, size_t *len);
+    void *ctx;
     src_file_t files[SRC_MAX_FILES];
     uint32_t nfiles;
 };
 
-report__src_t *report__src_new(const char *root)
+report__src_t *report__src_new(const report_options_t *o)
 {
     report__src_t *c = calloc(1, sizeof *c);
     if (!c)
         return NULL;
-    if (root && root[0] && !(c->root = strdup(root))) {
-        free(c);
-        return NULL;
+    if (o) {
+        c->read = o->read_source;
+        c->ctx = o->source_ctx;
     }
     return c;
 }
@@ -41,56 +44,17 @@ void report__src_free(report__src_t *c)
         free(c->files[i].data);
         free(c->files[i].starts);
     }
-    free(c->root);
     free(c);
 }
 
-static char *slurp(const char *path, size_t *len)
+uint32_t report__src_split(char *data, size_t len, uint32_t **starts_out)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    char *buf = malloc(SRC_MAX_BYTES + 1);
-    size_t n = buf ? fread(buf, 1, SRC_MAX_BYTES + 1, f) : 0;
-    fclose(f);
-    if (!buf || n > SRC_MAX_BYTES) {
-        free(buf);
-        return NULL;
-    }
-    char *shrunk = realloc(buf, n + 1);
-    buf = shrunk ? shrunk : buf;
-    buf[n] = 0;
-    *len = n;
-    return buf;
-}
-
-static void load(const report__src_t *c, src_file_t *sf, const char *file)
-{
-    size_t len = 0;
-    char *data = NULL;
-    if (!file[0] || file[0] == '<') /* "<string>", "<frozen importlib._bootstrap>" */
-        return;
-    if (c->root && file[0] == '/') {
-        size_t n = strlen(c->root) + strlen(file) + 1;
-        char *path = malloc(n);
-        if (path) {
-            snprintf(path, n, "%s%s", c->root, file);
-            data = slurp(path, &len);
-            free(path);
-        }
-    }
-    if (!data)
-        data = slurp(file, &len);
-    if (!data)
-        return;
     uint32_t cap = 256, n = 0;
     uint32_t *starts = malloc(cap * sizeof *starts);
-    if (!starts) {
-        free(data);
-        return;
-    }
+    if (!starts)
+        return 0;
     starts[n++] = 0;
-    for (size_t i = 0; i < len && n < SRC_MAX_LINES; i++) {
+    for (size_t i = 0; i < len && i < UINT32_MAX && n < REPORT__SRC_MAX_LINES; i++) {
         if (data[i] != '\n')
             continue;
         data[i] = 0;
@@ -103,22 +67,52 @@ static void load(const report__src_t *c, src_file_t *sf, const char *file)
         }
         starts[n++] = (uint32_t)(i + 1);
     }
+    *starts_out = starts;
+    return n;
+}
+
+static void load(const report__src_t *c, src_file_t *sf, const char *file)
+{
+    size_t len = 0;
+    char *data = NULL;
+    if (!file[0] || file[0] == '<') { /* "<string>", "<frozen importlib._bootstrap>" */
+        sf->err = SCRY_E_NOTFOUND;
+        return;
+    }
+    if (!c->read) {
+        sf->err = SCRY_E_NOSYS;
+        return;
+    }
+    int rc = c->read(c->ctx, file, &data, &len);
+    if (rc < 0 || !data) {
+        sf->err = rc < 0 ? rc : SCRY_E_IO;
+        return;
+    }
+    uint32_t *starts = NULL;
+    uint32_t n = report__src_split(data, len, &starts);
+    if (!n) {
+        free(data);
+        sf->err = SCRY_E_NOMEM;
+        return;
+    }
     sf->data = data;
     sf->starts = starts;
     sf->nlines = n;
+}
+
+static src_file_t *find(report__src_t *c, const char *file)
+{
+    for (uint32_t i = 0; i < c->nfiles; i++)
+        if (c->files[i].key == file)
+            return &c->files[i];
+    return NULL;
 }
 
 const char *report__src_line(report__src_t *c, const char *file, int32_t line, size_t *len)
 {
     if (!c || !file || line <= 0)
         return NULL;
-    src_file_t *sf = NULL;
-    for (uint32_t i = 0; i < c->nfiles; i++) {
-        if (c->files[i].key == file) {
-            sf = &c->files[i];
-            break;
-        }
-    }
+    src_file_t *sf = find(c, file);
     if (!sf) {
         if (c->nfiles == SRC_MAX_FILES)
             return NULL;
@@ -134,4 +128,10 @@ const char *report__src_line(report__src_t *c, const char *file, int32_t line, s
         n--;
     *len = n;
     return s;
+}
+
+int report__src_error(report__src_t *c, const char *file)
+{
+    src_file_t *sf = c && file ? find(c, file) : NULL;
+    return sf ? sf->err : 0;
 }

@@ -1,6 +1,6 @@
 /* test_report_html.c - the self-contained HTML report: structure, escaping of hostile file
- * names, function names and source text, the source view through source_root, memory
- * columns, 0 samples. Set SCRY_HTML_OUT=path to keep the memory report for a look. */
+ * names, function names and source text, the source view through a reader rooted in a directory,
+ * memory columns, 0 samples. Set SCRY_HTML_OUT=path to keep the memory report for a look. */
 #include <sys/stat.h>
 
 #include "test_report_util.h"
@@ -51,6 +51,7 @@ static const char *const balance_py =
     "sys.exit(1 if p.bad or p.st else 0)\n";
 
 static char tmpdir[64];
+static report_options_t t_src; /* reads beneath tmpdir */
 
 static void write_file(const char *rel, const char *text)
 {
@@ -100,7 +101,6 @@ static void remove_tree(void)
 static report_profile_t *profile(int memory)
 {
     report_meta_t m = test_meta();
-    m.source_root = tmpdir; /* /srv/app.py only exists under the root */
     m.command = "python3 <b onmouseover=alert(1)>app.py";
     report_profile_t *p = report_profile_new(&m);
     scry_frame_t hot[] = {PY("compute", "/srv/app.py", 3), PY("<module>", "/srv/app.py", 9)};
@@ -131,7 +131,7 @@ static void test_cpu(void)
 {
     report_profile_t *p = profile(0);
     int rc = -1;
-    char *html = render(p, REPORT_FORMAT_HTML, NULL, &rc);
+    char *html = render(p, REPORT_FORMAT_HTML, &t_src, &rc);
     CHECK(rc == 0 && html);
     if (!html) {
         report_profile_free(p);
@@ -145,7 +145,7 @@ static void test_cpu(void)
     CHECK(strstr(html, "<dt>samples</dt><dd>10 at 100 Hz</dd>") != NULL);
     CHECK(strstr(html, "<dt>errors</dt><dd>3</dd>") != NULL);
     CHECK(strstr(html, "<dt>GIL held</dt><dd>42.0%</dd>") != NULL);
-    /* source view: the file read through source_root, hostile source escaped */
+    /* source view: the file read through the reader, rooted in tmpdir, hostile source escaped */
     CHECK(strstr(html, "<span class=\"sc-fname\">/srv/app.py</span>") != NULL);
     CHECK(strstr(html, "    total = sum(x * x for x in data)  # &lt;/script&gt;&lt;script&gt;"
                        "alert(1)&lt;/script&gt; &amp; &quot;q&quot;") != NULL);
@@ -173,7 +173,7 @@ static void test_cpu(void)
     /* well-formed */
     CHECK(run_python(balance_py, html) == 0);
     /* deterministic */
-    char *again = render(p, REPORT_FORMAT_HTML, NULL, &rc);
+    char *again = render(p, REPORT_FORMAT_HTML, &t_src, &rc);
     CHECK(again && !strcmp(html, again));
     free(again);
     free(html);
@@ -184,7 +184,7 @@ static void test_memory(void)
 {
     report_profile_t *p = profile(1);
     int rc = -1;
-    char *html = render(p, REPORT_FORMAT_HTML, NULL, &rc);
+    char *html = render(p, REPORT_FORMAT_HTML, &t_src, &rc);
     CHECK(rc == 0 && html);
     if (!html) {
         report_profile_free(p);
@@ -223,7 +223,7 @@ static void test_empty(void)
     report_meta_t m = {0};
     report_profile_t *p = report_profile_new(&m);
     int rc = -1;
-    char *html = render(p, REPORT_FORMAT_HTML, NULL, &rc);
+    char *html = render(p, REPORT_FORMAT_HTML, &t_src, &rc);
     CHECK(rc == 0 && html);
     if (html) {
         check_safe(html);
@@ -245,10 +245,10 @@ static void test_no_source(void)
     scry_frame_t f[] = {PY("gone", "/nonexistent/scry/x.py", 2000000000)};
     add_cpu(p, f, 1, SCRY_CLASS_PYTHON, 1000, 1, 1);
     int rc = -1;
-    char *html = render(p, REPORT_FORMAT_HTML, NULL, &rc);
+    char *html = render(p, REPORT_FORMAT_HTML, &t_src, &rc);
     CHECK(rc == 0 && html);
     if (html) {
-        CHECK(strstr(html, "source not available") != NULL);
+        CHECK(strstr(html, "source not available: not found") != NULL);
         CHECK(strstr(html, "<td class=\"code sc-none\"># in gone</td>") != NULL);
         CHECK(strstr(html, "id=\"L0-2000000000\"") != NULL);
         CHECK(count(html, "<td class=\"ln\">") == 1); /* no context rows without source */
@@ -260,10 +260,13 @@ static void test_no_source(void)
 int main(void)
 {
     make_tree();
+    t_src = src_options(tmpdir);
+    CHECK(t_src.source_ctx != NULL);
     test_cpu();
     test_memory();
     test_empty();
     test_no_source();
+    src_options_free(&t_src);
     remove_tree();
     return test_done("test_report_html");
 }

@@ -1,5 +1,5 @@
-/* test_report_text.c - the terminal report: header, source through source_root, colours,
- * memory columns with sparklines, unreadable files, zero samples. */
+/* test_report_text.c - the terminal report: header, source through a reader rooted in a directory,
+ * colours, memory columns with sparklines, unreadable files, zero samples. */
 #include "test_report_util.h"
 
 #include <sys/stat.h>
@@ -27,7 +27,8 @@ int main(void)
     }
 
     report_meta_t m = test_meta();
-    m.source_root = root;
+    report_options_t so = src_options(root);
+    CHECK(so.source_ctx != NULL);
     report_profile_t *p = report_profile_new(&m);
     scry_frame_t a[] = {PY("main", "/srv/app.py", 2)};
     scry_frame_t b[] = {PY("main", "/srv/app.py", 3)};
@@ -43,7 +44,7 @@ int main(void)
     report_end_t e = {.duration_s = 1.5, .errors = 2, .gil_fraction = -1, .target_exited = 1};
     report_profile_set_end(p, &e);
     int rc;
-    char *out = render(p, REPORT_FORMAT_TEXT, NULL, &rc);
+    char *out = render(p, REPORT_FORMAT_TEXT, &so, &rc);
     CHECK(rc == 0 && out);
     if (out) {
         CHECK(strstr(out, "pid 4242") && strstr(out, "Python 3.12.1"));
@@ -54,6 +55,8 @@ int main(void)
         CHECK(strstr(out, "  return total\n") || strstr(out, "return total\n"));
         CHECK(strstr(out, "\xe2\x80\xa6")); /* the long line is cut */
         CHECK(strstr(out, "# in gone"));
+        CHECK(strstr(out, "source not available: /nonexistent/x.py (not found)"));
+        CHECK(!strstr(out, "source not available: /srv/app.py"));
         CHECK(strstr(out, "epoll_wait (libc.so.6)"));
         CHECK(strstr(out, "60.0%"));
         CHECK(strstr(out, "Hottest functions"));
@@ -63,14 +66,16 @@ int main(void)
         printf("%s", out);
     }
     free(out);
-    report_options_t o = {.color = 1, .metric = -1, .top_lines = 2};
+    report_options_t o = so;
+    o.color = 1;
+    o.top_lines = 2;
     out = render(p, REPORT_FORMAT_TEXT, &o, &rc);
     CHECK(rc == 0 && out && strstr(out, "\x1b[") && !strstr(out, "app.py:4"));
     free(out);
     report_profile_free(p);
+    src_options_free(&so);
 
     /* memory columns */
-    m.source_root = NULL;
     p = report_profile_new(&m);
     for (int i = 0; i < 40; i++)
         add_mem(p, a, 1, SCRY_METRIC_ALLOC, 0, 1 << 20, 0x1000 * (uint64_t)(i + 1),

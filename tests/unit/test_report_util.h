@@ -9,6 +9,7 @@
 
 #include "report.h"
 #include "sample.h"
+#include "srcread.h"
 #include "strtab.h"
 
 static int t_failures;
@@ -93,6 +94,22 @@ static inline report_meta_t test_meta(void)
     m.rate_hz = 100;
     m.start_unix_ns = 1700000000LL * 1000000000LL;
     return m;
+}
+
+/* Report options whose source reader reads files beneath ROOT (as ROOT's "/") with this
+ * process's uid and gid; free with src_options_free. */
+static inline report_options_t src_options(const char *root)
+{
+    srcread_creds_t c = {.uid = (uint32_t)getuid(), .gid = (uint32_t)getgid()};
+    report_options_t o = {.metric = -1, .read_source = srcread_file_cb};
+    o.source_ctx = srcread_new_dir(root, &c, NULL);
+    return o;
+}
+
+static inline void src_options_free(report_options_t *o)
+{
+    srcread_free(o->source_ctx);
+    o->source_ctx = NULL;
 }
 
 /* Writes P in FMT to a malloc'd string (*RC gets report_write's result). */
