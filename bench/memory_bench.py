@@ -27,24 +27,17 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "lib"))
+import scrytest as st  # noqa: E402  (interpreters, processes, clock)
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKLOAD = os.path.join(HERE, "..", "tests", "func", "memory", "workloads", "memwork.py")
-PY311 = "/root/.pyenv/versions/3.11.7/bin/python3.11"
-DEBIAN = "/usr/bin/python3.11"
-PROGRAMS = [
-    ("many small objects (3M dicts/str/tuples)", PY311, "bench_small"),
-    ("large buffers (400 x 1-8 MiB alloc+copy)", PY311, "bench_large"),
-    ("numpy (200 x ones/copy/add, 1-4 MiB)", DEBIAN, "bench_numpy"),
+PROGRAMS = [  # (name, interpreter label, memwork.py case)
+    ("many small objects (3M dicts/str/tuples)", "3.11", "bench_small"),
+    ("large buffers (400 x 1-8 MiB alloc+copy)", "3.11", "bench_large"),
+    ("numpy (200 x ones/copy/add, 1-4 MiB)", "debian3.11", "bench_numpy"),
 ]
 CONFIGS = ["plain", "scry", "scry --memory"]
 SECTION = "## Memory profiling through scry"
-
-
-def env():
-    e = dict(os.environ)
-    for k in ("PYTHONPATH", "PYTHONHOME", "LD_PRELOAD", "SCRY_RING", "PYENV_VERSION"):
-        e.pop(k, None)
-    return e
 
 
 def run_one(scry, config, py, case, tmp):
@@ -56,10 +49,10 @@ def run_one(scry, config, py, case, tmp):
         extra = ["--memory"] if "--memory" in config else []
         cmd = [scry, "record", "-q", "-f", "json", "-o", os.path.join(tmp, "p.json")] + \
             extra + ["--"] + cmd
-    t = time.monotonic()
-    p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env(),
+    t = st.now()
+    p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=st.clean_env(),
                        timeout=600)
-    wall = time.monotonic() - t
+    wall = st.now() - t
     if p.returncode != 0 or not os.path.exists(truth):
         raise SystemExit("%s failed (%d): %s" % (" ".join(cmd), p.returncode,
                                                  p.stderr.decode("utf-8", "replace")[-500:]))
@@ -77,12 +70,14 @@ def run_one(scry, config, py, case, tmp):
 def bench(scry, runs):
     tmp = tempfile.mkdtemp(prefix="scry-membench-")
     results = []
-    for name, py, case in PROGRAMS:
-        if not os.access(py, os.X_OK):
-            print("skip %s: %s not found" % (name, py))
+    for name, label, case in PROGRAMS:
+        try:
+            it = st.find(label)
+        except st.Skip as e:
+            print("skip %s: %s" % (name, e))
             continue
-        if case == "bench_numpy" and subprocess.run(
-                [py, "-c", "import numpy"], stderr=subprocess.DEVNULL).returncode != 0:
+        py = it.path
+        if case == "bench_numpy" and not it.has_module("numpy"):
             print("skip %s: no numpy for %s" % (name, py))
             continue
         rows = dict((c, []) for c in CONFIGS)

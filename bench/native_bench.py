@@ -30,6 +30,8 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "lib"))
+import scrytest as st  # noqa: E402  (interpreters, processes, clock)
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOC = os.path.join(REPO, "docs", "performance.md")
 HEADING = "## Native stacks and attribution"
@@ -103,20 +105,6 @@ with open(out, "w") as f:
 '''
 
 
-def task_states(pid):
-    out = {}
-    try:
-        for t in os.listdir("/proc/%d/task" % pid):
-            try:
-                with open("/proc/%d/task/%s/stat" % (pid, t)) as f:
-                    out[int(t)] = f.read().rsplit(")", 1)[1].split()[0]
-            except (OSError, IndexError):
-                pass
-    except OSError:
-        pass
-    return out
-
-
 def run_ns(pid):
     """CPU time (s) used so far by all threads of PID (schedstat, ns resolution)."""
     total = 0
@@ -163,9 +151,9 @@ class Bench(object):
                                env=env, start_new_session=True)
         scry = None
         try:
-            deadline = time.monotonic() + 60
+            deadline = st.now() + 60
             while not os.path.exists(ready):
-                if tgt.poll() is not None or time.monotonic() > deadline:
+                if tgt.poll() is not None or st.now() > deadline:
                     raise RuntimeError("target did not start")
                 time.sleep(0.01)
             if mode != "base":
@@ -183,7 +171,7 @@ class Bench(object):
             except subprocess.TimeoutExpired:
                 # A target that is far too slow while profiled: note which threads are left
                 # ptrace-stopped, then SIGKILL scry (the kernel detaches and resumes them).
-                states = task_states(tgt.pid)
+                states = st.task_states(tgt.pid)
                 stalled = {"stopped": sorted(t for t, st in states.items() if st in "tT"),
                            "threads": len(states)}
                 log("STALL: target %d not done after %.0f s with scry %s running; %d of %d "
@@ -352,7 +340,7 @@ def write_section(md):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--scry")
-    ap.add_argument("--python", default="/root/.pyenv/versions/3.11.7/bin/python3.11")
+    ap.add_argument("--python", help="interpreter path (default: scrytest's 3.11)")
     ap.add_argument("--threads", default="1,20,200")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--rate", type=int, default=100)
@@ -377,6 +365,11 @@ def main():
             write_section(md)
         return
     a.scry = find_scry(a.scry)
+    if not a.python:
+        try:
+            a.python = st.find("3.11").path
+        except st.Skip as e:
+            sys.exit("no Python 3.11: %s (pass --python)" % e)
     if a.stall_seconds <= 0:
         a.stall_seconds = max(60.0, 15 * a.work_seconds)
     b = Bench(a)

@@ -24,7 +24,6 @@ the markers is kept as it is.  Standard library only; Python 3.6 or newer.
 """
 import argparse
 import datetime
-import glob
 import json
 import os
 import platform
@@ -37,6 +36,8 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "lib"))
+import scrytest as st  # noqa: E402  (interpreters, processes, clock)
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 WORKLOADS = os.path.join(HERE, "workloads")
@@ -55,14 +56,8 @@ the script, not the numbers.  Other sections may follow the generated one.
 
 """
 
-# Interpreters: label, pyenv version glob, executable name (or an absolute path).
-PYTHONS = [
-    ("3.8", "3.8.*", "python3.8"),
-    ("3.11", "3.11.*", "python3.11"),
-    ("3.12", "3.12.*", "python3.12"),
-    ("3.13", "3.13.*", "python3.13"),
-    ("debian-3.11", None, "/usr/bin/python3.11"),
-]
+# Interpreters (scrytest.interp labels).
+PYTHONS = ["3.8", "3.11", "3.12", "3.13", "debian3.11"]
 PRIMARY = "3.11"  # the interpreter for the single-interpreter benchmarks
 
 
@@ -76,20 +71,14 @@ def log(msg):
 
 
 def find_pythons(wanted):
-    root = os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv"))
     found = []
-    for label, vglob, exe in PYTHONS:
+    for label in PYTHONS:
         if wanted and label not in wanted:
             continue
-        if vglob is None:
-            path = exe if os.access(exe, os.X_OK) else None
-        else:
-            cands = sorted(glob.glob(os.path.join(root, "versions", vglob, "bin", exe)))
-            path = cands[-1] if cands else None
-        if path:
-            found.append((label, path))
-        else:
-            log("interpreter %s not found, skipped" % label)
+        try:
+            found.append((label, st.find(label).path))
+        except st.Skip as e:
+            log("interpreter %s not found, skipped (%s)" % (label, e))
     return found
 
 
@@ -181,9 +170,9 @@ class Target(object):
 
     def readline(self, timeout):
         fd = self.proc.stdout.fileno()
-        deadline = time.monotonic() + timeout
+        deadline = st.now() + timeout
         while b"\n" not in self.buf:
-            left = deadline - time.monotonic()
+            left = deadline - st.now()
             if left <= 0:
                 return None
             r, _, _ = select.select([fd], [], [], left)
@@ -225,22 +214,22 @@ class Recorder(object):
     def __init__(self, argv):
         self.errf = tempfile.TemporaryFile()
         self.outf = tempfile.TemporaryFile()
-        self.t0 = time.monotonic()
+        self.t0 = st.now()
         self.proc = subprocess.Popen(argv, stdout=self.outf, stderr=self.errf)
 
     def finish(self, timeout=120.0):
-        deadline = time.monotonic() + timeout
+        deadline = st.now() + timeout
         status, ru = 0, None
         while True:
             pid, status, ru = os.wait4(self.proc.pid, os.WNOHANG)
             if pid == self.proc.pid:
                 break
-            if time.monotonic() > deadline:
+            if st.now() > deadline:
                 self.proc.kill()
                 pid, status, ru = os.wait4(self.proc.pid, 0)
                 break
             time.sleep(0.01)
-        wall = time.monotonic() - self.t0
+        wall = st.now() - self.t0
         self.proc.returncode = os.waitstatus_to_exitcode(status) \
             if hasattr(os, "waitstatus_to_exitcode") else (status >> 8)
         texts = []
@@ -618,15 +607,15 @@ def bench_slowdown(ctx):
 def launch_pair(ctx, py, snippet, outpath):
     if os.path.exists(outpath):
         os.unlink(outpath)
-    t0 = time.monotonic()
+    t0 = st.now()
     pr = subprocess.run([py, "-c", snippet], stdout=subprocess.DEVNULL,
                         stderr=subprocess.DEVNULL, timeout=60)
-    plain = time.monotonic() - t0
-    t0 = time.monotonic()
+    plain = st.now() - t0
+    t0 = st.now()
     sr = subprocess.run([ctx.scry, "record", "-q", "--format", "collapsed", "-o", outpath,
                          "--", py, "-c", snippet], stdout=subprocess.DEVNULL,
                         stderr=subprocess.PIPE, universal_newlines=True, timeout=120)
-    scry = time.monotonic() - t0
+    scry = st.now() - t0
     text = read_first(outpath)
     hit = "scry_launch_work" in text
     nsamples = 0
@@ -871,7 +860,7 @@ def main():
     ap.add_argument("--scry", help="the scry binary (default: build-bench/daemon/scry, ...)")
     ap.add_argument("--bench-sample", help="the bench_sample binary")
     ap.add_argument("--pythons", help="comma-separated interpreter labels: " +
-                    ", ".join(p[0] for p in PYTHONS))
+                    ", ".join(PYTHONS))
     args = ap.parse_args()
     names = args.names or BENCHES
     for n in names:
@@ -903,13 +892,13 @@ def main():
            "launch": bench_launch, "dump": bench_dump}
     subs = {}
     for name in ctx.names:
-        t0 = time.monotonic()
+        t0 = st.now()
         lines = fns[name](ctx)
         stamp = "_Measured %s UTC (%s mode, %.0f s)._" % (
             datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M"),
-            "quick" if ctx.quick else "full", time.monotonic() - t0)
+            "quick" if ctx.quick else "full", st.now() - t0)
         subs[name] = lines[:2] + [stamp, ""] + lines[2:]
-        log("%s done in %.0f s" % (name, time.monotonic() - t0))
+        log("%s done in %.0f s" % (name, st.now() - t0))
     finished = datetime.datetime.now(datetime.timezone.utc)
     header = section_header(ctx, info, started, finished, load0, os.getloadavg()[0])
     md = header[:]

@@ -17,23 +17,24 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "lib"))
+import scrytest as st  # noqa: E402  (interpreters, processes, clock)
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKLOADS = os.path.join(HERE, "..", "tests", "func", "shim", "workloads.py")
-PY311 = "/root/.pyenv/versions/3.11.7/bin/python3.11"
-PROGRAMS = [
-    ("small objects (dict/str/tuple churn)", PY311, "small", "3.11"),
-    ("bytes kept (200 MB, small+large)", PY311, "keep", "3.11"),
-    ("large buffers (2 GiB in 4 MiB)", PY311, "churn", "3.11"),
-    ("bytes(bytearray) copies (2 GiB)", PY311, "copy", "3.11"),
-    ("numpy keep 300 MiB + .copy() 2 GiB", "/usr/bin/python3.11", "numpy", "3.11"),
+PROGRAMS = [  # (name, interpreter label, workloads.py workload)
+    ("small objects (dict/str/tuple churn)", "3.11", "small"),
+    ("bytes kept (200 MB, small+large)", "3.11", "keep"),
+    ("large buffers (2 GiB in 4 MiB)", "3.11", "churn"),
+    ("bytes(bytearray) copies (2 GiB)", "3.11", "copy"),
+    ("numpy keep 300 MiB + .copy() 2 GiB", "debian3.11", "numpy"),
 ]
 
 
 def plain(py, wl):
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t = time.time()
+    t = st.now()
     subprocess.run([py, WORKLOADS, wl], stdout=subprocess.DEVNULL, check=True)
-    wall = time.time() - t
+    wall = st.since(t)
     r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     return (r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime), wall, {
         "child_user": r1.ru_utime - r0.ru_utime}
@@ -48,12 +49,12 @@ def shimmed(build, py, wl, ver, mean):
         cmd += ["--mean", str(mean)]
     out = subprocess.run(cmd + ["--", py, WORKLOADS, wl], stdout=subprocess.PIPE,
                          universal_newlines=True, check=True).stdout
-    st = {}
+    stats = {}
     for line in out.splitlines():
         f = line.split()
         if f[0] == "stat":
-            st[f[1]] = float(f[2])
-    return st["child_cpu"], st["elapsed"], st
+            stats[f[1]] = float(f[2])
+    return stats["child_cpu"], stats["elapsed"], stats
 
 
 def main():
@@ -79,22 +80,25 @@ def main():
     out("| program | mean | unprofiled CPU s | shim, sampling off | shim | ratio | "
         "ratio vs off | user-time ratio | wall ratio | events |")
     out("|---|---|---|---|---|---|---|---|---|---|")
-    for name, py, wl, ver in PROGRAMS:
-        if not os.path.exists(py):
+    for name, label, wl in PROGRAMS:
+        try:
+            it = st.find(label)
+        except st.Skip:
             continue
+        py, ver = it.path, it.pyver
         for mean in means:
             p, s, pw, sw, off, pu, su, ev = [], [], [], [], [], [], [], 0
             for _ in range(args.runs):
-                c, w, st = plain(py, wl)
+                c, w, stats = plain(py, wl)
                 p.append(c)
                 pw.append(w)
-                pu.append(st["child_user"])
+                pu.append(stats["child_user"])
                 off.append(shimmed(args.build, py, wl, ver, -1)[0])
-                c, w, st = shimmed(args.build, py, wl, ver, mean)
+                c, w, stats = shimmed(args.build, py, wl, ver, mean)
                 s.append(c)
                 sw.append(w)
-                su.append(st["child_user"])
-                ev = int(st["consumed"])
+                su.append(stats["child_user"])
+                ev = int(stats["consumed"])
             mp, ms, mo = statistics.median(p), statistics.median(s), statistics.median(off)
             row = "| %s | %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %d |" % (
                 name, mean or "default", mp, mo, ms, ms / mp, ms / mo,

@@ -6,12 +6,11 @@ usage: run_attr.py --scry PATH --python VERSION [-k PATTERN] [--smoke] [-v]
 
 VERSION: 3.6 ... 3.13 (pyenv builds) or debian3.11 (/usr/bin/python3.11). --smoke runs only
 the stack tests (for the versions the lead does not need the full, slow set on).
-Stdlib only; runs on any Python 3.6+. Same conventions as tests/func/run.py: one line
+Stdlib only; runs on any Python 3.6+. The runner is tests/lib/scrytest's: one line
 "PASS|FAIL|SKIP name: detail" per test, then "N passed, N failed, N skipped"; exit 1 on a
 failure; every process a test starts is killed at its end. See docs/testing.md and the
 "Truth" notes above split_check() for what is compared with what.
 """
-import argparse
 import json
 import os
 import re
@@ -23,12 +22,16 @@ import sys
 import tempfile
 import threading
 import time
-import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
+import scrytest as st  # noqa: E402
+from scrytest import Fail, Skip, check, short, task_states  # noqa: E402
+from scrytest.clock import now  # noqa: E402
+
 WORKLOADS = os.path.join(HERE, "workloads")
 EXT_SRC = os.path.join(os.path.dirname(HERE), "native_ext", "scryext.c")
-VERSIONS = ["3.6", "3.7", "3.8", "3.9", "3.10", "3.11", "3.12", "3.13", "debian3.11"]
+VERSIONS = st.PYENV_LABELS + ["debian3.11"]
 
 SCRY_TIMEOUT = 120  # no scry command may take longer
 READY_TIMEOUT = 60  # workload start-up (calibration) on a loaded machine
@@ -38,161 +41,29 @@ SPLIT_RATE = 200
 THREADS = 200
 
 
-class Fail(Exception):
-    pass
-
-
-class Skip(Exception):
-    pass
-
-
-def check(cond, msg):
-    if not cond:
-        raise Fail(msg)
-
-
-def short(text, n=500):
-    text = text.strip()
-    return text if len(text) <= n else text[: n // 2] + " ... " + text[-n // 2 :]
+EXT_DIRS = {}  # interpreter label -> directory of its built scryext (removed at exit)
 
 
 # ---------------------------------------------------------------------------------------
-# interpreters
+# per-test context: scrytest's, with this suite's workloads
 
 
-def find_interpreter(label):
-    if label == "debian3.11":
-        path = "/usr/bin/python3.11"
-        if not os.access(path, os.X_OK):
-            raise Skip("%s not found" % path)
-        return path
-    vdir = os.path.join(os.environ.get("PYENV_ROOT") or "/root/.pyenv", "versions")
-    try:
-        names = sorted(os.listdir(vdir))
-    except OSError:
-        raise Skip("no pyenv versions directory %s" % vdir)
-    for name in names:
-        if re.match(r"^%s\.\d+$" % re.escape(label), name):
-            path = os.path.join(vdir, name, "bin", "python" + label)
-            if os.access(path, os.X_OK):
-                return path
-    raise Skip("no CPython %s.x under %s" % (label, vdir))
+class Ctx(st.Ctx):
+    def __init__(self, interp, scry, name, verbose):
+        st.Ctx.__init__(self, name, interp, scry, verbose, prefix="scry-attr",
+                        scry_timeout=SCRY_TIMEOUT, ready_timeout=READY_TIMEOUT)
+        self.workloads = self.stage(WORKLOADS)
 
-
-def py_eval(python, code):
-    out = subprocess.run([python, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         timeout=60)
-    if out.returncode != 0:
-        raise Skip("%s -c %r failed: %s" % (python, code, short(out.stderr.decode("utf-8", "replace"))))
-    return out.stdout.decode().strip()
-
-
-# ---------------------------------------------------------------------------------------
-# per-test context
-
-
-class Ctx(object):
-    def __init__(self, runner, name):
-        self.r = runner
-        self.python = runner.python
-        self.verbose = runner.verbose
-        self.tmp = tempfile.mkdtemp(prefix="scry-attr-%s-" % name)
-        os.chmod(self.tmp, 0o755)
-        self.procs = []
-
-    def env(self):
-        env = dict(os.environ)
-        for k in ("PYTHONHOME", "PYTHONPATH", "PYENV_VERSION", "PYTHONSTARTUP"):
-            env.pop(k, None)
-        env.update({"LC_ALL": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1",
-                    "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"})
-        return env
-
-    def spawn(self, cmd, stdout=None):
-        log = open(os.path.join(self.tmp, "proc-%d.log" % len(self.procs)), "wb")
-        p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=stdout or log,
-                             stderr=subprocess.STDOUT if stdout is None else subprocess.PIPE,
-                             env=self.env(), start_new_session=True)
-        p.log_path = log.name
-        log.close()
-        self.procs.append(p)
-        return p
-
-    def log_of(self, p):
-        try:
-            with open(p.log_path, "rb") as f:
-                return f.read().decode("utf-8", "replace")
-        except OSError:
-            return ""
-
-    def workload(self, name, args=()):
-        """Start workloads/NAME with --ready; wait for its ready JSON; (Popen, ready)."""
-        ready = os.path.join(self.tmp, "ready-%d.json" % len(self.procs))
-        cmd = [self.python, os.path.join(WORKLOADS, name), "--ready", ready] + [str(a) for a in args]
-        p = self.spawn(cmd)
-        deadline = time.monotonic() + READY_TIMEOUT
-        while time.monotonic() < deadline:
-            if os.path.exists(ready):
-                with open(ready) as f:
-                    return p, json.load(f)
-            if p.poll() is not None:
-                raise Fail("workload %s exited (%s) before ready: %s"
-                           % (name, p.returncode, short(self.log_of(p))))
-            time.sleep(0.02)
-        raise Fail("workload %s not ready after %d s" % (name, READY_TIMEOUT))
-
-    def wait(self, p, timeout, what):
-        try:
-            return p.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.kill(p)
-            raise Fail("%s (pid %d) did not exit within %d s" % (what, p.pid, timeout))
-
-    def kill(self, p):
-        if p.poll() is None:
-            for fn in (lambda: os.killpg(p.pid, signal.SIGKILL), lambda: os.kill(p.pid, signal.SIGKILL)):
-                try:
-                    fn()
-                except (ProcessLookupError, PermissionError):
-                    pass
-        try:
-            p.wait(10)
-        except subprocess.TimeoutExpired:
-            pass
-
-    def cleanup(self):
-        for p in self.procs:
-            self.kill(p)
-        shutil.rmtree(self.tmp, ignore_errors=True)
-
-    def scry_start(self, args):
-        args = [str(a) for a in args]
-        p = self.spawn([self.r.scry] + args, stdout=subprocess.PIPE)
-        p.args_text = " ".join(args)
-        p.t0 = time.monotonic()
-        return p
-
-    def scry_finish(self, p, timeout=SCRY_TIMEOUT):
-        try:
-            out, err = p.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.kill(p)
-            raise Fail("scry %s: no exit after %d s (killed)" % (p.args_text, timeout))
-        out, err = out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
-        if self.verbose:
-            print("    $ scry %s -> %d in %.1f s: %s" % (p.args_text, p.returncode,
-                                                      time.monotonic() - p.t0, short(err, 300)))
-        check(p.returncode == 0, "scry %s -> exit %d: %s" % (p.args_text, p.returncode, short(err)))
-        return out, err
-
-    def scry(self, args, timeout=SCRY_TIMEOUT):
-        return self.scry_finish(self.scry_start(args), timeout)
+    def workload(self, name, args=(), target=True):
+        """Start workloads/NAME with --ready; wait for its ready JSON; (Popen, ready).
+        TARGET: it must still run after the test (unless released)."""
+        ready = self.path("ready-%d.json" % len(self.procs))
+        return self.start_target([os.path.join(self.workloads, name), "--ready",
+                                  self.tpath(ready)] + list(args), ready, name, target=target)
 
     def record(self, args, fmt, name):
-        path = os.path.join(self.tmp, name)
-        self.scry(["record", "--format", fmt, "-o", path, "-q"] + list(args))
-        with open(path, "rb") as f:
-            return f.read().decode("utf-8", "replace")
+        """scry record -q ... (must exit 0): the output file's text."""
+        return st.Ctx.record(self, ["-q"] + list(args), fmt, name)[1]
 
 
 # ---------------------------------------------------------------------------------------
@@ -228,12 +99,7 @@ def parse_frame(text):
 
 def parse_collapsed(text):
     """[(frames root first, count)]."""
-    out = []
-    for line in text.splitlines():
-        m = re.match(r"^(.+) (\d+)$", line)
-        if m:
-            out.append(([parse_frame(f) for f in m.group(1).split(";")], int(m.group(2))))
-    return out
+    return [([parse_frame(f) for f in frames], n) for frames, n in st.parse_collapsed(text)]
 
 
 def dump_frames(thread):
@@ -245,15 +111,8 @@ def dump_frames(thread):
 # ---------------------------------------------------------------------------------------
 # tests
 
-TESTS = []
-
-
-def test(name, smoke=False):
-    def deco(fn):
-        TESTS.append((name, fn, smoke))
-        return fn
-
-    return deco
+TESTS = st.Tests()
+test = TESTS
 
 
 # Truth (split_check): the workload logs every execution of each measured line with its
@@ -290,16 +149,16 @@ EXPECTED = {"py": "python", "sha": "native", "zlib": "native", "np": "native", "
 
 
 def split_check(c, native):
-    numpy = c.r.has_numpy
+    numpy = c.interp.has_module("numpy")
     args = ["--seconds", SPLIT_SECONDS, "--out", os.path.join(c.tmp, "truth.json"),
             "--max-seconds", 120] + (["--numpy"] if numpy else [])
-    p, ready = c.workload("split.py", args)
+    p, ready = c.workload("split.py", args, target=False)  # exits after SPLIT_SECONDS
     prof = os.path.join(c.tmp, "split.json")
     rec = ["record", "--pid", ready["pid"], "--format", "json", "-o", prof, "-q", "--idle",
            "--rate", SPLIT_RATE, "--duration", SPLIT_SECONDS + 60] + (["--native"] if native else [])
-    c.scry(rec)
+    c.scry_ok(rec)
     rc = c.wait(p, 60, "split workload")
-    check(rc == 0, "workload exit %s: %s" % (rc, short(c.log_of(p))))
+    check(rc == 0, "workload exit %s: %s" % (rc, short(c.proc_log(p))))
     with open(os.path.join(c.tmp, "truth.json")) as f:
         out = json.load(f)
     with open(prof) as f:
@@ -361,13 +220,13 @@ def t_split_native(c):
 
 
 def build_ext(c):
-    cache = c.r.ext_dir
+    cache = EXT_DIRS.get(c.interp.label)
     if cache:
         return cache
-    inc = py_eval(c.python, "import sysconfig; print(sysconfig.get_paths()['include'])")
-    suffix = py_eval(c.python, "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX') or '.so')")
+    inc = c.interp.eval("import sysconfig; print(sysconfig.get_paths()['include'])")
+    suffix = c.interp.eval("import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX') or '.so')")
     d = tempfile.mkdtemp(prefix="scry-attr-ext-")
-    c.r.cleanup_dirs.append(d)
+    EXT_DIRS[c.interp.label] = d
     cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if not cc:
         raise Skip("no C compiler")
@@ -377,7 +236,6 @@ def build_ext(c):
            os.path.join(d, "scryext" + suffix)]
     out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
     check(out.returncode == 0, "building scryext failed: %s" % short(out.stdout.decode("utf-8", "replace")))
-    c.r.ext_dir = d
     return d
 
 
@@ -481,7 +339,7 @@ def t_stack_hashlib(c):
             return "no named libcrypto function (SHA256_*/EVP_*)"
         return None
 
-    name = py_eval(c.python, "import hashlib; print(hashlib.sha256.__name__)")
+    name = c.interp.eval("import hashlib; print(hashlib.sha256.__name__)")
     if name != "openssl_sha256":
         raise Skip("hashlib.sha256 is %s, not OpenSSL's (no libcrypto to unwind into)" % name)
     mine, total = native_stacks(c, "hash")
@@ -490,7 +348,7 @@ def t_stack_hashlib(c):
 
 @test("stack_numpy", smoke=True)
 def t_stack_numpy(c):
-    if not c.r.has_numpy:
+    if not c.interp.has_module("numpy"):
         raise Skip("numpy not importable by %s" % c.python)
 
     def judge(below):
@@ -518,7 +376,7 @@ def dump_blocked(c, mode, leaf_re):
     pid = ready["pid"]
     last = None
     for attempt in range(5):
-        out, err = c.scry(["dump", "--pid", pid, "--native", "--json"])
+        out = c.scry_ok(["dump", "--pid", pid, "--native", "--json"]).out
         doc = json.loads(out)
         th = [t for t in doc["threads"] if t["tid"] == pid]
         check(th, "no thread %d in dump: %s" % (pid, short(out)))
@@ -552,31 +410,15 @@ def read_progress(path):
     return sum(struct.unpack("<%dQ" % (len(data) // 8), data))
 
 
-def task_states(pid):
-    out = {}
-    try:
-        tids = os.listdir("/proc/%d/task" % pid)
-    except OSError:
-        return out
-    for t in tids:
-        try:
-            with open("/proc/%d/task/%s/stat" % (pid, t), "rb") as f:
-                st = f.read().rsplit(b")", 1)[1].split()[0].decode()
-        except (OSError, IndexError):
-            continue
-        out[int(t)] = st
-    return out
-
-
 def watch_states(pid, seconds):
     """Polls every thread's state for SECONDS; returns (stopped {tid: state}, counts)."""
     stopped, counts = {}, {}
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        for tid, st in task_states(pid).items():
-            counts[st] = counts.get(st, 0) + 1
-            if st in ("t", "T"):
-                stopped[tid] = st
+    end = now() + seconds
+    while now() < end:
+        for tid, state in task_states(pid).items():
+            counts[state] = counts.get(state, 0) + 1
+            if state in ("t", "T"):
+                stopped[tid] = state
         time.sleep(0.05)
     return stopped, counts
 
@@ -590,7 +432,7 @@ def t_idle_weight(c):
     rows, errs = [], []
     for native in (False, True):
         prof = os.path.join(c.tmp, "idle-%d.json" % native)
-        c.scry(["record", "--pid", ready["pid"], "--idle", "--rate", SPLIT_RATE, "--duration", 3,
+        c.scry_ok(["record", "--pid", ready["pid"], "--idle", "--rate", SPLIT_RATE, "--duration", 3,
                 "--format", "json", "-o", prof, "-q"] + (["--native"] if native else []))
         with open(prof) as f:
             rep = json.load(f)
@@ -620,15 +462,15 @@ class StopWatcher(threading.Thread):
     def run(self):
         since = {}
         while not self.halt:
-            now = time.monotonic()
+            t_now = now()
             states = task_states(self.pid)
             if not states:
                 break
             self.polls += 1
             for tid, st in states.items():
                 if st in ("t", "T"):
-                    since.setdefault(tid, now)
-                    self.longest[tid] = max(self.longest.get(tid, 0.0), now - since[tid])
+                    since.setdefault(tid, t_now)
+                    self.longest[tid] = max(self.longest.get(tid, 0.0), t_now - since[tid])
                 else:
                     since.pop(tid, None)
             time.sleep(0.001)
@@ -652,7 +494,7 @@ def t_stop_single_thread(c):
     w = StopWatcher(pid)
     w.start()
     prof = os.path.join(c.tmp, "single.json")
-    c.scry(["record", "--pid", pid, "--native", "--rate", 100, "--duration", 4, "--format",
+    c.scry_ok(["record", "--pid", pid, "--native", "--rate", 100, "--duration", 4, "--format",
             "json", "-o", prof, "-q"])
     time.sleep(0.3)
     w.halt = True
@@ -673,19 +515,21 @@ def threads_target(c):
     out = os.path.join(c.tmp, "mt.json")
     p, ready = c.workload("many_threads.py", ["--threads", THREADS, "--cpu-seconds", 60,
                                               "--progress", prog, "--out", out, "--max-seconds", 400])
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and (len(task_states(ready["pid"])) < THREADS + 1
+    deadline = now() + 60
+    while now() < deadline and (len(task_states(ready["pid"])) < THREADS + 1
                                            or read_progress(prog) == 0):
         time.sleep(0.1)
     return p, ready, prog, out
 
 
 def finish_threads_target(c, p, out):
-    t0 = time.monotonic()
+    c.check_alive()
+    c.release(p)
+    t0 = now()
     os.kill(p.pid, signal.SIGTERM)
     rc = c.wait(p, 180, "200-thread workload")
-    c.finish_s = time.monotonic() - t0
-    check(os.path.exists(out), "workload wrote no result (exit %s): %s" % (rc, short(c.log_of(p))))
+    c.finish_s = now() - t0
+    check(os.path.exists(out), "workload wrote no result (exit %s): %s" % (rc, short(c.proc_log(p))))
     with open(out) as f:
         res = json.load(f)
     check(rc == 0 and res["ok"], "workload exit %s, result %s" % (rc, res))
@@ -693,10 +537,10 @@ def finish_threads_target(c, p, out):
 
 
 def progress_during(c, scry, prog, until):
-    reads = [(time.monotonic(), read_progress(prog))]
-    while scry.poll() is None and time.monotonic() < until:
+    reads = [(now(), read_progress(prog))]
+    while scry.poll() is None and now() < until:
         time.sleep(1.0)
-        reads.append((time.monotonic(), read_progress(prog)))
+        reads.append((now(), read_progress(prog)))
     steps = [b[1] - a[1] for a, b in zip(reads, reads[1:])]
     return reads, steps
 
@@ -710,8 +554,8 @@ def t_threads200(c):
     w.start()
     s = c.scry_start(["record", "--pid", pid, "--native", "--rate", 100, "--duration", 5,
                       "--format", "json", "-o", prof, "-q"])
-    reads, steps = progress_during(c, s, prog, time.monotonic() + 60)
-    c.scry_finish(s)
+    reads, steps = progress_during(c, s, prog, now() + 60)
+    check(c.scry_finish(s).rc == 0, "scry record --native of 200 threads failed")
     w.halt = True
     w.join(5)
     tid, longest = w.worst()
@@ -747,7 +591,7 @@ def t_threads200_sigkill(c):
     os.kill(s.pid, signal.SIGKILL)
     s.wait(30)
     check(s.returncode == -signal.SIGKILL, "scry ended with %s, not by SIGKILL" % s.returncode)
-    killed_after = time.monotonic() - s.t0
+    killed_after = now() - s.t0
     stopped, counts = watch_states(pid, 1.5)
     check(not stopped, "threads left stopped after scry was SIGKILLed: %s" % sorted(stopped.items())[:10])
     bad = dict((t, st) for t, st in task_states(pid).items() if st not in ("R", "S", "D"))
@@ -766,78 +610,28 @@ def t_threads200_sigkill(c):
 # runner
 
 
-class Runner(object):
-    def __init__(self, scry, label, verbose):
-        self.scry, self.label, self.verbose = scry, label, verbose
-        self.python = None
-        self.has_numpy = False
-        self.ext_dir = None
-        self.cleanup_dirs = []
-
-
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--scry", required=True)
-    ap.add_argument("--python", required=True, choices=VERSIONS)
-    ap.add_argument("-k", action="append", default=[], metavar="PATTERN")
+    ap = st.add_common_args(st.runner.parser(__doc__), VERSIONS)
     ap.add_argument("--smoke", action="store_true", help="stack tests only")
-    ap.add_argument("-v", action="store_true")
     a = ap.parse_args()
-    r = Runner(os.path.abspath(a.scry), a.python, a.v)
-    tests = [t for t in TESTS if (t[2] or not a.smoke) and (not a.k or any(k in t[0] for k in a.k))]
-    if not os.access(r.scry, os.X_OK):
-        print("FAIL setup: scry executable %s not found" % r.scry)
-        print("0 passed, 1 failed, 0 skipped")
-        return 1
+    scry = os.path.abspath(a.scry)
+    tests = TESTS.select(a.k, lambda t: t.meta.get("smoke", False) or not a.smoke)
+    if not os.access(scry, os.X_OK):
+        return st.setup_failed("scry executable %s not found" % scry)
     try:
-        r.python = find_interpreter(a.python)
-        version = py_eval(r.python, "import sys; print('%d.%d.%d' % sys.version_info[:3])")
+        interp = st.find(a.python)
     except Skip as e:
-        print("SKIP %s: %s" % (a.python, e))
-        print("0 passed, 0 failed, %d skipped" % len(tests))
-        return 0
-    r.has_numpy = subprocess.run([r.python, "-c", "import numpy"], stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.DEVNULL, timeout=60).returncode == 0
-    print("scry attribution tests: %s, Python %s (%s)%s%s" % (
-        r.scry, version, r.python, ", numpy" if r.has_numpy else "", ", smoke" if a.smoke else ""))
+        return st.skip_all(a.python, e, len(tests))
+    print("scry attribution tests: %s, %s%s%s" % (
+        scry, interp.describe(), ", numpy" if interp.has_module("numpy") else "",
+        ", smoke" if a.smoke else ""))
     sys.stdout.flush()
-    passed = failed = skipped = 0
-    failures = []
-    t_all = time.monotonic()
     try:
-        for name, fn, _ in tests:
-            c = Ctx(r, name)
-            t0 = time.monotonic()
-            try:
-                detail = fn(c) or ""
-                status = "PASS"
-            except Skip as e:
-                status, detail = "SKIP", str(e)
-            except Fail as e:
-                status, detail = "FAIL", str(e)
-            except Exception as e:
-                status, detail = "FAIL", "%s: %s" % (type(e).__name__, e)
-                if a.v:
-                    traceback.print_exc()
-            finally:
-                c.cleanup()
-            print("%s %s: %s [%.1f s]" % (status, name, detail.replace("\n", " | "), time.monotonic() - t0))
-            sys.stdout.flush()
-            if status == "PASS":
-                passed += 1
-            elif status == "FAIL":
-                failed += 1
-                failures.append(name)
-            else:
-                skipped += 1
+        return st.run(tests, lambda t: Ctx(interp, scry, t.name, a.v), "Python %s" % a.python,
+                      verbose=a.v)
     finally:
-        for d in r.cleanup_dirs:
+        for d in EXT_DIRS.values():
             shutil.rmtree(d, ignore_errors=True)
-    print("Python %s: %.1f s" % (a.python, time.monotonic() - t_all))
-    if failures:
-        print("failed: %s" % ", ".join(failures))
-    print("%d passed, %d failed, %d skipped" % (passed, failed, skipped))
-    return 1 if failed else 0
 
 
 if __name__ == "__main__":

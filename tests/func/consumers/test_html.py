@@ -7,7 +7,7 @@ DOM: the script ran (data-ready), the embedded flame graph initialised (data-fg)
 hottest line's source text and its percentage are shown, every tab is there. Then takes a
 1400x1000 screenshot (kept when SCRY_SCREENSHOT_DIR is set).
 
-usage: test_html.py SCRY [PYTHON]     prints "SKIP: reason" and exits 0 without chromium.
+usage: test_html.py SCRY [PYTHON]     prints "SKIP html: reason" and exits 0 without chromium.
 """
 import glob
 import html
@@ -20,6 +20,8 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
+import scrytest as st  # noqa: E402
 WORKLOAD = os.path.join(HERE, "shares_workload.py")
 
 # Appended to a copy of the report: drives the controls like a user and writes what happened
@@ -61,20 +63,6 @@ window.addEventListener('load', function () {
 </script>
 """
 
-passed = 0
-failed = 0
-
-
-def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-        print("ok   " + what)
-    else:
-        failed += 1
-        print("FAIL " + what)
-
-
 def find_chromium():
     for name in ("chromium", "chromium-browser", "google-chrome"):
         p = shutil.which(name)
@@ -94,6 +82,73 @@ def chromium(browser, tmp, url, *extra):
     return r.returncode, r.stdout, r.stderr
 
 
+def run(c, browser):
+    tmp = c.tmp
+    check = c.expect
+    r = c.scry(["record", "-q", "--rate", "200", "--format", "html", "--"] +
+               c.interp.argv(WORKLOAD, "2"), cwd=tmp, timeout=120)
+    check(r.rc == 0, "scry record --format html")
+    found = glob.glob(os.path.join(tmp, "scry-*.html"))
+    check(len(found) == 1, "default output name scry-PID-TIME.html (%s)" % found)
+    if not found:
+        print(r.err)
+        raise st.Fail("no html file")
+    page = found[0]
+    with open(page, encoding="utf-8") as f:
+        static = f.read()
+    check(static.startswith("<!DOCTYPE html>"), "an HTML document")
+
+    # the hottest line per the report's own hot-line table (first row)
+    m = re.search(r'id="sc-hot-table".*?<tbody>\s*<tr[^>]*><td class="loc"[^>]*>'
+                  r'<a class="sc-goto" href="#(L\d+-\d+)">[^<]*</a></td><td>([^<]*)</td>'
+                  r'<td class="n" data-v="[^"]*"><b>([\d.]+%)</b>', static, re.S)
+    check(m is not None, "hot-line table has a first row linked to the source view")
+    if not m:
+        raise st.Fail("no hot-line table")
+    row_id, func, pct = m.group(1), m.group(2), m.group(3)
+    print("hottest line: %s in %s, %s" % (row_id, func, pct))
+    check(func in ("hot_a", "hot_b"), "hottest line is in hot_a or hot_b")
+    check(float(pct[:-1]) >= 20.0, "hottest line holds >= 20%% (%s)" % pct)
+
+    url = "file://" + page
+    rc, dom, err = chromium(browser, tmp, url, "--dump-dom")
+    check(rc == 0 and "<body" in dom, "chromium --dump-dom loads the page")
+    check('data-ready="1"' in dom, "the report's script ran without error")
+    check('data-fg="1"' in dom, "the embedded flame graph initialised")
+    check('class="sc-tabs"' in dom, "tabs are active")
+    rm = re.search(r'<tr class="hot" id="%s"[^>]*>(.*?)</tr>' % re.escape(row_id), dom, re.S)
+    check(rm is not None, "the hot line's row is in the rendered source view")
+    if rm:
+        row = rm.group(1)
+        check("x += i * i" in html.unescape(row) or "for i in range(n):" in html.unescape(row),
+              "the row shows the line's source text")
+        check("<b>%s</b>" % pct in row, "the row shows its percentage %s" % pct)
+    check("hot_a" in dom and "CPU Flame Graph" in dom, "functions and flame graph present")
+
+    driven = os.path.join(tmp, "driven.html")
+    with open(driven, "w", encoding="utf-8") as f:
+        f.write(static.replace("</body>", DRIVER + "</body>"))
+    rc, dom, err = chromium(browser, tmp, "file://" + driven, "--dump-dom")
+    dm = re.search(r'data-test="([^"]*)"', dom)
+    result = json.loads(html.unescape(dm.group(1))) if dm else {"error": "no result"}
+    print("controls: %s" % result)
+    for k in ("sort_desc", "sort_asc", "filter", "unfilter", "whole_file", "tab", "goto"):
+        check(result.get(k) is True, "control works: " + k)
+
+    shot = os.path.join(tmp, "report.png")
+    rc, out, err = chromium(browser, tmp, url, "--screenshot=" + shot,
+                            "--window-size=1400,1000", "--hide-scrollbars")
+    ok = rc == 0 and os.path.exists(shot) and os.path.getsize(shot) > 10000
+    check(ok, "screenshot taken (%d bytes)" % (os.path.getsize(shot) if os.path.exists(shot)
+                                               else 0))
+    keep = os.environ.get("SCRY_SCREENSHOT_DIR")
+    if keep and ok:
+        os.makedirs(keep, exist_ok=True)
+        shutil.copy(shot, os.path.join(keep, "scry-html-report.png"))
+        shutil.copy(page, os.path.join(keep, "scry-html-report.html"))
+    return "chromium renders it: script, flame graph, hot line, controls, screenshot"
+
+
 def main():
     if len(sys.argv) < 2:
         print(__doc__)
@@ -102,79 +157,15 @@ def main():
     python = sys.argv[2] if len(sys.argv) > 2 else "/usr/bin/python3"
     browser = find_chromium()
     if not browser:
-        print("SKIP: chromium not found (install Debian's chromium)")
-        return 0
-    if not os.access(python, os.X_OK):
-        print("SKIP: no interpreter at " + python)
-        return 0
-    tmp = tempfile.mkdtemp(prefix="scry_html_")
+        return st.skip_all("html", "chromium not found (install Debian's chromium)", 1)
     try:
-        r = subprocess.run([scry, "record", "-q", "--rate", "200", "--format", "html", "--",
-                            python, WORKLOAD, "2"], cwd=tmp, stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, universal_newlines=True, timeout=120)
-        check(r.returncode == 0, "scry record --format html")
-        found = glob.glob(os.path.join(tmp, "scry-*.html"))
-        check(len(found) == 1, "default output name scry-PID-TIME.html (%s)" % found)
-        if not found:
-            print(r.stderr)
-            return 1
-        page = found[0]
-        with open(page, encoding="utf-8") as f:
-            static = f.read()
-        check(static.startswith("<!DOCTYPE html>"), "an HTML document")
-
-        # the hottest line per the report's own hot-line table (first row)
-        m = re.search(r'id="sc-hot-table".*?<tbody>\s*<tr[^>]*><td class="loc"[^>]*>'
-                      r'<a class="sc-goto" href="#(L\d+-\d+)">[^<]*</a></td><td>([^<]*)</td>'
-                      r'<td class="n" data-v="[^"]*"><b>([\d.]+%)</b>', static, re.S)
-        check(m is not None, "hot-line table has a first row linked to the source view")
-        if not m:
-            return 1
-        row_id, func, pct = m.group(1), m.group(2), m.group(3)
-        print("hottest line: %s in %s, %s" % (row_id, func, pct))
-        check(func in ("hot_a", "hot_b"), "hottest line is in hot_a or hot_b")
-        check(float(pct[:-1]) >= 20.0, "hottest line holds >= 20%% (%s)" % pct)
-
-        url = "file://" + page
-        rc, dom, err = chromium(browser, tmp, url, "--dump-dom")
-        check(rc == 0 and "<body" in dom, "chromium --dump-dom loads the page")
-        check('data-ready="1"' in dom, "the report's script ran without error")
-        check('data-fg="1"' in dom, "the embedded flame graph initialised")
-        check('class="sc-tabs"' in dom, "tabs are active")
-        rm = re.search(r'<tr class="hot" id="%s"[^>]*>(.*?)</tr>' % re.escape(row_id), dom, re.S)
-        check(rm is not None, "the hot line's row is in the rendered source view")
-        if rm:
-            row = rm.group(1)
-            check("x += i * i" in html.unescape(row) or "for i in range(n):" in html.unescape(row),
-                  "the row shows the line's source text")
-            check("<b>%s</b>" % pct in row, "the row shows its percentage %s" % pct)
-        check("hot_a" in dom and "CPU Flame Graph" in dom, "functions and flame graph present")
-
-        driven = os.path.join(tmp, "driven.html")
-        with open(driven, "w", encoding="utf-8") as f:
-            f.write(static.replace("</body>", DRIVER + "</body>"))
-        rc, dom, err = chromium(browser, tmp, "file://" + driven, "--dump-dom")
-        dm = re.search(r'data-test="([^"]*)"', dom)
-        result = json.loads(html.unescape(dm.group(1))) if dm else {"error": "no result"}
-        print("controls: %s" % result)
-        for k in ("sort_desc", "sort_asc", "filter", "unfilter", "whole_file", "tab", "goto"):
-            check(result.get(k) is True, "control works: " + k)
-
-        shot = os.path.join(tmp, "report.png")
-        rc, out, err = chromium(browser, tmp, url, "--screenshot=" + shot,
-                                "--window-size=1400,1000", "--hide-scrollbars")
-        ok = rc == 0 and os.path.exists(shot) and os.path.getsize(shot) > 10000
-        check(ok, "screenshot taken (%d bytes)" % (os.path.getsize(shot) if os.path.exists(shot)
-                                                   else 0))
-        keep = os.environ.get("SCRY_SCREENSHOT_DIR")
-        if keep and ok:
-            os.makedirs(keep, exist_ok=True)
-            shutil.copy(shot, os.path.join(keep, "scry-html-report.png"))
-            shutil.copy(page, os.path.join(keep, "scry-html-report.html"))
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+        interp = st.from_path(python)
+    except st.Skip as e:
+        return st.skip_all("html", e, 1)
+    tests = st.Tests()
+    tests.add("html", lambda c: run(c, browser))
+    return st.run(tests.select(), lambda t: st.Ctx(t.name, interp, scry,
+                                                   prefix="scry-consumers"), "html")
 
 
 if __name__ == "__main__":

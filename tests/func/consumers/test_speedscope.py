@@ -13,11 +13,11 @@ usage: test_speedscope.py SCRY [PYTHON]
 """
 import json
 import os
-import subprocess
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
+import scrytest as st  # noqa: E402
 WORKLOAD = os.path.join(HERE, "shares_workload.py")
 
 UNITS = ["none", "nanoseconds", "microseconds", "milliseconds", "seconds", "bytes"]
@@ -108,19 +108,6 @@ def validate(value, schema, path, errors):
                 return
 
 
-passed = failed = 0
-
-
-def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-        print("ok   " + what)
-    else:
-        failed += 1
-        print("FAIL " + what)
-
-
 # Allocates and copies enough for memory samples, calling hot_a too.
 MEM_WORKLOAD = ("import sys; sys.path.insert(0, %r); import shares_workload as w\n"
                 "keep = []\n"
@@ -129,15 +116,14 @@ MEM_WORKLOAD = ("import sys; sys.path.insert(0, %r); import shares_workload as w
                 "    b = bytes(keep[-1])\n" % HERE)
 
 
-def record(scry, python, out, extra):
+def record(c, out, extra):
     prog = [WORKLOAD, "2"] if not extra else ["-c", MEM_WORKLOAD]
-    cmd = [scry, "record", "-q", "-f", "speedscope", "-o", out, "-r", "200"] + extra + \
-          ["--", python] + prog
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
-    return p.returncode, p.stderr.decode(errors="replace")
+    cmd = ["record", "-q", "-f", "speedscope", "-o", out, "-r", "200"] + extra + ["--"]
+    r = c.scry(cmd + c.interp.argv(*prog), timeout=120)
+    return r.rc, r.err
 
 
-def check_file(path, what, want_bytes):
+def check_file(check, path, what, want_bytes):
     with open(path) as f:
         doc = json.load(f)
     errors = []
@@ -162,28 +148,35 @@ def check_file(path, what, want_bytes):
         check("bytes" in units, "%s: memory profiles in bytes (units %s)" % (what, sorted(units)))
 
 
+def run(c):
+    check = c.expect
+    out = c.path("cpu.speedscope.json")
+    rc, err = record(c, out, [])
+    check(rc == 0, "record (cpu) exits 0 %s" % err.strip()[-200:])
+    if rc == 0:
+        check_file(check, out, "cpu", False)
+    out = c.path("mem.speedscope.json")
+    rc, err = record(c, out, ["--memory"])
+    check(rc == 0, "record (memory) exits 0 %s" % err.strip()[-200:])
+    if rc == 0:
+        check_file(check, out, "memory", True)
+    return "cpu and --memory profiles valid against the schema"
+
+
 def main():
     if len(sys.argv) < 2:
         print(__doc__)
         return 2
-    scry = sys.argv[1]
+    scry = os.path.abspath(sys.argv[1])
     python = sys.argv[2] if len(sys.argv) > 2 else "/usr/bin/python3"
-    if not os.path.exists(python):
-        print("SKIP: %s is missing" % python)
-        return 0
-    with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "cpu.speedscope.json")
-        rc, err = record(scry, python, out, [])
-        check(rc == 0, "record (cpu) exits 0 %s" % err.strip()[-200:])
-        if rc == 0:
-            check_file(out, "cpu", False)
-        out = os.path.join(tmp, "mem.speedscope.json")
-        rc, err = record(scry, python, out, ["--memory"])
-        check(rc == 0, "record (memory) exits 0 %s" % err.strip()[-200:])
-        if rc == 0:
-            check_file(out, "memory", True)
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    try:
+        interp = st.from_path(python)
+    except st.Skip as e:
+        return st.skip_all("speedscope", e, 1)
+    tests = st.Tests()
+    tests.add("speedscope", run)
+    return st.run(tests.select(), lambda t: st.Ctx(t.name, interp, scry,
+                                                   prefix="scry-consumers"), "speedscope")
 
 
 if __name__ == "__main__":

@@ -5,8 +5,8 @@
 usage: run_memory.py --scry PATH --python VERSION [-k PATTERN] [-v]
 
 VERSION: 3.6 ... 3.13 (pyenv builds) or debian3.11 (/usr/bin/python3.11; the numpy tests
-run only where `import numpy` works). Stdlib only; runs on any Python 3.6+. Same
-conventions as tests/func/run.py: one line "PASS|FAIL|SKIP name: detail" per test, then
+run only where `import numpy` works). Stdlib only; runs on any Python 3.6+. The runner
+is tests/lib/scrytest's: one line "PASS|FAIL|SKIP name: detail" per test, then
 exactly one line "N passed, N failed, N skipped"; exit 1 on a failure; every process a
 test starts is killed at its end; every scry run has a time-out.
 
@@ -17,22 +17,23 @@ the shim's PyMem hooks are installed, then warms up (64 MiB), so launch and atta
 are compared with the same truth. Several tests share one scry run (one per workload case
 and mode, cached); each still prints its own verdict.
 """
-import argparse
 import json
 import os
 import re
-import shutil
 import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
-import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
+import scrytest as st  # noqa: E402
+from scrytest import Fail, Skip, check, rel_err, short, within  # noqa: E402
+from scrytest.clock import now  # noqa: E402
+
 WORKLOAD = os.path.join(HERE, "workloads", "memwork.py")
-VERSIONS = ["3.6", "3.7", "3.8", "3.9", "3.10", "3.11", "3.12", "3.13", "debian3.11"]
+VERSIONS = st.PYENV_LABELS + ["debian3.11"]
 
 SCRY_TIMEOUT = 120  # seconds: no scry command may take longer
 READY_TIMEOUT = 60  # workload start-up (numpy import) on a loaded machine
@@ -46,179 +47,23 @@ NET_OF_ALLOC = 0.05  # |net| of a line that frees what it allocates, relative to
 SPEED_RATIO = 1.3  # target's time per iteration after scry was SIGKILLed vs before
 
 
-class Fail(Exception):
-    pass
-
-
-class Skip(Exception):
-    pass
-
-
-def check(cond, msg):
-    if not cond:
-        raise Fail(msg)
-
-
-def short(text, n=500):
-    text = (text or "").strip()
-    return text if len(text) <= n else text[: n // 2] + " ... " + text[-n // 2 :]
-
-
-def rel_err(got, want):
-    return (got - want) / want if want else float("inf")
+CACHE = {}  # (case, mode, options) -> Run: one scry run shared by several tests
 
 
 # ---------------------------------------------------------------------------------------
-# interpreters
+# per-test context: scrytest's, with this suite's workload runs
 
 
-def find_interpreter(label):
-    if label == "debian3.11":
-        path = "/usr/bin/python3.11"
-        if not os.access(path, os.X_OK):
-            raise Skip("%s not found" % path)
-        return path
-    vdir = os.path.join(os.environ.get("PYENV_ROOT") or "/root/.pyenv", "versions")
-    try:
-        names = sorted(os.listdir(vdir))
-    except OSError:
-        raise Skip("no pyenv versions directory %s" % vdir)
-    for name in names:
-        if re.match(r"^%s\.\d+$" % re.escape(label), name):
-            path = os.path.join(vdir, name, "bin", "python" + label)
-            if os.access(path, os.X_OK):
-                return path
-    raise Skip("no CPython %s.x under %s" % (label, vdir))
-
-
-def clean_env(extra=None):
-    env = dict(os.environ)
-    for k in ("PYTHONHOME", "PYTHONPATH", "PYENV_VERSION", "PYTHONSTARTUP", "LD_PRELOAD",
-              "SCRY_RING", "PYTHONMALLOC"):
-        env.pop(k, None)
-    env.update({"LC_ALL": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1"})
-    env.update(extra or {})
-    return env
-
-
-# ---------------------------------------------------------------------------------------
-# per-test context
-
-
-class Ctx(object):
-    def __init__(self, runner, name, parent=None):
-        self.r = runner
-        self.python = runner.python
-        if parent:  # a test's own folder inside the run's folder (cached runs stay there)
-            self.tmp = tempfile.mkdtemp(prefix="%s-" % name, dir=parent)
-        else:
-            self.tmp = tempfile.mkdtemp(prefix="scry-mem-%s-" % name)
-        os.chmod(self.tmp, 0o755)
-        self.keep_tmp = parent is not None
-        self.procs = []
-        self.rings = []  # /dev/shm ring files a killed scry could not remove
-
-    def spawn(self, cmd, log_name, env=None):
-        log = open(os.path.join(self.tmp, log_name), "wb")
-        cmd = [str(a) for a in cmd]
-        p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                             env=env or clean_env(), start_new_session=True)
-        p.log_path = log.name
-        log.close()
-        self.procs.append(p)
-        return p
-
-    def log_of(self, p):
-        try:
-            with open(p.log_path, "rb") as f:
-                return f.read().decode("utf-8", "replace")
-        except OSError:
-            return ""
-
-    def kill(self, p):
-        if p.poll() is None:
-            for fn in (os.killpg, os.kill):
-                try:
-                    fn(p.pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
-        try:
-            p.wait(10)
-        except subprocess.TimeoutExpired:
-            pass
-
-    def strays(self):
-        found = []
-        key = self.tmp.encode()
-        for d in os.listdir("/proc"):
-            if not d.isdigit() or int(d) == os.getpid():
-                continue
-            try:
-                with open("/proc/%s/cmdline" % d, "rb") as f:
-                    cmd = f.read()
-                with open("/proc/%s/stat" % d, "rb") as f:
-                    state = f.read().rsplit(b")", 1)[1].split()[0]
-            except OSError:
-                continue
-            if key in cmd and state != b"Z":
-                found.append(int(d))
-        return found
-
-    def cleanup(self):
-        for p in self.procs:
-            self.kill(p)
-        for _ in range(3):
-            pids = self.strays()
-            if not pids:
-                break
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
-            time.sleep(0.2)
-        for path in self.rings:
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
-        if not self.keep_tmp:
-            shutil.rmtree(self.tmp, ignore_errors=True)
-
-    # -- scry ----------------------------------------------------------------------------
-
-    def scry(self, args, timeout=SCRY_TIMEOUT):
-        """Runs scry to its end; (rc, stdout, stderr, wall seconds)."""
-        cmd = [self.r.scry] + [str(a) for a in args]
-        t0 = time.monotonic()
-        p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, env=clean_env(), start_new_session=True)
-        self.procs.append(p)
-        try:
-            out, err = p.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.kill(p)
-            raise Fail("scry %s: no exit after %d s (killed)" % (" ".join(cmd[1:]), timeout))
-        err = err.decode("utf-8", "replace")
-        if self.r.verbose:
-            print("    $ scry %s -> %d\n%s" % (" ".join(cmd[1:]), p.returncode, err.rstrip()))
-        return p.returncode, out.decode("utf-8", "replace"), err, time.monotonic() - t0
+class Ctx(st.Ctx):
+    def __init__(self, interp, scry, name, verbose, parent=None):
+        st.Ctx.__init__(self, name, interp, scry, verbose, prefix="scry-mem", parent=parent,
+                        scry_timeout=SCRY_TIMEOUT, ready_timeout=READY_TIMEOUT)
+        self.workload = os.path.join(self.stage(os.path.dirname(WORKLOAD)),
+                                     os.path.basename(WORKLOAD))
 
     def workload_args(self, case, truth, extra=()):
-        return [self.python, WORKLOAD, case, "--truth", truth, "--wait-ring", RING_WAIT,
-                "--max-seconds", 100] + [str(a) for a in extra]
-
-    def wait_file(self, path, p, what, timeout=READY_TIMEOUT):
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            if os.path.exists(path):
-                with open(path) as f:
-                    return json.load(f)
-            if p.poll() is not None:
-                raise Fail("%s exited (%s) before %s: %s" % (
-                    os.path.basename(WORKLOAD), p.returncode, what, short(self.log_of(p))))
-            time.sleep(0.02)
-        raise Fail("workload not %s after %d s" % (what, timeout))
+        return self.interp.argv(self.workload, case, "--truth", self.tpath(truth),
+                                "--wait-ring", RING_WAIT, "--max-seconds", 100, *extra)
 
     def run_case(self, case, mode, fmt="json", scry_extra=(), extra=(), name="out"):
         """Runs the workload CASE under `scry record --memory` in MODE ('launch' or
@@ -228,21 +73,22 @@ class Ctx(object):
         truth = os.path.join(self.tmp, "%s-truth.json" % name)
         common = ["record", "--memory", "--format", fmt, "-o", out] + list(scry_extra)
         if mode == "launch":
-            rc, _, err, wall = self.scry(common + ["--"] + self.workload_args(case, truth, extra))
+            res = self.scry(common + ["--"] + self.workload_args(case, truth, extra))
             wrc = None
         else:
             ready = os.path.join(self.tmp, "%s-ready.json" % name)
-            p = self.spawn(self.workload_args(case, truth, list(extra) + ["--ready", ready]),
-                           name + ".log")
-            info = self.wait_file(ready, p, "ready")
-            rc, _, err, wall = self.scry(common + ["--pid", info["pid"]])
+            p = self.spawn(self.workload_args(case, truth, list(extra) + ["--ready",
+                                                                          self.tpath(ready)]),
+                           log_name=name + ".log")
+            info = self.wait_json(ready, p, "workload %s ready" % case)
+            res = self.scry(common + ["--pid", info["pid"]])
             try:
                 wrc = p.wait(60)
             except subprocess.TimeoutExpired:
                 raise Fail("the attached workload did not finish 60 s after scry ended")
             check(wrc == 0 or case == "exit", "the attached workload exited %s: %s" % (
-                wrc, short(self.log_of(p))))
-        return Run(self, case, mode, out, truth, rc, err, wrc, fmt)
+                wrc, short(self.proc_log(p))))
+        return Run(self, case, mode, out, truth, res.rc, res.err, wrc, fmt)
 
 
 class Run(object):
@@ -304,23 +150,16 @@ class Run(object):
         return m
 
 
-def within(got, want, tol, what):
-    e = rel_err(got, want)
-    detail = "%s %.1f MB vs truth %.1f MB (%+.1f%%)" % (what, got, want, 100 * e)
-    check(abs(e) <= tol, "%s: off by more than %d%%" % (detail, round(100 * tol)))
-    return detail
-
-
 # ---------------------------------------------------------------------------------------
 # tests
 
-TESTS = []
+TESTS = st.Tests()
 
 
 def test(name, modes=("launch", "attach"), numpy=False):
     def deco(fn):
         for m in modes:
-            TESTS.append(("%s_%s" % (name, m), fn, m, numpy))
+            TESTS.add("%s_%s" % (name, m), fn, mode=m, numpy=numpy)
         return fn
 
     return deco
@@ -328,9 +167,9 @@ def test(name, modes=("launch", "attach"), numpy=False):
 
 def cached(c, case, mode, **kw):
     key = (case, mode, tuple(sorted(kw.items())))
-    if key not in c.r.cache:
-        c.r.cache[key] = c.run_case(case, mode, name="%s-%s" % (case, mode), **kw)
-    return c.r.cache[key]
+    if key not in CACHE:
+        CACHE[key] = c.run_case(case, mode, name="%s-%s" % (case, mode), **kw)
+    return CACHE[key]
 
 
 def note_attach(run):
@@ -623,20 +462,18 @@ def per_iter(rows, t0, t1):
 def t_sigkill(c, mode):
     log, stop = os.path.join(c.tmp, "rates.jsonl"), os.path.join(c.tmp, "stop")
     truth, ready = os.path.join(c.tmp, "truth.json"), os.path.join(c.tmp, "ready.json")
-    p = c.spawn([c.python, WORKLOAD, "speed", "--log", log, "--stop", stop, "--truth", truth,
-                 "--ready", ready, "--max-seconds", 100], "speed.log")
-    info = c.wait_file(ready, p, "ready")
+    p = c.spawn(c.interp.argv(c.workload, "speed", "--log", c.tpath(log), "--stop",
+                              c.tpath(stop), "--truth", c.tpath(truth), "--ready",
+                              c.tpath(ready), "--max-seconds", 100), log_name="speed.log")
+    info = c.wait_json(ready, p, "workload speed ready")
     pid = info["pid"]
     time.sleep(3.0)
-    t_before = time.monotonic()
+    t_before = now()
     out = os.path.join(c.tmp, "killed.json")
-    s = subprocess.Popen([c.r.scry, "record", "--memory", "--pid", str(pid), "-f", "json", "-o",
-                          out], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.PIPE, env=clean_env(), start_new_session=True)
-    c.procs.append(s)
-    deadline = time.monotonic() + 30
+    s = c.scry_start(["record", "--memory", "--pid", pid, "-f", "json", "-o", out])
+    deadline = now() + 30
     path = None
-    while time.monotonic() < deadline:
+    while now() < deadline:
         path, enabled = ring_state(pid)
         if enabled == 1:
             break
@@ -647,18 +484,18 @@ def t_sigkill(c, mode):
     else:
         raise Fail("the ring was not enabled in pid %d within 30 s" % pid)
     if path:
-        c.rings.append(path)
+        c.remove_files.append(path)
     time.sleep(2.0)
-    check(p.poll() is None, "target died while profiled: %s" % short(c.log_of(p)))
-    t_kill = time.monotonic()
+    check(p.poll() is None, "target died while profiled: %s" % short(c.proc_log(p)))
+    t_kill = now()
     os.killpg(s.pid, signal.SIGKILL)
     s.wait(10)
     time.sleep(1.5)  # the shim notices the stale heartbeat after 1 s
-    t_after = time.monotonic()
+    t_after = now()
     time.sleep(3.0)
-    t_end = time.monotonic()
+    t_end = now()
     check(p.poll() is None, "target died after scry was killed: exit %s; %s" % (
-        p.returncode, short(c.log_of(p))))
+        p.returncode, short(c.proc_log(p))))
     with open("/proc/%d/status" % pid) as f:
         status = f.read()
     tracer = re.search(r"TracerPid:\s*(\d+)", status).group(1)
@@ -671,7 +508,7 @@ def t_sigkill(c, mode):
         rc = p.wait(30)
     except subprocess.TimeoutExpired:
         raise Fail("target did not finish 30 s after being told to")
-    check(rc == 0, "target exited %s: %s" % (rc, short(c.log_of(p))))
+    check(rc == 0, "target exited %s: %s" % (rc, short(c.proc_log(p))))
     with open(truth) as f:
         tr = json.load(f)
     check(tr.get("total_ok"), "target computed a wrong result after the kill: %s" % tr)
@@ -694,81 +531,33 @@ def t_sigkill(c, mode):
 # runner
 
 
-class Runner(object):
-    def __init__(self, scry, label, verbose):
-        self.scry, self.label, self.verbose = scry, label, verbose
-        self.python = None
-        self.has_numpy = False
-        self.cache = {}
-
-
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--scry", required=True)
-    ap.add_argument("--python", required=True, choices=VERSIONS)
-    ap.add_argument("-k", action="append", default=[], metavar="PATTERN")
-    ap.add_argument("-v", action="store_true")
+    ap = st.add_common_args(st.runner.parser(__doc__), VERSIONS)
     a = ap.parse_args()
-    r = Runner(os.path.abspath(a.scry), a.python, a.v)
-    tests = [t for t in TESTS if not a.k or any(k in t[0] for k in a.k)]
-    if not os.access(r.scry, os.X_OK):
-        print("FAIL setup: scry executable %s not found" % r.scry)
-        print("0 passed, 1 failed, 0 skipped")
-        return 1
+    scry = os.path.abspath(a.scry)
+    tests = TESTS.select(a.k)
+    if not os.access(scry, os.X_OK):
+        return st.setup_failed("scry executable %s not found" % scry)
     try:
-        r.python = find_interpreter(a.python)
+        interp = st.find(a.python)
     except Skip as e:
-        print("SKIP %s: %s" % (a.python, e))
-        print("0 passed, 0 failed, %d skipped" % len(tests))
-        return 0
-    out = subprocess.run([r.python, "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"],
-                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=60)
-    version = out.stdout.decode().strip()
-    r.has_numpy = subprocess.run([r.python, "-c", "import numpy"], stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.DEVNULL, timeout=60).returncode == 0
-    print("scry memory tests: %s, Python %s (%s)%s" % (r.scry, version, r.python,
-                                                       ", numpy" if r.has_numpy else ""))
+        return st.skip_all(a.python, e, len(tests))
+    has_numpy = interp.has_module("numpy")
+    print("scry memory tests: %s, %s%s" % (scry, interp.describe(),
+                                           ", numpy" if has_numpy else ""))
     sys.stdout.flush()
-    passed = failed = skipped = 0
-    failures = []
-    t_all = time.monotonic()
-    shared = Ctx(r, "shared")  # holds the cached runs' files until the end
+    shared = st.Ctx("shared", interp, prefix="scry-mem")  # holds the cached runs' files
+
+    def call(t, c):
+        if t.numpy and not has_numpy:
+            raise Skip("numpy not importable by %s" % interp.path)
+        return t.fn(c, t.mode)
+
     try:
-        for name, fn, mode, needs_numpy in tests:
-            c = Ctx(r, name, parent=shared.tmp)
-            t0 = time.monotonic()
-            try:
-                if needs_numpy and not r.has_numpy:
-                    raise Skip("numpy not importable by %s" % r.python)
-                detail = fn(c, mode) or ""
-                status = "PASS"
-            except Skip as e:
-                status, detail = "SKIP", str(e)
-            except Fail as e:
-                status, detail = "FAIL", str(e)
-            except Exception as e:
-                status, detail = "FAIL", "%s: %s" % (type(e).__name__, e)
-                if a.v:
-                    traceback.print_exc()
-            finally:
-                c.cleanup()
-            print("%s %s: %s [%.1f s]" % (status, name, detail.replace("\n", " | "),
-                                           time.monotonic() - t0))
-            sys.stdout.flush()
-            if status == "PASS":
-                passed += 1
-            elif status == "FAIL":
-                failed += 1
-                failures.append(name)
-            else:
-                skipped += 1
+        return st.run(tests, lambda t: Ctx(interp, scry, t.name, a.v, parent=shared.tmp),
+                      "Python %s" % a.python, call=call, verbose=a.v)
     finally:
         shared.cleanup()
-    print("Python %s: %.1f s" % (a.python, time.monotonic() - t_all))
-    if failures:
-        print("failed: %s" % ", ".join(failures))
-    print("%d passed, %d failed, %d skipped" % (passed, failed, skipped))
-    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -16,22 +16,20 @@ exit 1 on a failure. Every process a test starts is killed at its end.
   signals   SIGRTMIN at ~3000/s to the target during attach sessions: every signal sent
             (kill() returned 0) is delivered to it (counted by the target).
 """
-import argparse
-import json
 import os
 import random
-import re
-import shutil
 import signal
 import statistics
-import subprocess
 import sys
-import tempfile
 import threading
 import time
-import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
+import scrytest as st  # noqa: E402
+from scrytest import Skip, check  # noqa: E402
+from scrytest.clock import now  # noqa: E402
+
 WORKLOAD = os.path.join(HERE, "workloads", "safework.py")
 SCRY_TIMEOUT = 60
 READY_TIMEOUT = 30
@@ -45,44 +43,6 @@ KILLS = 24         # SIGKILLs of scry per run
 KILL_WINDOW = 0.6  # seconds after scry's start in which it is killed (covers injection)
 SIG_RATE = 3000    # SIGRTMIN per second
 SIG_SESSIONS = 6
-
-
-class Fail(Exception):
-    pass
-
-
-class Skip(Exception):
-    pass
-
-
-def check(cond, msg):
-    if not cond:
-        raise Fail(msg)
-
-
-def find_interpreter(label):
-    if label == "debian3.11":
-        path = "/usr/bin/python3.11"
-        if not os.access(path, os.X_OK):
-            raise Skip("%s not found" % path)
-        return path
-    vdir = os.path.join(os.environ.get("PYENV_ROOT") or "/root/.pyenv", "versions")
-    names = sorted(os.listdir(vdir)) if os.path.isdir(vdir) else []
-    for name in names:
-        if re.match(r"^%s\.\d+$" % re.escape(label), name):
-            path = os.path.join(vdir, name, "bin", "python" + label)
-            if os.access(path, os.X_OK):
-                return path
-    raise Skip("no CPython %s.x under %s" % (label, vdir))
-
-
-def clean_env():
-    env = dict(os.environ)
-    for k in ("PYTHONHOME", "PYTHONPATH", "PYENV_VERSION", "PYTHONSTARTUP", "LD_PRELOAD",
-              "SCRY_RING", "PYTHONMALLOC"):
-        env.pop(k, None)
-    env.update({"LC_ALL": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1"})
-    return env
 
 
 def proc_status(pid):
@@ -120,85 +80,55 @@ def shm_rings():
         return set()
 
 
-class Ctx(object):
-    def __init__(self, runner, name):
-        self.r = runner
-        self.python = runner.python
-        self.tmp = tempfile.mkdtemp(prefix="scry-memsafe-%s-" % name)
-        os.chmod(self.tmp, 0o755)
-        self.procs = []
+class Ctx(st.Ctx):
+    def __init__(self, interp, scry, name, verbose):
+        st.Ctx.__init__(self, name, interp, scry, verbose, prefix="scry-memsafe",
+                        scry_timeout=SCRY_TIMEOUT, ready_timeout=READY_TIMEOUT)
+        self.workload = os.path.join(self.stage(os.path.dirname(WORKLOAD)),
+                                     os.path.basename(WORKLOAD))
 
     def spawn_target(self, mode, name):
-        ctl = os.path.join(self.tmp, name)
+        """Starts workloads/safework.py MODE with its control directory NAME; waits until
+        it is ready."""
+        ctl = self.path(name)
         os.mkdir(ctl)
-        log = open(os.path.join(ctl, "log"), "wb")
-        p = subprocess.Popen([self.python, WORKLOAD, mode, ctl], stdin=subprocess.DEVNULL,
-                             stdout=log, stderr=subprocess.STDOUT, env=clean_env(),
-                             start_new_session=True)
-        log.close()
+        p = self.spawn(self.interp.argv(self.workload, mode, self.tpath(ctl)),
+                       log_name=name + ".log")
         p.ctl = ctl
-        self.procs.append(p)
-        self.wait_json(p, "ready")
+        self.ctl_json(p, "ready")
         return p
 
-    def wait_json(self, p, name, timeout=READY_TIMEOUT):
-        path = os.path.join(p.ctl, name)
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            if os.path.exists(path):
-                with open(path) as f:
-                    return json.load(f)
-            if p.poll() is not None:
-                with open(os.path.join(p.ctl, "log"), "rb") as f:
-                    raise Fail("target exited (%s) before %s: %s" % (
-                        p.returncode, name, f.read().decode("utf-8", "replace")[-500:]))
-            time.sleep(0.01)
-        raise Fail("target: no %s after %d s" % (name, timeout))
+    def ctl_json(self, p, name, timeout=None):
+        """The JSON file NAME the target P writes into its control directory."""
+        return self.wait_json(os.path.join(p.ctl, name), p, "target", timeout)
 
-    def scry_cmd(self, pid, seconds):
-        out = os.path.join(self.tmp, "out.json")
-        return [self.r.scry, "record", "--memory", "-q", "-f", "json", "-o", out, "-d",
-                str(seconds), "--pid", str(pid)]
+    def scry_args(self, pid, seconds):
+        return ["record", "--memory", "-q", "-f", "json", "-o", self.path("out.json"), "-d",
+                seconds, "--pid", pid]
 
-    def scry(self, pid, seconds):
-        p = subprocess.Popen(self.scry_cmd(pid, seconds), stdin=subprocess.DEVNULL,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env(),
-                             start_new_session=True)
-        self.procs.append(p)
-        try:
-            _, err = p.communicate(timeout=SCRY_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            raise Fail("scry did not exit within %d s" % SCRY_TIMEOUT)
-        self.procs.remove(p)
-        return p.returncode, err.decode("utf-8", "replace")
+    def session(self, pid, seconds):
+        """One attached --memory session of SECONDS: (exit code, stderr)."""
+        res = self.scry(self.scry_args(pid, seconds))
+        return res.rc, res.err
 
     def healthy(self, p):
         """Fails unless target P is alive, not stopped and not traced."""
         check(p.poll() is None, "the target died (%s)" % p.returncode)
-        st = {}
+        status = {}
         for _ in range(50):  # the kernel detaches a dead tracer's tracees at once
-            st = proc_status(p.pid)
-            if st.get("TracerPid") == "0" and not st.get("State", "").startswith(("T", "t")):
+            status = proc_status(p.pid)
+            if status.get("TracerPid") == "0" and not status.get("State", "").startswith(
+                    ("T", "t")):
                 break
             time.sleep(0.02)
-        check(st.get("TracerPid") == "0", "the target is traced by %s" % st.get("TracerPid"))
-        check(not st.get("State", "").startswith(("T", "t")), "the target is stopped: %s" %
-              st.get("State"))
+        check(status.get("TracerPid") == "0", "the target is traced by %s"
+              % status.get("TracerPid"))
+        check(not status.get("State", "").startswith(("T", "t")), "the target is stopped: %s" %
+              status.get("State"))
         for tid in os.listdir("/proc/%d/task" % p.pid):
             with open("/proc/%d/task/%s/stat" % (p.pid, tid)) as f:
                 state = f.read().rsplit(")", 1)[1].split()[0]
             check(state not in ("T", "t"), "thread %s is stopped" % tid)
-
-    def cleanup(self):
-        for p in self.procs:
-            if p.poll() is None:
-                try:
-                    os.killpg(p.pid, signal.SIGKILL)
-                except OSError:
-                    pass
-                p.wait()
-        shutil.rmtree(self.tmp, ignore_errors=True)
 
 
 # ---------------------------------------------------------------------------------------
@@ -208,19 +138,19 @@ def measure(c, targets, n):
     """One measurement window on each target, all at once: CPU seconds per iteration."""
     for p in targets:
         open(os.path.join(p.ctl, "measure-%d" % n), "w").close()
-    return [c.wait_json(p, "result-%d" % n, 120)["cpu_per_iter"] for p in targets]
+    return [c.ctl_json(p, "result-%d" % n, 120)["cpu_per_iter"] for p in targets]
 
 
 def t_sessions(c):
     a = c.spawn_target("twin", "a")
     b = c.spawn_target("twin", "b")
-    t0 = time.monotonic()
+    t0 = now()
     for i in range(SESSIONS):
-        rc, err = c.scry(a.pid, SESSION_S)
+        rc, err = c.session(a.pid, SESSION_S)
         check(rc == 0, "session %d of %d: scry exited %d: %s" % (i + 1, SESSIONS, rc,
                                                                 err.strip()[-400:]))
         c.healthy(a)
-    t_sessions = time.monotonic() - t0
+    t_sessions = now() - t0
     left = []
     for _ in range(100):  # the shim lets go of the last ring at its next slow path
         left = ring_leftovers(a.pid)
@@ -251,14 +181,10 @@ def t_kill(c):
     rng = random.Random(os.getpid())
     left = set()
     for i in range(KILLS):
-        p = subprocess.Popen(c.scry_cmd(a.pid, 5), stdin=subprocess.DEVNULL,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                             env=clean_env(), start_new_session=True)
-        c.procs.append(p)
+        p = c.scry_start(c.scry_args(a.pid, 5))
         time.sleep(rng.uniform(0, KILL_WINDOW))
-        p.kill()
-        p.wait()
-        c.procs.remove(p)
+        p.kill()  # SIGKILL to scry alone, at a random moment of its start
+        p.communicate()
         c.healthy(a)
         new = shm_rings() - before
         if new:
@@ -269,7 +195,7 @@ def t_kill(c):
                 except OSError:
                     pass
     check(not left, "%d of %d SIGKILLs left a ring in /dev/shm" % (len(left), KILLS))
-    rc, err = c.scry(a.pid, SESSION_S)  # and the target still accepts a session
+    rc, err = c.session(a.pid, SESSION_S)  # and the target still accepts a session
     check(rc == 0, "a session after the kills: scry exited %d: %s" % (rc, err.strip()[-400:]))
     return "%d kills in the first %.1f s: nothing in /dev/shm, target alive and untraced" % (
         KILLS, KILL_WINDOW)
@@ -282,7 +208,7 @@ def t_signals(c):
 
     def flood():
         period = 1.0 / SIG_RATE
-        nxt = time.monotonic()
+        nxt = now()
         while not stop.is_set():
             try:
                 os.kill(a.pid, signal.SIGRTMIN)
@@ -290,7 +216,7 @@ def t_signals(c):
             except OSError:
                 pass  # not queued (EAGAIN: pending limit): not sent, not counted
             nxt += period
-            d = nxt - time.monotonic()
+            d = nxt - now()
             if d > 0:
                 time.sleep(d)
 
@@ -298,7 +224,7 @@ def t_signals(c):
     th.start()
     try:
         for i in range(SIG_SESSIONS):
-            rc, err = c.scry(a.pid, SESSION_S)
+            rc, err = c.session(a.pid, SESSION_S)
             check(rc == 0, "session %d: scry exited %d: %s" % (i + 1, rc, err.strip()[-400:]))
     finally:
         stop.set()
@@ -306,61 +232,33 @@ def t_signals(c):
     time.sleep(0.3)
     c.healthy(a)
     open(os.path.join(a.ctl, "stop"), "w").close()
-    got = c.wait_json(a, "count")["count"]
+    got = c.ctl_json(a, "count")["count"]
     check(got == sent[0], "%d SIGRTMIN sent during %d sessions, %d delivered (%d lost)" % (
         sent[0], SIG_SESSIONS, got, sent[0] - got))
     return "%d SIGRTMIN sent during %d sessions, all delivered" % (sent[0], SIG_SESSIONS)
 
 
-TESTS = [("sessions", t_sessions), ("kill", t_kill), ("signals", t_signals)]
-
-
-class Runner(object):
-    def __init__(self, args):
-        self.scry = os.path.abspath(args.scry)
-        self.label = args.python
-        self.python = find_interpreter(args.python)
-        self.verbose = args.verbose
+TESTS = st.Tests()
+TESTS.add("sessions", t_sessions)
+TESTS.add("kill", t_kill)
+TESTS.add("signals", t_signals)
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--scry", required=True)
-    ap.add_argument("--python", required=True)
-    ap.add_argument("-k", default="")
-    ap.add_argument("-v", "--verbose", action="store_true")
-    args = ap.parse_args()
+    ap = st.add_common_args(st.runner.parser(__doc__), st.PYENV_LABELS + ["debian3.11"])
+    a = ap.parse_args()
+    scry = os.path.abspath(a.scry)
+    tests = TESTS.select(a.k)
+    if not os.access(scry, os.X_OK):
+        return st.setup_failed("scry executable %s not found" % scry)
     try:
-        r = Runner(args)
+        interp = st.find(a.python)
     except Skip as e:
-        print("SKIP %s: %s" % (args.python, e))
-        print("0 passed, 0 failed, 1 skipped")
-        return 0
-    npass = nfail = nskip = 0
-    for name, fn in TESTS:
-        if args.k and args.k not in name:
-            continue
-        full = "%s.%s" % (args.python, name)
-        c = Ctx(r, name)
-        t0 = time.monotonic()
-        try:
-            detail = fn(c)
-            print("PASS %s: %s (%.0f s)" % (full, detail, time.monotonic() - t0))
-            npass += 1
-        except Skip as e:
-            print("SKIP %s: %s" % (full, e))
-            nskip += 1
-        except Fail as e:
-            print("FAIL %s: %s (%.0f s)" % (full, e, time.monotonic() - t0))
-            nfail += 1
-        except Exception:
-            print("FAIL %s: %s" % (full, traceback.format_exc()))
-            nfail += 1
-        finally:
-            c.cleanup()
-        sys.stdout.flush()
-    print("%d passed, %d failed, %d skipped" % (npass, nfail, nskip))
-    return 1 if nfail else 0
+        return st.skip_all(a.python, e, len(tests))
+    print("scry memory-safety tests: %s, %s" % (scry, interp.describe()))
+    sys.stdout.flush()
+    return st.run(tests, lambda t: Ctx(interp, scry, t.name, a.v), "Python %s" % a.python,
+                  verbose=a.v)
 
 
 if __name__ == "__main__":

@@ -9,23 +9,24 @@ the header, hot() first with a plausible share, the lines view ('l') showing hot
 a sort key ('2'), a resize to 80x20, 'q' giving back a sane shell prompt (normal screen,
 echo and canonical mode restored), and, in a second run, the target being killed while top
 runs ('process exited' with the data kept until 'q'). Also checks the plain-text mode
-(stdout not a terminal, --once). Stdlib only. Exits 0 (pass), 1 (fail) or 77 (skipped:
-tmux missing), printing one line per check.
+(stdout not a terminal, --once). Stdlib only. The runner is tests/lib/scrytest's: one
+PASS/FAIL/SKIP line per test (plain, screen, exit; the checks of each listed under it),
+then "N passed, N failed, N skipped"; "SKIP top: ..." when tmux is missing.
 """
-import argparse
-import json
 import os
 import re
 import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
+import scrytest as st  # noqa: E402
+from scrytest import Fail  # noqa: E402
+
 WORKLOAD = os.path.join(HERE, "seventy_thirty.py")
-SKIP = 77
 PROMPT = "PROMPT$"
 ROW = re.compile(
     r"^\s*([\d.]+)%\s+([\d.]+)%\s+(\S+)\s+(\S+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\S.*?)\s*$"
@@ -33,10 +34,6 @@ ROW = re.compile(
 ROW_NARROW = re.compile(r"^\s*([\d.]+)%\s+([\d.]+)%\s+(\S+)\s+(\S+)\s+(\S.*?)\s*$")
 
 VERBOSE = False
-
-
-class Fail(Exception):
-    pass
 
 
 def check(cond, msg, screen=None):
@@ -94,9 +91,9 @@ class Tmux(object):
         self.run("resize-window", "-t", self.target, "-x", str(width), "-y", str(height))
 
     def wait_for(self, pred, timeout, what):
-        end = time.time() + timeout
+        d = st.Deadline(timeout)
         s = ""
-        while time.time() < end:
+        while not d.expired():
             s = self.screen()
             if pred(s):
                 return s
@@ -117,26 +114,6 @@ def rows(screen, narrow=False):
     return out
 
 
-def start_workload(python, tmp):
-    ready = os.path.join(tmp, "ready.json")
-    proc = subprocess.Popen(
-        [python, WORKLOAD, ready, "150"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        cwd=tmp,
-    )
-    end = time.time() + 45
-    while time.time() < end:
-        if os.path.exists(ready):
-            with open(ready) as f:
-                return proc, json.load(f)
-        if proc.poll() is not None:
-            raise Fail("the workload exited early (status %s)" % proc.returncode)
-        time.sleep(0.1)
-    proc.kill()
-    raise Fail("the workload did not get ready in 45 s")
-
-
 def check_shell_back(tm, what):
     """scry has exited and the pane is a sane shell again."""
     tm.wait_for(lambda s: s.rstrip().splitlines()[-1:] == [PROMPT], 10, "the prompt after " + what)
@@ -153,11 +130,11 @@ def check_shell_back(tm, what):
         s,
     )
     tm.type_line("clear")
-    log("PASS %s: scry exited, shell prompt back, normal screen, echo and icanon on" % what)
+    log("    ok   %s: scry exited, shell prompt back, normal screen, echo and icanon on" % what)
 
 
 def test_plain(scry, pid):
-    p = subprocess.run(
+    p = subprocess.run(  # (scry top --once: no terminal, a bounded run)
         [scry, "top", "--pid", str(pid), "--once", "--duration", "2"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -170,15 +147,15 @@ def test_plain(scry, pid):
     check(r and r[0]["name"].startswith("hot "), "plain: hot() is not the first row", out)
     if VERBOSE:
         log(out)
-    log("PASS plain text (--once, not a tty): hot() first at %.1f%%" % r[0]["own"])
+    return "plain text (--once, not a tty): hot() first at %.1f%%" % r[0]["own"]
 
 
 def test_screen(scry, work, proc, tm):
     pid = work["pid"]
     tm.type_line("%s top --pid %d" % (scry, pid))
-    t0 = time.time()
+    t0 = st.now()
     s = tm.wait_for(lambda s: len(rows(s)) >= 2, 15, "the first table")
-    time.sleep(max(0.0, 3.0 - (time.time() - t0)))
+    time.sleep(max(0.0, 3.0 - st.since(t0)))
     # The header, and hot() first: a 1 s window is noisy on a loaded machine, so a few
     # refreshes are allowed.
     for attempt in range(6):
@@ -194,7 +171,7 @@ def test_screen(scry, work, proc, tm):
     r = rows(s)
     check(r and r[0]["name"].startswith("hot ("), "hot() is not the first row", s)
     check(0.5 <= r[0]["own"] <= 200, "hot() at an implausible %.1f%%" % r[0]["own"], s)
-    log("PASS header and hot() first at %.1f%% (last 1 s)" % r[0]["own"])
+    log("    ok   header and hot() first at %.1f%% (last 1 s)" % r[0]["own"])
     if VERBOSE:
         log(s)
     first_screen = s
@@ -206,7 +183,7 @@ def test_screen(scry, work, proc, tm):
     check("hot" in by and "cold" in by, "hot() or cold() missing since start", s)
     share = by["hot"]["own"] / max(1e-9, by["hot"]["own"] + by["cold"]["own"])
     check(0.5 <= share <= 0.9, "hot/(hot+cold) = %.2f, expected about 0.7" % share, s)
-    log("PASS since start: hot %.1f%%, cold %.1f%% of one CPU, hot share %.2f (truth 0.70)"
+    log("    ok   since start: hot %.1f%%, cold %.1f%% of one CPU, hot share %.2f (truth 0.70)"
         % (by["hot"]["own"], by["cold"]["own"], share))
     tm.keys("w")
 
@@ -216,7 +193,7 @@ def test_screen(scry, work, proc, tm):
     s = tm.wait_for(lambda s: "lines by %Own" in s and want in s, 6, "the lines view")
     r = rows(s)
     check(r and r[0]["name"].startswith("hot ("), "lines: the first row is not in hot()", s)
-    log("PASS lines view: hot line %d shown, first row %s" % (work["hot_line"], r[0]["name"]))
+    log("    ok   lines view: hot line %d shown, first row %s" % (work["hot_line"], r[0]["name"]))
 
     # sort by %Total ('2'): <module>/main carry every sample
     tm.keys("2")
@@ -224,7 +201,7 @@ def test_screen(scry, work, proc, tm):
     r = rows(s)
     check(r[0]["total"] == max(x["total"] for x in r), "not sorted by %Total", s)
     check(r[0]["name"].startswith(("<module> (", "main (")), "%Total: first row is not the root", s)
-    log("PASS sort by %%Total: first row %s at %.1f%%" % (r[0]["name"], r[0]["total"]))
+    log("    ok   sort by %%Total: first row %s at %.1f%%" % (r[0]["name"], r[0]["total"]))
 
     # resize
     tm.resize(80, 20)
@@ -235,14 +212,14 @@ def test_screen(scry, work, proc, tm):
     check(all(len(line) <= 80 for line in s.splitlines()), "a line is wider than 80 columns", s)
     check("scry top - pid" in s and "%Own" in s and "q quit" in s, "resized screen incomplete", s)
     check(rows(s, narrow=True), "no rows after the resize", s)
-    log("PASS resize to 80x20")
+    log("    ok   resize to 80x20")
     if VERBOSE:
         log(s)
     resized = s
 
     tm.keys("q")
     check_shell_back(tm, "q")
-    return first_screen, resized
+    return "header, 70/30 since start, lines view, %Total sort, resize to 80x20, q"
 
 
 def test_exit(scry, work, proc, tm):
@@ -258,48 +235,72 @@ def test_exit(scry, work, proc, tm):
     s = tm.screen()
     check("process exited" in s and rows(s, narrow=True), "the final screen did not stay", s)
     check(tm.info("#{pane_current_command}") != "bash", "scry quit by itself after the exit", s)
-    log("PASS target killed: 'process exited' shown, data kept until q")
+    log("    ok   target killed: 'process exited' shown, data kept until q")
     if VERBOSE:
         log(s)
     tm.keys("q")
     check_shell_back(tm, "q after the exit")
-    return s
+    return "target killed: 'process exited' shown, data kept until q, shell back"
+
+
+class Shared(st.Ctx):
+    """The workload and the tmux server the three tests share, in one test directory;
+    cleaned up once after the last test (the runner's per-test cleanup is a no-op)."""
+
+    def __init__(self, interp, scry):
+        st.Ctx.__init__(self, "top", interp, scry, prefix="scry-top")
+        ready = self.path("ready.json")
+        self.proc, self.work = self.start_target(
+            [WORKLOAD, self.tpath(ready), "150"], ready, "seventy_thirty")
+        self.tm = None
+
+    def cleanup(self):
+        pass
+
+    def close(self):
+        if self.tm:
+            self.tm.close()
+        st.Ctx.cleanup(self)
 
 
 def main():
     global VERBOSE
-    ap = argparse.ArgumentParser()
+    ap = st.runner.parser(__doc__)
     ap.add_argument("--scry", required=True)
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("-v", action="store_true")
     args = ap.parse_args()
     VERBOSE = args.v
     if not shutil.which("tmux"):
-        print("SKIP top: tmux is not installed (apt-get install tmux)")
-        return SKIP
+        return st.skip_all("top", "tmux is not installed (apt-get install tmux)", 3)
     scry = os.path.abspath(args.scry)
-    tmp = tempfile.mkdtemp(prefix="scry-top-")
-    proc = None
-    tm = None
     try:
-        proc, work = start_workload(args.python, tmp)
-        test_plain(scry, work["pid"])
-        tm = Tmux(160, 40)
-        test_screen(scry, work, proc, tm)
-        tm.resize(100, 30)
-        test_exit(scry, work, proc, tm)
-        print("top: all checks passed")
-        return 0
+        interp = st.from_path(args.python)
+    except st.Skip as e:
+        return st.skip_all("top", e, 3)
+    try:
+        c = Shared(interp, scry)
     except Fail as e:
-        print("FAIL top: %s" % e)
-        return 1
+        return st.setup_failed("the workload: %s" % e)
+
+    def t_screen(c):
+        c.tm = Tmux(160, 40)
+        return test_screen(scry, c.work, c.proc, c.tm)
+
+    def t_exit(c):
+        check(c.tm is not None, "no tmux session (the screen test failed to start it)")
+        c.tm.resize(100, 30)
+        c.release(c.proc)  # this test kills the target itself
+        return test_exit(scry, c.work, c.proc, c.tm)
+
+    tests = st.Tests()
+    tests.add("plain", lambda c: test_plain(scry, c.work["pid"]))
+    tests.add("screen", t_screen)
+    tests.add("exit", t_exit)
+    try:
+        return st.run(tests.select(), lambda t: c, "top", verbose=args.v)
     finally:
-        if tm:
-            tm.close()
-        if proc and proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        shutil.rmtree(tmp, ignore_errors=True)
+        c.close()
 
 
 if __name__ == "__main__":

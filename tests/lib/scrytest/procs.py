@@ -214,11 +214,16 @@ class Ctx(object):
             self.kill(p)
             raise Fail("%s (pid %d) did not exit within %d s" % (what, p.pid, timeout))
 
+    def release(self, p):
+        """P is no longer a target that must outlive the test (it is told to exit, or
+        exits by design)."""
+        self.targets = [t for t in self.targets if t[1] is not p]
+
     def stop(self, p, sig=signal.SIGTERM, timeout=20):
         """Checks that the targets are alive, sends SIG to P and waits for it (SIGKILL and
         a FAIL after TIMEOUT); P is no longer a target."""
         self.check_alive()
-        self.targets = [t for t in self.targets if t[1] is not p]
+        self.release(p)
         if p.poll() is None:
             try:
                 os.kill(p.pid, sig)
@@ -302,13 +307,14 @@ class Ctx(object):
 
     # -- scry ---------------------------------------------------------------------------
 
-    def scry_start(self, args, as_nobody=False, env=None):
-        """Starts scry with ARGS in its own session, stdout and stderr to pipes."""
+    def scry_start(self, args, as_nobody=False, env=None, cwd=None):
+        """Starts scry with ARGS in its own session (in directory CWD), stdout and stderr
+        to pipes."""
         args = [str(a) for a in args]
         cmd = [self.scry_path] + args
         if as_nobody:
             cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] + cmd
-        p = self.spawn(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        p = self.spawn(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd)
         p.scry_args = args
         return p
 
@@ -327,9 +333,9 @@ class Ctx(object):
             print("    $ %s" % res)
         return res
 
-    def scry(self, args, timeout=None, as_nobody=False, env=None):
+    def scry(self, args, timeout=None, as_nobody=False, env=None, cwd=None):
         """Runs scry with ARGS to its end (with a time-out): Result."""
-        return self.scry_finish(self.scry_start(args, as_nobody, env), timeout)
+        return self.scry_finish(self.scry_start(args, as_nobody, env, cwd), timeout)
 
     def scry_ok(self, args, **kw):
         """scry() that must exit 0 (else FAIL; XFail for "not implemented" when
