@@ -18,7 +18,8 @@ enum serve_discover_event {
     SERVE_DISCOVER_LOST, /* the kernel dropped events: scan /proc */
 };
 
-typedef void (*serve_discover_cb)(void *ctx, enum serve_discover_event ev, pid_t pid);
+/* PARENT is the forking process for SERVE_DISCOVER_NEW from the connector, else 0. */
+typedef void (*serve_discover_cb)(void *ctx, enum serve_discover_event ev, pid_t pid, pid_t parent);
 
 /* Creates a discoverer; with USE_CONNECTOR it subscribes to the process-events connector.
  * Failing to subscribe (no CAP_NET_ADMIN, a kernel without it, a network namespace that is

@@ -159,15 +159,11 @@ static void cgroup_path(const char *text, char *out, size_t outlen)
     }
 }
 
-int serve_proc_read(pid_t pid, serve_proc_t *p)
+int serve_proc_read_command(pid_t pid, serve_proc_t *p)
 {
     char path[64];
-    memset(p, 0, sizeof *p);
     p->pid = pid;
-    if (serve_proc_identity(pid, &p->start_time, p->comm, sizeof p->comm) != 0)
-        return SCRY_E_NOPROC;
-    if (serve_proc_uid(pid, &p->uid) != 0)
-        return SCRY_E_NOPROC;
+    p->argc = 0;
     snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
     ssize_t n = read_small(path, p->argbuf, sizeof p->argbuf);
     if (n <= 0)
@@ -187,13 +183,27 @@ int serve_proc_read(pid_t pid, serve_proc_t *p)
     snprintf(path, sizeof path, "/proc/%d/exe", (int)pid);
     ssize_t l = readlink(path, p->exe, sizeof p->exe - 1);
     p->exe[l > 0 ? l : 0] = '\0';
+    return 0;
+}
+
+int serve_proc_read(pid_t pid, serve_proc_t *p, int maps)
+{
+    char path[64];
+    memset(p, 0, sizeof *p);
+    p->pid = pid;
+    if (serve_proc_identity(pid, &p->start_time, p->comm, sizeof p->comm) != 0)
+        return SCRY_E_NOPROC;
+    if (serve_proc_uid(pid, &p->uid) != 0)
+        return SCRY_E_NOPROC;
+    if (serve_proc_read_command(pid, p) != 0)
+        return SCRY_E_NOPROC;
     char cg[4096];
     snprintf(path, sizeof path, "/proc/%d/cgroup", (int)pid);
     if (read_small(path, cg, sizeof cg) > 0)
         cgroup_path(cg, p->cgroup, sizeof p->cgroup);
     serve_proc_container_id(p->cgroup, p->container);
     p->is_python = is_python_name(base_name(p->exe[0] ? p->exe : p->comm)) ||
-                   is_python_name(p->comm) || maps_have_libpython(pid);
+                   is_python_name(p->comm) || (maps && maps_have_libpython(pid));
     return 0;
 }
 

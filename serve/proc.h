@@ -31,9 +31,15 @@ typedef struct serve_proc {
  * Returns 0 or SCRY_E_NOPROC. */
 int serve_proc_identity(pid_t pid, uint64_t *start_time, char *comm, size_t commlen);
 
-/* Fills P with everything above for PID. Returns 0, SCRY_E_NOPROC when the process is
- * gone (or is a kernel thread, which has no command line). */
-int serve_proc_read(pid_t pid, serve_proc_t *p);
+/* Fills P with everything above for PID. With MAPS, is_python also looks for a mapped
+ * libpython (embedded interpreters: uwsgi, ...; the costly part: /proc/PID/maps); without,
+ * only the executable's and comm's names count. Returns 0, SCRY_E_NOPROC when the process
+ * is gone (or is a kernel thread, which has no command line). */
+int serve_proc_read(pid_t pid, serve_proc_t *p, int maps);
+
+/* Fills only pid, cmdline, argv, argc and exe of P (two reads): enough for match rules.
+ * Returns 0 or SCRY_E_NOPROC. */
+int serve_proc_read_command(pid_t pid, serve_proc_t *p);
 
 /* The real uid of PID; returns 0 or SCRY_E_NOPROC. */
 int serve_proc_uid(pid_t pid, uid_t *uid);

@@ -77,3 +77,19 @@ int serve_select(const serve_config_t *cfg, const serve_proc_t *p, char *name, s
     }
     return SERVE_SELECT_NONE;
 }
+
+int serve_select_may_hold(const serve_config_t *cfg, const serve_proc_t *p)
+{
+    if (cfg->all_python > 0)
+        return 1;
+    for (size_t i = 0; i < cfg->n_rules; i++) {
+        const serve_rule_t *r = &cfg->rules[i];
+        if (r->n_match == 0)
+            return 1;
+        for (size_t k = 0; k < r->n_match; k++)
+            if (regexec(&r->match[k], p->cmdline, 0, NULL, 0) == 0 ||
+                (p->exe[0] && regexec(&r->match[k], p->exe, 0, NULL, 0) == 0))
+                return 1;
+    }
+    return 0;
+}

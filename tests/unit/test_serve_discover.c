@@ -16,8 +16,9 @@ typedef struct seen {
     int scanned;
 } seen_t;
 
-static void on_event(void *ctx, enum serve_discover_event ev, pid_t pid)
+static void on_event(void *ctx, enum serve_discover_event ev, pid_t pid, pid_t parent)
 {
+    (void)parent;
     seen_t *s = ctx;
     if (ev == SERVE_DISCOVER_LOST)
         s->lost++;
@@ -31,8 +32,9 @@ static void on_event(void *ctx, enum serve_discover_event ev, pid_t pid)
         s->exit_++;
 }
 
-static void on_scan(void *ctx, enum serve_discover_event ev, pid_t pid)
+static void on_scan(void *ctx, enum serve_discover_event ev, pid_t pid, pid_t parent)
 {
+    (void)parent;
     seen_t *s = ctx;
     if (ev == SERVE_DISCOVER_NEW && pid == s->watch)
         s->scanned++;

@@ -68,7 +68,7 @@ static pid_t spawn(const char *const argv[])
 static void test_real_processes(void)
 {
     serve_proc_t *p = malloc(sizeof *p);
-    CHECK(serve_proc_read(getpid(), p) == 0, "read self");
+    CHECK(serve_proc_read(getpid(), p, 1) == 0, "read self");
     CHECK(p->uid == getuid() && !p->is_python, "self uid %u python %d", (unsigned)p->uid,
           p->is_python);
     CHECK(strstr(p->cmdline, "test_serve_select") != NULL, "cmdline %s", p->cmdline);
@@ -83,7 +83,7 @@ static void test_real_processes(void)
     const char *argv[] = {py, "-c", "import time; time.sleep(30)", "--tag=serve-select", NULL};
     pid_t child = spawn(argv);
     usleep(300 * 1000);
-    int rc = serve_proc_read(child, p);
+    int rc = serve_proc_read(child, p, 1);
     CHECK(rc == 0, "read child: %d", rc);
     CHECK(p->is_python, "python detected (exe %s)", p->exe);
     CHECK(strcmp(p->exe, py) == 0, "exe %s", p->exe);
@@ -113,6 +113,21 @@ static void test_real_processes(void)
     CHECK(serve_select(c, p, name, sizeof name, &rate) == 0 && strcmp(name, "sleepy") == 0 &&
               rate == 7,
           "first rule wins: %s %g", name, rate);
+    /* the cheap first look: only the command is known */
+    serve_proc_t *cmd = calloc(1, sizeof *cmd);
+    CHECK(serve_proc_read_command(child, cmd) == 0 && strcmp(cmd->exe, py) == 0, "command");
+    CHECK(serve_select_may_hold(c, cmd), "a pid rule may hold");
+    serve_config_t *mo = serve_config_new();
+    serve_config_set(mo, NULL, "match", "tag=serve-sel", msg, sizeof msg);
+    serve_config_finish(mo, msg, sizeof msg);
+    CHECK(serve_select_may_hold(mo, cmd), "match holds");
+    serve_config_free(mo);
+    mo = serve_config_new();
+    serve_config_set(mo, NULL, "match", "no-such-tag", msg, sizeof msg);
+    serve_config_finish(mo, msg, sizeof msg);
+    CHECK(!serve_select_may_hold(mo, cmd), "no match rule can hold");
+    serve_config_free(mo);
+    free(cmd);
     /* the user rule (AND match) does not hold: wrong uid */
     CHECK(!serve_select_rule_holds(&c->rules[2], p), "uid 65534 rule");
     CHECK(serve_select_rule_holds(&c->rules[1], p), "pid rule");
@@ -128,7 +143,7 @@ static void test_real_processes(void)
     CHECK(!serve_select_rule_holds(&r, p), "other cgroup");
     /* a non-Python process is not picked by all-python */
     serve_proc_t *self = malloc(sizeof *self);
-    serve_proc_read(getpid(), self);
+    serve_proc_read(getpid(), self, 1);
     serve_config_t *all = serve_config_new();
     serve_config_finish(all, msg, sizeof msg);
     CHECK(serve_select(all, self, name, sizeof name, &rate) == SERVE_SELECT_NONE, "not python");
@@ -138,7 +153,7 @@ static void test_real_processes(void)
 
     kill(child, SIGKILL);
     waitpid(child, NULL, 0);
-    CHECK(serve_proc_read(child, p) == SCRY_E_NOPROC, "gone");
+    CHECK(serve_proc_read(child, p, 1) == SCRY_E_NOPROC, "gone");
     free(p);
 }
 
