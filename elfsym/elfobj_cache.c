@@ -122,7 +122,9 @@ elfsym_obj_t *elfsym_obj_open(const char *path, int *err)
         goto out;
     }
     elfsym__elf_init();
-    fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* The path is the target's: O_NONBLOCK so a FIFO put in its place cannot hang us (it
+     * is refused below: regular files only). */
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0) {
         rc = elfsym__file_err(errno);
         goto out;
@@ -377,7 +379,7 @@ int elfsym__obj_reopen(const elfsym_obj_t *obj)
     for (size_t i = 0; i < n; i++) {
         if (!paths[i])
             continue;
-        int fd = open(paths[i], O_RDONLY | O_CLOEXEC);
+        int fd = open(paths[i], O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
         if (fd < 0) {
             rc = elfsym__file_err(errno);
             continue;

@@ -1,5 +1,6 @@
 /* elfobj_load.c - reading symbols, sections, segments and notes out of an ELF file. */
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -401,10 +402,15 @@ static void load_debuglink(elfsym_obj_t *obj, Elf *elf)
 /* Merges the symbols of the separate debug file at PATH when it belongs to OBJ. */
 static int add_debug_symbols(elfsym_obj_t *obj, builder_t *b, const char *path)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0)
         return 0;
     int rc = 0;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) { /* swapped since it was stat'ed */
+        close(fd);
+        return 0;
+    }
     Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
     if (!elf || elf_kind(elf) != ELF_K_ELF)
         goto out;

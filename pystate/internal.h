@@ -102,6 +102,10 @@ const pystate_code_t *pystate__code_get(pystate_target_t *t, raddr_t addr, const
 /* Line of byte offset OFFSET in CODE (0 when unknown). */
 int pystate__code_line(const pystate_target_t *t, pystate_code_t *code, uint32_t offset);
 
+/* Sets T's code-object key window (the fields compared to validate a code cache hit) from
+ * T->layout. */
+void pystate__choose_code_key(pystate_target_t *t);
+
 /* Finds the OS thread id of a pthread id (3.6/3.7 have no native_thread_id). 0 if unknown. */
 int32_t pystate__tid_from_pthread(pystate_target_t *t, uint64_t pthread_id);
 

@@ -134,7 +134,7 @@ static int find_roots_36(pystate_target_t *t, const elfsym_obj_t *obj, uint64_t 
     return 0;
 }
 
-static void choose_code_key(pystate_target_t *t)
+void pystate__choose_code_key(pystate_target_t *t)
 {
     const pystate_layout_t *L = &t->layout;
     int64_t f[4] = {L->code_filename, L->code_name, L->code_linetable, L->code_qualname};
@@ -383,7 +383,7 @@ int pystate_target_open_as(pid_t pid, strtab_t *strings, int assume_minor, pysta
         }
         t->info.runtime_addr = t->runtime;
     }
-    choose_code_key(t);
+    pystate__choose_code_key(t);
     if (t->layout.runtime_finalizing >= 0 && t->runtime)
         t->finalizing_addr = t->runtime + (uint64_t)t->layout.runtime_finalizing;
     else if (minor == 6 && sym_addr(obj, bias, "_Py_Finalizing", &t->finalizing_addr) != 0)

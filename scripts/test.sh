@@ -1,7 +1,7 @@
 #!/bin/sh
 # The whole test suite: a warnings-as-errors build running every test through ctest (unit
 # tests, functional tests against every installed interpreter, native/attribution, memory,
-# consumer and `top` tests), then an ASan+UBSan build running the unit tests.
+# consumer and `top` tests), then an ASan+UBSan build running the unit tests, then the fuzzers.
 set -eu
 here=$(cd "$(dirname "$0")/.." && pwd)
 "$here/scripts/install-deps.sh"
@@ -14,4 +14,7 @@ status=0
 # Under the sanitizers: every unit test (many of them drive real interpreters).
 (cd "$here/build-asan" && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure --timeout 900 \
     -L unit) || status=1
+# libFuzzer targets of every parser of target-controlled input, 15 s each (about 4 min with
+# the clang build); bench/fuzz_long.sh runs them longer.
+"$here/scripts/fuzz.sh" 15 || status=1
 exit $status

@@ -9,6 +9,7 @@
  */
 #include <elf.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <libunwind-ptrace.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,9 +104,15 @@ static int load_table(struct unwind *u, unwind_obj_t *o, const elfsym_map_t *m)
     if (elfsym_map_is_file(m)) {
         char path[4096 + 64];
         snprintf(path, sizeof path, "/proc/%d/root%s", (int)u->pid, m->path);
-        im.fd = open(path, O_RDONLY | O_CLOEXEC);
+        /* The target's file: never block on what it put there, regular files only. */
+        im.fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
         if (im.fd < 0)
             return SCRY_E_NOTFOUND;
+        struct stat st;
+        if (fstat(im.fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+            close(im.fd);
+            return SCRY_E_NOTFOUND;
+        }
     }
     int rc = SCRY_E_ELF;
     Elf64_Ehdr eh;

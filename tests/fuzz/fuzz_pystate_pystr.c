@@ -1,0 +1,42 @@
+/* fuzz_pystate_pystr.c - str state words and code-point decoding (latin-1/UCS2/UCS4, ascii).
+ * Input: style, state word, kind, ascii, length (uint64), output size, then the characters.
+ * Checks that the output is a NUL-terminated string of the promised size. */
+#include "fuzz.h"
+#include "pystr.h"
+#include "scry_err.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    uint8_t style, kind, ascii;
+    uint32_t word;
+    uint64_t length;
+    uint16_t outsz;
+    fuzz_take(&data, &size, &style, 1);
+    fuzz_take(&data, &size, &word, 4);
+    fuzz_take(&data, &size, &kind, 1);
+    fuzz_take(&data, &size, &ascii, 1);
+    fuzz_take(&data, &size, &length, 8);
+    fuzz_take(&data, &size, &outsz, 2);
+    pystate_str_state_t st;
+    int rc = pystate_str_decode_state(style % 3, word, &st);
+    FUZZ_ASSERT(rc == 0 || rc == SCRY_E_UNSUPPORTED || rc == SCRY_E_CORRUPT || rc == SCRY_E_INVAL);
+    size_t cap = (size_t)outsz % 4096 + 1;
+    char *out = malloc(cap);
+    if (!out)
+        return 0;
+    size_t written = (size_t)-1;
+    /* a copy, so ASan sees reads past the characters given */
+    void *chars = malloc(size ? size : 1);
+    if (chars) {
+        memcpy(chars, data, size);
+        rc = pystate_str_to_utf8(chars, size, kind % 5, ascii & 1, length, out, cap, &written);
+        if (rc == 0 || rc == SCRY_E_TRUNC) {
+            FUZZ_ASSERT(written < cap && out[written] == 0 && strlen(out) == written);
+        } else {
+            FUZZ_ASSERT(rc == SCRY_E_INVAL);
+        }
+    }
+    free(chars);
+    free(out);
+    return 0;
+}

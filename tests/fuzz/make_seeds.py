@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora of tests/fuzz/corpus/ from real interpreters' data: the line
+tables and debug offsets captured in tests/data, this machine's /proc files, the version
+strings and file names of the installed interpreters, code and a small ELF object built
+here. Run from anywhere; rewrites only the seed-* files (regression inputs, crash-*, stay).
+usage: make_seeds.py [--cc CC]
+"""
+import glob
+import hashlib
+import os
+import re
+import struct
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DATA = os.path.join(os.path.dirname(HERE), "data")
+CORPUS = os.path.join(HERE, "corpus")
+
+
+def put(target, data):
+    d = os.path.join(CORPUS, target)
+    os.makedirs(d, exist_ok=True)
+    name = "seed-" + hashlib.sha1(data).hexdigest()[:16]
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+def clear(target):
+    for p in glob.glob(os.path.join(CORPUS, target, "seed-*")):
+        os.unlink(p)
+
+
+def linetables():
+    clear("pystate_linetable")
+    for path in sorted(glob.glob(os.path.join(DATA, "linetable_*.txt"))):
+        style = first = None
+        n = 0
+        with open(path) as f:
+            for line in f:
+                w = line.split()
+                if not w:
+                    continue
+                if w[0] == "style":
+                    style = int(w[1])
+                elif w[0] == "code":
+                    first = int(w[2])
+                elif w[0] == "table" and n < 12:
+                    tab = bytes.fromhex(w[1]) if len(w) > 1 and w[1] != "-" else b""
+                    put("pystate_linetable", bytes([style]) + struct.pack("<i", first) + tab)
+                    n += 1
+
+
+def debug_offsets():
+    clear("pystate_debugoffsets")
+    for p in glob.glob(os.path.join(DATA, "debug_offsets_*.bin")):
+        with open(p, "rb") as f:
+            put("pystate_debugoffsets", f.read())
+
+
+def pystr():
+    clear("pystate_pystr")
+    # style, state word, kind, ascii, length, out size, characters
+    cases = [(0, 0xE4, 1, 1, 5, 64, b"hello"), (1, 0x64, 1, 0, 3, 64, "\xe9t\xe9".encode("latin-1")),
+             (0, 0x28, 2, 0, 2, 64, "\u4e2d\u6587".encode("utf-16-le")),
+             (1, 0x30, 4, 0, 2, 3, "\U0001f600x".encode("utf-32-le"))]
+    for st, word, kind, ascii, length, out, chars in cases:
+        put("pystate_pystr", struct.pack("<BIBBQH", st, word, kind, ascii, length, out) + chars)
+
+
+def proc_files():
+    clear("elfsym_maps")
+    clear("unwind_task")
+    clear("common_status")
+    p = subprocess.Popen([sys.executable, "-c", "import threading,time; time.sleep(5)"])
+    try:
+        time.sleep(0.3)
+        with open("/proc/%d/maps" % p.pid, "rb") as f:
+            maps = f.read()
+        put("elfsym_maps", maps[:4000])
+        put("elfsym_maps", b"7f0000000000-7f0000001000 r-xp 00000000 fd:01 1234 /usr/lib/x (deleted)\n"
+            b"7f0000001000-7f0000002000 rw-s 00001000 00:00 0 [heap]\n")
+        for i, name in enumerate(("stat", "syscall", "schedstat")):
+            with open("/proc/%d/task/%d/%s" % (p.pid, p.pid, name), "rb") as f:
+                put("unwind_task", bytes([i]) + f.read())
+        put("unwind_task", b"\x01running\n")
+        put("unwind_task", b"\x00123 (a) b) c) S 1 2 3\n")
+        with open("/proc/%d/status" % p.pid, "rb") as f:
+            put("common_status", f.read())
+    finally:
+        p.kill()
+        p.wait()
+
+
+def versions():
+    clear("elfsym_pyversion")
+    for s in (b"3.11.2 (main, Mar 13 2023, 12:18:29) [GCC 12.2.0]", b"3.13.0rc1+", b"2.7.18",
+              b"3.15.0a1", b"libpython3.6m.so.1.0", b"/usr/lib/x86_64-linux-gnu/libpython3.11.so",
+              b"python3.12", b"python2.7d", b"/usr/bin/python3.14-dbg"):
+        put("elfsym_pyversion", s)
+
+
+def code_and_elf(cc):
+    clear("elfsym_disasm")
+    clear("elfsym_elfobj")
+    clear("elfsym_debugfile")
+    clear("report_source")
+    with tempfile.TemporaryDirectory() as d:
+        src = os.path.join(d, "o.c")
+        with open(src, "w") as f:
+            f.write("int g_counter; const char *g_name = \"x\";\n"
+                    "int f(int x) { g_counter += x; return g_counter; }\n"
+                    "const char *name(void) { return g_name; }\n")
+        so = os.path.join(d, "o.so")
+        subprocess.check_call([cc, "-O1", "-fPIC", "-shared", "-nostdlib", "-Wl,--build-id",
+                               "-o", so, src])
+        subprocess.check_call(["strip", "--only-keep-debug", "-o", so + ".debug", so])
+        subprocess.check_call(["objcopy", "--add-gnu-debuglink=" + so + ".debug", so])
+        with open(so, "rb") as f:
+            elf = f.read()
+        put("elfsym_elfobj", elf)
+        exe = os.path.join(d, "e")
+        subprocess.check_call([cc, "-O1", "-fno-pie", "-no-pie", "-static", "-nostdlib",
+                               "-Wl,-e,f", "-o", exe, src])
+        with open(exe, "rb") as f:
+            put("elfsym_elfobj", f.read())
+        dis = subprocess.check_output(["objdump", "-d", "--section=.text", so]).decode()
+        code = bytes.fromhex("".join(re.findall(r"^\s+[0-9a-f]+:\t((?:[0-9a-f]{2} )+)", dis,
+                                                re.M)).replace(" ", ""))
+        for flags in (0x77, 0xf7, 0x01, 0x0a):
+            put("elfsym_disasm", struct.pack("<QB", 0x1000, flags) + code)
+        put("elfsym_disasm", struct.pack("<QB", 0x401000, 0x74) +
+            bytes.fromhex("48c7c0401f4000" "488b0500100000" "0f05" "c3"))
+    put("elfsym_debugfile", b"/proc/1/root/usr/lib/libpython3.11.so.1.0\x00libpython3.11.so.debug"
+        b"\x00\x12\x34\x56\x78")
+    put("elfsym_debugfile", b"/usr/bin/python3.11\x00python3.11.debug\x00")
+    with open(os.path.join(os.path.dirname(os.path.dirname(HERE)), "demo", "demo.py"), "rb") as f:
+        put("report_source", f.read()[:3000])
+    put("report_source", b"a\r\nb\n\n\x00c\nlast")
+
+
+def unwind():
+    """Registers and stacks for fuzz_unwind_copied: top-bit words become code addresses."""
+    clear("unwind_copied")
+    put("unwind_copied", struct.pack("<IIB", 0x1234, 16, 0x80) +
+        b"".join(struct.pack("<Q", (1 << 63) | (0x1000 * i)) for i in range(16)))
+    put("unwind_copied", struct.pack("<IIB", 0x40, 0, 0x01) + struct.pack("<Q", 0) * 8)
+
+
+def image():
+    """fuzz_pystate_image: one empty image per version (the fuzzer builds the objects)."""
+    clear("pystate_image")
+    for v in range(8):
+        put("pystate_image", struct.pack("<BHI", v, 0x40, 4) + bytes(512))
+
+
+if __name__ == "__main__":
+    import time
+    cc = sys.argv[sys.argv.index("--cc") + 1] if "--cc" in sys.argv else "cc"
+    linetables()
+    debug_offsets()
+    pystr()
+    proc_files()
+    versions()
+    code_and_elf(cc)
+    unwind()
+    image()
