@@ -63,6 +63,9 @@ static const opt_spec_t opt_table[] = {
      "3.N",
      "read a Python newer than scry knows with 3.N's _Py_DebugOffsets layout (3.15; only when "
      "its block validates; the summary says so)"},
+    {"sampler", 0, OPT_STRING, offsetof(scry_config_t, sampler), REC | DMP | TOP, "HOW",
+     "perf (the kernel's CPU clock per thread, nothing stopped), ptrace (a wall-clock tick "
+     "over /proc), or auto (default: perf where allowed)"},
     {"subprocesses", 's', OPT_FLAG, offsetof(scry_config_t, subprocesses), REC, NULL,
      "also profile child processes (reserved: not implemented yet)"},
 };
@@ -258,6 +261,16 @@ static int check_conflicts(scry_config_t *cfg)
             return SCRY_E_INVAL;
         }
         cfg->assume_minor = (int)n;
+    }
+    if (cfg->sampler && strcmp(cfg->sampler, "perf") && strcmp(cfg->sampler, "ptrace") &&
+        strcmp(cfg->sampler, "auto")) {
+        fprintf(stderr, "scry: --sampler is perf, ptrace or auto, not '%s'\n", cfg->sampler);
+        return SCRY_E_INVAL;
+    }
+    if (cfg->sampler && !strcmp(cfg->sampler, "perf") && cfg->blocking) {
+        fprintf(stderr, "scry: --blocking stops threads, which the perf sampler never does; "
+                        "use --sampler ptrace (or leave --sampler out)\n");
+        return SCRY_E_INVAL;
     }
     if (cfg->rate_hz > 10000) {
         fprintf(stderr, "scry: --rate %.0f is more than the 10000 Hz scry supports\n",

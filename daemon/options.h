@@ -30,6 +30,7 @@ typedef struct scry_config {
     int once;                     /* top --once: one plain-text table after --duration, then exit */
     double window_s; /* top --window: seconds of the 'last N s' percentages (default 1) */
     const char *assume_version; /* --assume-version 3.N, as given */
+    const char *sampler;        /* --sampler perf|ptrace|auto; NULL = auto */
     int assume_minor; /* N of --assume-version (0 = none): read a Python newer than every known
                          _Py_DebugOffsets layout with 3.N's (pystate_target_open_as) */
 } scry_config_t;

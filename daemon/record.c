@@ -317,13 +317,18 @@ int cmd_record(const scry_config_t *cfg)
         goto out;
     }
     if (!cfg->quiet) {
+        char lostbuf[64] = "";
+        if (st->lost)
+            snprintf(lostbuf, sizeof lostbuf, ", %llu records lost", (unsigned long long)st->lost);
         double busy_us = st->ticks ? (double)st->busy_ns / (double)st->ticks / 1e3 : 0;
         fprintf(stderr,
                 "scry: %llu samples in %.1f s at %.0f Hz from pid %d (Python %s), %llu errors, "
-                "late %llu of %llu ticks (max %.1f ms), %.1f us per tick%s; wrote %s\n",
+                "late %llu of %llu ticks (max %.1f ms), %.1f us per tick; sampler: %s%s%s; "
+                "wrote %s\n",
                 (unsigned long long)st->samples, elapsed, cfg->rate_hz, (int)info->pid,
                 info->version, (unsigned long long)end.errors, (unsigned long long)st->late,
-                (unsigned long long)st->ticks, end.late_max_ms, busy_us,
+                (unsigned long long)st->ticks, end.late_max_ms, busy_us, sampler_backend_desc(smp),
+                lostbuf,
                 end.target_exited ? "; the target exited while sampling, kept what was collected"
                                   : "",
                 path);

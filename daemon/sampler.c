@@ -1,4 +1,5 @@
 #include "sampler.h"
+#include "sampler_internal.h"
 
 #include "classify.h"
 #include "merge.h"
@@ -13,40 +14,40 @@
 #include <string.h>
 #include <time.h>
 
-#define SAMPLER_MAX_FRAMES (PYSTATE_MAX_DEPTH + UNWIND_MAX_DEPTH + 3)
-#define SAMPLER_LABELS     1024
-
-typedef struct thread_label {
-    pid_t tid;
-    uint64_t stamp;
-    const char *pyname; /* the Python name it was made from (interned), or NULL */
-    const char *name;
-    const char *label;
-} thread_label_t;
-
-struct sampler {
-    scry_config_t cfg;
-    pystate_target_t *target;
-    strtab_t *strings;
-    pystate_snapshot_t *snap;
-    tasks_t *tasks;
-    unwind_t *unwind; /* --native */
-    unwind_frame_t native[UNWIND_MAX_DEPTH];
-    scry_frame_t frames[SAMPLER_MAX_FRAMES];
-    sampler_stats_t stats;
-    unwind_merge_stats_t merge_stats;
-    thread_label_t labels[SAMPLER_LABELS];
-    uint64_t interval_ns;
-    const char *s_truncated;
-    const char *s_gil_wait;
-    const char *s_empty;
-};
-
 uint64_t sampler_now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Chooses the back end; returns 0, or SCRY_E_PERM when perf was forced and refused. */
+static int choose_backend(sampler_t *s)
+{
+    const char *want = s->cfg.sampler ? s->cfg.sampler : "auto";
+    s->backend = SAMPLER_PTRACE;
+    if (!strcmp(want, "ptrace"))
+        return 0;
+    int forced = !strcmp(want, "perf");
+    /* A dump is one instant of every thread, and --blocking stops threads: the kernel's
+     * CPU clock has nothing to say about either. */
+    if (!forced && (s->cfg.command == CMD_DUMP || s->cfg.blocking)) {
+        s->backend_note = s->cfg.blocking ? "--blocking" : NULL;
+        return 0;
+    }
+    char why[256] = "";
+    int err = sampler__perf_new(s, why, sizeof why);
+    if (err == 0) {
+        s->backend = SAMPLER_PERF;
+        return 0;
+    }
+    if (forced) {
+        fprintf(stderr, "scry: --sampler perf: %s\n", why);
+        return err;
+    }
+    snprintf(s->note, sizeof s->note, "perf events refused: %s", why);
+    s->backend_note = s->note;
+    return 0;
 }
 
 sampler_t *sampler_new(const scry_config_t *cfg, pystate_target_t *t, strtab_t *strings)
@@ -71,6 +72,10 @@ sampler_t *sampler_new(const scry_config_t *cfg, pystate_target_t *t, strtab_t *
         sampler_free(s);
         return NULL;
     }
+    if (choose_backend(s) != 0) {
+        sampler_free(s);
+        return NULL;
+    }
     return s;
 }
 
@@ -78,10 +83,27 @@ void sampler_free(sampler_t *s)
 {
     if (!s)
         return;
+    sampler__perf_free(s->perf);
     tasks_free(s->tasks); /* resumes anything still stopped */
     unwind_free(s->unwind);
     pystate_snapshot_free(s->snap);
     free(s);
+}
+
+int sampler_backend(const sampler_t *s)
+{
+    return s->backend;
+}
+
+const char *sampler_backend_desc(const sampler_t *s)
+{
+    if (s->backend == SAMPLER_PERF)
+        return s->desc;
+    if (s->backend_note) {
+        snprintf((char *)s->desc, sizeof s->desc, "ptrace and /proc (%s)", s->backend_note);
+        return s->desc;
+    }
+    return "ptrace and /proc";
 }
 
 const sampler_stats_t *sampler_stats(const sampler_t *s)
@@ -149,6 +171,35 @@ static uint32_t build_frames(sampler_t *s, const pystate_thread_t *th, const unw
     return n;
 }
 
+void sampler__emit(sampler_t *s, const pystate_thread_t *th, const unwind_frame_t *nat, size_t nn,
+                   uint8_t cls, uint8_t flags, uint64_t weight, int running, uint64_t time_ns,
+                   sampler_emit_fn emit, void *ctx)
+{
+    uint32_t n = 0;
+    if (flags & UNWIND_CLASSIFY_GIL_WAIT) /* a leaf that says why the line is waiting */
+        s->frames[n++] = (scry_frame_t){s->s_gil_wait, s->s_empty, 0, SCRY_FRAME_OTHER};
+    n += build_frames(s, th, nat, nn, n);
+    const thread_label_t *label = thread_label(s, th->tid, th->name, time_ns);
+    if (s->cfg.threads)
+        s->frames[n++] = (scry_frame_t){label->label, s->s_empty, 0, SCRY_FRAME_THREAD};
+    scry_sample_t smp = {
+        .time_ns = time_ns,
+        .weight_ns = weight,
+        .tid = th->tid,
+        .thread_name = label->name,
+        .metric = SCRY_METRIC_CPU,
+        .cls = cls,
+        .gil = th->gil,
+        .running = (uint8_t)(running != 0),
+        .truncated = th->truncated,
+        .gil_wait = (flags & UNWIND_CLASSIFY_GIL_WAIT) != 0,
+        .nframes = n,
+        .frames = s->frames,
+    };
+    emit(&smp, ctx);
+    s->stats.samples++;
+}
+
 static void emit_thread(sampler_t *s, const pystate_thread_t *th, const task_info_t *task,
                         uint64_t now, sampler_emit_fn emit, void *ctx)
 {
@@ -160,30 +211,9 @@ static void emit_thread(sampler_t *s, const pystate_thread_t *th, const task_inf
     unwind_task_t ut = {.state = state, .sc = {.nr = UNWIND_SYSCALL_UNKNOWN}};
     unwind_classification_t cls = {.cls = SCRY_CLASS_PYTHON};
     unwind_classify(&ut, nn ? s->native : NULL, nn, th->leaf_opclass, &cls);
-    uint32_t n = 0;
-    if (cls.flags & UNWIND_CLASSIFY_GIL_WAIT) /* a leaf that says why the line is waiting */
-        s->frames[n++] = (scry_frame_t){s->s_gil_wait, s->s_empty, 0, SCRY_FRAME_OTHER};
-    n += build_frames(s, th, s->native, nn, n);
-    const thread_label_t *label = thread_label(s, th->tid, th->name, now);
-    if (s->cfg.threads)
-        s->frames[n++] = (scry_frame_t){label->label, s->s_empty, 0, SCRY_FRAME_THREAD};
     int running = state == 'R' || state == 0;
-    scry_sample_t smp = {
-        .time_ns = now,
-        .weight_ns = sample_weight(s, running, task),
-        .tid = th->tid,
-        .thread_name = label->name,
-        .metric = SCRY_METRIC_CPU,
-        .cls = cls.cls,
-        .gil = th->gil,
-        .running = (uint8_t)running,
-        .truncated = th->truncated,
-        .gil_wait = (cls.flags & UNWIND_CLASSIFY_GIL_WAIT) != 0,
-        .nframes = n,
-        .frames = s->frames,
-    };
-    emit(&smp, ctx);
-    s->stats.samples++;
+    sampler__emit(s, th, s->native, nn, cls.cls, cls.flags, sample_weight(s, running, task),
+                  running, now, emit, ctx);
 }
 
 /* Whether a thread in STATE is sampled this tick (its Python stack decides the rest). */
@@ -194,6 +224,8 @@ static int wanted(const sampler_t *s, char state)
 
 int sampler_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
 {
+    if (s->backend == SAMPLER_PERF)
+        return sampler__perf_tick(s, emit, ctx);
     uint64_t t0 = sampler_now_ns();
     s->stats.ticks++;
     pid_t pid = pystate_target_info(s->target)->pid;

@@ -29,12 +29,30 @@ typedef struct sampler_stats {
     uint64_t late_max_ns;
     uint64_t busy_ns;   /* time spent sampling (CPU cost) */
     uint64_t gil_ticks; /* rounds where some thread held the GIL */
+    uint64_t lost;      /* perf back end: records the kernel dropped or scry rejected */
     int finalizing;     /* the interpreter was tearing down at the last tick */
     int target_exited;
 } sampler_stats_t;
 
-/* Creates a sampler over target T (not owned). Returns NULL when out of memory. */
+/* Where samples come from. */
+enum sampler_backend {
+    SAMPLER_PTRACE = 1, /* a wall-clock tick reads /proc per thread; --native stops threads */
+    SAMPLER_PERF = 2,   /* perf events: the kernel's CPU clock per thread; nothing stopped */
+};
+
+/* Creates a sampler over target T (not owned). The back end is CFG->sampler ("perf",
+ * "ptrace"), or when NULL/"auto": perf where perf_event_open is allowed and the command
+ * samples over time (record, top; not dump, not --blocking), else ptrace. Returns NULL
+ * when out of memory, or when "perf" was forced and perf events are refused (a message
+ * saying why has been printed to stderr). */
 sampler_t *sampler_new(const scry_config_t *cfg, pystate_target_t *t, strtab_t *strings);
+
+/* The back end in use (enum sampler_backend). */
+int sampler_backend(const sampler_t *s);
+
+/* A short description of the back end for the summary, e.g. "perf events (task-clock)" or
+ * "ptrace and /proc (perf events refused: ...)". Valid while S lives. */
+const char *sampler_backend_desc(const sampler_t *s);
 void sampler_free(sampler_t *s);
 
 /* Takes one round of samples now. Returns 0, SCRY_E_GONE when the target exited, or

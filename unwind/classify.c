@@ -60,8 +60,10 @@ int unwind_syscall_blocks(long nr)
 }
 
 /* The C runtime: its frames say nothing about who asked for the work. */
-static int is_runtime(const unwind_frame_t *f)
+int unwind_frame_is_runtime(const unwind_frame_t *f)
 {
+    if (!f)
+        return 0;
     static const char *const libs[] = {"libc.so", "libc-", "libpthread", "ld-linux", "libm.so",
                                        "libm-",   "libdl", "librt",      "[vdso]",   "linux-vdso"};
     if (!f->lib)
@@ -104,7 +106,7 @@ static int in_runtime_wait(const unwind_frame_t *native, size_t nn)
         "futex",     "cond_wait", "cond_timedwait", "lll_lock_wait", "sem_wait", "sem_timedwait",
         "nanosleep", "__poll",    "epoll_wait",     "__select",      "pselect",  "sigtimedwait",
         "accept",    "recv",      "waitpid",        "wait4"};
-    for (size_t i = 0; i < nn && i < 8 && is_runtime(&native[i]); i++) {
+    for (size_t i = 0; i < nn && i < 8 && unwind_frame_is_runtime(&native[i]); i++) {
         const char *sym = native[i].symbol;
         for (size_t k = 0; sym && k < sizeof waits / sizeof *waits; k++)
             if (strstr(sym, waits[k]))
@@ -121,7 +123,7 @@ int unwind_is_gil_wait(const unwind_frame_t *native, size_t nn)
      * static take_gil of a stripped python), and judge the first named frame. */
     for (size_t i = 0; i < nn && i < 16; i++) {
         const unwind_frame_t *f = &native[i];
-        if (is_runtime(f))
+        if (unwind_frame_is_runtime(f))
             continue;
         if (!f->symbol) {
             if (f->in_python)
@@ -166,7 +168,7 @@ int unwind_classify(const unwind_task_t *task, const unwind_frame_t *native, siz
             return 0;
         }
         for (size_t i = 0; i < nn; i++) {
-            if (is_runtime(&native[i]))
+            if (unwind_frame_is_runtime(&native[i]))
                 continue;
             out->cls = native[i].in_python ? SCRY_CLASS_PYTHON : SCRY_CLASS_NATIVE;
             return 0;
@@ -176,5 +178,26 @@ int unwind_classify(const unwind_task_t *task, const unwind_frame_t *native, siz
     }
     out->flags |= UNWIND_CLASSIFY_NOSTACK;
     out->cls = opclass == UNWIND_OP_CALL ? SCRY_CLASS_NATIVE : SCRY_CLASS_PYTHON;
+    return 0;
+}
+
+int unwind_ip_kind(int kernel, const unwind_frame_t *leaf)
+{
+    if (kernel)
+        return UNWIND_IP_KERNEL;
+    if (!leaf || leaf->in_python || unwind_frame_is_runtime(leaf))
+        return UNWIND_IP_CPYTHON;
+    return UNWIND_IP_NATIVE;
+}
+
+int unwind_classify_ip(int ip_kind, int opclass, unwind_classification_t *out)
+{
+    if (!out)
+        return SCRY_E_INVAL;
+    *out = (unwind_classification_t){.cls = SCRY_CLASS_PYTHON};
+    if (ip_kind == UNWIND_IP_KERNEL)
+        out->cls = SCRY_CLASS_SYSTEM;
+    else if (ip_kind == UNWIND_IP_NATIVE || opclass == UNWIND_OP_CALL)
+        out->cls = SCRY_CLASS_NATIVE;
     return 0;
 }

@@ -70,6 +70,30 @@ typedef struct unwind_classification {
 int unwind_classify(const unwind_task_t *task, const unwind_frame_t *native, size_t nn, int opclass,
                     unwind_classification_t *out);
 
+/* What the instruction pointer of a sample taken by the kernel (perf events) says. */
+enum unwind_ip_kind {
+    UNWIND_IP_KERNEL = 1,  /* in the kernel: a system call, a page fault, an interrupt */
+    UNWIND_IP_NATIVE = 2,  /* in code outside CPython and the C runtime (an extension,
+                              BLAS, libcrypto, libz...) */
+    UNWIND_IP_CPYTHON = 3, /* in libpython / the python executable, or in the C runtime
+                              (libc, libm, ld.so, vdso) it calls, or unknown */
+};
+
+/* The kind of IP from the kernel's flag KERNEL and LEAF, the IP described by
+ * unwind_describe_ip (may be NULL: CPYTHON). */
+int unwind_ip_kind(int kernel, const unwind_frame_t *leaf);
+
+/* Classifies a running sample from its IP kind (enum unwind_ip_kind) and the leaf Python
+ * instruction's class OPCLASS (PYSTATE_OP_*), the same with or without a native stack:
+ * KERNEL -> SYSTEM; NATIVE -> NATIVE; CPYTHON -> NATIVE when the leaf instruction is a call
+ * (a C function called from Python, e.g. sorted, str, list.sort), else PYTHON (the
+ * interpreter's own work: the eval loop and the helpers it calls for an instruction).
+ * Returns 0, or SCRY_E_INVAL for a NULL OUT. */
+int unwind_classify_ip(int ip_kind, int opclass, unwind_classification_t *out);
+
+/* True when F is in the C runtime (libc, libpthread, ld.so, libm, libdl, librt, vdso). */
+int unwind_frame_is_runtime(const unwind_frame_t *f);
+
 /* True when syscall NR (x86-64) usually blocks: waits, sleeps, I/O on pipes, sockets and
  * terminals, poll/select/epoll, futex, wait4, accept... */
 int unwind_syscall_blocks(long nr);

@@ -1,0 +1,67 @@
+/* sampler_internal.h - what the sampler's back ends share; not part of the public API.
+ *
+ * Two back ends feed one emitter: the ptrace//proc path (sampler.c: /proc per thread per
+ * tick, threads stopped for --native and --blocking) and the perf-event path
+ * (sampler_perf.c: the kernel's clock says which threads ran, where, and with --native
+ * copies their registers and stack top; nothing is stopped).
+ */
+#ifndef SCRY_SAMPLER_INTERNAL_H
+#define SCRY_SAMPLER_INTERNAL_H
+
+#include "merge.h"
+#include "sampler.h"
+#include "tasks.h"
+#include "unwind.h"
+
+#define SAMPLER_MAX_FRAMES (PYSTATE_MAX_DEPTH + UNWIND_MAX_DEPTH + 3)
+#define SAMPLER_LABELS     1024
+
+typedef struct thread_label {
+    pid_t tid;
+    uint64_t stamp;
+    const char *pyname; /* the Python name it was made from (interned), or NULL */
+    const char *name;
+    const char *label;
+} thread_label_t;
+
+typedef struct sampler_perf sampler_perf_t;
+
+struct sampler {
+    scry_config_t cfg;
+    pystate_target_t *target;
+    strtab_t *strings;
+    pystate_snapshot_t *snap;
+    tasks_t *tasks;
+    unwind_t *unwind; /* --native */
+    unwind_frame_t native[UNWIND_MAX_DEPTH];
+    scry_frame_t frames[SAMPLER_MAX_FRAMES];
+    sampler_stats_t stats;
+    unwind_merge_stats_t merge_stats;
+    thread_label_t labels[SAMPLER_LABELS];
+    uint64_t interval_ns;
+    const char *s_truncated;
+    const char *s_gil_wait;
+    const char *s_empty;
+    int backend;              /* enum sampler_backend */
+    sampler_perf_t *perf;     /* SAMPLER_PERF */
+    const char *backend_note; /* why the fallback was chosen, or NULL */
+    char note[300];
+    char desc[400]; /* sampler_backend_desc */
+};
+
+/* Emits one sample of thread TH: its Python frames merged with NAT[0..NN) (may be empty),
+ * classified CLS (+ GIL-wait flag in FLAGS), weighing WEIGHT ns, at TIME_NS. */
+void sampler__emit(sampler_t *s, const pystate_thread_t *th, const unwind_frame_t *nat, size_t nn,
+                   uint8_t cls, uint8_t flags, uint64_t weight, int running, uint64_t time_ns,
+                   sampler_emit_fn emit, void *ctx);
+
+/* The perf back end (sampler_perf.c). sampler__perf_new returns 0 and sets S->perf, or a
+ * negative code (SCRY_E_PERM/SCRY_E_NOSYS: perf events refused) after writing why into
+ * WHY. */
+int sampler__perf_new(sampler_t *s, char *why, size_t whylen);
+void sampler__perf_free(sampler_perf_t *p);
+int sampler__perf_tick(sampler_t *s, sampler_emit_fn emit, void *ctx);
+/* Counters of the perf back end: records lost by the kernel, rejected. */
+void sampler__perf_counts(const sampler_perf_t *p, uint64_t *lost, uint64_t *bad);
+
+#endif

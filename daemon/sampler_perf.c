@@ -1,0 +1,358 @@
+/* sampler_perf.c - the perf-event back end of the sampler.
+ *
+ * Each thread of the target has a task-clock event (perfev/): the kernel writes a record
+ * each time the thread has used 1/rate s of CPU, with the instruction pointer and, with
+ * --native, the user registers and a copy of the top of the user stack. Each tick:
+ *  1. the rings are drained; each record is classified from its IP (kernel -> system;
+ *     outside CPython and the C runtime -> native; else decided by the leaf Python
+ *     instruction below) and, with --native, unwound from its copy (unwind_copied);
+ *  2. only when some thread ran (or with --idle), one pystate_sample reads the Python
+ *     stacks, right after;
+ *  3. each Python thread that ran gets one sample per record with a native stack (merged),
+ *     or one per class with the CPU time its records add up to; with --idle, a thread's
+ *     wall time since its previous tick that was not CPU time becomes an off-CPU sample.
+ * No /proc file is read per thread per tick: the thread list (/proc/PID/task) is read
+ * every 200 ms or when a Python thread without an event shows up. Nothing is stopped.
+ */
+#include "sampler_internal.h"
+
+#include "classify.h"
+#include "perfev.h"
+#include "procinfo.h"
+#include "scry_err.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PERF_SLOTS       16384u /* thread table (power of two) */
+#define PERF_MAX_PENDING 64u    /* records unwound per tick (the rest count without stack) */
+#define PERF_LIST_NS     200000000ull
+#define PERF_STACK_BYTES 32768u
+#define PERF_KINDS       4 /* enum unwind_ip_kind + 1 */
+
+typedef struct perf_thread {
+    pid_t tid;              /* 0 = empty */
+    uint64_t gen;           /* tick in which W and CPU are valid */
+    uint64_t w[PERF_KINDS]; /* CPU ns this tick per IP kind, records without stack */
+    uint64_t cpu;           /* CPU ns this tick, all records */
+    uint64_t last_wall;     /* --idle: time of the previous tick that looked at it */
+    int64_t idle_carry;     /* --idle: off-CPU ns not emitted yet (negative: CPU ahead) */
+} perf_thread_t;
+
+typedef struct perf_pending {
+    pid_t tid;
+    uint8_t kind;
+    uint64_t weight, time_ns;
+    size_t nn;
+    unwind_frame_t f[UNWIND_MAX_DEPTH];
+} perf_pending_t;
+
+struct sampler_perf {
+    perfev_t *ev;
+    unwind_t *unw; /* the sampler's (--native) or our own, to describe IPs */
+    int own_unw;
+    pid_t pid;
+    int exclude_kernel;
+    uint64_t gen;
+    uint64_t last_list_ns;
+    int stale;
+    pid_t *tids;
+    perf_thread_t *tab;
+    size_t used;
+    perf_pending_t *pend;
+    size_t npend;
+    uint64_t touched;
+};
+
+/* Lists /proc/PID/task into P->tids. Returns the count, or SCRY_E_GONE. */
+static int list_tids(struct sampler_perf *p)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)p->pid);
+    DIR *d = opendir(path);
+    if (!d)
+        return SCRY_E_GONE;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && n < (int)TASKS_MAX) {
+        char *end = NULL;
+        long v = strtol(e->d_name, &end, 10);
+        if (e->d_name[0] >= '1' && e->d_name[0] <= '9' && end && !*end && v > 0 && v < 0x40000000)
+            p->tids[n++] = (pid_t)v;
+    }
+    closedir(d);
+    /* An exited process that its parent has not reaped yet keeps one zombie task. */
+    char state = 0;
+    if (n == 1 &&
+        (unwind_read_task_state(p->pid, p->tids[0], &state) != 0 || state == 'Z' || state == 'X'))
+        return SCRY_E_GONE;
+    return n > 0 ? n : SCRY_E_GONE;
+}
+
+/* The table entry of TID, inserted when missing (NULL only when the table is full). */
+static perf_thread_t *slot(struct sampler_perf *p, pid_t tid)
+{
+    if (tid <= 0)
+        return NULL;
+    if (p->used >= PERF_SLOTS / 2) { /* threads come and go: start afresh */
+        memset(p->tab, 0, PERF_SLOTS * sizeof *p->tab);
+        p->used = 0;
+    }
+    size_t h = ((uint32_t)tid * 2654435761u) & (PERF_SLOTS - 1);
+    for (size_t i = 0; i < PERF_SLOTS; i++) {
+        perf_thread_t *t = &p->tab[(h + i) & (PERF_SLOTS - 1)];
+        if (t->tid == tid)
+            return t;
+        if (t->tid == 0) {
+            memset(t, 0, sizeof *t);
+            t->tid = tid;
+            p->used++;
+            return t;
+        }
+    }
+    return NULL;
+}
+
+static void to_unwind_regs(const perfev_sample_t *r, unwind_regs_t *u)
+{
+    const uint64_t *g = r->regs;
+    *u = (unwind_regs_t){g[PERFEV_REG_AX],  g[PERFEV_REG_BX],  g[PERFEV_REG_CX],  g[PERFEV_REG_DX],
+                         g[PERFEV_REG_SI],  g[PERFEV_REG_DI],  g[PERFEV_REG_BP],  g[PERFEV_REG_SP],
+                         g[PERFEV_REG_IP],  g[PERFEV_REG_R8],  g[PERFEV_REG_R9],  g[PERFEV_REG_R10],
+                         g[PERFEV_REG_R11], g[PERFEV_REG_R12], g[PERFEV_REG_R13], g[PERFEV_REG_R14],
+                         g[PERFEV_REG_R15]};
+}
+
+static void on_record(const perfev_sample_t *r, void *ctx)
+{
+    sampler_t *s = ctx;
+    struct sampler_perf *p = s->perf;
+    perf_thread_t *t = slot(p, r->tid);
+    if (!t)
+        return;
+    if (t->gen != p->gen) {
+        memset(t->w, 0, sizeof t->w);
+        t->cpu = 0;
+        t->gen = p->gen;
+    }
+    p->touched++;
+    int kind = UNWIND_IP_KERNEL;
+    if (!r->kernel) {
+        unwind_frame_t leaf;
+        unwind_describe_ip(p->unw, r->ip, &leaf);
+        kind = unwind_ip_kind(0, &leaf);
+    }
+    t->cpu += r->period_ns;
+    if (s->cfg.native && r->has_regs && r->stack && p->npend < PERF_MAX_PENDING) {
+        perf_pending_t *pd = &p->pend[p->npend];
+        unwind_regs_t regs;
+        to_unwind_regs(r, &regs);
+        size_t nn = 0;
+        if (unwind_copied(p->unw, r->tid, &regs, r->stack, r->stack_len, pd->f, UNWIND_MAX_DEPTH,
+                          &nn) == 0 &&
+            nn > 0) {
+            pd->tid = r->tid;
+            pd->kind = (uint8_t)kind;
+            pd->weight = r->period_ns;
+            pd->time_ns = r->time_ns;
+            pd->nn = nn;
+            p->npend++;
+            return;
+        }
+    }
+    t->w[kind] += r->period_ns;
+}
+
+int sampler__perf_new(sampler_t *s, char *why, size_t whylen)
+{
+    pid_t pid = pystate_target_info(s->target)->pid;
+    int excl = 0;
+    int err = perfev_probe(pid, 0);
+    if (err == SCRY_E_PERM && perfev_probe(pid, 1) == 0) {
+        excl = 1; /* kernel samples refused (perf_event_paranoid 2): user mode only */
+        err = 0;
+    }
+    if (err) {
+        snprintf(why, whylen, "%s%s", scry_strerror(err),
+                 err == SCRY_E_PERM ? " (perf_event_paranoid, a seccomp profile or a missing "
+                                      "CAP_PERFMON)"
+                                    : "");
+        return err;
+    }
+    struct sampler_perf *p = calloc(1, sizeof *p);
+    if (!p)
+        return SCRY_E_NOMEM;
+    p->pid = pid;
+    p->exclude_kernel = excl;
+    p->stale = 1;
+    p->tids = calloc(TASKS_MAX, sizeof *p->tids);
+    p->tab = calloc(PERF_SLOTS, sizeof *p->tab);
+    if (s->cfg.native) {
+        p->unw = s->unwind;
+        p->pend = malloc(PERF_MAX_PENDING * sizeof *p->pend);
+    } else {
+        p->unw = unwind_new(pid);
+        p->own_unw = 1;
+    }
+    perfev_opts_t o = {.pid = pid,
+                       .rate_hz = s->cfg.rate_hz > 0 ? s->cfg.rate_hz : 100,
+                       .clock = PERFEV_CLOCK_TASK,
+                       .stack_bytes = s->cfg.native ? PERF_STACK_BYTES : 0,
+                       .exclude_kernel = excl};
+    err = SCRY_E_NOMEM;
+    if (!p->tids || !p->tab || !p->unw || (s->cfg.native && !p->pend) ||
+        (err = perfev_open(&o, &p->ev)) != 0) {
+        snprintf(why, whylen, "%s", scry_strerror(err));
+        sampler__perf_free(p);
+        return err;
+    }
+    s->perf = p;
+    /* Open every thread's event now, so that the first tick already has records. */
+    int n = list_tids(p);
+    if (n > 0) {
+        int rc = perfev_set_threads(p->ev, p->tids, (size_t)n, NULL, NULL);
+        if (rc < 0) {
+            snprintf(why, whylen, "%s", scry_strerror(rc));
+            sampler__perf_free(p);
+            s->perf = NULL;
+            return rc;
+        }
+        p->stale = 0;
+        p->last_list_ns = sampler_now_ns();
+    }
+    snprintf(s->desc, sizeof s->desc, "perf events (task-clock%s)",
+             excl ? ", user mode only: kernel time not seen" : "");
+    return 0;
+}
+
+void sampler__perf_free(sampler_perf_t *p)
+{
+    if (!p)
+        return;
+    perfev_free(p->ev);
+    if (p->own_unw)
+        unwind_free(p->unw);
+    free(p->tids);
+    free(p->tab);
+    free(p->pend);
+    free(p);
+}
+
+void sampler__perf_counts(const sampler_perf_t *p, uint64_t *lost, uint64_t *bad)
+{
+    perfev_stats_t st = perfev_stats(p ? p->ev : NULL);
+    if (lost)
+        *lost = st.lost;
+    if (bad)
+        *bad = st.bad;
+}
+
+/* Emits the CPU samples of thread TH from its table entry T and the pending unwound
+ * records. */
+static void emit_cpu(sampler_t *s, const pystate_thread_t *th, perf_thread_t *t, uint64_t now,
+                     sampler_emit_fn emit, void *ctx)
+{
+    struct sampler_perf *p = s->perf;
+    unwind_classification_t cls;
+    for (size_t i = 0; i < p->npend; i++) {
+        perf_pending_t *pd = &p->pend[i];
+        if (pd->tid != th->tid)
+            continue;
+        unwind_classify_ip(pd->kind, th->leaf_opclass, &cls);
+        sampler__emit(s, th, pd->f, pd->nn, cls.cls, 0, pd->weight, 1, pd->time_ns, emit, ctx);
+    }
+    for (int k = 1; k < PERF_KINDS; k++) {
+        if (!t->w[k])
+            continue;
+        unwind_classify_ip(k, th->leaf_opclass, &cls);
+        sampler__emit(s, th, NULL, 0, cls.cls, 0, t->w[k], 1, now, emit, ctx);
+    }
+}
+
+/* --idle: the wall time of TH since its previous tick that was not CPU time. */
+static void emit_idle(sampler_t *s, const pystate_thread_t *th, perf_thread_t *t, uint64_t cpu,
+                      uint64_t now, sampler_emit_fn emit, void *ctx)
+{
+    uint64_t wall = t->last_wall && now > t->last_wall ? now - t->last_wall : s->interval_ns;
+    t->last_wall = now;
+    int64_t off = t->idle_carry + (int64_t)wall - (int64_t)cpu;
+    /* CPU records come in whole periods: keep what is below half an interval (or CPU ahead
+     * of the wall time, at most one interval) for later ticks instead of emitting noise. */
+    if (off < (int64_t)(s->interval_ns / 2)) {
+        int64_t floor = -(int64_t)s->interval_ns;
+        t->idle_carry = off < floor ? floor : off;
+        return;
+    }
+    t->idle_carry = 0;
+    uint64_t cap = 10 * s->interval_ns;
+    uint64_t w = (uint64_t)off < cap ? (uint64_t)off : cap;
+    sampler__emit(s, th, NULL, 0, SCRY_CLASS_SYSTEM, 0, w, 0, now, emit, ctx);
+}
+
+int sampler__perf_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
+{
+    struct sampler_perf *p = s->perf;
+    uint64_t t0 = sampler_now_ns();
+    s->stats.ticks++;
+    p->gen++;
+    p->npend = 0;
+    p->touched = 0;
+    if (p->stale || t0 - p->last_list_ns >= PERF_LIST_NS) {
+        int n = list_tids(p);
+        if (n < 0) {
+            s->stats.target_exited = 1;
+            return SCRY_E_GONE;
+        }
+        int rc = perfev_set_threads(p->ev, p->tids, (size_t)n, on_record, s);
+        if (rc < 0 && rc != SCRY_E_GONE)
+            s->stats.errors++;
+        p->stale = 0;
+        p->last_list_ns = t0;
+    }
+    perfev_read(p->ev, on_record, s);
+    uint64_t lost = 0, bad = 0;
+    sampler__perf_counts(p, &lost, &bad);
+    s->stats.lost = lost + bad;
+    if (!p->touched && !s->cfg.idle) {
+        s->stats.busy_ns += sampler_now_ns() - t0;
+        return 0; /* nothing ran: nothing to read */
+    }
+    pid_t pid = p->pid;
+    int err = pystate_sample(s->target, s->snap);
+    if (err) {
+        if (err == SCRY_E_GONE || procinfo_exists(pid) != 0) {
+            s->stats.target_exited = 1;
+            return SCRY_E_GONE;
+        }
+        s->stats.errors++;
+        s->stats.busy_ns += sampler_now_ns() - t0;
+        return err == SCRY_E_PERM || err == SCRY_E_NOMEM ? err : 0;
+    }
+    size_t n = pystate_snapshot_count(s->snap);
+    int any_gil = 0;
+    s->stats.finalizing = pystate_snapshot_finalizing(s->snap);
+    for (size_t i = 0; i < n; i++) {
+        const pystate_thread_t *th = pystate_snapshot_thread(s->snap, i);
+        any_gil |= th->gil;
+        if (th->tid > 0 && !perfev_has_thread(p->ev, th->tid))
+            p->stale = 1; /* a new thread: list them again next tick */
+        if (s->cfg.gil && !th->gil)
+            continue;
+        if (th->nframes == 0 && !th->truncated)
+            continue;
+        perf_thread_t *t = slot(p, th->tid);
+        if (!t)
+            continue;
+        uint64_t cpu = t->gen == p->gen ? t->cpu : 0;
+        if (cpu)
+            emit_cpu(s, th, t, t0, emit, ctx);
+        if (s->cfg.idle)
+            emit_idle(s, th, t, cpu, t0, emit, ctx);
+    }
+    if (any_gil)
+        s->stats.gil_ticks++;
+    s->stats.busy_ns += sampler_now_ns() - t0;
+    return 0;
+}
