@@ -124,7 +124,8 @@ int cmd_dump(const scry_config_t *cfg)
     one.gil = 0;
     smp = sampler_new(&one, t, strings);
     if (!smp) {
-        fprintf(stderr, "scry: out of memory\n");
+        if (!sampler_refused(cfg))
+            fprintf(stderr, "scry: out of memory\n");
         goto out;
     }
     int err = sampler_tick(smp, collect, &d);

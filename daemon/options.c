@@ -267,6 +267,11 @@ static int check_conflicts(scry_config_t *cfg)
         fprintf(stderr, "scry: --sampler is perf, ptrace or auto, not '%s'\n", cfg->sampler);
         return SCRY_E_INVAL;
     }
+    if (cfg->sampler && !strcmp(cfg->sampler, "perf") && cfg->command == CMD_DUMP) {
+        fprintf(stderr, "scry: dump reads every thread at one instant; the perf sampler is for "
+                        "recordings over time (record, top)\n");
+        return SCRY_E_INVAL;
+    }
     if (cfg->sampler && !strcmp(cfg->sampler, "perf") && cfg->blocking) {
         fprintf(stderr, "scry: --blocking stops threads, which the perf sampler never does; "
                         "use --sampler ptrace (or leave --sampler out)\n");

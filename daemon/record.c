@@ -224,7 +224,8 @@ int cmd_record(const scry_config_t *cfg)
     prof = report_profile_new(&meta);
     smp = sampler_new(cfg, t, strings);
     if (!prof || !smp) {
-        fprintf(stderr, "scry: out of memory\n");
+        if (!sampler_refused(cfg))
+            fprintf(stderr, "scry: out of memory\n");
         goto out;
     }
     progress_t prog = {.tty = isatty(2) && !cfg->quiet,

@@ -90,6 +90,11 @@ void sampler_free(sampler_t *s)
     free(s);
 }
 
+int sampler_refused(const scry_config_t *cfg)
+{
+    return cfg->sampler && !strcmp(cfg->sampler, "perf");
+}
+
 int sampler_backend(const sampler_t *s)
 {
     return s->backend;

@@ -47,6 +47,10 @@ enum sampler_backend {
  * saying why has been printed to stderr). */
 sampler_t *sampler_new(const scry_config_t *cfg, pystate_target_t *t, strtab_t *strings);
 
+/* True when CFG forces the perf back end: a NULL from sampler_new then means perf events
+ * were refused (and the message was printed), not a lack of memory. */
+int sampler_refused(const scry_config_t *cfg);
+
 /* The back end in use (enum sampler_backend). */
 int sampler_backend(const sampler_t *s);
 

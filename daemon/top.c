@@ -462,7 +462,8 @@ int cmd_top(const scry_config_t *cfg)
     t.live = report_live_new(&meta, start);
     t.smp = sampler_new(cfg, target, strings);
     if (!t.live || !t.smp) {
-        fprintf(stderr, "scry: out of memory\n");
+        if (!sampler_refused(cfg))
+            fprintf(stderr, "scry: out of memory\n");
         goto out;
     }
     t.st.pid = info->pid;

@@ -7,6 +7,7 @@ One loop over lines of known class (each line ending with a #@name@ marker):
   np     ndarray.dot of two square matrices (--numpy)      -> native (numpy / BLAS);
          the method, not numpy.dot: that one runs through a Python-level dispatcher frame
          (<__array_function__ internals>) in numpy 1.24, which would own the samples
+  mm     a @ b (--numpy): BLAS reached through an operator, no call instruction -> native
   sleep  time.sleep                                        -> system (needs scry --idle)
   fill   an unmeasured Python line after the sleep (see the runner: it absorbs the CPU
          time scry carries over a sleep boundary, so that no measured line pays for it)
@@ -27,8 +28,8 @@ import zlib
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import Stop, marker_lines, parse, write_json  # noqa: E402
 
-NAMES = ["py", "sha", "zlib", "np", "sleep"]
-WEIGHTS = {"py": 1.5, "sha": 1.0, "zlib": 0.75, "np": 1.0, "sleep": 2.0}
+NAMES = ["py", "sha", "zlib", "np", "sleep", "mm"]
+WEIGHTS = {"py": 1.5, "sha": 1.0, "zlib": 0.75, "np": 1.0, "sleep": 2.0, "mm": 1.0}
 CPU_ID = time.CLOCK_THREAD_CPUTIME_ID
 
 
@@ -113,6 +114,8 @@ def work(cal, text, unit, deadline, use_numpy, log):
         if np_a is not None:
             r = np_a.dot(np_b)  #@np@
             st = rec(log, 3, st, stamp)
+            r = np_a @ np_b  #@mm@
+            st = rec(log, 5, st, stamp)
         time.sleep(sleep_s)  #@sleep@
         st = rec(log, 4, st, stamp)
         for i in range(n_fill): pass  # noqa: E701 #@fill@
@@ -124,7 +127,7 @@ def main():
     args = parse([("--seconds", float, 10.0), ("--unit", float, 0.04), ("--numpy", bool, False)])
     cal, text = calibrate(args.unit, args.numpy)
     lines = marker_lines(os.path.abspath(__file__))
-    names = [n for n in NAMES if args.numpy or n != "np"]
+    names = [n for n in NAMES if args.numpy or n not in ("np", "mm")]
     write_json(args.ready, {"pid": os.getpid(), "lines": lines, "names": names, "calib": cal,
                             "file": os.path.abspath(__file__)})
     log = []
