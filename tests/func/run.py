@@ -705,15 +705,34 @@ def t_formats(c):
 @test("option_rate")
 def t_option_rate(c):
     p, truth = c.workload("hot_line.py")
-    res, text = c.record(["--pid", truth["pid"], "--duration", 2, "--rate", 50], "json")
+    # The ptrace sampler takes a sample per tick of a runnable thread; the perf sampler (the
+    # default where allowed, checked below) one per 1/rate s of CPU the thread used.
+    res, text = c.record(["--pid", truth["pid"], "--duration", 2, "--rate", 50, "--sampler",
+                          "ptrace"], "json")
     doc = json.loads(text)
     check(doc["rate_hz"] == 50, "rate_hz %r" % doc["rate_hz"])
     check(1.9 <= doc["duration_s"] <= 3.0, "duration_s %r for --duration 2" % doc["duration_s"])
     check(50 <= doc["samples"] <= 105, "%d samples for 2 s at 50 Hz of one busy thread"
           % doc["samples"])
     check(res.wall < 8, "record --duration 2 took %.1f s" % res.wall)
-    return "--rate 50 --duration 2: %d samples, duration_s %.2f, wall %.2f s" % (
-        doc["samples"], doc["duration_s"], res.wall)
+    cpu0 = task_cpu_s(truth["pid"])
+    res2, text2 = c.record(["--pid", truth["pid"], "--duration", 2, "--rate", 50, "--sampler",
+                            "perf"], "json")
+    cpu = task_cpu_s(truth["pid"]) - cpu0
+    doc2 = json.loads(text2)
+    want = 50 * cpu
+    check(doc2["samples"] >= 0.8 * want - 3 and doc2["samples"] <= 1.2 * want + 3,
+          "perf: %d samples for %.2f s of CPU at 50 Hz" % (doc2["samples"], cpu))
+    return ("--rate 50 --duration 2: ptrace %d samples, duration_s %.2f, wall %.2f s; perf %d "
+            "samples for %.2f s of target CPU" % (doc["samples"], doc["duration_s"], res.wall,
+                                                  doc2["samples"], cpu))
+
+
+def task_cpu_s(pid):
+    """CPU seconds process PID has used (utime + stime of /proc/PID/stat)."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / float(os.sysconf("SC_CLK_TCK"))
 
 
 @test("option_quiet")
