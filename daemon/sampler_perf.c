@@ -9,10 +9,12 @@
  *  2. only when some thread ran (or with --idle), one pystate_sample reads the Python
  *     stacks, right after;
  *  3. each Python thread that ran gets one sample per record with a native stack (merged),
- *     or one per class with the CPU time its records add up to; with --idle, a thread's
- *     wall time since its previous tick that was not CPU time becomes an off-CPU sample.
- * No /proc file is read per thread per tick: the thread list (/proc/PID/task) is read
- * every 200 ms or when a Python thread without an event shows up. Nothing is stopped.
+ *     or one per class with the CPU time its records add up to; with --idle, a thread that
+ *     is off CPU (its stat state is not R) gets an off-CPU sample for the wall time since
+ *     its previous tick that was not CPU time.
+ * Without --idle no /proc file is read per thread per tick: the thread list
+ * (/proc/PID/task) is read every 200 ms or when a Python thread without an event shows
+ * up. Nothing is stopped.
  */
 #include "sampler_internal.h"
 
@@ -38,7 +40,6 @@ typedef struct perf_thread {
     uint64_t w[PERF_KINDS]; /* CPU ns this tick per IP kind, records without stack */
     uint64_t cpu;           /* CPU ns this tick, all records */
     uint64_t last_wall;     /* --idle: time of the previous tick that looked at it */
-    int64_t idle_carry;     /* --idle: off-CPU ns not emitted yet (negative: CPU ahead) */
 } perf_thread_t;
 
 typedef struct perf_pending {
@@ -64,6 +65,7 @@ struct sampler_perf {
     perf_pending_t *pend;
     size_t npend;
     uint64_t touched;
+    procinfo_threads_t *states; /* --idle: stat files of threads that did not run */
 };
 
 /* Lists /proc/PID/task into P->tids. Returns the count, or SCRY_E_GONE. */
@@ -189,6 +191,8 @@ int sampler__perf_new(sampler_t *s, char *why, size_t whylen)
     p->stale = 1;
     p->tids = calloc(TASKS_MAX, sizeof *p->tids);
     p->tab = calloc(PERF_SLOTS, sizeof *p->tab);
+    if (s->cfg.idle)
+        p->states = procinfo_threads_new(pid);
     if (s->cfg.native) {
         p->unw = s->unwind;
         p->pend = malloc(PERF_MAX_PENDING * sizeof *p->pend);
@@ -202,8 +206,8 @@ int sampler__perf_new(sampler_t *s, char *why, size_t whylen)
                        .stack_bytes = s->cfg.native ? PERF_STACK_BYTES : 0,
                        .exclude_kernel = excl};
     err = SCRY_E_NOMEM;
-    if (!p->tids || !p->tab || !p->unw || (s->cfg.native && !p->pend) ||
-        (err = perfev_open(&o, &p->ev)) != 0) {
+    if (!p->tids || !p->tab || !p->unw || (s->cfg.idle && !p->states) ||
+        (s->cfg.native && !p->pend) || (err = perfev_open(&o, &p->ev)) != 0) {
         snprintf(why, whylen, "%s", scry_strerror(err));
         sampler__perf_free(p);
         return err;
@@ -237,6 +241,7 @@ void sampler__perf_free(sampler_perf_t *p)
     free(p->tids);
     free(p->tab);
     free(p->pend);
+    procinfo_threads_free(p->states);
     free(p);
 }
 
@@ -271,23 +276,20 @@ static void emit_cpu(sampler_t *s, const pystate_thread_t *th, perf_thread_t *t,
     }
 }
 
-/* --idle: the wall time of TH since its previous tick that was not CPU time. */
+/* --idle: a thread that is off CPU (not runnable: sleeping, waiting for I/O, a lock or the
+ * GIL) stands for the wall time since its previous tick that was not CPU time. A runnable
+ * thread waiting for a CPU gets nothing here (as with the ptrace sampler): its time is
+ * neither CPU nor blocked. One pread of its stat file, only for threads without records. */
 static void emit_idle(sampler_t *s, const pystate_thread_t *th, perf_thread_t *t, uint64_t cpu,
                       uint64_t now, sampler_emit_fn emit, void *ctx)
 {
     uint64_t wall = t->last_wall && now > t->last_wall ? now - t->last_wall : s->interval_ns;
     t->last_wall = now;
-    int64_t off = t->idle_carry + (int64_t)wall - (int64_t)cpu;
-    /* CPU records come in whole periods: keep what is below half an interval (or CPU ahead
-     * of the wall time, at most one interval) for later ticks instead of emitting noise. */
-    if (off < (int64_t)(s->interval_ns / 2)) {
-        int64_t floor = -(int64_t)s->interval_ns;
-        t->idle_carry = off < floor ? floor : off;
+    char state = procinfo_thread_state(s->perf->states, th->tid, NULL);
+    if (state == 'R' || state == 0 || wall <= cpu)
         return;
-    }
-    t->idle_carry = 0;
     uint64_t cap = 10 * s->interval_ns;
-    uint64_t w = (uint64_t)off < cap ? (uint64_t)off : cap;
+    uint64_t w = wall - cpu < cap ? wall - cpu : cap;
     sampler__emit(s, th, NULL, 0, SCRY_CLASS_SYSTEM, 0, w, 0, now, emit, ctx);
 }
 
