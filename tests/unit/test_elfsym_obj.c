@@ -292,6 +292,17 @@ static void test_bad_input(void)
     CHECK(elfsym_obj_open("", &err) == NULL && err == SCRY_E_INVAL, "empty path");
     CHECK(elfsym_obj_open("/tmp", &err) == NULL && err == SCRY_E_ELF, "directory: %d", err);
     CHECK(elfsym_obj_open("/etc/passwd", &err) == NULL && err == SCRY_E_ELF, "text: %d", err);
+    /* A FIFO where a mapped file was (the target can rename one there): refused at once,
+     * never waited on (the open used to block until a writer came). */
+    char fifo[] = "/tmp/scry_elfobj_fifoXXXXXX";
+    if (mkdtemp(fifo)) {
+        char p[64];
+        snprintf(p, sizeof p, "%s/lib.so", fifo);
+        CHECK(mkfifo(p, 0600) == 0, "mkfifo");
+        CHECK(elfsym_obj_open(p, &err) == NULL && err == SCRY_E_ELF, "fifo: %d", err);
+        unlink(p);
+        rmdir(fifo);
+    }
 
     /* Truncations and corruptions of a real library: must never crash. */
     FILE *f = fopen(PY36_LIB, "rb");
