@@ -6,37 +6,50 @@ usage: run_shim_tests.py --harness PATH --shim PATH [--inject PATH --grab PATH]
                          [--only NAME] [--mean N]
 --inject/--grab (inject_attach and libshim_test_grab.so): attach-mode tests through the real
 ptrace injector (test_inject*); skipped without them.
-Exit status 0 when every check passed. Interpreters that are not installed are skipped.
+One test per (check, interpreter), each listing its checks ("ok"/"FAIL" lines) under its
+PASS/FAIL line (tests/lib/scrytest's runner; the closing line "N passed, N failed, N
+skipped"); exit 1 on a failure. Interpreters that are not installed are skipped.
 """
-import argparse
 import json
 import os
 import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
+import scrytest as st  # noqa: E402
+from scrytest import Fail  # noqa: E402
+
 WORKLOADS = os.path.join(HERE, "workloads.py")
 MB = 1 << 20
-PYENV = "/root/.pyenv/versions"
-PYTHONS = [
-    ("3.8", PYENV + "/3.8.18/bin/python3.8"),
-    ("3.11", PYENV + "/3.11.7/bin/python3.11"),
-    ("3.11", "/usr/bin/python3.11"),
-    ("3.10", PYENV + "/3.10.13/bin/python3.10"),
-    ("3.12", PYENV + "/3.12.1/bin/python3.12"),
-    ("3.13", PYENV + "/3.13.0/bin/python3.13"),
-]
-NUMPY_PYTHON = ("3.11", "/usr/bin/python3.11")
+# Interpreter labels (scrytest.interp), in this order; the harness gets each one's X.Y.
+LABELS = ["3.8", "3.11", "debian3.11", "3.10", "3.12", "3.13"]
+NUMPY_LABEL = "debian3.11"
+TIMEOUT = 600  # seconds: no harness, injector or target run may take longer
 
-failures = []
+CUR = [None]  # the running test's scrytest.Ctx
 
 
 def check(cond, what):
-    print("  %s %s" % ("ok  " if cond else "FAIL", what))
-    if not cond:
-        failures.append(what)
+    """A soft check of the running test (printed; the test fails at its end)."""
+    return CUR[0].expect(cond, what)
+
+
+def run_checked(cmd, env=None, timeout=TIMEOUT):
+    """Runs CMD to its end in its own session (the test's context kills it at cleanup):
+    its stdout; FAIL on a non-zero exit or after TIMEOUT."""
+    c = CUR[0]
+    p = c.spawn(cmd, env=env, stdout=subprocess.PIPE)
+    try:
+        out, _ = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        c.kill(p)
+        raise Fail("%s: no exit after %d s (killed)" % (" ".join(map(str, cmd)), timeout))
+    if p.returncode != 0:
+        raise Fail("%s exited %d: %s" % (" ".join(map(str, cmd)), p.returncode,
+                                         st.short(c.proc_log(p))))
+    return out.decode("utf-8", "replace")
 
 
 def within(got, want, tol):
@@ -49,12 +62,12 @@ def run(args, ver, python, workload, extra=()):
         if args.mean:
             cmd += ["--mean", str(args.mean)]
         cmd += list(extra) + ["--", python, WORKLOADS, workload, codes.name]
-        t = time.time()
-        out = subprocess.run(cmd, stdout=subprocess.PIPE, universal_newlines=True, check=True)
-        wall = time.time() - t
+        t = st.now()
+        out = run_checked(cmd)
+        wall = st.since(t)
         names = dict(line.split() for line in codes.read().splitlines())
     res = {"total": {}, "code": {}, "stat": {}, "tids": {}, "lines": [], "wall": wall}
-    for line in out.stdout.splitlines():
+    for line in out.splitlines():
         f = line.split()
         if f[0] == "total":
             res["total"][(f[1], f[2])] = int(f[4])
@@ -157,9 +170,8 @@ def test_lines(args, ver, py):
         for code, off, n in r.get("instr", []):
             if code == addr:
                 offs += [off] * n
-        out = subprocess.run([py, "-c", LINES_HELPER, HERE, fn] + [str(o) for o in offs],
-                             stdout=subprocess.PIPE, universal_newlines=True, check=True)
-        good, total = map(int, out.stdout.split())
+        out = run_checked([py, "-c", LINES_HELPER, HERE, fn] + [str(o) for o in offs])
+        good, total = map(int, out.split())
         check(total > 0 and good >= 0.95 * total,
               "%s: %d of %d frames at the allocating line" % (fn, good, total))
 
@@ -234,8 +246,7 @@ def test_full(args, ver, py):
 
 
 def timed_plain(py, workload):
-    out = subprocess.run([py, WORKLOADS, workload], stdout=subprocess.PIPE,
-                         universal_newlines=True, check=True).stdout
+    out = run_checked([py, WORKLOADS, workload])
     return float(out.split()[-1])
 
 
@@ -270,26 +281,24 @@ def run_inject(args, ver, python, parts, extra=(), timeout=600):
     output lines, target's exit status)."""
     with tempfile.TemporaryDirectory() as d:
         go, codes = os.path.join(d, "go"), os.path.join(d, "codes")
-        env = dict(os.environ, SCRY_TEST_GO=go, SCRY_TEST_GRAB=args.grab or "")
-        t = subprocess.Popen([python, WORKLOADS, "inject:" + parts, codes], env=env,
-                             stdout=subprocess.PIPE, universal_newlines=True)
+        c = CUR[0]
+        env = c.env({"SCRY_TEST_GO": go, "SCRY_TEST_GRAB": args.grab or ""})
+        t = c.spawn([python, WORKLOADS, "inject:" + parts, codes], env=env,
+                    stdout=subprocess.PIPE)
         try:
-            ready = t.stdout.readline()
+            ready = t.stdout.readline().decode("utf-8", "replace")
             if ready.strip() != "ready":
-                raise RuntimeError("target not ready: %r" % ready)
+                raise Fail("target not ready: %r; %s" % (ready, st.short(c.proc_log(t))))
             cmd = [args.inject, "--pid", str(t.pid), "--shim", args.shim, "--pyver", ver,
                    "--go-file", go] + list(extra)
             if args.mean:
                 cmd += ["--mean", str(args.mean)]
-            inj = subprocess.run(cmd, stdout=subprocess.PIPE, universal_newlines=True,
-                                 timeout=timeout)
-            out = t.stdout.read().splitlines()
-            status = t.wait(timeout=timeout)
+            inj = run_checked(cmd, timeout=timeout)
+            out = t.stdout.read().decode("utf-8", "replace").splitlines()
+            status = c.wait(t, timeout, "inject target")
         finally:
-            if t.poll() is None:
-                t.kill()
-                t.wait()
-        data = json.loads(inj.stdout)
+            c.kill(t)
+        data = json.loads(inj)
         names = {}
         if os.path.exists(codes):
             with open(codes) as f:
@@ -410,43 +419,54 @@ TESTS = [test_keep, test_lines, test_churn, test_copy, test_threads, test_fork, 
 
 
 def main():
-    ap = argparse.ArgumentParser()
+    ap = st.runner.parser(__doc__)
     ap.add_argument("--harness", required=True)
     ap.add_argument("--shim", required=True)
     ap.add_argument("--inject", help="inject_attach (attach-mode tests through ptrace)")
     ap.add_argument("--grab", help="libshim_test_grab.so (loaded by the target after attach)")
     ap.add_argument("--only")
     ap.add_argument("--mean", type=int)
+    ap.add_argument("-v", action="store_true")
     args = ap.parse_args()
-    plan = []
-    for ver, py in PYTHONS:
-        if os.path.exists(py):
-            plan += [(t, ver, py) for t in TESTS]
-    if os.path.exists(NUMPY_PYTHON[1]):
-        plan.append((test_numpy,) + NUMPY_PYTHON)
-    ver, py = PYTHONS[1]
-    if os.path.exists(py):
-        plan += [(test_full, ver, py), (test_gone, ver, py)]
-    if args.inject and args.grab:
-        plan += [(test_inject, ver, py) for ver, py in PYTHONS if os.path.exists(py)]
-        if os.path.exists(NUMPY_PYTHON[1]):
-            plan.append((test_inject_numpy,) + NUMPY_PYTHON)
-        plan += [(test_inject_threads, ver, py) for ver, py in PYTHONS[1:3]
-                 if os.path.exists(py)]
-        if os.path.exists(PYTHONS[1][1]):
-            plan.append((test_inject_gone,) + PYTHONS[1])
-    for t, ver, py in plan:
-        if args.only and args.only not in t.__name__:
-            continue
-        print("%s %s" % (t.__name__, py))
+    found = {}
+    for label in LABELS:
         try:
-            t(args, ver, py)
-        except Exception as e:  # a crash of the harness or the target is a failure
-            check(False, "%s %s: %r" % (t.__name__, py, e))
-    print("%d failure(s)" % len(failures))
-    for f in failures:
-        print("FAILED: " + f)
-    return 1 if failures else 0
+            found[label] = st.find(label)
+        except st.Skip as e:
+            print("SKIP %s: %s" % (label, e))
+    pythons = [found[l] for l in LABELS if l in found]
+    numpy = found.get(NUMPY_LABEL)
+    first = found.get(LABELS[1])
+    tests = st.Tests()
+    for it in pythons:
+        for t in TESTS:
+            tests.add("%s %s" % (t.__name__[5:], it.label), t, interp=it)
+    if numpy:
+        tests.add("numpy %s" % numpy.label, test_numpy, interp=numpy)
+    if first:
+        tests.add("full %s" % first.label, test_full, interp=first)
+        tests.add("gone %s" % first.label, test_gone, interp=first)
+    if args.inject and args.grab:
+        for it in pythons:
+            tests.add("inject %s" % it.label, test_inject, interp=it)
+        if numpy:
+            tests.add("inject_numpy %s" % numpy.label, test_inject_numpy, interp=numpy)
+        for it in [found[l] for l in LABELS[1:3] if l in found]:
+            tests.add("inject_threads %s" % it.label, test_inject_threads, interp=it)
+        if first:
+            tests.add("inject_gone %s" % first.label, test_inject_gone, interp=first)
+    sel = tests.select(where=lambda t: not args.only or args.only in t.fn.__name__)
+
+    def make_ctx(t):
+        CUR[0] = st.Ctx(t.name.replace(" ", "-"), t.interp, prefix="scry-shim",
+                        verbose=args.v)
+        return CUR[0]
+
+    def call(t, c):
+        t.fn(args, t.interp.pyver, t.interp.path)
+        return "%d checks on %s" % (len(c.expectations), t.interp.path)
+
+    return st.run(sel, make_ctx, "shim", call=call, verbose=args.v)
 
 
 if __name__ == "__main__":
