@@ -27,6 +27,9 @@ import sys
 import threading
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "lib"))
+import scrytest as st  # noqa: E402  (interpreters, clock)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 SPIN = os.path.join(HERE, "workloads", "spin.py")
 SLOW = os.path.join(HERE, "workloads", "slowdown.py")
@@ -45,7 +48,7 @@ def start_spin(python, depth, threads):
 
 def profile(cmd):
     """Runs profiler CMD as a child; (CPU s, wall s, stdout, stderr) with CPU from wait4."""
-    t0 = time.monotonic()
+    t0 = st.now()
     pid = os.fork()
     if pid == 0:
         fd = os.open("/tmp/peers-bench-err.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
@@ -53,7 +56,7 @@ def profile(cmd):
         os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
         os.execv(cmd[0], cmd)
     _, status, ru = os.wait4(pid, 0)
-    wall = time.monotonic() - t0
+    wall = st.now() - t0
     with open("/tmp/peers-bench-err.txt", "rb") as f:
         err = f.read().decode("utf-8", "replace")
     return ru.ru_utime + ru.ru_stime, wall, err, status
@@ -206,14 +209,14 @@ def bench_dump(a, res):
     rows = {"scry dump": [], "austin -w": []}
     try:
         for _ in range(10):
-            t0 = time.monotonic()
+            t0 = st.now()
             subprocess.run([a.scry, "dump", "--pid", str(p.pid)], stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL)
-            rows["scry dump"].append(time.monotonic() - t0)
-            t0 = time.monotonic()
+            rows["scry dump"].append(st.now() - t0)
+            t0 = st.now()
             subprocess.run([a.austin, "-w", str(p.pid)], stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL)
-            rows["austin -w"].append(time.monotonic() - t0)
+            rows["austin -w"].append(st.now() - t0)
     finally:
         p.kill()
         p.wait()
@@ -255,17 +258,22 @@ def main():
     ap.add_argument("--scry", required=True)
     ap.add_argument("--austin", required=True)
     ap.add_argument("--austinp", required=True)
-    ap.add_argument("--python", default="/usr/bin/python3.11")
+    ap.add_argument("--python", help="interpreter path (default: scrytest's debian3.11)")
     ap.add_argument("--seconds", type=float, default=5)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--units", type=int, default=400)
     ap.add_argument("--json")
     ap.add_argument("only", nargs="*", default=["cpu1", "cpu100", "native", "slowdown", "dump"])
     a = ap.parse_args()
+    if not a.python:
+        try:
+            a.python = st.find("debian3.11").path
+        except st.Skip as e:
+            sys.exit("no Debian python3.11: %s (pass --python)" % e)
     res = {"started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
            "load": os.getloadavg()[0], "python": a.python}
     for name in a.only:
-        t0 = time.monotonic()
+        t0 = st.now()
         if name == "cpu1":
             bench_cpu(a, 1, res)
         elif name == "cpu100":
@@ -276,7 +284,7 @@ def main():
             bench_slowdown(a, res)
         elif name == "dump":
             bench_dump(a, res)
-        print("%s done in %.0f s" % (name, time.monotonic() - t0), file=sys.stderr)
+        print("%s done in %.0f s" % (name, st.now() - t0), file=sys.stderr)
     res["load_end"] = os.getloadavg()[0]
     if a.json:
         with open(a.json, "w") as f:
