@@ -6,17 +6,11 @@
  */
 #include "pystate.h"
 #include "scry_err.h"
+#include "scry_time.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static int cmp_u64(const void *a, const void *b)
 {
@@ -50,9 +44,9 @@ int main(int argc, char **argv)
     rmem_stats_t before = rmem_stats(pystate_target_mem(t));
     uint64_t frames = 0, threads = 0, failures = 0;
     for (int i = 0; i < iters; i++) {
-        uint64_t t0 = now_ns();
+        uint64_t t0 = scry_now_ns();
         err = pystate_sample(t, snap);
-        times[i] = now_ns() - t0;
+        times[i] = scry_now_ns() - t0;
         if (err) {
             failures++;
             continue;

@@ -7,13 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+#include "../common/scry_time.h"
 
 int main(int argc, char **argv)
 {
@@ -24,17 +18,17 @@ int main(int argc, char **argv)
     char src[256] = {1}, dst[256];
     double best_m = 1e9, best_c = 1e9;
     for (int rep = 0; rep < 5; rep++) {
-        double t = now();
+        double t = ((double)scry_now_ns() / 1e9);
         for (long i = 0; i < n; i++) {
             void *p = malloc(size);
             keep[i & 63] = p;
             free(p);
         }
-        double m = (now() - t) / n * 1e9;
-        t = now();
+        double m = (((double)scry_now_ns() / 1e9) - t) / n * 1e9;
+        t = ((double)scry_now_ns() / 1e9);
         for (long i = 0; i < n; i++)
             mc(dst, src, 64);
-        double c = (now() - t) / n * 1e9;
+        double c = (((double)scry_now_ns() / 1e9) - t) / n * 1e9;
         best_m = m < best_m ? m : best_m;
         best_c = c < best_c ? c : best_c;
     }

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "scry_time.h"
 
 int launch_start(char **argv, char **env_extra, void (*before_exec)(pid_t child, void *ctx),
                  void *ctx, pid_t *child)
@@ -77,18 +78,11 @@ static void sleep_ns(long ns)
     nanosleep(&ts, NULL);
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 int launch_wait_python(pid_t child, strtab_t *strings, double timeout_s, int assume_minor,
                        void (*on_open)(pystate_target_t *t, void *ctx), void *ctx,
                        pystate_target_t **out, int *status, char *errbuf, size_t errlen)
 {
-    double start = now_s();
+    double start = ((double)scry_now_ns() / 1e9);
     pystate_snapshot_t *snap = pystate_snapshot_new();
     if (!snap)
         return SCRY_E_NOMEM;
@@ -131,10 +125,10 @@ int launch_wait_python(pid_t child, strtab_t *strings, double timeout_s, int ass
             exe[n] = 0;
             if (strcmp(exe, exe_seen) != 0) {
                 snprintf(exe_seen, sizeof exe_seen, "%s", exe);
-                start = now_s();
+                start = ((double)scry_now_ns() / 1e9);
             }
         }
-        if (now_s() - start > timeout_s) {
+        if (((double)scry_now_ns() / 1e9) - start > timeout_s) {
             char what[600];
             procinfo_describe(child, what, sizeof what);
             snprintf(errbuf, errlen,

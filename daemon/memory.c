@@ -3,6 +3,7 @@
 #include "inject.h"
 #include "ring_consumer.h"
 #include "scry_err.h"
+#include "scry_time.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -78,10 +79,8 @@ memprof_t *memprof_new(uint64_t alloc_mean, uint64_t copy_mean)
     }
     m->alloc_mean = alloc_mean ? alloc_mean : SCRY_RING_DEFAULT_ALLOC_MEAN;
     m->copy_mean = copy_mean ? copy_mean : SCRY_RING_DEFAULT_COPY_MEAN;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
     snprintf(m->path, sizeof m->path, "/dev/shm/scry-%d-%lx", (int)getpid(),
-             (unsigned long)(ts.tv_nsec ^ (ts.tv_sec << 20)));
+             (unsigned long)scry_now_ns());
     return m;
 }
 

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "scry_time.h"
 
 #define PROCINFO_SLOTS 8192 /* open thread files kept (power of two) */
 
@@ -141,13 +142,6 @@ static thread_files_t *thread_slot(procinfo_threads_t *p, pid_t tid)
     return s;
 }
 
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 char procinfo_thread_state(procinfo_threads_t *p, pid_t tid, uint64_t *wall_delta_ns)
 {
     if (wall_delta_ns)
@@ -172,7 +166,7 @@ char procinfo_thread_state(procinfo_threads_t *p, pid_t tid, uint64_t *wall_delt
     if (rp && rp[1] == ' ')
         state = rp[2];
     if (wall_delta_ns) {
-        uint64_t now = mono_ns();
+        uint64_t now = scry_now_ns();
         if (s->last_seen_ns && now >= s->last_seen_ns)
             *wall_delta_ns = now - s->last_seen_ns;
         s->last_seen_ns = now;

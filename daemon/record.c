@@ -7,6 +7,7 @@
 #include "report.h"
 #include "sampler.h"
 #include "scry_err.h"
+#include "scry_time.h"
 #include "srcread.h"
 
 #include <errno.h>
@@ -121,7 +122,7 @@ static int show_progress(sampler_t *s, void *ctx)
         memprof_stop(p->mem);
     if (!p->tty)
         return 0;
-    uint64_t now = sampler_now_ns();
+    uint64_t now = scry_now_ns();
     if (now - p->last_ns < 1000000000ull)
         return 0;
     p->last_ns = now;
@@ -216,7 +217,7 @@ int cmd_record(const scry_config_t *cfg)
         .command = command,
         .rate_hz = cfg->rate_hz,
         .start_unix_ns = (int64_t)wall.tv_sec * 1000000000ll + wall.tv_nsec,
-        .start_mono_ns = sampler_now_ns(),
+        .start_mono_ns = scry_now_ns(),
         .flags = (cfg->threads ? REPORT_F_THREADS : 0) | (cfg->idle ? REPORT_F_IDLE : 0) |
                  (cfg->native ? REPORT_F_NATIVE : 0) | (cfg->gil ? REPORT_F_GIL : 0) |
                  (cfg->memory ? REPORT_F_MEMORY : 0),
@@ -229,15 +230,15 @@ int cmd_record(const scry_config_t *cfg)
         goto out;
     }
     progress_t prog = {.tty = isatty(2) && !cfg->quiet,
-                       .start_ns = sampler_now_ns(),
+                       .start_ns = scry_now_ns(),
                        .mem = mem,
                        .target = t,
                        .prof = prof};
     prog.last_ns = prog.start_ns;
-    uint64_t t0 = sampler_now_ns();
+    uint64_t t0 = scry_now_ns();
     int err = sampler_run(smp, cfg->duration_s, &record_stop, emit_to_profile, prof, show_progress,
                           &prog);
-    double elapsed = (double)(sampler_now_ns() - t0) / 1e9;
+    double elapsed = (double)(scry_now_ns() - t0) / 1e9;
     drain_memory(&prog); /* what the shim wrote since the last tick */
     mem = prog.mem;
     if (prog.tty)

@@ -3,6 +3,7 @@
 
 #include "scry_err.h"
 #include "../pystate/layout.h"
+#include "scry_time.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -35,13 +36,6 @@ struct ringc {
     int unlinked;
     ringc_stats_t st;
 };
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static void set_err(int *err, int e)
 {
@@ -130,7 +124,7 @@ ringc_t *ringc_create(const ringc_params_t *p, int *err)
     h->copy_mean = p->copy_mean;
     h->target_pid = p->target_pid;
     h->layout = p->layout;
-    h->heartbeat_ns = now_ns();
+    h->heartbeat_ns = scry_now_ns();
     h->enabled = p->enabled ? 1 : 0;
     for (uint64_t i = 0; i < r->nrecords; i++)
         r->recs[i].seq = i;
@@ -284,7 +278,7 @@ int ringc_poll(ringc_t *r, ringc_event_t *out, size_t max, size_t *n)
             if (!claimed)
                 break; /* empty */
             /* claimed but not committed yet: a producer is writing, or died writing */
-            uint64_t t = now_ns();
+            uint64_t t = scry_now_ns();
             if (r->stall_since == 0 || r->stall_pos != r->tail) {
                 r->stall_pos = r->tail;
                 r->stall_since = t;
@@ -320,7 +314,7 @@ int ringc_heartbeat(ringc_t *r)
     if (!r)
         return SCRY_E_INVAL;
     __atomic_store_n(&r->hdr->consumer_tail, r->tail, __ATOMIC_RELAXED);
-    __atomic_store_n(&r->hdr->heartbeat_ns, now_ns(), __ATOMIC_RELEASE);
+    __atomic_store_n(&r->hdr->heartbeat_ns, scry_now_ns(), __ATOMIC_RELEASE);
     return 0;
 }
 

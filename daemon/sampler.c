@@ -7,19 +7,13 @@
 #include "scry_err.h"
 #include "tasks.h"
 #include "unwind.h"
+#include "scry_time.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-uint64_t sampler_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* Chooses the back end; returns 0, or SCRY_E_PERM when perf was forced and refused. */
 static int choose_backend(sampler_t *s)
@@ -231,7 +225,7 @@ int sampler_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
 {
     if (s->backend == SAMPLER_PERF)
         return sampler__perf_tick(s, emit, ctx);
-    uint64_t t0 = sampler_now_ns();
+    uint64_t t0 = scry_now_ns();
     s->stats.ticks++;
     pid_t pid = pystate_target_info(s->target)->pid;
     if (tasks_refresh(s->tasks) < 0) {
@@ -261,7 +255,7 @@ int sampler_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
             return SCRY_E_GONE;
         }
         s->stats.errors++;
-        s->stats.busy_ns += sampler_now_ns() - t0;
+        s->stats.busy_ns += scry_now_ns() - t0;
         return err == SCRY_E_PERM || err == SCRY_E_NOMEM ? err : 0;
     }
     size_t n = pystate_snapshot_count(s->snap);
@@ -285,18 +279,18 @@ int sampler_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
     tasks_resume_all(s->tasks);
     if (any_gil)
         s->stats.gil_ticks++;
-    s->stats.busy_ns += sampler_now_ns() - t0;
+    s->stats.busy_ns += scry_now_ns() - t0;
     return 0;
 }
 
 int sampler_run(sampler_t *s, double duration_s, volatile sig_atomic_t *stop, sampler_emit_fn emit,
                 void *ctx, int (*tick_cb)(sampler_t *, void *), void *tick_ctx)
 {
-    uint64_t start = sampler_now_ns();
+    uint64_t start = scry_now_ns();
     uint64_t end = duration_s > 0 ? start + (uint64_t)(duration_s * 1e9) : UINT64_MAX;
     uint64_t next = start;
     while (!(stop && *stop)) {
-        uint64_t now = sampler_now_ns();
+        uint64_t now = scry_now_ns();
         if (now >= end)
             break;
         if (now > next + s->interval_ns / 2) {
@@ -312,7 +306,7 @@ int sampler_run(sampler_t *s, double duration_s, volatile sig_atomic_t *stop, sa
         if (tick_cb && tick_cb(s, tick_ctx))
             break;
         next += s->interval_ns;
-        now = sampler_now_ns();
+        now = scry_now_ns();
         if (next < now) {
             /* Fell behind: skip missed deadlines rather than bursting. */
             uint64_t behind = (now - next) / s->interval_ns;

@@ -71,7 +71,4 @@ int sampler_run(sampler_t *s, double duration_s, volatile sig_atomic_t *stop, sa
 
 const sampler_stats_t *sampler_stats(const sampler_t *s);
 
-/* CLOCK_MONOTONIC now, in ns. */
-uint64_t sampler_now_ns(void);
-
 #endif

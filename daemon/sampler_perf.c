@@ -224,7 +224,7 @@ int sampler__perf_new(sampler_t *s, char *why, size_t whylen)
             return rc;
         }
         p->stale = 0;
-        p->last_list_ns = sampler_now_ns();
+        p->last_list_ns = scry_now_ns();
     }
     snprintf(s->desc, sizeof s->desc, "perf events (task-clock%s)",
              excl ? ", user mode only: kernel time not seen" : "");
@@ -296,7 +296,7 @@ static void emit_idle(sampler_t *s, const pystate_thread_t *th, perf_thread_t *t
 int sampler__perf_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
 {
     struct sampler_perf *p = s->perf;
-    uint64_t t0 = sampler_now_ns();
+    uint64_t t0 = scry_now_ns();
     s->stats.ticks++;
     p->gen++;
     p->npend = 0;
@@ -318,7 +318,7 @@ int sampler__perf_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
     sampler__perf_counts(p, &lost, &bad);
     s->stats.lost = lost + bad;
     if (!p->touched && !s->cfg.idle) {
-        s->stats.busy_ns += sampler_now_ns() - t0;
+        s->stats.busy_ns += scry_now_ns() - t0;
         return 0; /* nothing ran: nothing to read */
     }
     pid_t pid = p->pid;
@@ -329,7 +329,7 @@ int sampler__perf_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
             return SCRY_E_GONE;
         }
         s->stats.errors++;
-        s->stats.busy_ns += sampler_now_ns() - t0;
+        s->stats.busy_ns += scry_now_ns() - t0;
         return err == SCRY_E_PERM || err == SCRY_E_NOMEM ? err : 0;
     }
     size_t n = pystate_snapshot_count(s->snap);
@@ -355,6 +355,6 @@ int sampler__perf_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
     }
     if (any_gil)
         s->stats.gil_ticks++;
-    s->stats.busy_ns += sampler_now_ns() - t0;
+    s->stats.busy_ns += scry_now_ns() - t0;
     return 0;
 }

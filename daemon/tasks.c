@@ -2,19 +2,13 @@
 
 #include "scry_err.h"
 #include "thread_stop.h"
+#include "scry_time.h"
 
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 #define TASKS_STOP_MS 20
 
@@ -73,7 +67,7 @@ static int list_tasks(tasks_t *t)
     }
     closedir(d);
     qsort(t->list, t->n, sizeof t->list[0], cmp_tid);
-    t->listed_ns = now_ns();
+    t->listed_ns = scry_now_ns();
     t->stale = 0;
     return 0;
 }
@@ -87,7 +81,7 @@ int tasks_refresh(tasks_t *t)
     /* Threads come and go rarely: the directory is listed again every 200 ms, or at once
      * when a thread was seen that the list lacks; in between each tick costs one pread
      * per thread (and one more for the CPU time of the running ones). */
-    if (t->n == 0 || t->stale || now_ns() - t->listed_ns > 200000000ull) {
+    if (t->n == 0 || t->stale || scry_now_ns() - t->listed_ns > 200000000ull) {
         int err = list_tasks(t);
         if (err)
             return err;

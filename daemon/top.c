@@ -14,6 +14,7 @@
 #include "sampler.h"
 #include "scry_err.h"
 #include "top.h"
+#include "scry_time.h"
 
 #include <curses.h>
 #include <dirent.h>
@@ -186,7 +187,7 @@ static double gil_pct(const top_t *t)
 static void note(top_t *t, const char *msg)
 {
     snprintf(t->st.message, sizeof t->st.message, "%s", msg);
-    t->message_ns = sampler_now_ns();
+    t->message_ns = scry_now_ns();
 }
 
 static void take_snapshot(top_t *t)
@@ -233,7 +234,7 @@ static void mark(top_t *t, uint64_t now)
 
 static void reset(top_t *t)
 {
-    uint64_t now = sampler_now_ns();
+    uint64_t now = scry_now_ns();
     if (report_live_reset(t->live, now) != 0) {
         note(t, "out of memory: could not reset");
         return;
@@ -362,7 +363,7 @@ static int on_tick(sampler_t *smp, void *ctx)
 {
     (void)smp;
     top_t *t = ctx;
-    uint64_t now = sampler_now_ns();
+    uint64_t now = scry_now_ns();
     int dirty = 0;
     if (t->keys && now - t->last_key_ns >= TOP_KEY_POLL_NS) {
         t->last_key_ns = now;
@@ -446,7 +447,7 @@ int cmd_top(const scry_config_t *cfg)
     if (open_target(cfg, strings, &target, &child, command, sizeof command) != 0)
         goto out;
     const pystate_info_t *info = pystate_target_info(target);
-    uint64_t start = sampler_now_ns();
+    uint64_t start = scry_now_ns();
     struct timespec wall;
     clock_gettime(CLOCK_REALTIME, &wall);
     report_meta_t meta = {
@@ -486,7 +487,7 @@ int cmd_top(const scry_config_t *cfg)
         duration = 2;
     int err = sampler_run(t.smp, duration, &top_stop, on_sample, &t, on_tick, &t);
     const sampler_stats_t *ss = sampler_stats(t.smp);
-    mark(&t, sampler_now_ns());
+    mark(&t, scry_now_ns());
     t.st.exited = ss->target_exited;
     t.st.errors = ss->errors;
     if (err)

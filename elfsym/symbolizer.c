@@ -9,6 +9,7 @@
 #include "interp.h"
 #include "scry_err.h"
 #include "strtab.h"
+#include "scry_time.h"
 
 #define REFRESH_MIN_NS (100ull * 1000 * 1000)
 #define HELD_MAX       65536 /* distinct objects one symbolizer keeps alive */
@@ -39,13 +40,6 @@ struct elfsym_symbolizer {
     uint64_t last_refresh_ns;
     elfsym_symbolizer_stats_t st;
 };
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static const char *base_name(const char *path)
 {
@@ -158,7 +152,7 @@ elfsym_symbolizer_t *elfsym_symbolizer_new(pid_t pid, int *err)
     if (!s->maps)
         goto out;
     rc = build_modules(s, s->maps, &s->mods, &s->nmods, &s->map_mod, NULL, 0);
-    s->last_refresh_ns = now_ns();
+    s->last_refresh_ns = scry_now_ns();
 out:
     if (rc) {
         elfsym_symbolizer_free(s);
@@ -191,7 +185,7 @@ int elfsym_symbolizer_refresh(elfsym_symbolizer_t *s)
     int32_t *map_mod;
     if (!s)
         return SCRY_E_INVAL;
-    s->last_refresh_ns = now_ns();
+    s->last_refresh_ns = scry_now_ns();
     elfsym_maps_t *maps = elfsym_maps_new(s->pid, &rc);
     if (!maps)
         return rc;
@@ -250,7 +244,7 @@ int elfsym_symbolize(elfsym_symbolizer_t *s, raddr_t addr, elfsym_loc_t *out)
     }
     s->st.lookups++;
     long idx = elfsym_maps_find_index(s->maps, addr);
-    if (idx < 0 && now_ns() - s->last_refresh_ns >= REFRESH_MIN_NS &&
+    if (idx < 0 && scry_now_ns() - s->last_refresh_ns >= REFRESH_MIN_NS &&
         elfsym_symbolizer_refresh(s) == 0)
         idx = elfsym_maps_find_index(s->maps, addr);
     if (idx < 0 || s->map_mod[idx] < 0)

@@ -10,6 +10,7 @@
 #include "opcodes.h"
 #include "prefetch.h"
 #include "scry_err.h"
+#include "scry_time.h"
 
 #include <dirent.h>
 #include <stdio.h>
@@ -465,9 +466,7 @@ static void mark_gil(pystate_target_t *t, pystate_snapshot_t *s)
 static void assign_names(pystate_target_t *t, pystate_snapshot_t *s)
 {
     pystate_names_t *nm = &t->names;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    uint64_t now = scry_now_ns();
     if (!nm->refreshed || now - nm->refreshed_ns >= NAMES_REFRESH_NS) {
         raddr_t done[NAMES_INTERPS_MAX];
         size_t ndone = 0;

@@ -8,6 +8,7 @@
 #include "shim_so.h"
 #include "scry_shim.h"
 #include "../common/scry_err.h"
+#include "../common/scry_time.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -31,13 +32,6 @@ static char active_path[SHIM_PATH_MAX];
 static int attach_busy; /* atomic try-lock: attach never blocks */
 static int forked_child;
 static int debug_enabled;
-
-uint64_t shim__now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static void debug(const char *a, const char *b)
 {
@@ -92,7 +86,7 @@ static void thread_seed(shim_tls_t *t)
     if (!t->tid)
         t->tid = (int32_t)syscall(SYS_gettid);
     if (!t->rng)
-        t->rng = (shim__now_ns() * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)t->tid << 32) ^
+        t->rng = (scry_now_ns() * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)t->tid << 32) ^
                  (uint64_t)(uintptr_t)t;
 }
 
@@ -129,7 +123,7 @@ static const shim_ring_view_t *enter(shim_tls_t *t, uint64_t *now)
 {
     t->busy = 1;
     thread_seed(t);
-    *now = shim__now_ns();
+    *now = scry_now_ns();
     const shim_ring_view_t *v = shim__active(*now);
     if (v)
         shim__py_poll(v);
@@ -378,9 +372,9 @@ static void launch_wait(void)
     const shim_ring_view_t *v = __atomic_load_n(&active_view, __ATOMIC_ACQUIRE);
     if (!v || !dlsym(RTLD_DEFAULT, "Py_IsInitialized"))
         return;
-    uint64_t start = shim__now_ns();
+    uint64_t start = scry_now_ns();
     while (!__atomic_load_n(&v->hdr->enabled, __ATOMIC_ACQUIRE)) {
-        if (shim__now_ns() - start > SCRY_RING_LAUNCH_WAIT_NS)
+        if (scry_now_ns() - start > SCRY_RING_LAUNCH_WAIT_NS)
             return;
         struct timespec ts = {0, 100000};
         nanosleep(&ts, NULL);

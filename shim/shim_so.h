@@ -92,7 +92,6 @@ const shim_ring_view_t *shim__active(uint64_t now_ns);
 struct scry_ring_header *shim__header(void);
 /* Sets SCRY_RING_SHIM_* bits in the active ring's header (no-op without a ring). */
 void shim__state_set(uint32_t bits);
-uint64_t shim__now_ns(void);
 
 /* shim_python.c */
 /* Resolves the Python API once and schedules the PyMem hook installation when the

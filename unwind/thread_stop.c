@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "scry_err.h"
+#include "scry_time.h"
 
 /* Threads traced by this scry thread: stopped ones (with the signal to give back when
  * detaching) and pending ones (seized, stop timed out, or exited and not yet reaped). */
@@ -36,13 +37,6 @@ static void drop(traced_t *t)
     if (t->pending)
         npending--;
     *t = tab[--ntab];
-}
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 /* The signal a ptrace-stop status asks to re-inject: none for our interrupt (or a group
@@ -109,7 +103,7 @@ int unwind_stop_thread_timeout(pid_t tid, int timeout_ms)
     }
     /* else: an earlier stop of TID timed out and its interrupt is still under way: wait
      * for that one. */
-    uint64_t start = now_ns();
+    uint64_t start = scry_now_ns();
     uint64_t limit = (uint64_t)timeout_ms * 1000000u;
     for (unsigned spin = 0;; spin++) {
         int status = 0;
@@ -129,7 +123,7 @@ int unwind_stop_thread_timeout(pid_t tid, int timeout_ms)
             drop(t);
             return err;
         }
-        uint64_t spent = now_ns() - start;
+        uint64_t spent = scry_now_ns() - start;
         if (spent >= limit)
             break;
         if (spent < 200000u || spin < 16) {

@@ -22,20 +22,8 @@
 
 #include "inject.h"
 #include "scry_err.h"
-
-static int t_failures;
-static int t_checks;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        t_checks++;                                                                                \
-        if (!(cond)) {                                                                             \
-            t_failures++;                                                                          \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                        \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fputc('\n', stderr);                                                                   \
-        }                                                                                          \
-    } while (0)
+#include "check.h"
+#include "scry_time.h"
 
 #define CHECK_RC(rc, want, rep)                                                                    \
     CHECK((rc) == (want), "got %s (%d), want %d; report error: %s", scry_err_name(rc), (rc),       \
@@ -43,13 +31,6 @@ static int t_checks;
 
 static char t_dir[128];
 static char t_lib[256];
-
-static inline double t_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static inline void t_path(char *buf, size_t size, const char *name)
 {
@@ -175,9 +156,9 @@ static inline int t_spawn(t_proc_t *p, const char *exe, const char *script)
 /* Reads child output until NEEDLE appears or TIMEOUT_S passes. Returns 1 when found. */
 static inline int t_expect(t_proc_t *p, const char *needle, double timeout_s)
 {
-    double end = t_now() + timeout_s;
+    double end = ((double)scry_now_ns() / 1e9) + timeout_s;
     while (!strstr(p->buf, needle)) {
-        double left = end - t_now();
+        double left = end - ((double)scry_now_ns() / 1e9);
         if (left <= 0)
             return 0;
         struct pollfd pf = {p->out, POLLIN, 0};
@@ -204,9 +185,9 @@ static inline int t_finish(t_proc_t *p, double timeout_s)
     }
     t_expect(p, "\x01never\x01", timeout_s);
     int st;
-    double end = t_now() + 2;
+    double end = ((double)scry_now_ns() / 1e9) + 2;
     pid_t r;
-    while ((r = waitpid(p->pid, &st, WNOHANG)) == 0 && t_now() < end)
+    while ((r = waitpid(p->pid, &st, WNOHANG)) == 0 && ((double)scry_now_ns() / 1e9) < end)
         usleep(10000);
     close(p->out);
     if (r != p->pid) {
@@ -219,8 +200,7 @@ static inline int t_finish(t_proc_t *p, double timeout_s)
 
 static inline int t_summary(const char *name)
 {
-    fprintf(stderr, "%s: %d checks, %d failures\n", name, t_checks, t_failures);
-    return t_failures ? 1 : 0;
+    return check_summary(name);
 }
 
 #endif

@@ -12,20 +12,7 @@
 
 #include "elfsym.h"
 #include "scry_err.h"
-
-static int failures;
-static long checks;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        checks++;                                                                                  \
-        if (!(cond)) {                                                                             \
-            failures++;                                                                            \
-            fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond);               \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fputc('\n', stderr);                                                                   \
-        }                                                                                          \
-    } while (0)
+#include "check.h"
 
 static void test_bytes(void)
 {
@@ -157,6 +144,5 @@ int main(void)
     test_interpreters();
     test_live_syscall();
     elfsym_cache_clear();
-    printf("%ld passed, %d failed\n", checks - failures, failures);
-    return failures ? 1 : 0;
+    return check_summary("test_elfsym_disasm");
 }

@@ -17,20 +17,8 @@
 
 #include "elfsym.h"
 #include "scry_err.h"
-
-static int failures;
-static long checks;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        checks++;                                                                                  \
-        if (!(cond)) {                                                                             \
-            failures++;                                                                            \
-            fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond);               \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fputc('\n', stderr);                                                                   \
-        }                                                                                          \
-    } while (0)
+#include "check.h"
+#include "scry_time.h"
 
 /* A function of our own, not inlined, to find in the maps and the symbols. */
 __attribute__((noinline)) int test_elfsym_marker_function(int x);
@@ -254,13 +242,11 @@ static void test_symbolizer_self(void)
     /* Speed: repeated lookups in loaded modules. */
     raddr_t addrs[3] = {(uintptr_t)&elf_begin + 5, (uintptr_t)&cs_disasm + 9,
                         (uintptr_t)&test_elfsym_marker_function + 1};
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    uint64_t t0 = scry_now_ns();
     int hits = 0;
     for (int i = 0; i < 300000; i++)
         hits += elfsym_symbolize(s, addrs[i % 3], &loc) == 0;
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    double ns = ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / 300000;
+    double ns = (double)(scry_now_ns() - t0) / 300000;
     printf("symbolize: %.0f ns per lookup (%d hits)\n", ns, hits);
     CHECK(hits == 300000, "hits");
     elfsym_symbolizer_stats_t st = elfsym_symbolizer_stats(s);
@@ -302,6 +288,5 @@ int main(void)
     test_symbolizer_self();
     test_errors();
     elfsym_cache_clear();
-    printf("%ld passed, %d failed\n", checks - failures, failures);
-    return failures ? 1 : 0;
+    return check_summary("test_elfsym_maps");
 }

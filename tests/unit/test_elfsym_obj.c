@@ -14,38 +14,19 @@
 
 #include "elfsym.h"
 #include "scry_err.h"
-
-static int failures;
-static long checks;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        checks++;                                                                                  \
-        if (!(cond)) {                                                                             \
-            failures++;                                                                            \
-            fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond);               \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fputc('\n', stderr);                                                                   \
-        }                                                                                          \
-    } while (0)
+#include "check.h"
+#include "scry_time.h"
 
 #define PY311_LIB "/root/.pyenv/versions/3.11.7/lib/libpython3.11.so.1.0"
 #define PY36_LIB  "/root/.pyenv/versions/3.6.15/lib/libpython3.6m.so.1.0"
 #define DEB_PY311 "/usr/bin/python3.11"
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 static void test_libpython311(void)
 {
     int err = 0;
-    double t0 = now_ms();
+    double t0 = ((double)scry_now_ns() / 1e6);
     elfsym_obj_t *o = elfsym_obj_open(PY311_LIB, &err);
-    double t1 = now_ms();
+    double t1 = ((double)scry_now_ns() / 1e6);
     CHECK(o != NULL, "open %s: %s", PY311_LIB, scry_strerror(err));
     if (!o)
         return;
@@ -109,7 +90,7 @@ static void test_libpython311(void)
     CHECK(elfsym_obj_addr_lookup(o, 1, &got, &off) == SCRY_E_NOTFOUND, "addr 1");
 
     /* Timing of address lookups. */
-    t0 = now_ms();
+    t0 = ((double)scry_now_ns() / 1e6);
     volatile uint64_t sink = 0;
     uint64_t x = 88172645463325252ull;
     for (int i = 0; i < 1000000; i++) {
@@ -117,14 +98,14 @@ static void test_libpython311(void)
         if (elfsym_obj_addr_lookup(o, sec.addr / 2 + x % (sec.addr / 2), &got, &off) == 0)
             sink += off;
     }
-    t1 = now_ms();
+    t1 = ((double)scry_now_ns() / 1e6);
     printf("addr lookup: %.0f ns each\n", (t1 - t0) * 1e6 / 1000000);
 
     /* The cache gives the same object back, without loading again. */
     uint64_t loads = elfsym_cache_loads();
-    t0 = now_ms();
+    t0 = ((double)scry_now_ns() / 1e6);
     elfsym_obj_t *o2 = elfsym_obj_open(PY311_LIB, &err);
-    t1 = now_ms();
+    t1 = ((double)scry_now_ns() / 1e6);
     CHECK(o2 == o, "cache returned %p vs %p", (void *)o2, (void *)o);
     CHECK(elfsym_cache_loads() == loads, "no reload");
     printf("cached open: %.3f ms\n", t1 - t0);
@@ -392,6 +373,5 @@ int main(void)
     test_debuglink();
     test_bad_input();
     elfsym_cache_clear();
-    printf("%ld passed, %d failed\n", checks - failures, failures);
-    return failures ? 1 : 0;
+    return check_summary("test_elfsym_obj");
 }

@@ -13,20 +13,7 @@
 
 #include "elfsym.h"
 #include "scry_err.h"
-
-static int failures;
-static long checks;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        checks++;                                                                                  \
-        if (!(cond)) {                                                                             \
-            failures++;                                                                            \
-            fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond);               \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fputc('\n', stderr);                                                                   \
-        }                                                                                          \
-    } while (0)
+#include "check.h"
 
 static char sleeper[] = "import time; time.sleep(30)";
 static char dash_c[] = "-c";
@@ -203,6 +190,5 @@ int main(void)
     test_py36();
     test_not_python();
     elfsym_cache_clear();
-    printf("%ld passed, %d failed\n", checks - failures, failures);
-    return failures ? 1 : 0;
+    return check_summary("test_elfsym_python");
 }

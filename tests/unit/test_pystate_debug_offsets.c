@@ -17,20 +17,7 @@
 #include "layout.h"
 #include "rmem.h"
 #include "scry_err.h"
-
-static int failures;
-static long checks;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        checks++;                                                                                  \
-        if (!(cond)) {                                                                             \
-            failures++;                                                                            \
-            fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond);               \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fputc('\n', stderr);                                                                   \
-        }                                                                                          \
-    } while (0)
+#include "check.h"
 
 #define LAYOUT_I64_FIELDS(X)                                                                       \
     X(runtime_size)                                                                                \
@@ -406,6 +393,5 @@ int main(void)
     rc = pystate_debug_offsets_parse(block, 584, NULL, NULL);
     CHECK(rc == SCRY_E_INVAL, "NULL out: %s", scry_err_name(rc));
 
-    printf("test_pystate_debug_offsets: %ld checks, %d failures\n", checks, failures);
-    return failures ? 1 : 0;
+    return check_summary("test_pystate_debug_offsets");
 }

@@ -6,20 +6,7 @@
 #include <stdio.h>
 
 #include "layout.h"
-
-static int failures;
-static long checks;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        checks++;                                                                                  \
-        if (!(cond)) {                                                                             \
-            failures++;                                                                            \
-            fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond);               \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fputc('\n', stderr);                                                                   \
-        }                                                                                          \
-    } while (0)
+#include "check.h"
 
 /* Field present (>= 0) when HAVE, else exactly -1. */
 #define PRESENT(L, field, have)                                                                    \
@@ -185,6 +172,5 @@ int main(void)
               "3.13 PyInterpreterState");
     }
 
-    printf("test_pystate_layouts: %ld checks, %d failures\n", checks, failures);
-    return failures ? 1 : 0;
+    return check_summary("test_pystate_layouts");
 }

@@ -9,22 +9,7 @@
 
 #include "linetable.h"
 #include "scry_err.h"
-
-static int failures;
-static long checks;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        checks++;                                                                                  \
-        if (!(cond)) {                                                                             \
-            failures++;                                                                            \
-            if (failures < 50) {                                                                   \
-                fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond);           \
-                fprintf(stderr, __VA_ARGS__);                                                      \
-                fputc('\n', stderr);                                                               \
-            }                                                                                      \
-        }                                                                                          \
-    } while (0)
+#include "check.h"
 
 /* ------------------------------------------------------------------------------------------ */
 /* Data files                                                                                  */
@@ -496,7 +481,6 @@ int main(void)
     test_locations();
     test_args();
     test_random();
-    printf("linetable: %ld code objects, %ld offsets checked, %ld checks, %d failures\n", codes,
-           offsets, checks, failures);
-    return failures == 0 ? 0 : 1;
+    printf("linetable: %ld code objects, %ld offsets checked\n", codes, offsets);
+    return check_summary("test_pystate_linetable");
 }

@@ -9,20 +9,7 @@
 
 #include "opcodes.h"
 #include "scry_err.h"
-
-static int failures;
-static long checks;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        checks++;                                                                                  \
-        if (!(cond)) {                                                                             \
-            failures++;                                                                            \
-            fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond);               \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fputc('\n', stderr);                                                                   \
-        }                                                                                          \
-    } while (0)
+#include "check.h"
 
 typedef struct known {
     int major, minor;
@@ -256,6 +243,5 @@ int main(void)
     test_known();
     test_versions();
     test_find_instruction();
-    printf("opcodes: %ld checks, %d failures\n", checks, failures);
-    return failures == 0 ? 0 : 1;
+    return check_summary("test_pystate_opcodes");
 }

@@ -10,20 +10,7 @@
 
 #include "pystr.h"
 #include "scry_err.h"
-
-static int failures;
-static long checks;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        checks++;                                                                                  \
-        if (!(cond)) {                                                                             \
-            failures++;                                                                            \
-            fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond);               \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fputc('\n', stderr);                                                                   \
-        }                                                                                          \
-    } while (0)
+#include "check.h"
 
 typedef struct captured {
     const char *name; /* "<major>.<minor> <what>" */
@@ -248,7 +235,6 @@ int main(void)
     test_captured();
     test_state_words();
     test_conversions();
-    printf("pystr: %zu captured strings, %ld checks, %d failures\n", sizeof cases / sizeof cases[0],
-           checks, failures);
-    return failures == 0 ? 0 : 1;
+    printf("pystr: %zu captured strings\n", sizeof cases / sizeof cases[0]);
+    return check_summary("test_pystate_pystr");
 }

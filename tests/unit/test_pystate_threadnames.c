@@ -24,20 +24,8 @@
 #include "pystate.h"
 #include "scry_err.h"
 #include "threadnames.h"
-
-static int failures;
-static long checks;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        checks++;                                                                                  \
-        if (!(cond)) {                                                                             \
-            failures++;                                                                            \
-            fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond);               \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fputc('\n', stderr);                                                                   \
-        }                                                                                          \
-    } while (0)
+#include "check.h"
+#include "scry_time.h"
 
 #define MAX_EXPECT 128
 
@@ -117,13 +105,6 @@ typedef struct child {
     FILE *out; /* its stdout */
     int in_fd; /* its stdin: closing it ends the script */
 } child_t;
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static int cmp_u64(const void *a, const void *b)
 {
@@ -377,9 +358,9 @@ static void test_many(const char *python, const char *what)
     int rc = 0;
     for (int r = 0; r < ROUNDS; r++) {
         map->count = 0;
-        uint64_t a = now_ns();
+        uint64_t a = scry_now_ns();
         rc = pystate__thread_names(t, interp, map);
-        took[r] = now_ns() - a;
+        took[r] = scry_now_ns() - a;
         if (getenv("NAMES_TRACE"))
             fprintf(stderr, "round %d: %.1f us\n", r, took[r] / 1e3);
         if (rc != 0)
@@ -445,8 +426,8 @@ static void test_churn(const char *python, const char *what)
     CHECK(interp != 0, "%s: no interpreter", what);
     long calls = 0, ok = 0, names = 0, bad = 0, mains = 0;
     int first_err = 0;
-    uint64_t end = now_ns() + 500000000ull;
-    while (interp && now_ns() < end) {
+    uint64_t end = scry_now_ns() + 500000000ull;
+    while (interp && scry_now_ns() < end) {
         map->count = 0;
         int rc = pystate__thread_names(t, interp, map);
         calls++;
@@ -533,7 +514,6 @@ int main(void)
     } else {
         printf("  %-22s skipped: not installed\n", "debian 3.11");
     }
-    printf("test_pystate_threadnames: %d interpreters, %ld checks, %d failures\n", ran, checks,
-           failures);
-    return failures ? 1 : 0;
+    printf("test_pystate_threadnames: %d interpreters\n", ran);
+    return check_summary("test_pystate_threadnames");
 }

@@ -1,18 +1,12 @@
 /* test_report_bench.c - micro benchmark of report_profile_add on 50-frame stacks, plus a
  * large-profile smoke test of every format. Prints ns per add. */
+#include "scry_time.h"
 #include "test_report_util.h"
 
 #include <time.h>
 
 #define DEPTH   50
 #define NSTACKS 1000
-
-static double now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
 
 int main(void)
 {
@@ -40,31 +34,31 @@ int main(void)
         report_profile_add(p, &smp);
     }
     const int N = 2000000;
-    double t0 = now_ns();
+    uint64_t t0 = scry_now_ns();
     for (int i = 0; i < N; i++) {
         smp.time_ns = (uint64_t)i;
         smp.frames = stacks[i % NSTACKS];
         smp.cls = (uint8_t)(i % 3);
         if (report_profile_add(p, &smp) != 0)
-            t_failures++;
+            check_failures++;
     }
-    double per = (now_ns() - t0) / N;
+    double per = (double)(scry_now_ns() - t0) / N;
     printf("report_profile_add: %.1f ns per %d-frame sample (%d distinct stacks)\n", per, DEPTH,
            NSTACKS);
     CHECK(per < 5000); /* target < 1000 ns in a release build; loose for sanitizers */
 
     /* the same stack every time */
     smp.frames = stacks[0];
-    t0 = now_ns();
+    t0 = scry_now_ns();
     for (int i = 0; i < N; i++)
         report_profile_add(p, &smp);
-    per = (now_ns() - t0) / N;
+    per = (double)(scry_now_ns() - t0) / N;
     printf("report_profile_add: %.1f ns per %d-frame sample (one stack)\n", per, DEPTH);
 
     /* memory samples: alloc + free pairs */
     smp.metric = SCRY_METRIC_ALLOC;
     smp.bytes = 4096;
-    t0 = now_ns();
+    t0 = scry_now_ns();
     for (int i = 0; i < N / 2; i++) {
         smp.metric = SCRY_METRIC_ALLOC;
         smp.address = 0x100000 + (uint64_t)(i % 50000) * 64;
@@ -75,7 +69,7 @@ int main(void)
             report_profile_add(p, &smp);
         }
     }
-    per = (now_ns() - t0) / (N / 2 + N / 4);
+    per = (double)(scry_now_ns() - t0) / (N / 2 + N / 4);
     printf("report_profile_add (memory): %.1f ns per sample\n", per);
 
     const enum report_format fmts[] = {REPORT_FORMAT_COLLAPSED, REPORT_FORMAT_SPEEDSCOPE,
@@ -83,10 +77,10 @@ int main(void)
                                        REPORT_FORMAT_FLAMEGRAPH};
     for (size_t i = 0; i < sizeof fmts / sizeof fmts[0]; i++) {
         int rc;
-        t0 = now_ns();
+        t0 = scry_now_ns();
         char *out = render(p, fmts[i], NULL, &rc);
         printf("write %-10s %8zu bytes in %.1f ms\n", report_format_name(fmts[i]),
-               out ? strlen(out) : 0, (now_ns() - t0) / 1e6);
+               out ? strlen(out) : 0, (double)(scry_now_ns() - t0) / 1e6);
         CHECK(rc == 0 && out && strlen(out) > 0);
         free(out);
     }

@@ -30,7 +30,7 @@ int main(void)
     CHECK(p);
     fill(p, 0);
     char *out = render(p, REPORT_FORMAT_COLLAPSED, NULL, &rc);
-    CHECK(rc == 0);
+    CHECK_INT(rc, ==, 0);
     CHECK(out && strcmp(out, expect) == 0);
     if (out && strcmp(out, expect) != 0)
         fprintf(stderr, "got:\n%s", out);

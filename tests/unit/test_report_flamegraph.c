@@ -44,7 +44,7 @@ static void check_svg(const char *svg, const char *mode)
     doc = malloc(n);
     snprintf(doc, n, "%s<!--MODE:%s-->\n", svg, mode);
     int st = run_python(checker, doc);
-    CHECK(st == 0);
+    CHECK_INT(st, ==, 0);
     free(doc);
 }
 

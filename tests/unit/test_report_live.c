@@ -54,7 +54,7 @@ int main(void)
     report_live_table_t t;
     report_live_query_t q = {.by_lines = 0, .sort = REPORT_LIVE_SORT_OWN, .window_s = 1};
     CHECK(report_live_snapshot(l, &q, &t) == 0); /* empty: valid, no rows */
-    CHECK(t.nrows == 0);
+    CHECK_INT(t.nrows, ==, 0);
     report_live_table_free(&t);
 
     /* second 1: 10 hot samples (8 python, 2 native); second 2: 30 cold samples */
@@ -71,7 +71,7 @@ int main(void)
     CHECK(near(t.elapsed_s, 2.0));
     CHECK(t.samples == 30 && t.samples_all == 40);
     CHECK(near(t.cpu_pct, 30.0));
-    CHECK(t.nrows == 4); /* hot, cold, main, <module> */
+    CHECK_INT(t.nrows, ==, 4); /* hot, cold, main, <module> */
     CHECK(!strcmp(t.rows[0].function, "cold"));
     CHECK(near(t.rows[0].own_pct, 30.0) && near(t.rows[0].total_pct, 30.0));
     CHECK(near(t.rows[0].own_s, 0.3));
@@ -171,9 +171,5 @@ int main(void)
 
     report_live_free(l);
     strtab_free(t_strs);
-    if (t_failures)
-        fprintf(stderr, "%d failures\n", t_failures);
-    else
-        printf("test_report_live: ok\n");
-    return t_failures ? 1 : 0;
+    return check_summary("test_report_live");
 }

@@ -85,7 +85,7 @@ int main(void)
         report__trend_push(&l, (float)i);
     CHECK(l.ntrend == 27 && l.trend[26] == 27.0f);
     report__trend_push(&l, 100.0f);
-    CHECK(l.ntrend == 10);
+    CHECK_INT(l.ntrend, ==, 10);
     for (int i = 0; i < 9; i++)
         CHECK(l.trend[i] == (float)(3 * i + 2));
     CHECK(l.trend[9] == 100.0f);

@@ -18,7 +18,7 @@ static pb_t *decode(report_profile_t *p, size_t *gz_len, char **raw)
         return NULL;
     rc = report_write(p, REPORT_FORMAT_PPROF, f, NULL);
     fclose(f);
-    CHECK(rc == 0);
+    CHECK_INT(rc, ==, 0);
     CHECK(len > 18 && (unsigned char)gz[0] == 0x1f && (unsigned char)gz[1] == 0x8b);
     if (gz_len)
         *gz_len = len;
@@ -47,7 +47,7 @@ static pb_t *decode(report_profile_t *p, size_t *gz_len, char **raw)
         n = cap - z.avail_out;
     } while (zr == Z_OK);
     inflateEnd(&z);
-    CHECK(zr == Z_STREAM_END);
+    CHECK_INT(zr, ==, Z_STREAM_END);
     pb_t *pb = zr == Z_STREAM_END ? perftools__profiles__profile__unpack(NULL, n, buf) : NULL;
     CHECK(pb != NULL);
     free(buf);
@@ -187,7 +187,7 @@ static void test_cpu_and_memory(void)
         for (size_t j = i + 1; j < pb->n_string_table; j++)
             CHECK(strcmp(pb->string_table[i], pb->string_table[j]) != 0);
     /* sample types */
-    CHECK(pb->n_sample_type == 5);
+    CHECK_INT(pb->n_sample_type, ==, 5);
     static const char *const types[][2] = {{"samples", "count"},
                                            {"cpu", "nanoseconds"},
                                            {"alloc_space", "bytes"},
@@ -200,9 +200,9 @@ static void test_cpu_and_memory(void)
     CHECK(!strcmp(str(pb, pb->default_sample_type), "cpu"));
     CHECK(pb->period_type && !strcmp(str(pb, pb->period_type->type), "cpu") &&
           !strcmp(str(pb, pb->period_type->unit), "nanoseconds"));
-    CHECK(pb->period == 10000000); /* 100 Hz */
+    CHECK_INT(pb->period, ==, 10000000); /* 100 Hz */
     CHECK(pb->time_nanos == m.start_unix_ns);
-    CHECK(pb->duration_nanos == 1500000000);
+    CHECK_INT(pb->duration_nanos, ==, 1500000000);
     CHECK(pb->n_comment >= 1 && strstr(str(pb, pb->comment[0]), "pid 4242"));
     /* totals */
     CHECK(sum(pb, type_index(pb, "samples")) == 11);
@@ -259,13 +259,13 @@ static void test_cpu_and_memory(void)
         if (!strcmp(str(pb, fn->name), "compute")) {
             ncompute++;
             CHECK(!strcmp(str(pb, fn->filename), "/srv/app.py"));
-            CHECK(fn->system_name == 0); /* Python: no system name (see fmt_pprof.c) */
-            CHECK(fn->start_line == 12);
+            CHECK_INT(fn->system_name, ==, 0); /* Python: no system name (see fmt_pprof.c) */
+            CHECK_INT(fn->start_line, ==, 12);
         }
         if (!strncmp(str(pb, fn->name), "bad", 3))
             CHECK(strstr(str(pb, fn->name), "\xef\xbf\xbd") != NULL); /* U+FFFD */
     }
-    CHECK(ncompute == 1);
+    CHECK_INT(ncompute, ==, 1);
     /* one location per distinct frame: compute:12, compute:14 are two */
     int n12 = 0, n14 = 0;
     for (size_t i = 0; i < pb->n_location; i++) {
@@ -285,8 +285,8 @@ static void test_empty_and_cpu_only(void)
     report_profile_t *p = report_profile_new(&m);
     pb_t *pb = decode(p, NULL, NULL);
     if (pb) {
-        CHECK(pb->n_sample == 0);
-        CHECK(pb->n_sample_type == 2);
+        CHECK_INT(pb->n_sample, ==, 0);
+        CHECK_INT(pb->n_sample_type, ==, 2);
         CHECK(pb->n_string_table > 0 && !strcmp(pb->string_table[0], ""));
         CHECK(!strcmp(str(pb, pb->default_sample_type), "cpu"));
         perftools__profiles__profile__free_unpacked(pb, NULL);
@@ -298,7 +298,7 @@ static void test_empty_and_cpu_only(void)
     add_cpu(p, NULL, 0, SCRY_CLASS_NATIVE, 0, 1, 7); /* no frame at all */
     pb = decode(p, NULL, NULL);
     if (pb) {
-        CHECK(pb->n_sample_type == 2);
+        CHECK_INT(pb->n_sample_type, ==, 2);
         CHECK(sum(pb, 0) == 3);
         CHECK(sum(pb, 1) == 3 * 10000000);
         int unknown = 0;
@@ -308,7 +308,7 @@ static void test_empty_and_cpu_only(void)
             if (l && !strcmp(str(pb, func(pb, l->line[0]->function_id)->name), "<unknown>"))
                 unknown++;
         }
-        CHECK(unknown == 1);
+        CHECK_INT(unknown, ==, 1);
         perftools__profiles__profile__free_unpacked(pb, NULL);
     }
     report_profile_free(p);

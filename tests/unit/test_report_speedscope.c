@@ -62,7 +62,7 @@ int main(void)
     CHECK(rc == 0 && out);
     if (out) {
         int st = run_python(checker, out);
-        CHECK(st == 0);
+        CHECK_INT(st, ==, 0);
         if (st)
             fprintf(stderr, "%s\n", out);
     }

@@ -11,17 +11,9 @@
 #include "sample.h"
 #include "srcread.h"
 #include "strtab.h"
+#include "check.h"
 
-static int t_failures;
 static strtab_t *t_strs;
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);               \
-            t_failures++;                                                                          \
-        }                                                                                          \
-    } while (0)
 
 static inline const char *S(const char *s)
 {
@@ -62,7 +54,7 @@ static inline void add_cpu(report_profile_t *p, const scry_frame_t *f, uint32_t 
     s.frames = f;
     if (report_profile_add(p, &s) != 0) {
         fprintf(stderr, "report_profile_add failed\n");
-        t_failures++;
+        check_failures++;
     }
 }
 
@@ -81,7 +73,7 @@ static inline void add_mem(report_profile_t *p, const scry_frame_t *f, uint32_t 
     s.frames = f;
     if (report_profile_add(p, &s) != 0) {
         fprintf(stderr, "report_profile_add failed\n");
-        t_failures++;
+        check_failures++;
     }
 }
 
@@ -169,12 +161,7 @@ static inline int run_python(const char *code, const char *text)
 static inline int test_done(const char *name)
 {
     strtab_free(t_strs);
-    if (t_failures) {
-        fprintf(stderr, "%s: %d failure(s)\n", name, t_failures);
-        return 1;
-    }
-    printf("%s: ok\n", name);
-    return 0;
+    return check_summary(name);
 }
 
 #endif

@@ -12,14 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static int failures;
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);                  \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
+#include "check.h"
 
 static char path[128];
 
@@ -89,12 +82,12 @@ static void test_roundtrip(void)
     ringc_t *r = make(0, 0);
     shim_ring_view_t v;
     view_of(r, &v);
-    CHECK(v.nrecords == 16384);
+    CHECK_INT(v.nrecords, ==, 16384);
     CHECK(produce(&v, 0x1000, SCRY_RING_ALLOC, 32) == 0);
     CHECK(produce(&v, 0x2000, SCRY_RING_COPY, 0) == 0);
     ringc_event_t ev[4];
     size_t n = drain(r, ev, 4);
-    CHECK(n == 2);
+    CHECK_INT(n, ==, 2);
     CHECK(ev[0].kind == SCRY_RING_ALLOC && ev[0].addr == 0x1000 && ev[0].nframes == 32);
     CHECK(ev[0].frames[31].code == 0x100000 + 16 * 31 && ev[0].frames[31].instr_offset == 62);
     CHECK(ev[0].weight == 100 && ev[0].size == 10 && ev[0].tid == 7);
@@ -106,7 +99,7 @@ static void test_roundtrip(void)
           st.sampled_weight[SCRY_RING_COPY] == 100 && st.bad_records == 0);
     /* controls */
     struct scry_ring_header *h = ringc_mapping(r, NULL);
-    CHECK(h->enabled == 1);
+    CHECK_INT(h->enabled, ==, 1);
     CHECK(ringc_set_enabled(r, 0) == 0 && h->enabled == 0);
     CHECK(ringc_set_means(r, 5, 6) == 0 && h->alloc_mean == 5 && h->copy_mean == 6);
     uint64_t hb = h->heartbeat_ns;
@@ -124,7 +117,7 @@ static void test_wraparound_and_full(void)
     ringc_t *r = make(4096 + 8 * 448, 0); /* 8 records */
     shim_ring_view_t v;
     view_of(r, &v);
-    CHECK(v.nrecords == 8);
+    CHECK_INT(v.nrecords, ==, 8);
     ringc_event_t ev[16];
     uint64_t next = 1;
     for (int round = 0; round < 5000; round++) {
@@ -171,7 +164,7 @@ static void test_torn(void)
     CHECK(shim__ring_commit(torn, pos) == -1); /* the late producer loses its event */
     ringc_stats_t st;
     ringc_stats(r, &st);
-    CHECK(st.stalled == 1);
+    CHECK_INT(st.stalled, ==, 1);
     /* the skipped record is usable again on the next lap */
     for (int i = 0; i < 40; i++) {
         CHECK(produce(&v, 0x6000, SCRY_RING_COPY, 0) == 0);
@@ -483,7 +476,7 @@ static void test_create_errors(void)
     ringc_t *r = make(1, 0); /* tiny: the minimum record count */
     shim_ring_view_t v;
     view_of(r, &v);
-    CHECK(v.nrecords == SCRY_RING_MIN_RECORDS);
+    CHECK_INT(v.nrecords, ==, SCRY_RING_MIN_RECORDS);
     p.path = path; /* exists: O_EXCL */
     CHECK(ringc_create(&p, &err) == NULL && err == SCRY_E_IO);
     ringc_free(r);
@@ -499,7 +492,5 @@ int main(void)
     test_open_hostile();
     test_many_producers();
     test_create_errors();
-    if (failures)
-        fprintf(stderr, "%d failure(s)\n", failures);
-    return failures ? 1 : 0;
+    return check_summary("test_shim_ring");
 }

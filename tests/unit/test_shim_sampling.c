@@ -5,14 +5,7 @@
 #include <math.h>
 #include <stdio.h>
 
-static int failures;
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);                  \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
+#include "check.h"
 
 static void test_math(void)
 {
@@ -113,7 +106,7 @@ static void test_live(void)
     CHECK(back == ok && shim__live_count() == 0);
     for (uint64_t i = 0; i < 100000; i++)
         fp += shim__live_maybe((void *)(0x20000000 + i * 64));
-    CHECK(fp == 0); /* counters went back to 0 */
+    CHECK_INT(fp, ==, 0); /* counters went back to 0 */
     /* churn: tombstones must not lose entries */
     for (int round = 0; round < 20; round++) {
         for (uint64_t i = 0; i < 5000; i++)
@@ -133,7 +126,5 @@ int main(void)
     test_weights();
     test_unbiased();
     test_live();
-    if (failures)
-        fprintf(stderr, "%d failure(s)\n", failures);
-    return failures ? 1 : 0;
+    return check_summary("test_shim_sampling");
 }

@@ -7,16 +7,7 @@
 #include "classify.h"
 #include "sample.h"
 #include "scry_err.h"
-
-static int failures;
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);               \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
+#include "check.h"
 
 static unwind_frame_t nat(const char *sym, const char *lib, int in_py)
 {
@@ -108,7 +99,7 @@ static void test_rules(void)
     /* Running, with a native stack. */
     unwind_frame_t eval[] = {nat("_PyEval_EvalFrameDefault", "libpython3.11.so.1.0", 1)};
     CHECK(unwind_classify(&running, eval, 1, UNWIND_OP_CALL, &c) == 0);
-    CHECK(c.cls == SCRY_CLASS_PYTHON);
+    CHECK_INT(c.cls, ==, SCRY_CLASS_PYTHON);
     unwind_frame_t ext[] = {nat("SHA256_Update", "libcrypto.so.3", 0),
                             nat("_PyEval_EvalFrameDefault", "libpython3.11.so.1.0", 1)};
     CHECK(unwind_classify(&running, ext, 2, 0, &c) == 0 && c.cls == SCRY_CLASS_NATIVE);
@@ -127,7 +118,7 @@ static void test_rules(void)
     CHECK(unwind_classify(&running, NULL, 0, UNWIND_OP_CALL, &c) == 0);
     CHECK(c.cls == SCRY_CLASS_NATIVE && (c.flags & UNWIND_CLASSIFY_NOSTACK));
     CHECK(unwind_classify(&running, NULL, 0, UNWIND_OP_CALL + 1, &c) == 0);
-    CHECK(c.cls == SCRY_CLASS_PYTHON);
+    CHECK_INT(c.cls, ==, SCRY_CLASS_PYTHON);
     unwind_task_t unknown = {0, {UNWIND_SYSCALL_UNKNOWN, {0}, 0, 0}};
     CHECK(unwind_classify(&unknown, NULL, 0, 99, &c) == 0 && c.cls == SCRY_CLASS_PYTHON);
     CHECK(unwind_classify(NULL, NULL, 0, 0, &c) == SCRY_E_INVAL);
@@ -140,10 +131,5 @@ int main(void)
     test_parsers();
     test_readers();
     test_rules();
-    if (failures) {
-        fprintf(stderr, "%d check(s) failed\n", failures);
-        return 1;
-    }
-    fprintf(stderr, "classify: all checks passed\n");
-    return 0;
+    return check_summary("test_unwind_classify");
 }

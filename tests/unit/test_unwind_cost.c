@@ -5,15 +5,9 @@
  * and print medians of: the whole sample (stop + unwind + resume) and the unwind alone.
  */
 #include "test_unwind_live.h"
+#include "scry_time.h"
 
 #define NSAMPLES 1000
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static int cmp_u64(const void *a, const void *b)
 {
@@ -35,19 +29,19 @@ static void run(unwind_t *u, pid_t tid, result_t *r)
     memset(r, 0, sizeof *r);
     size_t k = 0;
     for (int i = 0; i < NSAMPLES; i++) {
-        uint64_t t0 = now_ns();
+        uint64_t t0 = scry_now_ns();
         int src = unwind_stop_thread(tid);
         if (src != 0) {
             if (r->fails++ < 3)
                 fprintf(stderr, "stop: %d\n", src);
             continue;
         }
-        uint64_t t1 = now_ns();
+        uint64_t t1 = scry_now_ns();
         size_t n = 0;
         int rc = unwind_thread(u, tid, f, UNWIND_MAX_DEPTH, &n);
-        uint64_t t2 = now_ns();
+        uint64_t t2 = scry_now_ns();
         unwind_resume_thread(tid);
-        uint64_t t3 = now_ns();
+        uint64_t t3 = scry_now_ns();
         if (rc != 0 || n == 0) {
             if (r->fails++ < 3)
                 fprintf(stderr, "unwind: %d, %zu frames\n", rc, n);
@@ -124,9 +118,5 @@ int main(void)
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0)
         fprintf(stderr, "note: could not clean up\n");
-    if (g_failures) {
-        fprintf(stderr, "%d check(s) failed\n", g_failures);
-        return 1;
-    }
-    return 0;
+    return check_summary("test_unwind_cost");
 }

@@ -18,16 +18,7 @@
 #include "scry_err.h"
 #include "thread_stop.h"
 #include "unwind.h"
-
-static int g_failures;
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);               \
-            g_failures++;                                                                          \
-        }                                                                                          \
-    } while (0)
+#include "check.h"
 
 #define PYENV "/root/.pyenv/versions/"
 

@@ -4,16 +4,7 @@
 
 #include "merge.h"
 #include "scry_err.h"
-
-static int failures;
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);               \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
+#include "check.h"
 
 #define PYLIB "libpython3.11.so.1.0"
 
@@ -51,7 +42,7 @@ static void expect(const char *got, const char *want, int line)
 {
     if (strcmp(got, want) != 0) {
         fprintf(stderr, "line %d:\n  got  %s\n  want %s\n", line, got, want);
-        failures++;
+        check_failures++;
     }
 }
 
@@ -76,11 +67,11 @@ static void test_equal_310(strtab_t *s)
     size_t no = 0;
     unwind_merge_stats_t st = {0};
     int rc = unwind_merge(n, 11, p, NULL, 2, 10, s, out, 64, &no, &st);
-    CHECK(rc == 0);
+    CHECK_INT(rc, ==, 0);
     expect(render(out, no), "foo_work;ext_call;f;<module>;PyEval_EvalCode;Py_RunMain;main",
            __LINE__);
     CHECK(st.matched == 2 && st.extra_eval == 0 && st.leftover_py == 0);
-    CHECK(st.filtered == 4);
+    CHECK_INT(st.filtered, ==, 4);
     CHECK(out[0].kind == SCRY_FRAME_NATIVE && strcmp(out[0].file, "libfoo.so") == 0);
     CHECK(out[2].kind == SCRY_FRAME_PYTHON);
 
@@ -156,7 +147,7 @@ static void test_entry_groups(strtab_t *s)
     /* Same Python frames read as 3.10 (no grouping): mismatched, but never lost. */
     CHECK(unwind_merge(n, 7, p, entry, 4, 10, s, out, 64, &no, &st) == 0);
     expect(render(out, no), "scry_native_burn;h;g;PyEval_EvalCode;main;f;<module>", __LINE__);
-    CHECK(st.leftover_py == 2);
+    CHECK_INT(st.leftover_py, ==, 2);
 
     /* 3.11+ with a last group lacking its entry flag: the group runs to the root. */
     uint8_t entry2[] = {0, 1, 0, 0};
@@ -244,10 +235,5 @@ int main(void)
     test_legacy(s);
     test_bounds(s);
     strtab_free(s);
-    if (failures) {
-        fprintf(stderr, "%d check(s) failed\n", failures);
-        return 1;
-    }
-    fprintf(stderr, "merge: all checks passed\n");
-    return 0;
+    return check_summary("test_unwind_merge");
 }

@@ -205,10 +205,5 @@ int main(void)
     snprintf(cmd, sizeof cmd, "rm -rf /tmp/scry-test-unwind-%d", (int)getpid());
     if (system(cmd) != 0)
         fprintf(stderr, "note: could not clean up\n");
-    if (g_failures) {
-        fprintf(stderr, "%d check(s) failed\n", g_failures);
-        return 1;
-    }
-    fprintf(stderr, "all native unwinding checks passed\n");
-    return 0;
+    return check_summary("test_unwind_native");
 }

@@ -99,7 +99,7 @@ static void kill_mid_stop(pid_t target)
         left = count_stopped(target);
     }
     fprintf(stderr, "after the SIGKILL: %d threads stopped\n", left);
-    CHECK(left == 0);
+    CHECK_INT(left, ==, 0);
 }
 
 int main(void)
@@ -161,11 +161,11 @@ int main(void)
     CHECK(unwind_reap_pending() == 0);
     fprintf(stderr, "rounds %d, stops %d, unwound %d, gone %d, seen stopped after rounds %d\n",
             rounds, stops, unwound, gone, left_stopped);
-    CHECK(left_stopped == 0);
+    CHECK_INT(left_stopped, ==, 0);
     CHECK(stops > 2 * NTHREADS);
     CHECK(read_line(&c, line, sizeof line, 60000) > 0);
     fprintf(stderr, "target says: %s\n", line);
-    CHECK(strcmp(line, "done True") == 0);
+    CHECK_STR(line, ==, "done True");
     int status = -1;
     CHECK(waitpid(c.pid, &status, 0) == c.pid);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
@@ -173,10 +173,5 @@ int main(void)
     c.pid = 0;
     stop_child(&c);
     unwind_free(u);
-    if (g_failures) {
-        fprintf(stderr, "%d check(s) failed\n", g_failures);
-        return 1;
-    }
-    fprintf(stderr, "stop/resume: all checks passed\n");
-    return 0;
+    return check_summary("test_unwind_stop");
 }

@@ -30,6 +30,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "scry_time.h"
 
 #define NCODES (1u << 16)
 #define NLIVE  (1u << 16)
@@ -126,13 +127,6 @@ static void account(const ringc_event_t *e)
         net_origin[o] -= (int64_t)l->weight;
         l->addr = 1;
     }
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 static void drain(ringc_t *r, ringc_event_t *buf, size_t cap)
@@ -243,19 +237,19 @@ int main(int argc, char **argv)
     inject_report_t rep;
     memset(&rep, 0, sizeof rep);
     uint64_t handle = 0, ret = 0;
-    double t0 = now_s();
+    double t0 = ((double)scry_now_ns() / 1e9);
     int rc = inject_load_and_call(pid, shim, "scry_shim_attach", path, NULL, &handle, &ret, &rep);
-    double inject_s = now_s() - t0;
+    double inject_s = ((double)scry_now_ns() / 1e9) - t0;
     if (go_file) {
         int fd = open(go_file, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         if (fd >= 0)
             close(fd);
     }
-    double last_beat = 0, start = now_s(), max_gap = inject_s;
+    double last_beat = 0, start = ((double)scry_now_ns() / 1e9), max_gap = inject_s;
     int stopped = 0;
     ringc_stats_t at_stop = {0};
     for (;;) {
-        double t = now_s() - start;
+        double t = ((double)scry_now_ns() / 1e9) - start;
         if (stop_after >= 0 && t >= stop_after) {
             drain(r, buf, cap);
             ringc_stats(r, &at_stop);

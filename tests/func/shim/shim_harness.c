@@ -31,6 +31,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "scry_time.h"
 
 /* Frame offsets of the versions the functional tests run (x86_64, release builds),
  * computed with offsetof() against each version's internal headers. Test-only: the
@@ -215,13 +216,6 @@ static void account(const ringc_event_t *e)
     }
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static void drain(ringc_t *r, ringc_event_t *buf, size_t cap)
 {
     for (int rounds = 0; rounds < 1000; rounds++) {
@@ -304,7 +298,7 @@ int main(int argc, char **argv)
     lives = calloc(NLIVE, sizeof *lives);
     size_t cap = 4096;
     ringc_event_t *buf = calloc(cap, sizeof *buf);
-    double t0 = now_s();
+    double t0 = ((double)scry_now_ns() / 1e9);
     pid_t pid = fork();
     if (pid == 0) {
         if (attach) { /* the target dlopens the shim and attaches itself */
@@ -323,7 +317,7 @@ int main(int argc, char **argv)
     double last_beat = 0;
     for (;;) {
         pid_t w = wait4(pid, &status, WNOHANG, &ru);
-        double t = now_s() - t0;
+        double t = ((double)scry_now_ns() / 1e9) - t0;
         if (!stopped && stop_after >= 0 && t >= stop_after) {
             stopped = 1;
             drain(r, buf, cap);
@@ -348,7 +342,7 @@ int main(int argc, char **argv)
             break;
         usleep(5000);
     }
-    double elapsed = now_s() - t0;
+    double elapsed = ((double)scry_now_ns() / 1e9) - t0;
     if (!stopped)
         drain(r, buf, cap);
     ringc_stats_t st;

@@ -1,0 +1,99 @@
+/*
+ * The one assertion header of the C unit tests (after libuv's test/task.h).
+ *
+ * A failed check does not stop the test: it prints where it failed, the expression and, for
+ * the comparison check_count, both values, and counts the failure; check_summary() at the end of
+ * main() prints the totals and gives the exit status.
+ *
+ *   CHECK(cond)                        any condition
+ *   CHECK(cond, "fmt", ...)            with a message (printf format, checked by the compiler)
+ *   CHECK_INT(a, op, b [, "fmt", ...]) signed integers compared with OP (==, !=, <, <=, >, >=)
+ *   CHECK_UINT(a, op, b ...)           unsigned integers
+ *   CHECK_HEX(a, op, b ...)            unsigned integers printed in hex (addresses)
+ *   CHECK_DBL(a, op, b ...)            doubles
+ *   CHECK_STR(a, op, b ...)            C strings compared with strcmp (NULL sorts first)
+ *
+ * Only the first CHECK_MAX_REPORTS failures are printed; all are counted.
+ */
+#ifndef SCRY_TESTS_CHECK_H
+#define SCRY_TESTS_CHECK_H
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "check.h"
+
+#define CHECK_MAX_REPORTS 50
+
+/* The counters of this test executable (each test is one translation unit). */
+static long check_count __attribute__((unused));
+static long check_failures __attribute__((unused));
+
+/* Counts a failure of EXPR at FILE:LINE and prints it (with the message FMT, which starts
+ * with a space) unless too many were printed already. Returns 1 when it printed. */
+__attribute__((unused, format(printf, 4, 5))) static int
+check__fail(const char *file, int line, const char *expr, const char *fmt, ...)
+{
+    check_failures++;
+    if (check_failures > CHECK_MAX_REPORTS)
+        return 0;
+    fprintf(stderr, "%s:%d: CHECK(%s) failed:", file, line, expr);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return 1;
+}
+
+/* strcmp that orders NULL before every string. */
+__attribute__((unused)) static int check__strcmp(const char *a, const char *b)
+{
+    if (!a || !b)
+        return (a != NULL) - (b != NULL);
+    return strcmp(a, b);
+}
+
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        check_count++;                                                                             \
+        if (!(cond))                                                                               \
+            check__fail(__FILE__, __LINE__, #cond, " " __VA_ARGS__);                               \
+    } while (0)
+
+#define CHECK__CMP(type, pf, a, op, b, ...)                                                        \
+    do {                                                                                           \
+        type check__a = (type)(a);                                                                 \
+        type check__b = (type)(b);                                                                 \
+        check_count++;                                                                             \
+        if (!(check__a op check__b) &&                                                             \
+            check__fail(__FILE__, __LINE__, #a " " #op " " #b, " " __VA_ARGS__))                   \
+            fprintf(stderr, "    %s = " pf "\n    %s = " pf "\n", #a, check__a, #b, check__b);     \
+    } while (0)
+
+#define CHECK_INT(a, op, b, ...)  CHECK__CMP(long long, "%lld", a, op, b, __VA_ARGS__)
+#define CHECK_UINT(a, op, b, ...) CHECK__CMP(unsigned long long, "%llu", a, op, b, __VA_ARGS__)
+#define CHECK_HEX(a, op, b, ...)  CHECK__CMP(unsigned long long, "0x%llx", a, op, b, __VA_ARGS__)
+#define CHECK_DBL(a, op, b, ...)  CHECK__CMP(double, "%.17g", a, op, b, __VA_ARGS__)
+
+#define CHECK_STR(a, op, b, ...)                                                                   \
+    do {                                                                                           \
+        const char *check__a = (a);                                                                \
+        const char *check__b = (b);                                                                \
+        check_count++;                                                                             \
+        if (!(check__strcmp(check__a, check__b) op 0) &&                                           \
+            check__fail(__FILE__, __LINE__, #a " " #op " " #b, " " __VA_ARGS__))                   \
+            fprintf(stderr, "    %s = \"%s\"\n    %s = \"%s\"\n", #a,                              \
+                    check__a ? check__a : "(null)", #b, check__b ? check__b : "(null)");           \
+    } while (0)
+
+/* Prints "NAME: N checks, M failures" and returns main()'s exit status (0 when none failed).
+ */
+__attribute__((unused)) static int check_summary(const char *name)
+{
+    fprintf(stderr, "%s: %ld checks, %ld failures\n", name, check_count, check_failures);
+    return check_failures ? 1 : 0;
+}
+
+#endif
