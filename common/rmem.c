@@ -154,6 +154,42 @@ int rmem_readv(rmem_t *m, const rmem_iov_t *iov, size_t n)
     return (int)done;
 }
 
+long rmem_read_partial(rmem_t *m, raddr_t addr, void *buf, size_t len)
+{
+    if (!m || (!buf && len))
+        return SCRY_E_INVAL;
+    if (len == 0)
+        return 0;
+    if (m->pid == 0) {
+        for (size_t i = 0; i < m->nregions; i++) {
+            const rmem_region_t *r = &m->regions[i];
+            if (addr >= r->addr && addr - r->addr < r->len) {
+                size_t room = r->len - (size_t)(addr - r->addr);
+                size_t n = len < room ? len : room;
+                memcpy(buf, r->data + (addr - r->addr), n);
+                return (long)n;
+            }
+        }
+        m->stats.faults++;
+        return 0;
+    }
+    struct iovec local = {.iov_base = buf, .iov_len = len};
+    struct iovec remote = {.iov_base = (void *)(uintptr_t)addr, .iov_len = len};
+    m->stats.syscalls++;
+    ssize_t got = process_vm_readv(m->pid, &local, 1, &remote, 1, 0);
+    if (got < 0) {
+        int err = scry_err_from_errno(errno);
+        if (err != SCRY_E_FAULT)
+            return err;
+        m->stats.faults++;
+        return 0;
+    }
+    m->stats.bytes += (uint64_t)got;
+    if ((size_t)got < len)
+        m->stats.faults++;
+    return (long)got;
+}
+
 int rmem_read_cstr(rmem_t *m, raddr_t addr, char *buf, size_t max)
 {
     if (!buf || max == 0)

@@ -43,6 +43,11 @@ void rmem_free(rmem_t *m);
  * On error BUF's content is unspecified. */
 int rmem_read(rmem_t *m, raddr_t addr, void *buf, size_t len);
 
+/* Reads up to LEN bytes at ADDR into BUF, stopping at the first unreadable byte (the end
+ * of a mapping). Returns how many bytes were read (0..LEN; 0 when ADDR itself is not
+ * readable), or SCRY_E_GONE / SCRY_E_PERM / SCRY_E_INVAL. */
+long rmem_read_partial(rmem_t *m, raddr_t addr, void *buf, size_t len);
+
 /* Reads N regions, in as few system calls as possible (one process_vm_readv for up to
  * IOV_MAX regions). Returns the number of leading regions read completely (0..N), or a
  * negative code when not even the first could be read for a reason other than FAULT

@@ -1,6 +1,7 @@
 /* interp.c - where a mapped file comes from, its load bias, and finding libpython. */
 #include "interp.h"
 
+#include <elf.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -73,6 +74,38 @@ static void module_run(const elfsym_maps_t *maps, size_t i, size_t *lo, size_t *
     *hi = b;
 }
 
+static uint64_t page_size(void)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    return page > 0 && (page & (page - 1)) == 0 ? (uint64_t)page : 4096;
+}
+
+int elfsym_segments_bias(const elfsym_segment_t *segs, size_t n, uint64_t start, uint64_t offset,
+                         int exec, raddr_t *bias)
+{
+    if (!segs || !bias)
+        return SCRY_E_INVAL;
+    uint64_t page = page_size();
+    const elfsym_segment_t *pick = NULL;
+    for (size_t i = 0; i < n; i++) {
+        const elfsym_segment_t *seg = &segs[i];
+        uint64_t first = seg->offset & ~(page - 1);
+        if (offset < first || offset >= seg->offset + seg->filesz)
+            continue;
+        if (!pick || (!!(seg->flags & PF_X) == !!exec && !!(pick->flags & PF_X) != !!exec))
+            pick = seg;
+    }
+    if (!pick)
+        return SCRY_E_NOTFOUND;
+    /* The mapping starts at file offset OFFSET, i.e. link-time address
+     * p_vaddr + (OFFSET - p_offset). */
+    raddr_t b = start - (pick->vaddr + (offset - pick->offset));
+    if ((b & (page - 1)) != 0)
+        return SCRY_E_NOTFOUND;
+    *bias = b;
+    return 0;
+}
+
 int elfsym_module_bias(const elfsym_obj_t *obj, const elfsym_maps_t *maps, size_t map_index,
                        raddr_t *bias)
 {
@@ -81,25 +114,19 @@ int elfsym_module_bias(const elfsym_obj_t *obj, const elfsym_maps_t *maps, size_
         return SCRY_E_INVAL;
     size_t lo, hi;
     module_run(maps, map_index, &lo, &hi);
-    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
-    if (page == 0 || (page & (page - 1)))
-        page = 4096;
-    /* Segments in file order; the first PT_LOAD decides when it is mapped. */
-    for (size_t s = 0; s < elfsym_obj_nsegments(obj); s++) {
-        const elfsym_segment_t *seg = elfsym_obj_segment(obj, s);
-        uint64_t poff = seg->offset & ~(page - 1);
+    size_t n = elfsym_obj_nsegments(obj);
+    if (n == 0)
+        return SCRY_E_NOTFOUND;
+    const elfsym_segment_t *segs = elfsym_obj_segment(obj, 0);
+    /* The executable mapping first (it is what symbols and unwind tables describe). */
+    for (int want_exec = 1; want_exec >= 0; want_exec--) {
         for (size_t k = lo; k <= hi; k++) {
             const elfsym_map_t *m = elfsym_maps_get(maps, k);
-            if (!same_file(m, e) || m->offset != poff)
+            int exec = (m->perms & ELFSYM_PERM_X) != 0;
+            if (!same_file(m, e) || exec != want_exec)
                 continue;
-            /* The mapping starts at file offset m->offset, i.e. link-time address
-             * p_vaddr - (p_offset - m->offset). */
-            uint64_t link = seg->vaddr - (seg->offset - m->offset);
-            raddr_t b = m->start - link;
-            if ((b & (page - 1)) != 0)
-                continue; /* not this mapping (inconsistent alignment) */
-            *bias = b;
-            return 0;
+            if (elfsym_segments_bias(segs, n, m->start, m->offset, exec, bias) == 0)
+                return 0;
         }
     }
     return SCRY_E_NOTFOUND;

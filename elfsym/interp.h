@@ -37,8 +37,18 @@ typedef struct elfsym_module {
  * mapping) or SCRY_E_TRUNC (BUF too small). */
 int elfsym_map_open_path(pid_t pid, const elfsym_map_t *e, char *buf, size_t size);
 
+/* The one load-bias rule. SEGS are an object's N PT_LOAD segments (file order); a mapping
+ * of it starts at START and maps file offset OFFSET (EXEC: the mapping is executable). The
+ * segment that holds OFFSET decides (when two share the page, the one whose execute
+ * permission matches the mapping's): bias = START - (p_vaddr + (OFFSET - p_offset)), which
+ * must be page-aligned. Returns 0 with *BIAS, SCRY_E_NOTFOUND (no segment holds OFFSET, or
+ * the bias would not be aligned) or SCRY_E_INVAL. */
+int elfsym_segments_bias(const elfsym_segment_t *segs, size_t n, uint64_t start, uint64_t offset,
+                         int exec, raddr_t *bias);
+
 /* Computes the load bias of OBJ mapped in MAPS, using the mappings of the same file
- * (same inode and path) around index MAP_INDEX. Returns 0 with *BIAS, or SCRY_E_NOTFOUND
+ * (same inode and path) around index MAP_INDEX: the first executable one that
+ * elfsym_segments_bias accepts, else the first other one. Returns 0 with *BIAS, or SCRY_E_NOTFOUND
  * when no mapping matches a PT_LOAD segment. */
 int elfsym_module_bias(const elfsym_obj_t *obj, const elfsym_maps_t *maps, size_t map_index,
                        raddr_t *bias);

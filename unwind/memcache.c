@@ -2,15 +2,13 @@
  *
  * Two sources, tried in order:
  *  1. a copy of the sampled thread's stack from sp upward, taken with one
- *     process_vm_readv per sample (UNWIND_STACK_FIRST bytes) and extended by doubling
+ *     read per sample (through rmem) (UNWIND_STACK_FIRST bytes) and extended by doubling
  *     when the unwinder reads above it (at most UNWIND_STACK_MAX bytes);
  *  2. a page cache: read-only file-backed pages (.eh_frame_hdr, .eh_frame, text) are
  *     kept across samples; any other page is valid for the current sample only.
  */
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/uio.h>
 
 #include "scry_err.h"
 #include "unwind_internal.h"
@@ -49,14 +47,10 @@ void unwind__mem_fini(struct unwind *u)
 
 /* Reads up to LEN bytes at ADDR; returns the number of bytes read (a partial read stops
  * at the first unreadable page), or a negative code when nothing could be read. */
-static long read_partial(pid_t pid, uint64_t addr, void *buf, size_t len)
+static long read_partial(struct unwind *u, uint64_t addr, void *buf, size_t len)
 {
-    struct iovec local = {.iov_base = buf, .iov_len = len};
-    struct iovec remote = {.iov_base = (void *)(uintptr_t)addr, .iov_len = len};
-    ssize_t got = process_vm_readv(pid, &local, 1, &remote, 1, 0);
-    if (got < 0)
-        return errno == EFAULT ? SCRY_E_FAULT : scry_err_from_errno(errno);
-    return (long)got;
+    long got = rmem_read_partial(u->mem, addr, buf, len);
+    return got == 0 && len ? SCRY_E_FAULT : got;
 }
 
 int unwind__stack_snapshot(struct unwind *u, uint64_t sp)
@@ -66,7 +60,7 @@ int unwind__stack_snapshot(struct unwind *u, uint64_t sp)
     u->stack_end = 0;
     size_t want = UNWIND_STACK_FIRST;
     /* Do not cross the end of the stack's page run only to fail: a partial read is fine. */
-    long got = read_partial(u->pid, u->stack_lo, u->stack, want);
+    long got = read_partial(u, u->stack_lo, u->stack, want);
     u->st.stack_reads++;
     if (got < 0)
         return (int)got;
@@ -95,7 +89,7 @@ static void stack_extend(struct unwind *u, uint64_t addr)
         u->stack_cap = newlen;
     }
     size_t want = newlen - u->stack_len;
-    long got = read_partial(u->pid, u->stack_lo + u->stack_len, u->stack + u->stack_len, want);
+    long got = read_partial(u, u->stack_lo + u->stack_len, u->stack + u->stack_len, want);
     u->st.stack_reads++;
     if (got <= 0) {
         u->stack_end = 1;
@@ -168,7 +162,7 @@ static const uint8_t *page_get(struct unwind *u, uint64_t page)
         }
     }
     u->st.page_misses++;
-    long got = read_partial(u->pid, page, victim->data, UNWIND_PAGE);
+    long got = read_partial(u, page, victim->data, UNWIND_PAGE);
     if (got != (long)UNWIND_PAGE) {
         victim->addr = 0;
         u->st.page_faults++;

@@ -14,9 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
+#include "interp.h"
 #include "scry_err.h"
 #include "unwind_internal.h"
 
@@ -68,12 +68,6 @@ static size_t enc_size(uint8_t enc)
     }
 }
 
-static int load_contains_offset(const Elf64_Phdr *p, uint64_t off)
-{
-    uint64_t first = p->p_offset & ~(uint64_t)(UNWIND_PAGE - 1);
-    return off >= first && off < p->p_offset + p->p_filesz;
-}
-
 static uint64_t read_uval(const uint8_t *p, size_t size)
 {
     uint64_t v = 0;
@@ -84,7 +78,7 @@ static uint64_t read_uval(const uint8_t *p, size_t size)
 /* Where the ELF image is read from: its file, or (the vDSO) the target's memory. */
 typedef struct image {
     int fd;        /* >= 0: the file */
-    pid_t pid;     /* else: the target, */
+    rmem_t *mem;   /* else: the target, */
     uint64_t base; /* the image mapped at base (file offset 0) */
 } image_t;
 
@@ -92,15 +86,13 @@ static int image_read(const image_t *im, void *buf, size_t len, uint64_t off)
 {
     if (im->fd >= 0)
         return pread(im->fd, buf, len, (off_t)off) == (ssize_t)len ? 0 : -1;
-    struct iovec local = {.iov_base = buf, .iov_len = len};
-    struct iovec remote = {.iov_base = (void *)(uintptr_t)(im->base + off), .iov_len = len};
-    return process_vm_readv(im->pid, &local, 1, &remote, 1, 0) == (ssize_t)len ? 0 : -1;
+    return rmem_read(im->mem, im->base + off, buf, len) == 0 ? 0 : -1;
 }
 
 /* Fills O's table from its file (or the vDSO's memory). Returns 0 or a negative code. */
 static int load_table(struct unwind *u, unwind_obj_t *o, const elfsym_map_t *m)
 {
-    image_t im = {.fd = -1, .pid = u->pid, .base = m->start - m->offset};
+    image_t im = {.fd = -1, .mem = u->mem, .base = m->start - m->offset};
     if (elfsym_map_is_file(m)) {
         char path[4096 + 64];
         snprintf(path, sizeof path, "/proc/%d/root%s", (int)u->pid, m->path);
@@ -125,20 +117,22 @@ static int load_table(struct unwind *u, unwind_obj_t *o, const elfsym_map_t *m)
     if (image_read(&im, ph, phsz, eh.e_phoff) != 0)
         goto out;
 
-    /* The load bias from the PT_LOAD that holds the mapping's file offset. */
-    const Elf64_Phdr *load = NULL, *ehp = NULL;
+    /* The load bias: elfsym's one rule over the PT_LOAD segments. */
+    const Elf64_Phdr *ehp = NULL;
+    elfsym_segment_t segs[MAX_PHDRS];
+    size_t nsegs = 0;
     for (size_t i = 0; i < eh.e_phnum; i++) {
         const Elf64_Phdr *p = &ph[i];
         if (p->p_type == PT_GNU_EH_FRAME)
             ehp = p;
-        if (p->p_type != PT_LOAD || !load_contains_offset(p, m->offset))
-            continue;
-        if (!load || (p->p_flags & PF_X))
-            load = p;
+        if (p->p_type == PT_LOAD)
+            segs[nsegs++] = (elfsym_segment_t){.vaddr = p->p_vaddr, .memsz = p->p_memsz,
+                                               .offset = p->p_offset, .filesz = p->p_filesz,
+                                               .align = p->p_align, .flags = p->p_flags};
     }
-    if (!load)
+    if (elfsym_segments_bias(segs, nsegs, m->start, m->offset, (m->perms & ELFSYM_PERM_X) != 0,
+                             &o->bias) != 0)
         goto out;
-    o->bias = m->start - (load->p_vaddr + (m->offset - load->p_offset));
     if (!ehp || ehp->p_filesz < 12)
         goto out;
     uint8_t hdr[4 + 8 + 8];

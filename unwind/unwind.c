@@ -176,7 +176,8 @@ unwind_t *unwind_new(pid_t pid)
     u->strings = strtab_new();
     u->as = new_as(&scry_accessors);
     u->upt = _UPT_create(pid);
-    if (!u->strings || !u->as || !u->upt || unwind__mem_init(u) != 0)
+    u->mem = rmem_open_pid(pid);
+    if (!u->strings || !u->as || !u->upt || !u->mem || unwind__mem_init(u) != 0)
         goto fail;
     char link[64], exe[4096];
     snprintf(link, sizeof link, "/proc/%d/exe", (int)pid);
@@ -211,6 +212,7 @@ void unwind_free(unwind_t *u)
     if (u->stock_upt)
         _UPT_destroy(u->stock_upt);
     strtab_free(u->strings);
+    rmem_free(u->mem);
     free(u);
 }
 
