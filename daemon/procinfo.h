@@ -22,23 +22,6 @@ void procinfo_join_argv(char **argv, char *buf, size_t len);
  * ptrace_scope value when the kernel has it). */
 void procinfo_permission_hint(pid_t pid, char *buf, size_t len);
 
-/* Per-thread /proc files kept open between samples so each read is one pread. */
-typedef struct procinfo_threads procinfo_threads_t;
-
-procinfo_threads_t *procinfo_threads_new(pid_t pid);
-void procinfo_threads_free(procinfo_threads_t *p);
-
-/* The scheduler state letter of thread TID ('R', 'S', 'D', ...), or 0 when unknown. When
- * WALL_DELTA_NS is not NULL it receives the wall time since the previous call that asked
- * for it (CLOCK_MONOTONIC), or PROCINFO_NO_DELTA on the first such call. */
-char procinfo_thread_state(procinfo_threads_t *p, pid_t tid, uint64_t *wall_delta_ns);
-
-#define PROCINFO_NO_DELTA UINT64_MAX
-
-/* The CPU time (schedstat) thread TID used since the previous call for it, or
- * PROCINFO_NO_DELTA on the first call. Returns 0 or SCRY_E_GONE. */
-int procinfo_thread_cpu(procinfo_threads_t *p, pid_t tid, uint64_t *cpu_delta_ns);
-
 /* The thread's name (comm), interned by the caller; writes "" when unknown. */
 void procinfo_thread_name(pid_t pid, pid_t tid, char *buf, size_t len);
 

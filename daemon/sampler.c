@@ -142,8 +142,8 @@ static const thread_label_t *thread_label(sampler_t *s, pid_t tid, const char *p
  * ten intervals. */
 static uint64_t sample_weight(const sampler_t *s, int running, const task_info_t *task)
 {
-    uint64_t d = !task ? PROCINFO_NO_DELTA : running ? task->cpu_delta : task->wall_delta;
-    if (d == PROCINFO_NO_DELTA)
+    uint64_t d = !task ? PROC_NO_DELTA : running ? task->cpu_delta : task->wall_delta;
+    if (d == PROC_NO_DELTA)
         return s->interval_ns;
     uint64_t cap = 10 * s->interval_ns;
     return d < cap ? d : cap;
@@ -207,7 +207,7 @@ static void emit_thread(sampler_t *s, const pystate_thread_t *th, const task_inf
     if (s->unwind && task && task->stopped &&
         unwind_thread(s->unwind, th->tid, s->native, UNWIND_MAX_DEPTH, &nn) != 0)
         nn = 0;
-    unwind_task_t ut = {.state = state, .sc = {.nr = UNWIND_SYSCALL_UNKNOWN}};
+    unwind_task_t ut = {.state = state, .sc = {.nr = PROC_SYSCALL_UNKNOWN}};
     unwind_classification_t cls = {.cls = SCRY_CLASS_PYTHON};
     unwind_classify(&ut, nn ? s->native : NULL, nn, th->leaf_opclass, &cls);
     int running = state == 'R' || state == 0;

@@ -1,10 +1,9 @@
 #include "tasks.h"
 
 #include "scry_err.h"
-#include "thread_stop.h"
+#include "proc.h"
 #include "scry_time.h"
 
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +13,7 @@
 
 struct tasks {
     pid_t pid;
-    procinfo_threads_t *files;
+    proc_threads_t *files;
     uint64_t listed_ns;
     int stale;
     size_t n;
@@ -27,7 +26,7 @@ tasks_t *tasks_new(pid_t pid)
     if (!t)
         return NULL;
     t->pid = pid;
-    t->files = procinfo_threads_new(pid);
+    t->files = proc_threads_new(pid);
     if (!t->files) {
         free(t);
         return NULL;
@@ -40,33 +39,20 @@ void tasks_free(tasks_t *t)
     if (!t)
         return;
     tasks_resume_all(t);
-    procinfo_threads_free(t->files);
+    proc_threads_free(t->files);
     free(t);
-}
-
-static int cmp_tid(const void *a, const void *b)
-{
-    pid_t x = ((const task_info_t *)a)->tid, y = ((const task_info_t *)b)->tid;
-    return x < y ? -1 : x > y;
 }
 
 /* Lists /proc/PID/task into T->list (states not read yet). */
 static int list_tasks(tasks_t *t)
 {
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/task", (int)t->pid);
-    DIR *d = opendir(path);
-    if (!d)
-        return SCRY_E_GONE;
-    t->n = 0;
-    struct dirent *de;
-    while ((de = readdir(d)) && t->n < TASKS_MAX) {
-        pid_t tid = (pid_t)atoi(de->d_name);
-        if (tid > 0)
-            t->list[t->n++].tid = tid;
-    }
-    closedir(d);
-    qsort(t->list, t->n, sizeof t->list[0], cmp_tid);
+    pid_t tids[TASKS_MAX];
+    int n = proc_list_tasks(t->pid, tids, TASKS_MAX);
+    if (n < 0)
+        return n;
+    t->n = (size_t)n;
+    for (size_t i = 0; i < t->n; i++)
+        t->list[i].tid = tids[i];
     t->listed_ns = scry_now_ns();
     t->stale = 0;
     return 0;
@@ -77,7 +63,7 @@ int tasks_refresh(tasks_t *t)
     tasks_resume_all(t);
     /* A stop that timed out leaves its interrupt queued: once the thread reaches the stop
      * it must be let go at once, or it would sit stopped (and look idle) from then on. */
-    unwind_reap_pending();
+    proc_reap_pending();
     /* Threads come and go rarely: the directory is listed again every 200 ms, or at once
      * when a thread was seen that the list lacks; in between each tick costs one pread
      * per thread (and one more for the CPU time of the running ones). */
@@ -90,10 +76,10 @@ int tasks_refresh(tasks_t *t)
     for (size_t i = 0; i < t->n; i++) {
         task_info_t *ti = &t->list[i];
         ti->stopped = 0;
-        ti->cpu_delta = PROCINFO_NO_DELTA;
-        ti->state = procinfo_thread_state(t->files, ti->tid, &ti->wall_delta);
+        ti->cpu_delta = PROC_NO_DELTA;
+        ti->state = proc_threads_state(t->files, ti->tid, &ti->wall_delta);
         if (ti->state == 'R')
-            procinfo_thread_cpu(t->files, ti->tid, &ti->cpu_delta);
+            proc_threads_cpu(t->files, ti->tid, &ti->cpu_delta);
         alive += ti->state != 0;
     }
     if (alive == 0) {
@@ -135,7 +121,7 @@ int tasks_stop(tasks_t *t, task_info_t *task)
     (void)t;
     if (task->stopped)
         return 0;
-    int err = unwind_stop_thread_timeout(task->tid, TASKS_STOP_MS);
+    int err = proc_stop_thread_timeout(task->tid, TASKS_STOP_MS);
     if (err == 0)
         task->stopped = 1;
     return err;
@@ -155,11 +141,11 @@ void tasks_resume_all(tasks_t *t)
     int any = 0;
     for (size_t i = 0; i < t->n; i++) {
         if (t->list[i].stopped) {
-            unwind_resume_thread(t->list[i].tid);
+            proc_resume_thread(t->list[i].tid);
             t->list[i].stopped = 0;
             any = 1;
         }
     }
     (void)any;
-    unwind_reap_pending();
+    proc_reap_pending();
 }

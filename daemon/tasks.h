@@ -8,7 +8,7 @@
 #ifndef SCRY_TASKS_H
 #define SCRY_TASKS_H
 
-#include "procinfo.h"
+#include "proc.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -21,8 +21,8 @@ typedef struct tasks tasks_t;
 typedef struct task_info {
     pid_t tid;
     char state;          /* 'R', 'S', ... 0 unknown */
-    uint64_t cpu_delta;  /* CPU ns since it was last seen running, PROCINFO_NO_DELTA unknown */
-    uint64_t wall_delta; /* wall ns since its previous refresh, PROCINFO_NO_DELTA unknown */
+    uint64_t cpu_delta;  /* CPU ns since it was last seen running, PROC_NO_DELTA unknown */
+    uint64_t wall_delta; /* wall ns since its previous refresh, PROC_NO_DELTA unknown */
     uint8_t stopped;     /* stopped by tasks_stop */
 } task_info_t;
 

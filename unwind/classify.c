@@ -153,7 +153,7 @@ int unwind_classify(const unwind_task_t *task, const unwind_frame_t *native, siz
             out->flags |= UNWIND_CLASSIFY_SYSCALL;
             out->syscall = nr;
         }
-        if ((nr == SYS_FUTEX_X86_64 || nr == UNWIND_SYSCALL_UNKNOWN) &&
+        if ((nr == SYS_FUTEX_X86_64 || nr == PROC_SYSCALL_UNKNOWN) &&
             unwind_is_gil_wait(native, nn))
             out->flags |= UNWIND_CLASSIFY_GIL_WAIT;
         return 0;
@@ -199,5 +199,19 @@ int unwind_classify_ip(int ip_kind, int opclass, unwind_classification_t *out)
         out->cls = SCRY_CLASS_SYSTEM;
     else if (ip_kind == UNWIND_IP_NATIVE || opclass == UNWIND_OP_CALL)
         out->cls = SCRY_CLASS_NATIVE;
+    return 0;
+}
+
+int unwind_read_task(pid_t pid, pid_t tid, unwind_task_t *task)
+{
+    if (!task)
+        return SCRY_E_INVAL;
+    task->state = 0;
+    task->sc.nr = PROC_SYSCALL_UNKNOWN;
+    int rc = proc_read_task_state(pid, tid, &task->state);
+    if (rc != 0)
+        return rc;
+    if (proc_read_task_syscall(pid, tid, &task->sc) != 0)
+        task->sc.nr = PROC_SYSCALL_UNKNOWN;
     return 0;
 }

@@ -1,7 +1,7 @@
 /* classify.h - was a thread running Python, native code, or off CPU (issue 3)?
  *
- * Pure functions over data the caller supplies (no ptrace here), plus readers and parsers
- * for the /proc files they need. Read stat and syscall BEFORE stopping the thread for a
+ * Pure functions over data the caller supplies (no ptrace here); the /proc files they
+ * need are read by proc/ (proc.h). Read stat and syscall BEFORE stopping the thread for a
  * native unwind: once stopped, the thread shows state 't'.
  *
  * Rules (docs/native.md):
@@ -23,6 +23,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "proc.h"
 #include "unwind.h"
 
 /* Opcode classes are pystate/opcodes.h's (passed as int); only CALL matters here. */
@@ -36,20 +37,9 @@
 #define UNWIND_OP_CALL 1 /* PYSTATE_OP_CALL, until pystate/opcodes.h exists */
 #endif
 
-/* Values of unwind_syscall_t.nr besides a syscall number. */
-#define UNWIND_SYSCALL_RUNNING -2 /* "running": on a CPU or runnable */
-#define UNWIND_SYSCALL_NONE    -1 /* blocked in the kernel but not in a syscall */
-#define UNWIND_SYSCALL_UNKNOWN -3 /* not read */
-
-typedef struct unwind_syscall {
-    long nr;          /* syscall number or one of UNWIND_SYSCALL_* */
-    uint64_t args[6]; /* when nr >= 0 */
-    uint64_t sp, pc;  /* user sp and pc, when given */
-} unwind_syscall_t;
-
 typedef struct unwind_task {
-    char state;          /* /proc/.../stat state: 'R', 'S', 'D', 'T', 't', 'Z'...; 0 unknown */
-    unwind_syscall_t sc; /* .nr = UNWIND_SYSCALL_UNKNOWN when not read */
+    char state;        /* /proc/.../stat state: 'R', 'S', 'D', 'T', 't', 'Z'...; 0 unknown */
+    proc_syscall_t sc; /* .nr = PROC_SYSCALL_UNKNOWN when not read */
 } unwind_task_t;
 
 /* Flags of unwind_classification_t. */
@@ -100,25 +90,6 @@ int unwind_syscall_blocks(long nr);
 
 /* True when a futex wait at the native stack NATIVE is the GIL's. */
 int unwind_is_gil_wait(const unwind_frame_t *native, size_t nn);
-
-/* Parses the content of /proc/PID/task/TID/stat (LEN bytes, need not be terminated) and
- * stores the state character. Returns 0 or SCRY_E_CORRUPT. */
-int unwind_parse_stat_state(const char *buf, size_t len, char *state);
-
-/* Parses /proc/PID/task/TID/syscall content: "running", "-1 sp pc" or "nr a1..a6 sp pc".
- * Returns 0 or SCRY_E_CORRUPT. */
-int unwind_parse_syscall(const char *buf, size_t len, unwind_syscall_t *out);
-
-/* Parses /proc/PID/task/TID/schedstat: "run_ns wait_ns timeslices". Returns 0 or
- * SCRY_E_CORRUPT. Any out pointer may be NULL. */
-int unwind_parse_schedstat(const char *buf, size_t len, uint64_t *run_ns, uint64_t *wait_ns,
-                           uint64_t *slices);
-
-/* Readers of the files above for thread TID of process PID. Return 0, SCRY_E_GONE (no
- * such thread), SCRY_E_PERM (syscall needs ptrace access), SCRY_E_IO or SCRY_E_CORRUPT. */
-int unwind_read_task_state(pid_t pid, pid_t tid, char *state);
-int unwind_read_task_syscall(pid_t pid, pid_t tid, unwind_syscall_t *out);
-int unwind_read_task_schedstat(pid_t pid, pid_t tid, uint64_t *run_ns, uint64_t *wait_ns);
 
 /* Reads state and syscall into TASK (syscall failures leave nr UNKNOWN). Returns 0 or
  * the state reader's error. */

@@ -1,4 +1,4 @@
-/* test_unwind_classify.c - /proc parsers and the Python/native/system rules. */
+/* test_unwind_classify.c - the Python/native/system rules (the /proc parsers: test_proc_task.c). */
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -18,62 +18,25 @@ static unwind_frame_t nat(const char *sym, const char *lib, int in_py)
     return f;
 }
 
-static void test_parsers(void)
-{
-    char st = 0;
-    static const char stat1[] = "1234 (python3.11) R 1 1234 1234 0 -1 4194304 2100 0 0 0";
-    CHECK(unwind_parse_stat_state(stat1, sizeof stat1 - 1, &st) == 0 && st == 'R');
-    static const char stat2[] = "77 (a) b) (c) S 1 2 3";
-    CHECK(unwind_parse_stat_state(stat2, sizeof stat2 - 1, &st) == 0 && st == 'S');
-    CHECK(unwind_parse_stat_state("77 (abc", 7, &st) == SCRY_E_CORRUPT);
-    CHECK(unwind_parse_stat_state("", 0, &st) == SCRY_E_CORRUPT);
-
-    unwind_syscall_t sc;
-    CHECK(unwind_parse_syscall("running\n", 8, &sc) == 0 && sc.nr == UNWIND_SYSCALL_RUNNING);
-    static const char s1[] = "202 0x7f00 0x80 0x0 0x0 0x0 0x0 0x7ffd1000 0x7f0012345678\n";
-    CHECK(unwind_parse_syscall(s1, sizeof s1 - 1, &sc) == 0);
-    CHECK(sc.nr == 202 && sc.args[0] == 0x7f00 && sc.args[1] == 0x80 && sc.sp == 0x7ffd1000 &&
-          sc.pc == 0x7f0012345678ULL);
-    static const char s2[] = "-1 0x7ffd1000 0x401000\n";
-    CHECK(unwind_parse_syscall(s2, sizeof s2 - 1, &sc) == 0 && sc.nr == UNWIND_SYSCALL_NONE &&
-          sc.pc == 0x401000);
-    CHECK(unwind_parse_syscall("garbage", 7, &sc) == SCRY_E_CORRUPT);
-    CHECK(unwind_parse_syscall("230 0x1", 7, &sc) == SCRY_E_CORRUPT);
-
-    uint64_t run = 0, wait = 0, sl = 0;
-    static const char ss[] = "123456789 42 7\n";
-    CHECK(unwind_parse_schedstat(ss, sizeof ss - 1, &run, &wait, &sl) == 0 && run == 123456789 &&
-          wait == 42 && sl == 7);
-    CHECK(unwind_parse_schedstat("1 2", 3, &run, &wait, &sl) == SCRY_E_CORRUPT);
-    CHECK(unwind_parse_schedstat("-1 2 3", 6, &run, &wait, &sl) == SCRY_E_CORRUPT);
-}
-
-static void test_readers(void)
+static void test_read_task(void)
 {
     pid_t me = getpid(), tid = (pid_t)syscall(SYS_gettid);
     unwind_task_t t;
-    CHECK(unwind_read_task(me, tid, &t) == 0);
-    CHECK(t.state == 'R');
+    CHECK_INT(unwind_read_task(me, tid, &t), ==, 0);
+    CHECK_INT(t.state, ==, 'R');
     /* Reading our own syscall file shows the read() in progress or "running". */
-    CHECK(t.sc.nr == UNWIND_SYSCALL_RUNNING || t.sc.nr == 0 || t.sc.nr == UNWIND_SYSCALL_UNKNOWN);
-    uint64_t run0 = 0, run1 = 0;
-    CHECK(unwind_read_task_schedstat(me, tid, &run0, NULL) == 0);
-    volatile double x = 0;
-    for (int i = 0; i < 5000000; i++)
-        x += i * 0.5;
-    CHECK(unwind_read_task_schedstat(me, tid, &run1, NULL) == 0);
-    CHECK(run1 > run0);
-    char st;
-    CHECK(unwind_read_task_state(me, 0x7ffffff0, &st) == SCRY_E_GONE);
+    CHECK(t.sc.nr == PROC_SYSCALL_RUNNING || t.sc.nr == 0 || t.sc.nr == PROC_SYSCALL_UNKNOWN,
+          "nr %ld", t.sc.nr);
+    CHECK_INT(unwind_read_task(me, 0x7ffffff0, &t), ==, SCRY_E_GONE);
 }
 
 static void test_rules(void)
 {
     unwind_classification_t c;
-    unwind_task_t running = {'R', {UNWIND_SYSCALL_RUNNING, {0}, 0, 0}};
+    unwind_task_t running = {'R', {PROC_SYSCALL_RUNNING, {0}, 0, 0}};
     unwind_task_t sleeping = {'S', {230, {0}, 0, 0}};
     unwind_task_t futex = {'S', {202, {0}, 0, 0}};
-    unwind_task_t disk = {'D', {UNWIND_SYSCALL_UNKNOWN, {0}, 0, 0}};
+    unwind_task_t disk = {'D', {PROC_SYSCALL_UNKNOWN, {0}, 0, 0}};
 
     /* Off CPU. */
     CHECK(unwind_classify(&sleeping, NULL, 0, UNWIND_OP_CALL, &c) == 0);
@@ -119,7 +82,7 @@ static void test_rules(void)
     CHECK(c.cls == SCRY_CLASS_NATIVE && (c.flags & UNWIND_CLASSIFY_NOSTACK));
     CHECK(unwind_classify(&running, NULL, 0, UNWIND_OP_CALL + 1, &c) == 0);
     CHECK_INT(c.cls, ==, SCRY_CLASS_PYTHON);
-    unwind_task_t unknown = {0, {UNWIND_SYSCALL_UNKNOWN, {0}, 0, 0}};
+    unwind_task_t unknown = {0, {PROC_SYSCALL_UNKNOWN, {0}, 0, 0}};
     CHECK(unwind_classify(&unknown, NULL, 0, 99, &c) == 0 && c.cls == SCRY_CLASS_PYTHON);
     CHECK(unwind_classify(NULL, NULL, 0, 0, &c) == SCRY_E_INVAL);
 
@@ -128,8 +91,7 @@ static void test_rules(void)
 
 int main(void)
 {
-    test_parsers();
-    test_readers();
+    test_read_task();
     test_rules();
     return check_summary("test_unwind_classify");
 }

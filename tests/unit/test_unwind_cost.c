@@ -30,7 +30,7 @@ static void run(unwind_t *u, pid_t tid, result_t *r)
     size_t k = 0;
     for (int i = 0; i < NSAMPLES; i++) {
         uint64_t t0 = scry_now_ns();
-        int src = unwind_stop_thread(tid);
+        int src = proc_stop_thread(tid);
         if (src != 0) {
             if (r->fails++ < 3)
                 fprintf(stderr, "stop: %d\n", src);
@@ -40,7 +40,7 @@ static void run(unwind_t *u, pid_t tid, result_t *r)
         size_t n = 0;
         int rc = unwind_thread(u, tid, f, UNWIND_MAX_DEPTH, &n);
         uint64_t t2 = scry_now_ns();
-        unwind_resume_thread(tid);
+        proc_resume_thread(tid);
         uint64_t t3 = scry_now_ns();
         if (rc != 0 || n == 0) {
             if (r->fails++ < 3)

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "scry_err.h"
-#include "thread_stop.h"
+#include "proc.h"
 #include "unwind.h"
 #include "check.h"
 
@@ -112,11 +112,11 @@ __attribute__((unused)) static int sample_thread(unwind_t *u, pid_t tid, unwind_
                                                  size_t max, size_t *n)
 {
     *n = 0;
-    int rc = unwind_stop_thread(tid);
+    int rc = proc_stop_thread(tid);
     if (rc != 0)
         return rc;
     rc = unwind_thread(u, tid, f, max, n);
-    int rr = unwind_resume_thread(tid);
+    int rr = proc_resume_thread(tid);
     return rc ? rc : rr;
 }
 

@@ -77,7 +77,7 @@ static void kill_mid_stop(pid_t target)
         close(fds[0]);
         char stopped = 0;
         for (size_t i = 0; i < k; i++)
-            if (unwind_stop_thread(tids[i]) == 0)
+            if (proc_stop_thread(tids[i]) == 0)
                 stopped++;
         if (write(fds[1], &stopped, 1) != 1)
             _exit(1);
@@ -126,7 +126,7 @@ int main(void)
         pid_t tids[NTHREADS + 16];
         size_t n = list_tids(c.pid, tids, NTHREADS + 16);
         for (size_t i = 0; i < n; i++) {
-            int rc = unwind_stop_thread(tids[i]);
+            int rc = proc_stop_thread(tids[i]);
             if (rc == SCRY_E_GONE || rc == SCRY_E_NOPROC) {
                 gone++;
                 continue;
@@ -140,7 +140,7 @@ int main(void)
             if ((i + (size_t)rounds) % 4 == 0 &&
                 unwind_thread(u, tids[i], frames, UNWIND_MAX_DEPTH, &nf) == 0 && nf > 0)
                 unwound++;
-            rc = unwind_resume_thread(tids[i]);
+            rc = proc_resume_thread(tids[i]);
             CHECK(rc == 0 || rc == SCRY_E_GONE);
         }
         left_stopped += count_stopped(c.pid);
@@ -158,7 +158,7 @@ int main(void)
         if (poll(&p, 1, 0) > 0)
             done = 1;
     }
-    CHECK(unwind_reap_pending() == 0);
+    CHECK(proc_reap_pending() == 0);
     fprintf(stderr, "rounds %d, stops %d, unwound %d, gone %d, seen stopped after rounds %d\n",
             rounds, stops, unwound, gone, left_stopped);
     CHECK_INT(left_stopped, ==, 0);

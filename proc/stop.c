@@ -1,5 +1,5 @@
-/* thread_stop.c - PTRACE_SEIZE / PTRACE_INTERRUPT / PTRACE_DETACH of single threads. */
-#include "thread_stop.h"
+/* stop.c - PTRACE_SEIZE / PTRACE_INTERRUPT / PTRACE_DETACH of single threads (proc.h). */
+#include "proc.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -20,7 +20,7 @@ typedef struct traced {
     int pending; /* 0: stopped now; 1: not stopped yet (detach when it stops) */
 } traced_t;
 
-static _Thread_local traced_t tab[UNWIND_MAX_PENDING];
+static _Thread_local traced_t tab[PROC_MAX_PENDING];
 static _Thread_local int ntab;
 static _Thread_local int npending;
 
@@ -50,7 +50,7 @@ static int stop_signal(int status)
     return WSTOPSIG(status);
 }
 
-int unwind_reap_pending(void)
+int proc_reap_pending(void)
 {
     if (npending == 0)
         return 0;
@@ -74,16 +74,16 @@ int unwind_reap_pending(void)
     return npending;
 }
 
-int unwind_stop_thread_timeout(pid_t tid, int timeout_ms)
+int proc_stop_thread_timeout(pid_t tid, int timeout_ms)
 {
     if (tid <= 0 || timeout_ms < 0)
         return SCRY_E_INVAL;
-    unwind_reap_pending();
+    proc_reap_pending();
     traced_t *t = find(tid);
     if (t && !t->pending)
         return SCRY_E_INVAL; /* already stopped by this thread */
     if (!t) {
-        if (ntab >= UNWIND_MAX_PENDING)
+        if (ntab >= PROC_MAX_PENDING)
             return SCRY_E_AGAIN;
         if (ptrace(PTRACE_SEIZE, tid, NULL, NULL) != 0) {
             if (errno == ESRCH)
@@ -97,7 +97,7 @@ int unwind_stop_thread_timeout(pid_t tid, int timeout_ms)
         npending++;
         if (ptrace(PTRACE_INTERRUPT, tid, NULL, NULL) != 0) {
             /* Seized but the thread vanished: reap it later (it is a traced zombie). */
-            unwind_reap_pending();
+            proc_reap_pending();
             return SCRY_E_GONE;
         }
     }
@@ -135,16 +135,16 @@ int unwind_stop_thread_timeout(pid_t tid, int timeout_ms)
     }
     /* Not stopped in time. It cannot be detached while running: it stays pending, and is
      * detached the moment it reaches the interrupt stop. */
-    unwind_reap_pending();
+    proc_reap_pending();
     return SCRY_E_TIMEOUT;
 }
 
-int unwind_stop_thread(pid_t tid)
+int proc_stop_thread(pid_t tid)
 {
-    return unwind_stop_thread_timeout(tid, UNWIND_STOP_TIMEOUT_MS);
+    return proc_stop_thread_timeout(tid, PROC_STOP_TIMEOUT_MS);
 }
 
-int unwind_resume_thread(pid_t tid)
+int proc_resume_thread(pid_t tid)
 {
     traced_t *t = find(tid);
     if (!t || t->pending)
@@ -154,9 +154,9 @@ int unwind_resume_thread(pid_t tid)
     if (ptrace(PTRACE_DETACH, tid, NULL, (void *)(intptr_t)sig) == 0)
         return 0;
     /* ESRCH: killed while stopped (a SIGKILL ends the stop). Its exit must be reaped by
-     * us, the tracer: now if it is already a zombie, else by unwind_reap_pending. */
+     * us, the tracer: now if it is already a zombie, else by proc_reap_pending. */
     int status;
-    if (waitpid(tid, &status, __WALL | WNOHANG) == 0 && ntab < UNWIND_MAX_PENDING) {
+    if (waitpid(tid, &status, __WALL | WNOHANG) == 0 && ntab < PROC_MAX_PENDING) {
         tab[ntab++] = (traced_t){.tid = tid, .sig = 0, .pending = 1};
         npending++;
     }

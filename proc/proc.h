@@ -1,0 +1,122 @@
+/* proc.h - the process layer: what scry learns about a target's threads from /proc, and
+ * the one way scry stops and resumes a single thread with ptrace.
+ *
+ * Tasks: listing /proc/PID/task, parsers of /proc/PID/task/TID/{stat,status,syscall,
+ * schedstat} (pure functions over the file content, tested on captured text) and readers
+ * that open the files. Everything read from /proc is untrusted: parsers bound every field.
+ *
+ * Stop/resume: proc_stop_thread seizes thread TID (PTRACE_SEIZE, no options: in particular
+ * no PTRACE_O_EXITKILL, so if scry dies the kernel detaches and the target runs on),
+ * interrupts it (PTRACE_INTERRUPT) and waits, bounded, for the stop. Only that thread
+ * stops; the rest of the process runs. proc_resume_thread detaches it again.
+ * ptrace belongs to the calling thread: the same thread must stop, read and resume. The
+ * bookkeeping (a signal to re-inject, threads whose stop timed out) is thread-local. Never
+ * leave a thread stopped: every successful stop must be followed by proc_resume_thread,
+ * and a scry thread that stops threads should call proc_reap_pending now and then (it is
+ * also called at every stop).
+ */
+#ifndef SCRY_PROC_H
+#define SCRY_PROC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* ---- /proc task files ---------------------------------------------------------------- */
+
+/* Values of proc_syscall_t.nr besides a syscall number. */
+#define PROC_SYSCALL_RUNNING -2 /* "running": on a CPU or runnable */
+#define PROC_SYSCALL_NONE    -1 /* blocked in the kernel but not in a syscall */
+#define PROC_SYSCALL_UNKNOWN -3 /* not read */
+
+typedef struct proc_syscall {
+    long nr;          /* syscall number or one of PROC_SYSCALL_* */
+    uint64_t args[6]; /* when nr >= 0 */
+    uint64_t sp, pc;  /* user sp and pc, when given */
+} proc_syscall_t;
+
+#define PROC_NSPID_MAX 32 /* PID namespaces nest at most 32 deep (MAX_PID_NS_LEVEL) */
+
+/* Parses the content of /proc/PID/task/TID/stat (LEN bytes, need not be terminated) and
+ * stores the state character. Returns 0, SCRY_E_INVAL or SCRY_E_CORRUPT. */
+int proc_parse_stat_state(const char *buf, size_t len, char *state);
+
+/* Parses /proc/PID/task/TID/syscall content: "running", "-1 sp pc" or "nr a1..a6 sp pc".
+ * Returns 0, SCRY_E_INVAL or SCRY_E_CORRUPT. */
+int proc_parse_syscall(const char *buf, size_t len, proc_syscall_t *out);
+
+/* Parses /proc/PID/task/TID/schedstat: "run_ns wait_ns timeslices". Returns 0, SCRY_E_INVAL
+ * or SCRY_E_CORRUPT. Any out pointer may be NULL. */
+int proc_parse_schedstat(const char *buf, size_t len, uint64_t *run_ns, uint64_t *wait_ns,
+                         uint64_t *slices);
+
+/* Parses the "NSpid:" line of /proc/PID[/task/TID]/status: the id in the reader's PID
+ * namespace first, then in each nested namespace, the innermost (the process's own) last.
+ * Stores at most CAP ids in IDS and their count in *N. Returns 0, SCRY_E_NOTFOUND (no NSpid
+ * line: kernel before 4.1), SCRY_E_INVAL or SCRY_E_CORRUPT (malformed, or more than
+ * PROC_NSPID_MAX or CAP ids). */
+int proc_parse_status_nspid(const char *buf, size_t len, pid_t *ids, size_t cap, size_t *n);
+
+/* Readers of the files above for thread TID of process PID. Return 0, SCRY_E_GONE (no
+ * such thread), SCRY_E_PERM (syscall needs ptrace access), SCRY_E_IO or SCRY_E_CORRUPT. */
+int proc_read_task_state(pid_t pid, pid_t tid, char *state);
+int proc_read_task_syscall(pid_t pid, pid_t tid, proc_syscall_t *out);
+int proc_read_task_schedstat(pid_t pid, pid_t tid, uint64_t *run_ns, uint64_t *wait_ns);
+int proc_read_task_nspid(pid_t pid, pid_t tid, pid_t *ids, size_t cap, size_t *n);
+
+/* Lists the threads of PID (/proc/PID/task) into TIDS, sorted ascending, at most CAP.
+ * Returns the count, or SCRY_E_GONE (no such process) / SCRY_E_INVAL. */
+int proc_list_tasks(pid_t pid, pid_t *tids, size_t cap);
+
+/* Per-thread stat and schedstat files of one process kept open between reads, so each
+ * read is one pread (the sampler reads them every tick). */
+typedef struct proc_threads proc_threads_t;
+
+#define PROC_NO_DELTA UINT64_MAX
+
+/* Creates the table for process PID. NULL when out of memory. */
+proc_threads_t *proc_threads_new(pid_t pid);
+
+/* Closes every file and frees. NULL is a no-op. */
+void proc_threads_free(proc_threads_t *p);
+
+/* The scheduler state letter of thread TID ('R', 'S', 'D', ...), or 0 when unknown (the
+ * thread is gone: its files are closed). When WALL_DELTA_NS is not NULL it receives the
+ * wall time since the previous call that asked for it (CLOCK_MONOTONIC), or PROC_NO_DELTA
+ * on the first such call. */
+char proc_threads_state(proc_threads_t *p, pid_t tid, uint64_t *wall_delta_ns);
+
+/* The CPU time (schedstat) thread TID used since the previous call for it, or
+ * PROC_NO_DELTA on the first call. Returns 0 or SCRY_E_GONE. */
+int proc_threads_cpu(proc_threads_t *p, pid_t tid, uint64_t *cpu_delta_ns);
+
+/* ---- ptrace stop / resume of one thread --------------------------------------------- */
+
+#define PROC_STOP_TIMEOUT_MS 50 /* default bound on the wait for the stop */
+#define PROC_MAX_PENDING     64 /* threads remembered per scry thread */
+
+/* Stops thread TID (any thread of any process scry may trace) and waits up to
+ * PROC_STOP_TIMEOUT_MS for it. Returns 0 when TID is stopped and traced by the calling
+ * thread (then call proc_resume_thread), SCRY_E_INVAL (TID is already stopped by this
+ * thread), SCRY_E_GONE (the thread exited meanwhile; it is not stopped), SCRY_E_PERM (no
+ * permission, or another tracer such as gdb holds it), SCRY_E_TIMEOUT (it did not stop in
+ * time, e.g. in uninterruptible sleep or not scheduled on a loaded machine: it is NOT
+ * stopped now; the next proc_stop_thread of TID waits for that same stop, and
+ * proc_reap_pending detaches it when it arrives), SCRY_E_AGAIN (the bookkeeping table is
+ * full: nothing was done), SCRY_E_IO. */
+int proc_stop_thread(pid_t tid);
+
+/* Same with an explicit bound in milliseconds (0 = only poll once). */
+int proc_stop_thread_timeout(pid_t tid, int timeout_ms);
+
+/* Lets TID run again (PTRACE_DETACH, re-injecting a signal that arrived during the stop).
+ * Returns 0, SCRY_E_GONE (it exited while stopped; it was reaped) or SCRY_E_INVAL (TID
+ * was not stopped by proc_stop_thread in this thread). */
+int proc_resume_thread(pid_t tid);
+
+/* Detaches threads whose stop timed out once they have stopped, and reaps threads that
+ * exited while traced. Returns how many are still pending (0 when none). Cheap when none
+ * is pending. */
+int proc_reap_pending(void);
+
+#endif

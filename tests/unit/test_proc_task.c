@@ -1,0 +1,175 @@
+/* test_proc_task.c - proc/'s /proc parsers on captured text, its readers and task listing on
+ * this process (with threads of its own), and the open-file table the sampler uses. */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "proc.h"
+#include "scry_err.h"
+
+static void test_parsers(void)
+{
+    char st = 0;
+    static const char stat1[] = "1234 (python3.11) R 1 1234 1234 0 -1 4194304 2100 0 0 0";
+    CHECK(proc_parse_stat_state(stat1, sizeof stat1 - 1, &st) == 0 && st == 'R');
+    static const char stat2[] = "77 (a) b) (c) S 1 2 3";
+    CHECK(proc_parse_stat_state(stat2, sizeof stat2 - 1, &st) == 0 && st == 'S');
+    CHECK(proc_parse_stat_state("77 (abc", 7, &st) == SCRY_E_CORRUPT);
+    CHECK(proc_parse_stat_state("", 0, &st) == SCRY_E_CORRUPT);
+
+    proc_syscall_t sc;
+    CHECK(proc_parse_syscall("running\n", 8, &sc) == 0 && sc.nr == PROC_SYSCALL_RUNNING);
+    static const char s1[] = "202 0x7f00 0x80 0x0 0x0 0x0 0x0 0x7ffd1000 0x7f0012345678\n";
+    CHECK(proc_parse_syscall(s1, sizeof s1 - 1, &sc) == 0);
+    CHECK(sc.nr == 202 && sc.args[0] == 0x7f00 && sc.args[1] == 0x80 && sc.sp == 0x7ffd1000 &&
+          sc.pc == 0x7f0012345678ULL);
+    static const char s2[] = "-1 0x7ffd1000 0x401000\n";
+    CHECK(proc_parse_syscall(s2, sizeof s2 - 1, &sc) == 0 && sc.nr == PROC_SYSCALL_NONE &&
+          sc.pc == 0x401000);
+    CHECK(proc_parse_syscall("garbage", 7, &sc) == SCRY_E_CORRUPT);
+    CHECK(proc_parse_syscall("230 0x1", 7, &sc) == SCRY_E_CORRUPT);
+
+    uint64_t run = 0, wait = 0, sl = 0;
+    static const char ss[] = "123456789 42 7\n";
+    CHECK(proc_parse_schedstat(ss, sizeof ss - 1, &run, &wait, &sl) == 0 && run == 123456789 &&
+          wait == 42 && sl == 7);
+    CHECK(proc_parse_schedstat("1 2", 3, &run, &wait, &sl) == SCRY_E_CORRUPT);
+    CHECK(proc_parse_schedstat("-1 2 3", 6, &run, &wait, &sl) == SCRY_E_CORRUPT);
+}
+
+static void test_nspid(void)
+{
+    pid_t ids[PROC_NSPID_MAX];
+    size_t n = 0;
+    static const char host[] = "Name:\tpython3\nTgid:\t4242\nNSpid:\t4242\nNSpgid:\t4242\n";
+    CHECK_INT(proc_parse_status_nspid(host, sizeof host - 1, ids, PROC_NSPID_MAX, &n), ==, 0);
+    CHECK_UINT(n, ==, 1);
+    CHECK_INT(ids[0], ==, 4242);
+    /* A process in a container: host id first, its own id last. */
+    static const char nested[] = "Tgid:\t9\nNSpid:\t31337\t120\t1\nNSpgid:\t1\n";
+    CHECK_INT(proc_parse_status_nspid(nested, sizeof nested - 1, ids, PROC_NSPID_MAX, &n), ==, 0);
+    CHECK_UINT(n, ==, 3);
+    CHECK(ids[0] == 31337 && ids[1] == 120 && ids[2] == 1, "%d %d %d", ids[0], ids[1], ids[2]);
+    /* No trailing newline, and the line last in the buffer. */
+    static const char last[] = "Name:\tx\nNSpid:\t7\t3";
+    CHECK_INT(proc_parse_status_nspid(last, sizeof last - 1, ids, PROC_NSPID_MAX, &n), ==, 0);
+    CHECK_UINT(n, ==, 2);
+    /* Old kernels have no NSpid line; garbage, zero, negative and overflowing ids are
+     * refused; more ids than the caller has room for too. */
+    static const char old[] = "Name:\tx\nPid:\t7\n";
+    CHECK_INT(proc_parse_status_nspid(old, sizeof old - 1, ids, PROC_NSPID_MAX, &n), ==,
+              SCRY_E_NOTFOUND);
+    static const char *bad[] = {"NSpid:\n",     "NSpid:\tabc\n",         "NSpid:\t0\n",
+                                "NSpid:\t-5\n", "NSpid:\t99999999999\n", "NSpid:\t12x\n"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECK_INT(proc_parse_status_nspid(bad[i], strlen(bad[i]), ids, PROC_NSPID_MAX, &n), ==,
+                  SCRY_E_CORRUPT, "case %zu", i);
+    static const char three[] = "NSpid:\t1\t2\t3\n";
+    CHECK_INT(proc_parse_status_nspid(three, sizeof three - 1, ids, 2, &n), ==, SCRY_E_CORRUPT);
+    char deep[512] = "NSpid:";
+    for (int i = 0; i < PROC_NSPID_MAX + 1; i++)
+        snprintf(deep + strlen(deep), sizeof deep - strlen(deep), "\t%d", i + 1);
+    pid_t many[PROC_NSPID_MAX + 8];
+    CHECK_INT(proc_parse_status_nspid(deep, strlen(deep), many, PROC_NSPID_MAX + 8, &n), ==,
+              SCRY_E_CORRUPT);
+    CHECK_INT(proc_parse_status_nspid(NULL, 0, ids, 1, &n), ==, SCRY_E_INVAL);
+}
+
+static volatile int stop_workers;
+
+static void *worker(void *arg)
+{
+    *(pid_t *)arg = (pid_t)syscall(SYS_gettid);
+    while (!stop_workers)
+        usleep(1000);
+    return NULL;
+}
+
+static void test_readers(void)
+{
+    pid_t me = getpid(), tid = (pid_t)syscall(SYS_gettid);
+    char st = 0;
+    CHECK_INT(proc_read_task_state(me, tid, &st), ==, 0);
+    CHECK_INT(st, ==, 'R');
+    proc_syscall_t sc;
+    int rc = proc_read_task_syscall(me, tid, &sc);
+    CHECK(rc == 0 || rc == SCRY_E_PERM, "rc %d", rc);
+    uint64_t run0 = 0, run1 = 0;
+    CHECK_INT(proc_read_task_schedstat(me, tid, &run0, NULL), ==, 0);
+    volatile double x = 0;
+    for (int i = 0; i < 5000000; i++)
+        x += i * 0.5;
+    CHECK_INT(proc_read_task_schedstat(me, tid, &run1, NULL), ==, 0);
+    CHECK_UINT(run1, >, run0);
+    CHECK_INT(proc_read_task_state(me, 0x7ffffff0, &st), ==, SCRY_E_GONE);
+    /* Our own NSpid: one id per namespace level, the first one is the pid we know. */
+    pid_t ids[PROC_NSPID_MAX];
+    size_t n = 0;
+    CHECK_INT(proc_read_task_nspid(me, tid, ids, PROC_NSPID_MAX, &n), ==, 0);
+    CHECK(n >= 1, "n %zu", n);
+    CHECK_INT(ids[0], ==, tid);
+}
+
+static void test_listing(void)
+{
+    enum { NW = 5 };
+    pthread_t th[NW];
+    pid_t wtid[NW] = {0};
+    for (int i = 0; i < NW; i++)
+        CHECK_INT(pthread_create(&th[i], NULL, worker, &wtid[i]), ==, 0);
+    for (int i = 0; i < NW; i++)
+        while (!__atomic_load_n(&wtid[i], __ATOMIC_SEQ_CST))
+            usleep(100);
+    pid_t me = getpid();
+    pid_t tids[64];
+    int n = proc_list_tasks(me, tids, 64);
+    CHECK_INT(n, ==, NW + 1);
+    for (int i = 1; i < n; i++)
+        CHECK_INT(tids[i - 1], <, tids[i], "sorted");
+    for (int w = 0; w < NW; w++) {
+        int found = 0;
+        for (int i = 0; i < n; i++)
+            found |= tids[i] == wtid[w];
+        CHECK(found, "worker %d (tid %d) listed", w, wtid[w]);
+    }
+    CHECK_INT(proc_list_tasks(me, tids, 2), ==, 2); /* bounded by the caller's room */
+    CHECK_INT(proc_list_tasks(0x7ffffff0, tids, 64), ==, SCRY_E_GONE);
+
+    /* The open-file table: sleeping workers read S, we read R with a CPU delta. */
+    proc_threads_t *pt = proc_threads_new(me);
+    CHECK(pt != NULL);
+    uint64_t wall = 0, cpu = 0;
+    pid_t self = (pid_t)syscall(SYS_gettid);
+    CHECK_INT(proc_threads_state(pt, self, &wall), ==, 'R');
+    CHECK_UINT(wall, ==, PROC_NO_DELTA); /* first call */
+    CHECK_INT(proc_threads_cpu(pt, self, &cpu), ==, 0);
+    CHECK_UINT(cpu, ==, PROC_NO_DELTA);
+    volatile double x = 0;
+    for (int i = 0; i < 5000000; i++)
+        x += i * 0.5;
+    CHECK_INT(proc_threads_state(pt, self, &wall), ==, 'R');
+    CHECK(wall != PROC_NO_DELTA && wall > 0, "wall %llu", (unsigned long long)wall);
+    CHECK_INT(proc_threads_cpu(pt, self, &cpu), ==, 0);
+    CHECK(cpu != PROC_NO_DELTA && cpu > 0, "cpu %llu", (unsigned long long)cpu);
+    char st = proc_threads_state(pt, wtid[0], NULL);
+    CHECK(st == 'S' || st == 'R', "worker state %c", st ? st : '0');
+    stop_workers = 1;
+    for (int i = 0; i < NW; i++)
+        pthread_join(th[i], NULL);
+    CHECK_INT(proc_threads_state(pt, wtid[0], NULL), ==, 0); /* gone */
+    CHECK_INT(proc_threads_cpu(pt, wtid[1], &cpu), ==, SCRY_E_GONE);
+    proc_threads_free(pt);
+    proc_threads_free(NULL);
+}
+
+int main(void)
+{
+    test_parsers();
+    test_nspid();
+    test_readers();
+    test_listing();
+    return check_summary("test_proc_task");
+}
