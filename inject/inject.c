@@ -13,6 +13,7 @@
 #include "elfobj.h"
 #include "inject_stub.h"
 #include "scry_err.h"
+#include "scry_time.h"
 
 #define WAIT_SLICE_MS   20
 #define RELEASE_WAIT_MS 1000
@@ -98,12 +99,12 @@ static int release_restored(inject_session_t *s)
         rc = rc2;
     if (!rc2)
         erase_cave(s);
-    int rc3 = ptr_detach(s->tid, 0);
+    int rc3 = proc_detach(s->tid, 0);
     if (!rc)
         rc = rc3;
     ptr_sigq_redeliver(&s->sigq, s->pid, s->tid);
     s->state = INJECT__RELEASED;
-    s->rep->stopped_ns += ptr_now_ns() - s->t_stopped;
+    s->rep->stopped_ns += scry_now_ns() - s->t_stopped;
     return rc;
 }
 
@@ -111,10 +112,10 @@ static int release_restored(inject_session_t *s)
  * finish the call and restore itself (the cave stays). */
 static void release_running(inject_session_t *s)
 {
-    ptr_detach(s->tid, 0);
+    proc_detach(s->tid, 0);
     ptr_sigq_redeliver(&s->sigq, s->pid, s->tid);
     s->state = INJECT__RELEASED;
-    s->rep->stopped_ns += ptr_now_ns() - s->t_stopped;
+    s->rep->stopped_ns += scry_now_ns() - s->t_stopped;
 }
 
 static void resolve_loader(inject_session_t *s);
@@ -243,36 +244,36 @@ static void fill_data(inject_session_t *s, inject__stub_data_t *d, raddr_t func,
  * it turned out to have reached the marker (result in *RET), 0 when released, <0 on error. */
 static int stop_running_call(inject_session_t *s, raddr_t marker, uint64_t *ret, int restore)
 {
-    int rc = ptr_interrupt(s->tid);
+    int rc = proc_interrupt(s->tid);
     for (int guard = 0; rc == 0 && guard < 1000; guard++) {
-        ptr_stop_t st;
-        rc = ptr_wait(s->tid, RELEASE_WAIT_MS, &st);
+        proc_stop_t st;
+        rc = proc_wait(s->tid, RELEASE_WAIT_MS, &st);
         if (rc)
             break;
-        if (st.kind == PTR_EXITED) {
+        if (st.kind == PROC_EXITED) {
             s->state = INJECT__RELEASED;
             return SCRY_E_GONE;
         }
         struct user_regs_struct g;
         if (ptr_gpr_read(s->tid, &g) != 0)
             break;
-        if (st.kind == PTR_STOP_SYSCALL && g.rip == marker &&
+        if (st.kind == PROC_STOP_SYSCALL && g.rip == marker &&
             g.orig_rax == INJECT__STUB_MARKER_NR) {
             *ret = g.r13;
             return 1;
         }
-        if (st.kind == PTR_STOP_SIGNAL) {
+        if (st.kind == PROC_STOP_SIGNAL) {
             siginfo_t si;
             if (ptr_getsiginfo(s->tid, &si) == 0 && !ptr_siginfo_is_fault(&si)) {
                 ptr_sigq_push(&s->sigq, &si);
                 s->rep->signals_deferred++;
             }
         }
-        if (st.kind == PTR_STOP_EVENT && !ptr_stop_is_group(&st))
+        if (st.kind == PROC_STOP_EVENT && !proc_stop_is_group(&st))
             break; /* our interrupt: stopped */
-        if (st.kind == PTR_STOP_SIGNAL || st.kind == PTR_STOP_SYSCALL)
+        if (st.kind == PROC_STOP_SIGNAL || st.kind == PROC_STOP_SYSCALL)
             break; /* stopped is stopped; the pending interrupt will be swallowed by detach */
-        rc = ptr_syscall(s->tid, 0);
+        rc = proc_cont_syscall(s->tid, 0);
     }
     if (rc == SCRY_E_GONE) {
         s->state = INJECT__RELEASED;
@@ -326,18 +327,18 @@ int inject_session_call(inject_session_t *s, raddr_t func, const uint64_t *args,
     }
 
     raddr_t marker = s->cave + inject__stub_marker_offset();
-    uint64_t t0 = ptr_now_ns();
+    uint64_t t0 = scry_now_ns();
     uint64_t deadline = t0 + (uint64_t)s->timeout_ms * 1000000ull;
     uint64_t result = 0;
     int resume_sig = 0;
     for (long stops = 0; stops < MAX_STOPS; stops++) {
-        rc = ptr_syscall(s->tid, resume_sig);
+        rc = proc_cont_syscall(s->tid, resume_sig);
         resume_sig = 0;
         if (rc)
             goto gone_or_restore;
-        ptr_stop_t st;
+        proc_stop_t st;
         for (;;) {
-            rc = ptr_wait(s->tid, WAIT_SLICE_MS, &st);
+            rc = proc_wait(s->tid, WAIT_SLICE_MS, &st);
             if (rc != SCRY_E_TIMEOUT)
                 break;
             if (inject__aborting()) {
@@ -347,24 +348,24 @@ int inject_session_call(inject_session_t *s, raddr_t func, const uint64_t *args,
                 inject__set_error(s, "aborted: the thread finishes the call by itself");
                 return r < 0 ? r : SCRY_E_AGAIN;
             }
-            if (ptr_now_ns() >= deadline) {
+            if (scry_now_ns() >= deadline) {
                 int r = stop_running_call(s, marker, &result, 1);
                 if (r == 1)
                     goto done;
                 inject__set_error(s, "the remote call did not return within %d ms", s->timeout_ms);
-                s->rep->call_ns += ptr_now_ns() - t0;
+                s->rep->call_ns += scry_now_ns() - t0;
                 return r < 0 ? r : SCRY_E_TIMEOUT;
             }
         }
         if (rc)
             goto gone_or_restore;
-        if (st.kind == PTR_EXITED) {
+        if (st.kind == PROC_EXITED) {
             s->state = INJECT__RELEASED;
             rc = SCRY_E_GONE;
             inject__set_error(s, "the thread exited during the call");
             return rc;
         }
-        if (st.kind == PTR_STOP_SYSCALL) {
+        if (st.kind == PROC_STOP_SYSCALL) {
             s->rep->syscall_stops++;
             struct user_regs_struct now;
             rc = ptr_gpr_read(s->tid, &now);
@@ -376,7 +377,7 @@ int inject_session_call(inject_session_t *s, raddr_t func, const uint64_t *args,
             }
             continue;
         }
-        if (st.kind == PTR_STOP_SIGNAL) {
+        if (st.kind == PROC_STOP_SIGNAL) {
             siginfo_t si;
             rc = ptr_getsiginfo(s->tid, &si);
             if (rc)
@@ -384,7 +385,7 @@ int inject_session_call(inject_session_t *s, raddr_t func, const uint64_t *args,
             if (ptr_siginfo_is_fault(&si)) {
                 inject__set_error(s, "the remote call faulted: signal %d code %d at %p",
                                   si.si_signo, si.si_code, si.si_addr);
-                s->rep->call_ns += ptr_now_ns() - t0;
+                s->rep->call_ns += scry_now_ns() - t0;
                 rc = release_restored(s);
                 return rc ? rc : SCRY_E_FAULT;
             }
@@ -398,7 +399,7 @@ int inject_session_call(inject_session_t *s, raddr_t func, const uint64_t *args,
     rc = SCRY_E_TIMEOUT;
     goto restore;
 done:
-    s->rep->call_ns += ptr_now_ns() - t0;
+    s->rep->call_ns += scry_now_ns() - t0;
     if (ret)
         *ret = result;
     return 0;

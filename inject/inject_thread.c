@@ -8,15 +8,16 @@
  */
 #include "inject_internal.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ptrace.h>
 #include <sys/syscall.h>
 #include <time.h>
 
 #include "scry_err.h"
+#include "scry_time.h"
 
 #define MAX_TASKS       4096
 #define STOP_WAIT_MS    1000  /* normal bound for a thread to reach its interrupt stop */
@@ -110,25 +111,22 @@ static int cand_cmp(const void *a, const void *b)
 /* Lists the threads worth trying, best first. Returns the count or a negative code. */
 static int list_candidates(pid_t pid, cand_t *out, int max)
 {
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
-    DIR *d = opendir(path);
-    if (!d)
-        return errno == ENOENT ? SCRY_E_NOPROC : scry_err_from_errno(errno);
+    pid_t tids[MAX_TASKS];
+    int nt = proc_list_tasks(pid, tids, max < MAX_TASKS ? (size_t)max : MAX_TASKS);
+    if (nt < 0)
+        return nt == SCRY_E_GONE ? SCRY_E_NOPROC : nt;
     int n = 0;
-    struct dirent *de;
-    while (n < max && (de = readdir(d)) != NULL) {
-        char *end;
-        long tid = strtol(de->d_name, &end, 10);
-        if (*end || tid <= 0)
-            continue;
-        int st = ptr_thread_state(pid, (pid_t)tid);
-        long nr;
-        uint64_t pc;
+    for (int i = 0; i < nt; i++) {
+        pid_t tid = tids[i];
+        char st = 0;
+        if (proc_read_task_state(pid, tid, &st) != 0)
+            st = 0;
+        proc_syscall_t sc;
+        if (proc_read_task_syscall(pid, tid, &sc) != 0)
+            sc.nr = PROC_SYSCALL_RUNNING;
+        long nr = sc.nr;
         int tier;
-        if (ptr_thread_syscall(pid, (pid_t)tid, &nr, &pc) != 0)
-            nr = -2;
-        if (st == 'R' || nr == -2)
+        if (st == 'R' || nr == PROC_SYSCALL_RUNNING)
             tier = 2;
         else if (st != 'S')
             continue; /* D (uninterruptible: would not stop), T/t (stopped), Z, X */
@@ -142,11 +140,10 @@ static int list_candidates(pid_t pid, cand_t *out, int max)
             tier = 6;
         if (tid == pid)
             tier--; /* the main thread first within a tier */
-        out[n].tid = (pid_t)tid;
+        out[n].tid = tid;
         out[n].tier = tier;
         n++;
     }
-    closedir(d);
     qsort(out, (size_t)n, sizeof *out, cand_cmp);
     return n;
 }
@@ -156,27 +153,27 @@ static int list_candidates(pid_t pid, cand_t *out, int max)
  * negative code. */
 static int wait_interrupt_stop(inject_session_t *s, pid_t tid)
 {
-    uint64_t start = ptr_now_ns();
+    uint64_t start = scry_now_ns();
     for (int guard = 0; guard < 10000; guard++) {
-        uint64_t el = (ptr_now_ns() - start) / 1000000u;
+        uint64_t el = (scry_now_ns() - start) / 1000000u;
         if (el >= STOP_WAIT_HARD)
             break;
-        ptr_stop_t st;
-        int rc = ptr_wait(tid, (int)(STOP_WAIT_HARD - el), &st);
+        proc_stop_t st;
+        int rc = proc_wait(tid, (int)(STOP_WAIT_HARD - el), &st);
         if (rc)
             return rc;
         switch (st.kind) {
-        case PTR_EXITED:
+        case PROC_EXITED:
             return SCRY_E_GONE;
-        case PTR_STOP_EVENT:
-            return ptr_stop_is_group(&st) ? 1 : 0;
-        case PTR_STOP_SIGNAL:
+        case PROC_STOP_EVENT:
+            return proc_stop_is_group(&st) ? 1 : 0;
+        case PROC_STOP_SIGNAL:
             /* Not ours yet: the signal is delivered now, in its order, as without us (the
              * interrupt stays pending and stops the thread right after). */
-            rc = ptr_cont(tid, st.sig);
+            rc = proc_cont(tid, st.sig);
             break;
         default:
-            rc = ptr_cont(tid, 0);
+            rc = proc_cont(tid, 0);
             break;
         }
         if (rc)
@@ -188,7 +185,7 @@ static int wait_interrupt_stop(inject_session_t *s, pid_t tid)
 /* Gives back a thread we stopped but did not modify. */
 static void let_go(inject_session_t *s, pid_t tid)
 {
-    ptr_detach(tid, 0);
+    proc_detach(tid, 0);
     ptr_sigq_redeliver(&s->sigq, s->pid, tid);
 }
 
@@ -265,11 +262,11 @@ static void compute_resume(inject_session_t *s)
 /* Tries one thread. Returns 0 accepted, 1 rejected (given back), or a negative code. */
 static int try_thread(inject_session_t *s, pid_t tid)
 {
-    int rc = ptr_seize(tid);
+    int rc = proc_seize(tid, PTRACE_O_TRACESYSGOOD);
     if (rc)
         return rc == SCRY_E_NOPROC ? 1 : rc;
     s->rep->attempts++;
-    rc = ptr_interrupt(tid);
+    rc = proc_interrupt(tid);
     if (rc == 0)
         rc = wait_interrupt_stop(s, tid);
     if (rc == SCRY_E_TIMEOUT) {
@@ -291,9 +288,9 @@ static int try_thread(inject_session_t *s, pid_t tid)
     }
     /* Not at a safe point: let it run a little (a jittered 50..800 us) and look again, while
      * staying attached, a bounded number of times. */
-    unsigned jitter = (unsigned)ptr_now_ns() ^ (unsigned)tid;
+    unsigned jitter = (unsigned)scry_now_ns() ^ (unsigned)tid;
     for (int look = 0;; look++) {
-        s->t_stopped = ptr_now_ns();
+        s->t_stopped = scry_now_ns();
         rc = ptr_regs_save(tid, &s->orig);
         if (rc) {
             let_go(s, tid);
@@ -311,12 +308,12 @@ static int try_thread(inject_session_t *s, pid_t tid)
             let_go(s, tid);
             return 1;
         }
-        rc = ptr_cont(tid, 0);
+        rc = proc_cont(tid, 0);
         jitter = jitter * 1103515245u + 12345u;
         struct timespec ts = {0, 50000 + (long)((jitter >> 8) % 750000u)};
         nanosleep(&ts, NULL);
         if (rc == 0)
-            rc = ptr_interrupt(tid);
+            rc = proc_interrupt(tid);
         if (rc == 0)
             rc = wait_interrupt_stop(s, tid);
         if (rc == SCRY_E_TIMEOUT) {

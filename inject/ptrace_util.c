@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "scry_err.h"
+#include "scry_time.h"
 
 #ifndef PTRACE_EVENT_STOP
 #define PTRACE_EVENT_STOP 128
@@ -23,99 +24,6 @@
 static int err_of(int e)
 {
     return e == ESRCH ? SCRY_E_GONE : scry_err_from_errno(e);
-}
-
-uint64_t ptr_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-int ptr_seize(pid_t tid)
-{
-    if (tid <= 0)
-        return SCRY_E_INVAL;
-    if (ptrace(PTRACE_SEIZE, tid, 0, (void *)(long)PTRACE_O_TRACESYSGOOD) == 0)
-        return 0;
-    if (errno == ESRCH)
-        return SCRY_E_NOPROC;
-    return scry_err_from_errno(errno);
-}
-
-int ptr_interrupt(pid_t tid)
-{
-    return ptrace(PTRACE_INTERRUPT, tid, 0, 0) == 0 ? 0 : err_of(errno);
-}
-
-static void classify(int status, ptr_stop_t *out)
-{
-    out->status = status;
-    out->sig = 0;
-    if (WIFEXITED(status) || WIFSIGNALED(status)) {
-        out->kind = PTR_EXITED;
-        return;
-    }
-    int sig = WSTOPSIG(status);
-    int event = (status >> 16) & 0xff;
-    out->sig = sig;
-    if (sig == (SIGTRAP | 0x80))
-        out->kind = PTR_STOP_SYSCALL;
-    else if (event == PTRACE_EVENT_STOP)
-        out->kind = PTR_STOP_EVENT;
-    else if (event != 0)
-        out->kind = PTR_STOP_OTHER;
-    else
-        out->kind = PTR_STOP_SIGNAL;
-}
-
-int ptr_wait(pid_t tid, int timeout_ms, ptr_stop_t *out)
-{
-    uint64_t deadline = ptr_now_ns() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms) * 1000000ull;
-    long delay_ns = 20000;
-    for (;;) {
-        int status = 0;
-        pid_t r = waitpid(tid, &status, WNOHANG | __WALL);
-        if (r == tid) {
-            classify(status, out);
-            return 0;
-        }
-        if (r < 0) {
-            if (errno == EINTR)
-                continue;
-            return SCRY_E_GONE;
-        }
-        uint64_t now = ptr_now_ns();
-        if (now >= deadline)
-            return SCRY_E_TIMEOUT;
-        if ((uint64_t)delay_ns > deadline - now)
-            delay_ns = (long)(deadline - now);
-        struct timespec ts = {0, delay_ns};
-        nanosleep(&ts, NULL);
-        if (delay_ns < 1000000)
-            delay_ns *= 2;
-    }
-}
-
-int ptr_stop_is_group(const ptr_stop_t *st)
-{
-    return st->kind == PTR_STOP_EVENT &&
-           (st->sig == SIGSTOP || st->sig == SIGTSTP || st->sig == SIGTTIN || st->sig == SIGTTOU);
-}
-
-int ptr_cont(pid_t tid, int sig)
-{
-    return ptrace(PTRACE_CONT, tid, 0, (void *)(long)sig) == 0 ? 0 : err_of(errno);
-}
-
-int ptr_syscall(pid_t tid, int sig)
-{
-    return ptrace(PTRACE_SYSCALL, tid, 0, (void *)(long)sig) == 0 ? 0 : err_of(errno);
-}
-
-int ptr_detach(pid_t tid, int sig)
-{
-    return ptrace(PTRACE_DETACH, tid, 0, (void *)(long)sig) == 0 ? 0 : err_of(errno);
 }
 
 int ptr_getsiginfo(pid_t tid, siginfo_t *si)
@@ -260,56 +168,4 @@ int ptr_sigq_redeliver(ptr_sigq_t *q, pid_t pid, pid_t tid)
     }
     q->n = 0;
     return sent;
-}
-
-static int read_small(const char *path, char *buf, size_t size)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return errno == ENOENT ? SCRY_E_NOPROC : scry_err_from_errno(errno);
-    ssize_t n;
-    do
-        n = read(fd, buf, size - 1);
-    while (n < 0 && errno == EINTR);
-    int e = errno;
-    close(fd);
-    if (n < 0)
-        return e == ESRCH ? SCRY_E_NOPROC : scry_err_from_errno(e);
-    buf[n] = 0;
-    return 0;
-}
-
-int ptr_thread_state(pid_t pid, pid_t tid)
-{
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)pid, (int)tid);
-    if (read_small(path, buf, sizeof buf))
-        return 0;
-    const char *p = strrchr(buf, ')'); /* comm may contain spaces and parentheses */
-    if (!p || p[1] != ' ' || !p[2])
-        return 0;
-    return (unsigned char)p[2];
-}
-
-int ptr_thread_syscall(pid_t pid, pid_t tid, long *nr, uint64_t *pc)
-{
-    char path[64], buf[256];
-    snprintf(path, sizeof path, "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
-    int rc = read_small(path, buf, sizeof buf);
-    *nr = -2;
-    *pc = 0;
-    if (rc)
-        return rc;
-    if (strncmp(buf, "running", 7) == 0)
-        return 0;
-    /* "NR a1 a2 a3 a4 a5 a6 SP PC" or "-1 SP PC" */
-    char *end;
-    long v = strtol(buf, &end, 10);
-    if (end == buf)
-        return SCRY_E_IO;
-    *nr = v;
-    const char *last = strrchr(buf, ' ');
-    if (last)
-        *pc = strtoull(last + 1, NULL, 16);
-    return 0;
 }

@@ -1,8 +1,5 @@
-/* ptrace_util.h - small, reusable ptrace helpers for stopping one thread of a live process.
- *
- * Everything here uses PTRACE_SEIZE (never PTRACE_ATTACH): attaching sends no SIGSTOP, the
- * target cannot observe it, and a tracer that dies detaches its tracees automatically.
- * Helpers never block without a bound: waits poll with a timeout.
+/* ptrace_util.h - what the injector needs beyond proc/'s ptrace primitives (proc.h: seize,
+ * interrupt, wait, resume): registers, signal masks, signals to re-deliver.
  *
  * Threads are addressed by TID (a thread's kernel id; the main thread's TID is the PID).
  * The calling thread becomes the tracer: every later ptrace call on that TID must come from
@@ -17,47 +14,7 @@
 #include <sys/types.h>
 #include <sys/user.h>
 
-/* What a wait observed. */
-enum ptr_stop_kind {
-    PTR_STOP_EVENT = 1, /* PTRACE_EVENT_STOP: our PTRACE_INTERRUPT, or a group-stop */
-    PTR_STOP_SIGNAL,    /* signal-delivery-stop: SIG is about to be delivered */
-    PTR_STOP_SYSCALL,   /* syscall-entry or syscall-exit stop (PTRACE_O_TRACESYSGOOD) */
-    PTR_STOP_OTHER,     /* another PTRACE_EVENT_* stop */
-    PTR_EXITED,         /* the thread exited or was killed: no longer traced */
-};
-
-typedef struct ptr_stop {
-    int kind;   /* enum ptr_stop_kind */
-    int sig;    /* signal of a SIGNAL stop; for EVENT stops the stop signal (SIGTRAP for an
-                   interrupt, SIGSTOP/SIGTSTP/SIGTTIN/SIGTTOU for a group-stop) */
-    int status; /* raw wait status */
-} ptr_stop_t;
-
-/* Attaches to thread TID with PTRACE_SEIZE and PTRACE_O_TRACESYSGOOD. Does not stop it.
- * Returns 0, SCRY_E_NOPROC (no such thread), SCRY_E_PERM (not allowed, or already traced
- * by another tracer), or SCRY_E_IO. */
-int ptr_seize(pid_t tid);
-
-/* Asks a seized thread to stop (PTRACE_INTERRUPT). Returns 0, SCRY_E_GONE or SCRY_E_IO. */
-int ptr_interrupt(pid_t tid);
-
-/* Waits up to TIMEOUT_MS (>= 0) for the next stop or exit of seized thread TID, polling with a
- * short back-off (20 us doubling to 1 ms), so it never blocks unboundedly. Returns 0 with *OUT
- * filled (PTR_EXITED included), SCRY_E_TIMEOUT, or SCRY_E_GONE (not our tracee any more). */
-int ptr_wait(pid_t tid, int timeout_ms, ptr_stop_t *out);
-
-/* True when stop ST is a group-stop (the whole process was stopped by a stop signal). */
-int ptr_stop_is_group(const ptr_stop_t *st);
-
-/* Resumes a stopped tracee, delivering SIG (0 for none). ptr_cont: PTRACE_CONT;
- * ptr_syscall: PTRACE_SYSCALL (stop again at the next syscall entry/exit).
- * Returns 0, SCRY_E_GONE or SCRY_E_IO. */
-int ptr_cont(pid_t tid, int sig);
-int ptr_syscall(pid_t tid, int sig);
-
-/* Detaches from a stopped tracee, delivering SIG when the tracee is in a signal-delivery-stop
- * (ignored by the kernel in event stops). Returns 0, SCRY_E_GONE or SCRY_E_IO. */
-int ptr_detach(pid_t tid, int sig);
+#include "proc.h"
 
 /* Reads the siginfo of the current signal-delivery-stop. Returns 0 or SCRY_E_GONE/IO. */
 int ptr_getsiginfo(pid_t tid, siginfo_t *si);
@@ -121,17 +78,5 @@ void ptr_sigq_push(ptr_sigq_t *q, const siginfo_t *si);
  * rt_tgsigqueueinfo for sigqueue()-style signals (keeps the value), tgkill otherwise.
  * Returns how many were sent; empties Q. */
 int ptr_sigq_redeliver(ptr_sigq_t *q, pid_t pid, pid_t tid);
-
-/* Reads thread TID's state letter from /proc/PID/task/TID/stat ('R', 'S', 'D', 'T', ...).
- * Returns the letter, or 0 when unreadable. */
-int ptr_thread_state(pid_t pid, pid_t tid);
-
-/* Reads /proc/PID/task/TID/syscall: *NR = the syscall number the blocked thread is in, -1 when
- * blocked outside a syscall, -2 when running; *PC the user instruction pointer (0 when
- * unknown). Returns 0, or SCRY_E_NOPROC / SCRY_E_PERM / SCRY_E_IO. */
-int ptr_thread_syscall(pid_t pid, pid_t tid, long *nr, uint64_t *pc);
-
-/* Monotonic clock in nanoseconds. */
-uint64_t ptr_now_ns(void);
 
 #endif

@@ -90,7 +90,59 @@ char proc_threads_state(proc_threads_t *p, pid_t tid, uint64_t *wall_delta_ns);
  * PROC_NO_DELTA on the first call. Returns 0 or SCRY_E_GONE. */
 int proc_threads_cpu(proc_threads_t *p, pid_t tid, uint64_t *cpu_delta_ns);
 
-/* ---- ptrace stop / resume of one thread --------------------------------------------- */
+/* ---- ptrace primitives ---------------------------------------------------------------
+ * Everything uses PTRACE_SEIZE (never PTRACE_ATTACH): seizing sends no SIGSTOP, the target
+ * cannot observe it, and a tracer that dies detaches its tracees automatically. Waits are
+ * bounded. Threads are addressed by TID (the main thread's TID is the PID); the calling
+ * thread becomes the tracer: every later ptrace call on that TID must come from it. */
+
+/* What a wait observed. */
+enum proc_stop_kind {
+    PROC_STOP_EVENT = 1, /* PTRACE_EVENT_STOP: our PTRACE_INTERRUPT, or a group-stop */
+    PROC_STOP_SIGNAL,    /* signal-delivery-stop: SIG is about to be delivered */
+    PROC_STOP_SYSCALL,   /* syscall-entry or syscall-exit stop (PTRACE_O_TRACESYSGOOD) */
+    PROC_STOP_OTHER,     /* another PTRACE_EVENT_* stop */
+    PROC_EXITED,         /* the thread exited or was killed: no longer traced */
+};
+
+typedef struct proc_stop {
+    int kind;   /* enum proc_stop_kind */
+    int sig;    /* signal of a SIGNAL stop; for EVENT stops the stop signal (SIGTRAP for an
+                   interrupt, SIGSTOP/SIGTSTP/SIGTTIN/SIGTTOU for a group-stop) */
+    int status; /* raw wait status */
+} proc_stop_t;
+
+/* Attaches to thread TID with PTRACE_SEIZE and the PTRACE_O_* OPTIONS (0 for none; never
+ * PTRACE_O_EXITKILL). Does not stop it. Returns 0, SCRY_E_NOPROC (no such thread),
+ * SCRY_E_PERM (not allowed, or already traced by another tracer), SCRY_E_INVAL or SCRY_E_IO. */
+int proc_seize(pid_t tid, unsigned long options);
+
+/* Asks a seized thread to stop (PTRACE_INTERRUPT). Returns 0, SCRY_E_GONE or SCRY_E_IO. */
+int proc_interrupt(pid_t tid);
+
+/* Describes the wait status STATUS of a tracee in *OUT. */
+void proc_stop_classify(int status, proc_stop_t *out);
+
+/* Waits up to TIMEOUT_MS (>= 0) for the next stop or exit of seized thread TID: it yields
+ * the CPU for the first 200 us (a stop is usually that quick), then polls with a back-off
+ * (20 us doubling to 1 ms), so it never blocks unboundedly. Returns 0 with *OUT filled
+ * (PROC_EXITED included), SCRY_E_TIMEOUT, or SCRY_E_GONE (not our tracee any more). */
+int proc_wait(pid_t tid, int timeout_ms, proc_stop_t *out);
+
+/* True when stop ST is a group-stop (the whole process was stopped by a stop signal). */
+int proc_stop_is_group(const proc_stop_t *st);
+
+/* Resumes a stopped tracee, delivering SIG (0 for none). proc_cont: PTRACE_CONT;
+ * proc_cont_syscall: PTRACE_SYSCALL (stop again at the next syscall entry/exit).
+ * Returns 0, SCRY_E_GONE or SCRY_E_IO. */
+int proc_cont(pid_t tid, int sig);
+int proc_cont_syscall(pid_t tid, int sig);
+
+/* Detaches from a stopped tracee, delivering SIG when the tracee is in a signal-delivery-stop
+ * (ignored by the kernel in event stops). Returns 0, SCRY_E_GONE or SCRY_E_IO. */
+int proc_detach(pid_t tid, int sig);
+
+/* ---- stopping one thread for the time of a read (built on the primitives) ------------ */
 
 #define PROC_STOP_TIMEOUT_MS 50 /* default bound on the wait for the stop */
 #define PROC_MAX_PENDING     64 /* threads remembered per scry thread */

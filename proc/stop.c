@@ -1,16 +1,10 @@
-/* stop.c - PTRACE_SEIZE / PTRACE_INTERRUPT / PTRACE_DETACH of single threads (proc.h). */
+/* stop.c - stopping single threads for a read, on the primitives of ptrace.c (proc.h). */
 #include "proc.h"
 
-#include <errno.h>
-#include <signal.h>
 #include <stdint.h>
-#include <sys/ptrace.h>
 #include <sys/wait.h>
-#include <sched.h>
-#include <time.h>
 
 #include "scry_err.h"
-#include "scry_time.h"
 
 /* Threads traced by this scry thread: stopped ones (with the signal to give back when
  * detaching) and pending ones (seized, stop timed out, or exited and not yet reaped). */
@@ -39,15 +33,14 @@ static void drop(traced_t *t)
     *t = tab[--ntab];
 }
 
-/* The signal a ptrace-stop status asks to re-inject: none for our interrupt (or a group
- * stop, which stays in force after the detach), the signal for a signal-delivery-stop. */
+/* The signal a ptrace-stop asks to re-inject: none for our interrupt (or a group stop,
+ * which stays in force after the detach) or another event stop (we set no options, so
+ * unexpected), the signal for a signal-delivery-stop. */
 static int stop_signal(int status)
 {
-    if ((status >> 16) == PTRACE_EVENT_STOP)
-        return 0;
-    if ((status >> 16) != 0) /* another event stop: we set no options, so unexpected */
-        return 0;
-    return WSTOPSIG(status);
+    proc_stop_t st;
+    proc_stop_classify(status, &st);
+    return st.kind == PROC_STOP_SIGNAL ? st.sig : 0;
 }
 
 int proc_reap_pending(void)
@@ -67,7 +60,7 @@ int proc_reap_pending(void)
             continue;
         }
         if (r == t->tid && WIFSTOPPED(status))
-            ptrace(PTRACE_DETACH, t->tid, NULL, (void *)(intptr_t)stop_signal(status));
+            proc_detach(t->tid, stop_signal(status));
         /* Stopped and detached, exited and reaped, or not ours any more (ECHILD). */
         drop(t);
     }
@@ -85,17 +78,13 @@ int proc_stop_thread_timeout(pid_t tid, int timeout_ms)
     if (!t) {
         if (ntab >= PROC_MAX_PENDING)
             return SCRY_E_AGAIN;
-        if (ptrace(PTRACE_SEIZE, tid, NULL, NULL) != 0) {
-            if (errno == ESRCH)
-                return SCRY_E_GONE;
-            if (errno == EPERM)
-                return SCRY_E_PERM;
-            return scry_err_from_errno(errno);
-        }
+        int err = proc_seize(tid, 0);
+        if (err != 0)
+            return err == SCRY_E_NOPROC ? SCRY_E_GONE : err;
         t = &tab[ntab++];
         *t = (traced_t){.tid = tid, .sig = 0, .pending = 1};
         npending++;
-        if (ptrace(PTRACE_INTERRUPT, tid, NULL, NULL) != 0) {
+        if (proc_interrupt(tid) != 0) {
             /* Seized but the thread vanished: reap it later (it is a traced zombie). */
             proc_reap_pending();
             return SCRY_E_GONE;
@@ -103,35 +92,17 @@ int proc_stop_thread_timeout(pid_t tid, int timeout_ms)
     }
     /* else: an earlier stop of TID timed out and its interrupt is still under way: wait
      * for that one. */
-    uint64_t start = scry_now_ns();
-    uint64_t limit = (uint64_t)timeout_ms * 1000000u;
-    for (unsigned spin = 0;; spin++) {
-        int status = 0;
-        pid_t r = waitpid(tid, &status, __WALL | WNOHANG);
-        if (r == tid) {
-            if (WIFSTOPPED(status)) {
-                t->sig = stop_signal(status);
-                t->pending = 0;
-                npending--;
-                return 0;
-            }
-            drop(t); /* exited (WIFEXITED / WIFSIGNALED): reaped */
-            return SCRY_E_GONE;
-        }
-        if (r < 0 && errno != EINTR) {
-            int err = errno == ECHILD ? SCRY_E_GONE : scry_err_from_errno(errno);
-            drop(t);
-            return err;
-        }
-        uint64_t spent = scry_now_ns() - start;
-        if (spent >= limit)
-            break;
-        if (spent < 200000u || spin < 16) {
-            sched_yield();
-        } else {
-            struct timespec ts = {0, 50000};
-            nanosleep(&ts, NULL);
-        }
+    proc_stop_t st;
+    int err = proc_wait(tid, timeout_ms, &st);
+    if (err == 0 && st.kind != PROC_EXITED) {
+        t->sig = st.kind == PROC_STOP_SIGNAL ? st.sig : 0;
+        t->pending = 0;
+        npending--;
+        return 0;
+    }
+    if (err != SCRY_E_TIMEOUT) {
+        drop(t); /* exited and reaped, or not ours any more */
+        return SCRY_E_GONE;
     }
     /* Not stopped in time. It cannot be detached while running: it stays pending, and is
      * detached the moment it reaches the interrupt stop. */
@@ -151,7 +122,7 @@ int proc_resume_thread(pid_t tid)
         return SCRY_E_INVAL;
     int sig = t->sig;
     drop(t);
-    if (ptrace(PTRACE_DETACH, tid, NULL, (void *)(intptr_t)sig) == 0)
+    if (proc_detach(tid, sig) == 0)
         return 0;
     /* ESRCH: killed while stopped (a SIGKILL ends the stop). Its exit must be reaped by
      * us, the tracer: now if it is already a zombie, else by proc_reap_pending. */
