@@ -1,5 +1,7 @@
 #include "options.h"
 
+#include "report.h"
+#include "sample.h"
 #include "scry_err.h"
 
 #include <errno.h>
@@ -33,7 +35,8 @@ static const opt_spec_t opt_table[] = {
     {"duration", 'd', OPT_DOUBLE, offsetof(scry_config_t, duration_s), REC | TOP, "SECONDS",
      "stop after this long (default: until Ctrl-C or the target exits)"},
     {"format", 'f', OPT_STRING, offsetof(scry_config_t, format), REC, "FMT",
-     "flamegraph (default), collapsed, speedscope, json, text, html, pprof"},
+     "flamegraph, html, text, json, speedscope, collapsed, pprof (default: from the --output "
+     "name's extension, else flamegraph)"},
     {"output", 'o', OPT_STRING, offsetof(scry_config_t, output), REC, "PATH",
      "where to write the profile ('-' for stdout; default scry-PID-TIME.EXT)"},
     {"idle", 'i', OPT_FLAG, offsetof(scry_config_t, idle), REC | DMP | TOP, NULL,
@@ -237,14 +240,36 @@ static int check_conflicts(scry_config_t *cfg)
             return SCRY_E_INVAL;
         }
     }
-    if (cfg->metric && strcmp(cfg->metric, "cpu") && strcmp(cfg->metric, "alloc") &&
-        strcmp(cfg->metric, "copy") && strcmp(cfg->metric, "free")) {
-        fprintf(stderr, "scry: --metric is cpu, alloc, copy or free, not '%s'\n", cfg->metric);
-        return SCRY_E_INVAL;
+    cfg->metric_id = -1;
+    if (cfg->metric) {
+        cfg->metric_id = !strcmp(cfg->metric, "cpu")     ? SCRY_METRIC_CPU
+                         : !strcmp(cfg->metric, "alloc") ? SCRY_METRIC_ALLOC
+                         : !strcmp(cfg->metric, "copy")  ? SCRY_METRIC_COPY
+                         : !strcmp(cfg->metric, "free")  ? SCRY_METRIC_FREE
+                                                         : -1;
+        if (cfg->metric_id < 0) {
+            fprintf(stderr, "scry: --metric is cpu, alloc, copy or free, not '%s'\n", cfg->metric);
+            return SCRY_E_INVAL;
+        }
+        if (cfg->metric_id != SCRY_METRIC_CPU && !cfg->memory) {
+            fprintf(stderr, "scry: --metric %s needs --memory\n", cfg->metric);
+            return SCRY_E_INVAL;
+        }
     }
-    if (cfg->metric && strcmp(cfg->metric, "cpu") && !cfg->memory) {
-        fprintf(stderr, "scry: --metric %s needs --memory\n", cfg->metric);
-        return SCRY_E_INVAL;
+    /* The output format: --format, else the output name's extension, else a flame graph. */
+    cfg->format_id = REPORT_FORMAT_FLAMEGRAPH;
+    if (cfg->format) {
+        cfg->format_id = report_format_parse(cfg->format);
+        if (cfg->format_id < 0) {
+            char names[160];
+            report_format_names(names, sizeof names);
+            fprintf(stderr, "scry: unknown format '%s' (%s)\n", cfg->format, names);
+            return SCRY_E_INVAL;
+        }
+    } else if (cfg->output && strcmp(cfg->output, "-") != 0) {
+        int f = report_format_from_path(cfg->output);
+        if (f >= 0)
+            cfg->format_id = f;
     }
     if (cfg->assume_version) {
         char *end = NULL;

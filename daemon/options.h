@@ -31,6 +31,9 @@ typedef struct scry_config {
     double window_s; /* top --window: seconds of the 'last N s' percentages (default 1) */
     const char *assume_version; /* --assume-version 3.N, as given */
     const char *sampler;        /* --sampler perf|ptrace|auto; NULL = auto */
+    int format_id;    /* record: enum report_format of --format, else inferred from --output's
+                         extension, else flame graph (filled by options_parse) */
+    int metric_id;    /* SCRY_METRIC_* of --metric, or -1 (automatic) (filled by options_parse) */
     int assume_minor; /* N of --assume-version (0 = none): read a Python newer than every known
                          _Py_DebugOffsets layout with 3.N's (pystate_target_open_as) */
 } scry_config_t;

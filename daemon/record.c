@@ -39,28 +39,6 @@ static void install_signals(void)
     signal(SIGPIPE, SIG_IGN);
 }
 
-static const char *format_extension(int fmt)
-{
-    switch (fmt) {
-    case REPORT_FORMAT_COLLAPSED:
-        return "txt";
-    case REPORT_FORMAT_SPEEDSCOPE:
-        return "speedscope.json";
-    case REPORT_FORMAT_JSON:
-        return "json";
-    case REPORT_FORMAT_TEXT:
-        return "txt";
-    case REPORT_FORMAT_FLAMEGRAPH:
-        return "svg";
-    case REPORT_FORMAT_HTML:
-        return "html";
-    case REPORT_FORMAT_PPROF:
-        return "pb.gz";
-    default:
-        return "out";
-    }
-}
-
 static void emit_to_profile(const scry_sample_t *s, void *ctx)
 {
     report_profile_add(ctx, s);
@@ -137,14 +115,7 @@ static int show_progress(sampler_t *s, void *ctx)
 
 int cmd_record(const scry_config_t *cfg)
 {
-    int fmt = report_format_parse(cfg->format ? cfg->format : "flamegraph");
-    if (fmt < 0) {
-        fprintf(stderr,
-                "scry: unknown format '%s' (flamegraph, collapsed, speedscope, json, "
-                "text)\n",
-                cfg->format);
-        return 2;
-    }
+    enum report_format fmt = (enum report_format)cfg->format_id;
     install_signals();
     strtab_t *strings = strtab_new();
     pystate_target_t *t = NULL;
@@ -279,7 +250,7 @@ int cmd_record(const scry_config_t *cfg)
         time_t now = time(NULL);
         strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", localtime(&now));
         snprintf(outname, sizeof outname, "scry-%d-%s.%s", (int)info->pid, stamp,
-                 format_extension(fmt));
+                 report_format_extension(fmt));
         path = outname;
     }
     FILE *out = NULL;
@@ -299,14 +270,9 @@ int cmd_record(const scry_config_t *cfg)
         fprintf(stderr, "scry: cannot write %s: %s\n", path, strerror(errno));
         goto out;
     }
-    int metric = -1; /* automatic: CPU when there are CPU samples */
-    if (cfg->metric)
-        metric = !strcmp(cfg->metric, "alloc")  ? SCRY_METRIC_ALLOC
-                 : !strcmp(cfg->metric, "copy") ? SCRY_METRIC_COPY
-                 : !strcmp(cfg->metric, "free") ? SCRY_METRIC_FREE
-                                                : SCRY_METRIC_CPU;
+    /* metric_id -1: automatic (CPU when there are CPU samples) */
     report_options_t ropt = {.color = out == stdout && isatty(1),
-                             .metric = metric,
+                             .metric = cfg->metric_id,
                              .read_source = src ? srcread_file_cb : NULL,
                              .source_ctx = src};
     int werr = report_write(prof, fmt, out, &ropt);

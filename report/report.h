@@ -114,6 +114,20 @@ int report_format_parse(const char *name);
 /* Returns the canonical name of a format ("collapsed", ...), or NULL when unknown. */
 const char *report_format_name(enum report_format fmt);
 
+/* Returns the file extension (no dot: "svg", "speedscope.json", "pb.gz") of generated
+ * output names for FMT, or NULL when unknown. */
+const char *report_format_extension(enum report_format fmt);
+
+/* The format an output file name asks for by its ending, case-insensitively (".html",
+ * ".htm", ".svg", ".txt" text, ".json", ".speedscope.json", ".folded", ".collapsed",
+ * ".pb.gz", ".pb", ".pprof"; the longest ending wins). Returns the format (>= 0),
+ * SCRY_E_NOTFOUND (no known ending) or SCRY_E_INVAL (NULL). */
+int report_format_from_path(const char *path);
+
+/* Writes every format's canonical name, comma separated ("flamegraph, html, ..."), into
+ * BUF (always terminated, truncated to LEN). */
+void report_format_names(char *buf, size_t len);
+
 /* Writes S (NULL as "") to OUT as a JSON string literal with quotes (valid UTF-8, control
  * characters escaped). Returns 0, SCRY_E_INVAL (OUT NULL), SCRY_E_NOMEM or SCRY_E_IO. */
 int report_json_fputs(FILE *out, const char *s);

@@ -1,0 +1,126 @@
+/* formats.c - the one table of output formats: names, file extensions, writers. */
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "report.h"
+#include "report_internal.h"
+#include "scry_err.h"
+
+typedef int (*format_writer_fn)(report_profile_t *p, FILE *out, const report_options_t *opt);
+
+static const struct format_entry {
+    enum report_format fmt;
+    const char *name;      /* the canonical --format name */
+    const char *alias;     /* another accepted --format name, or NULL */
+    const char *extension; /* of generated output names (no dot) */
+    const char *infer[3];  /* output name endings that select it when --format is not given */
+    format_writer_fn write;
+} formats[] = {
+    {REPORT_FORMAT_FLAMEGRAPH, "flamegraph", "svg", "svg", {".svg"}, report__write_flamegraph},
+    {REPORT_FORMAT_HTML, "html", NULL, "html", {".html", ".htm"}, report__write_html},
+    {REPORT_FORMAT_TEXT, "text", NULL, "txt", {".txt"}, report__write_text},
+    {REPORT_FORMAT_JSON, "json", NULL, "json", {".json"}, report__write_json},
+    {REPORT_FORMAT_SPEEDSCOPE,
+     "speedscope",
+     NULL,
+     "speedscope.json",
+     {".speedscope.json"},
+     report__write_speedscope},
+    {REPORT_FORMAT_COLLAPSED,
+     "collapsed",
+     "folded",
+     "txt",
+     {".folded", ".collapsed"},
+     report__write_collapsed},
+    {REPORT_FORMAT_PPROF, "pprof", "pb", "pb.gz", {".pb.gz", ".pb", ".pprof"}, report__write_pprof},
+};
+
+#define NFORMATS (sizeof formats / sizeof formats[0])
+
+static const struct format_entry *entry_of(enum report_format fmt)
+{
+    for (size_t i = 0; i < NFORMATS; i++)
+        if (formats[i].fmt == fmt)
+            return &formats[i];
+    return NULL;
+}
+
+int report_format_parse(const char *name)
+{
+    if (!name)
+        return SCRY_E_INVAL;
+    for (size_t i = 0; i < NFORMATS; i++)
+        if (strcmp(name, formats[i].name) == 0 ||
+            (formats[i].alias && strcmp(name, formats[i].alias) == 0))
+            return (int)formats[i].fmt;
+    return SCRY_E_INVAL;
+}
+
+const char *report_format_name(enum report_format fmt)
+{
+    const struct format_entry *e = entry_of(fmt);
+    return e ? e->name : NULL;
+}
+
+const char *report_format_extension(enum report_format fmt)
+{
+    const struct format_entry *e = entry_of(fmt);
+    return e ? e->extension : NULL;
+}
+
+static int ends_with(const char *s, size_t len, const char *suffix)
+{
+    size_t n = strlen(suffix);
+    return len > n && strcasecmp(s + len - n, suffix) == 0;
+}
+
+int report_format_from_path(const char *path)
+{
+    if (!path)
+        return SCRY_E_INVAL;
+    size_t len = strlen(path);
+    /* The longest matching ending wins (".speedscope.json" over ".json"). */
+    const struct format_entry *best = NULL;
+    size_t best_len = 0;
+    for (size_t i = 0; i < NFORMATS; i++)
+        for (size_t k = 0; k < 3 && formats[i].infer[k]; k++) {
+            size_t n = strlen(formats[i].infer[k]);
+            if (n > best_len && ends_with(path, len, formats[i].infer[k])) {
+                best = &formats[i];
+                best_len = n;
+            }
+        }
+    return best ? (int)best->fmt : SCRY_E_NOTFOUND;
+}
+
+void report_format_names(char *buf, size_t len)
+{
+    if (!buf || !len)
+        return;
+    size_t off = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < NFORMATS && off < len; i++) {
+        int n = snprintf(buf + off, len - off, "%s%s", i ? ", " : "", formats[i].name);
+        if (n < 0)
+            break;
+        off += (size_t)n;
+    }
+}
+
+int report_write(report_profile_t *p, enum report_format fmt, FILE *out,
+                 const report_options_t *opt)
+{
+    static const report_options_t defaults = {.metric = -1};
+    if (!p || !out)
+        return SCRY_E_INVAL;
+    if (!opt)
+        opt = &defaults;
+    const struct format_entry *e = entry_of(fmt);
+    if (!e)
+        return SCRY_E_INVAL;
+    int rc = e->write(p, out, opt);
+    if (rc == 0 && (fflush(out) != 0 || ferror(out)))
+        rc = SCRY_E_IO;
+    return rc;
+}
