@@ -128,6 +128,37 @@ int report_format_from_path(const char *path);
  * BUF (always terminated, truncated to LEN). */
 void report_format_names(char *buf, size_t len);
 
+/* One thread of a 'scry dump' (a snapshot of every thread's stack, leaf first). */
+typedef struct report_dump_thread {
+    int32_t tid;
+    const char *name;
+    uint8_t gil;      /* holds the GIL */
+    uint8_t running;  /* on a CPU (else idle) */
+    uint8_t gil_wait; /* off CPU waiting for the GIL */
+    uint8_t truncated;
+    uint32_t nframes;
+    const scry_frame_t *frames; /* leaf first */
+} report_dump_thread_t;
+
+typedef struct report_dump {
+    int32_t pid;
+    const char *process;     /* "NAME (EXE)" */
+    const char *version;     /* Python version */
+    const char *interp_path; /* the interpreter's file */
+    const char *how_found;   /* how the runtime was found */
+    const report_dump_thread_t *threads;
+    size_t nthreads;
+} report_dump_t;
+
+enum report_dump_format {
+    REPORT_DUMP_TEXT = 0, /* the terminal text of 'scry dump' */
+    REPORT_DUMP_JSON = 1, /* one JSON document (docs/output-formats.md, "scry dump --json") */
+};
+
+/* Writes snapshot D to OUT in FMT. NULL strings are written as "". Returns 0, SCRY_E_INVAL
+ * (NULL D or OUT, unknown FMT) or SCRY_E_IO (writing failed). OUT is not closed. */
+int report_dump_write(const report_dump_t *d, enum report_dump_format fmt, FILE *out);
+
 /* Writes S (NULL as "") to OUT as a JSON string literal with quotes (valid UTF-8, control
  * characters escaped). Returns 0, SCRY_E_INVAL (OUT NULL), SCRY_E_NOMEM or SCRY_E_IO. */
 int report_json_fputs(FILE *out, const char *s);

@@ -1,0 +1,85 @@
+/* dump.c - the text and JSON of 'scry dump' (report.h: report_dump_write). */
+#include <stdio.h>
+
+#include "report.h"
+#include "scry_err.h"
+
+static const char *str(const char *s)
+{
+    return s ? s : "";
+}
+
+static const char *state_word(const report_dump_thread_t *t)
+{
+    if (t->gil_wait)
+        return "waiting for the GIL";
+    return t->running ? "running" : "idle";
+}
+
+static void write_text(const report_dump_t *d, FILE *out)
+{
+    fprintf(out, "Process %d: %s\nPython v%s (%s; runtime found by %s)\n", (int)d->pid,
+            str(d->process), str(d->version), str(d->interp_path), str(d->how_found));
+    for (size_t i = 0; i < d->nthreads; i++) {
+        const report_dump_thread_t *t = &d->threads[i];
+        fprintf(out, "\nThread %d (%s%s): \"%s\"%s\n", (int)t->tid, state_word(t),
+                t->gil ? "+gil" : "", str(t->name), t->truncated ? " [truncated]" : "");
+        for (uint32_t k = 0; k < t->nframes; k++) {
+            const scry_frame_t *f = &t->frames[k];
+            if (f->kind == SCRY_FRAME_NATIVE)
+                fprintf(out, "    %s (%s)\n", str(f->function), str(f->file));
+            else if (f->kind == SCRY_FRAME_PYTHON)
+                fprintf(out, "    %s (%s:%d)\n", str(f->function), str(f->file), (int)f->line);
+            else
+                fprintf(out, "    %s\n", str(f->function));
+        }
+    }
+}
+
+static const char *boolean(int b)
+{
+    return b ? "true" : "false";
+}
+
+static void write_json(const report_dump_t *d, FILE *out)
+{
+    fprintf(out, "{\"pid\": %d, \"python_version\": ", (int)d->pid);
+    report_json_fputs(out, d->version);
+    fprintf(out, ", \"threads\": [");
+    for (size_t i = 0; i < d->nthreads; i++) {
+        const report_dump_thread_t *t = &d->threads[i];
+        fprintf(out, "%s\n  {\"tid\": %d, \"name\": ", i ? "," : "", (int)t->tid);
+        report_json_fputs(out, t->name);
+        fprintf(out,
+                ", \"gil\": %s, \"gil_wait\": %s, \"state\": \"%s\", \"truncated\": %s, "
+                "\"frames\": [",
+                boolean(t->gil), boolean(t->gil_wait), t->running ? "running" : "idle",
+                boolean(t->truncated));
+        for (uint32_t k = 0; k < t->nframes; k++) {
+            const scry_frame_t *f = &t->frames[k];
+            fprintf(out, "%s{\"function\": ", k ? ", " : "");
+            report_json_fputs(out, f->function);
+            fprintf(out, ", \"file\": ");
+            report_json_fputs(out, f->file);
+            fprintf(out, ", \"line\": %d, \"kind\": \"%s\"}", (int)f->line,
+                    f->kind == SCRY_FRAME_NATIVE   ? "native"
+                    : f->kind == SCRY_FRAME_PYTHON ? "python"
+                                                   : "other");
+        }
+        fprintf(out, "]}");
+    }
+    fprintf(out, "\n]}\n");
+}
+
+int report_dump_write(const report_dump_t *d, enum report_dump_format fmt, FILE *out)
+{
+    if (!d || !out || (d->nthreads && !d->threads))
+        return SCRY_E_INVAL;
+    if (fmt == REPORT_DUMP_TEXT)
+        write_text(d, out);
+    else if (fmt == REPORT_DUMP_JSON)
+        write_json(d, out);
+    else
+        return SCRY_E_INVAL;
+    return fflush(out) != 0 || ferror(out) ? SCRY_E_IO : 0;
+}
