@@ -61,7 +61,7 @@ int proc_wait(pid_t tid, int timeout_ms, proc_stop_t *out)
 {
     uint64_t start = scry_now_ns();
     uint64_t limit = (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms) * 1000000ull;
-    long delay_ns = 20000;
+    long delay_ns = 50000;
     for (unsigned spin = 0;; spin++) {
         int status = 0;
         pid_t r = waitpid(tid, &status, WNOHANG | __WALL);
@@ -77,16 +77,17 @@ int proc_wait(pid_t tid, int timeout_ms, proc_stop_t *out)
         uint64_t spent = scry_now_ns() - start;
         if (spent >= limit)
             return SCRY_E_TIMEOUT;
-        if (spent < 200000u || spin < 16) {
+        if (spent < 200000u || spin < 16) { /* a stop is usually this quick */
             sched_yield();
             continue;
         }
-        if ((uint64_t)delay_ns > limit - spent)
-            delay_ns = (long)(limit - spent);
-        struct timespec ts = {0, delay_ns};
-        nanosleep(&ts, NULL);
-        if (delay_ns < 1000000)
+        /* 50 us steps for the first 2 ms (a sampler's stop), then doubling to 1 ms (an
+         * injected call that runs for a while). */
+        if (spent > 2000000u && delay_ns < 1000000)
             delay_ns *= 2;
+        long d = (uint64_t)delay_ns > limit - spent ? (long)(limit - spent) : delay_ns;
+        struct timespec ts = {0, d};
+        nanosleep(&ts, NULL);
     }
 }
 
