@@ -1,7 +1,7 @@
 #include "tasks.h"
 
 #include "scry_err.h"
-#include "proc.h"
+#include "scry_proc.h"
 #include "scry_time.h"
 
 #include <stdio.h>

@@ -8,7 +8,7 @@
 #ifndef SCRY_TASKS_H
 #define SCRY_TASKS_H
 
-#include "proc.h"
+#include "scry_proc.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,4 +1,4 @@
-/* ptrace_util.h - what the injector needs beyond proc/'s ptrace primitives (proc.h: seize,
+/* ptrace_util.h - what the injector needs beyond proc/'s ptrace primitives (scry_proc.h: seize,
  * interrupt, wait, resume): registers, signal masks, signals to re-deliver.
  *
  * Threads are addressed by TID (a thread's kernel id; the main thread's TID is the PID).
@@ -14,7 +14,7 @@
 #include <sys/types.h>
 #include <sys/user.h>
 
-#include "proc.h"
+#include "scry_proc.h"
 
 /* Reads the siginfo of the current signal-delivery-stop. Returns 0 or SCRY_E_GONE/IO. */
 int ptr_getsiginfo(pid_t tid, siginfo_t *si);

@@ -1,5 +1,5 @@
-/* ptrace.c - the ptrace primitives of proc.h: seize, interrupt, bounded wait, resume. */
-#include "proc.h"
+/* ptrace.c - the ptrace primitives of scry_proc.h: seize, interrupt, bounded wait, resume. */
+#include "scry_proc.h"
 
 #include <errno.h>
 #include <sched.h>

@@ -1,5 +1,5 @@
-/* stop.c - stopping single threads for a read, on the primitives of ptrace.c (proc.h). */
-#include "proc.h"
+/* stop.c - stopping single threads for a read, on the primitives of ptrace.c (scry_proc.h). */
+#include "scry_proc.h"
 
 #include <stdint.h>
 #include <sys/wait.h>

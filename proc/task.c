@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "proc.h"
+#include "scry_proc.h"
 #include "scry_err.h"
 #include "scry_time.h"
 

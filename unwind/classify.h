@@ -1,7 +1,7 @@
 /* classify.h - was a thread running Python, native code, or off CPU (issue 3)?
  *
  * Pure functions over data the caller supplies (no ptrace here); the /proc files they
- * need are read by proc/ (proc.h). Read stat and syscall BEFORE stopping the thread for a
+ * need are read by proc/ (scry_proc.h). Read stat and syscall BEFORE stopping the thread for a
  * native unwind: once stopped, the thread shows state 't'.
  *
  * Rules (docs/native.md):
@@ -23,7 +23,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "proc.h"
+#include "scry_proc.h"
 #include "unwind.h"
 
 /* Opcode classes are pystate/opcodes.h's (passed as int); only CALL matters here. */

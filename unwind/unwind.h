@@ -2,12 +2,12 @@
  *
  * An unwind_t belongs to one target process. unwind_copied unwinds a copy of a thread's
  * registers and stack top taken by the kernel (perf events), with nothing stopped;
- * unwind_thread unwinds one thread that the CALLER has stopped (unwind/thread_stop.h) with
- * libunwind's DWARF unwinder, but through scry's own memory accessors: one process_vm_readv copy of
- * the thread's stack per sample and a page cache for the read-only parts of objects (.eh_frame_hdr,
- * .eh_frame, text), kept across samples. Registers come from one PTRACE_GETREGS per sample. Unwind
- * tables are found per object from the file's PT_GNU_EH_FRAME (cached per object); libunwind's
- * per-IP register-state cache is global to the unwind_t.
+ * unwind_thread unwinds one thread that the CALLER has stopped (proc/scry_proc.h: proc_stop_thread)
+ * with libunwind's DWARF unwinder, but through scry's own memory accessors: one process_vm_readv
+ * copy of the thread's stack per sample and a page cache for the read-only parts of objects
+ * (.eh_frame_hdr, .eh_frame, text), kept across samples. Registers come from one PTRACE_GETREGS per
+ * sample. Unwind tables are found per object from the file's PT_GNU_EH_FRAME (cached per object);
+ * libunwind's per-IP register-state cache is global to the unwind_t.
  *
  * ptrace is per thread: the thread that stopped the target thread must be the one that
  * calls unwind_thread. An unwind_t is not thread-safe.

@@ -28,16 +28,8 @@
 
 #include "perfev.h"
 #include "scry_err.h"
-
-static int g_failures;
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);               \
-            g_failures++;                                                                          \
-        }                                                                                          \
-    } while (0)
+#include "check.h"
+#include "scry_time.h"
 
 static const char script[] =
     "import hashlib, os, sys, threading, time\n"
@@ -108,13 +100,6 @@ static int read_line(char *buf, size_t cap, int timeout_ms)
     }
     buf[n] = '\0';
     return (int)n;
-}
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 static void sleep_ms(int ms)
@@ -189,7 +174,7 @@ static void on_sample(const perfev_sample_t *s, void *ctx)
     t->n++;
     t->kernel += s->kernel;
     t->period += s->period_ns;
-    if (s->time_ns < t->last_time || s->time_ns < a->t0 || s->time_ns > now_ns())
+    if (s->time_ns < t->last_time || s->time_ns < a->t0 || s->time_ns > scry_now_ns())
         t->bad_time++;
     t->last_time = s->time_ns;
     if (s->has_regs) {
@@ -234,7 +219,7 @@ static void run(perfev_opts_t *opts, int ms, acc_t *a, pid_t pid, const pid_t *c
     pid_t tids[64];
     size_t n = list_tids(pid, tids, 64);
     uint64_t c0[8] = {0};
-    a->t0 = now_ns();
+    a->t0 = scry_now_ns();
     CHECK(perfev_set_threads(p, tids, n, NULL, NULL) == (int)n);
     for (int i = 0; i < ncheck; i++)
         c0[i] = cpu_ns(pid, check[i]);
@@ -348,7 +333,7 @@ int main(void)
         CHECK(perfev_add_thread(p, nt) == 0); /* twice is fine */
         memset(&a, 0, sizeof a);
         a.pid = pid;
-        a.t0 = now_ns();
+        a.t0 = scry_now_ns();
         sleep_ms(300);
         perfev_read(p, on_sample, &a);
         fprintf(stderr, "  new thread %d: %llu samples\n", nt, (unsigned long long)get(&a, nt)->n);
@@ -402,9 +387,6 @@ int main(void)
     CHECK(thread_stopped(pid) == 0);
     kill(g_child, SIGKILL);
     waitpid(g_child, NULL, 0);
-    if (g_failures)
-        fprintf(stderr, "%d failure(s)\n", g_failures);
-    else
-        printf("ok\n");
-    return g_failures ? 1 : 0;
+
+    return check_summary("test_perfev_live");
 }

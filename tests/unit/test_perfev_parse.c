@@ -7,16 +7,7 @@
 
 #include "perfev.h"
 #include "scry_err.h"
-
-static int g_failures;
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);               \
-            g_failures++;                                                                          \
-        }                                                                                          \
-    } while (0)
+#include "check.h"
 
 static size_t put64(uint8_t *b, size_t at, uint64_t v)
 {
@@ -114,9 +105,5 @@ int main(void)
         (void)perfev_parse_sample(b, len, (uint32_t)(rand() % 2) * 256, &s);
     }
 
-    if (g_failures)
-        fprintf(stderr, "%d failure(s)\n", g_failures);
-    else
-        printf("ok\n");
-    return g_failures ? 1 : 0;
+    return check_summary("test_perfev_parse");
 }

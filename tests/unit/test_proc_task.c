@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "proc.h"
+#include "scry_proc.h"
 #include "scry_err.h"
 
 static void test_parsers(void)

@@ -190,9 +190,9 @@ static void test_server(void)
     CHECK(r && strstr(r, "too large"), "oversized: %s", r);
     free(r);
     free(big);
-    double t0 = test_now();
+    double t0 = ((double)scry_now_ns() / 1e9);
     r = raw_call(path, "{\"cmd\":", 7, 0);
-    double stalled = test_now() - t0;
+    double stalled = ((double)scry_now_ns() / 1e9) - t0;
     CHECK(r && strstr(r, "incomplete"), "stalled: %s", r);
     CHECK(stalled < 3, "a stalled client is dropped after about 1 s: %.2f s", stalled);
     free(r);

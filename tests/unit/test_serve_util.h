@@ -7,31 +7,12 @@
 #include <string.h>
 #include <time.h>
 
-static int failures;
-static long checks;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        checks++;                                                                                  \
-        if (!(cond)) {                                                                             \
-            failures++;                                                                            \
-            fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond);               \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fputc('\n', stderr);                                                                   \
-        }                                                                                          \
-    } while (0)
+#include "check.h"
+#include "scry_time.h"
 
 static inline int test_summary(const char *name)
 {
-    printf("%s: %ld checks, %d failed\n", name, checks, failures);
-    return failures ? 1 : 0;
-}
-
-static inline double test_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    return check_summary(name);
 }
 
 /* Writes TEXT to PATH; returns 0 or -1. */

@@ -12,6 +12,7 @@
 
 #include "perfev.h"
 #include "test_unwind_live.h"
+#include "scry_time.h"
 
 #define MAXF 256
 
@@ -42,13 +43,6 @@ typedef struct acc {
     int printed[2];
 } acc_t;
 
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static int is_root(const unwind_frame_t *f)
 {
     return f->symbol && (strstr(f->symbol, "clone") || strstr(f->symbol, "start_thread") ||
@@ -70,9 +64,9 @@ static void on_sample(const perfev_sample_t *s, void *ctx)
                           r[PERFEV_REG_R14], r[PERFEV_REG_R15]};
     static unwind_frame_t f[MAXF];
     size_t n = 0;
-    uint64_t t0 = mono_ns();
+    uint64_t t0 = scry_now_ns();
     CHECK(unwind_copied(a->u, s->tid, &regs, s->stack, s->stack_len, f, MAXF, &n) == 0);
-    uint64_t dt = mono_ns() - t0;
+    uint64_t dt = scry_now_ns() - t0;
     if (a->n[k] > 5 && dt > a->max_ns)
         a->max_ns = dt;
     a->n[k]++;
@@ -126,7 +120,7 @@ static void run(const char *py)
     if (read_line(&c, line, sizeof line, 20000) < 0 ||
         sscanf(line, "%d %d %d", &pid, &h, &z) != 3) {
         fprintf(stderr, "%s: target did not start\n", py);
-        g_failures++;
+        check_failures++;
         stop_child(&c);
         return;
     }
@@ -174,9 +168,5 @@ int main(void)
     for (size_t i = 0; i < sizeof pys / sizeof *pys; i++)
         if (file_exists(pys[i]))
             run(pys[i]);
-    if (g_failures)
-        fprintf(stderr, "%d failure(s)\n", g_failures);
-    else
-        printf("ok\n");
-    return g_failures ? 1 : 0;
+    return check_summary("test_unwind_copied");
 }

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "scry_err.h"
-#include "proc.h"
+#include "scry_proc.h"
 #include "unwind.h"
 #include "check.h"
 

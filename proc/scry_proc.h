@@ -1,4 +1,4 @@
-/* proc.h - the process layer: what scry learns about a target's threads from /proc, and
+/* scry_proc.h - the process layer: what scry learns about a target's threads from /proc, and
  * the one way scry stops and resumes a single thread with ptrace.
  *
  * Tasks: listing /proc/PID/task, parsers of /proc/PID/task/TID/{stat,status,syscall,
