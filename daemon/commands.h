@@ -19,6 +19,7 @@ int cmd_ctl(int argc, char **argv);
 
 /* Opens PID for reading, printing a clear message on failure (no such process, not
  * Python, permission, unsupported version). Returns 0 or the negative code. */
-int cmd_open_target(pid_t pid, strtab_t *strings, int assume_minor, pystate_target_t **out);
+int cmd_open_target(pid_t pid, strtab_t *strings, const pystate_open_opts_t *opts,
+                    pystate_target_t **out);
 
 #endif

@@ -52,7 +52,7 @@ int cmd_dump(const scry_config_t *cfg)
         fprintf(stderr, "scry: out of memory\n");
         goto out;
     }
-    if (cmd_open_target(cfg->pid, strings, cfg->assume_minor, &t) != 0)
+    if (cmd_open_target(cfg->pid, strings, &cfg->open_opts, &t) != 0)
         goto out;
     scry_config_t one = *cfg;
     one.idle = 1; /* every thread, whatever it is doing */

@@ -78,7 +78,8 @@ static void sleep_ns(long ns)
     nanosleep(&ts, NULL);
 }
 
-int launch_wait_python(pid_t child, strtab_t *strings, double timeout_s, int assume_minor,
+int launch_wait_python(pid_t child, strtab_t *strings, double timeout_s,
+                       const pystate_open_opts_t *opts,
                        void (*on_open)(pystate_target_t *t, void *ctx), void *ctx,
                        pystate_target_t **out, int *status, char *errbuf, size_t errlen)
 {
@@ -98,7 +99,7 @@ int launch_wait_python(pid_t child, strtab_t *strings, double timeout_s, int ass
             return SCRY_E_GONE;
         }
         pystate_target_t *t = NULL;
-        int err = pystate_target_open_as(child, strings, assume_minor, &t, errbuf, errlen);
+        int err = pystate_target_open_opts(child, strings, opts, &t, errbuf, errlen);
         if (err == 0) {
             if (on_open) {
                 on_open(t, ctx);

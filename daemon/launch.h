@@ -21,9 +21,10 @@ int launch_start(char **argv, char **env_extra, void (*before_exec)(pid_t child,
  * as the interpreter is recognised (before it may even be initialised: its version and
  * layout are known), e.g. to release a preloaded shim waiting for its layout. Returns 0
  * with *OUT opened, SCRY_E_GONE when the child exited first (*STATUS set), or SCRY_E_NOTPY
- * after TIMEOUT_S seconds without Python (ERRBUF says what the child is). ASSUME_MINOR as
- * pystate_target_open_as (--assume-version; 0 = none). */
-int launch_wait_python(pid_t child, strtab_t *strings, double timeout_s, int assume_minor,
+ * after TIMEOUT_S seconds without Python (ERRBUF says what the child is). OPTS as
+ * pystate_target_open_opts (--assume-version, --discovery; NULL = defaults). */
+int launch_wait_python(pid_t child, strtab_t *strings, double timeout_s,
+                       const pystate_open_opts_t *opts,
                        void (*on_open)(pystate_target_t *t, void *ctx), void *ctx,
                        pystate_target_t **out, int *status, char *errbuf, size_t errlen);
 

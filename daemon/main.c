@@ -7,14 +7,15 @@
 #include <stdio.h>
 #include <string.h>
 
-int cmd_open_target(pid_t pid, strtab_t *strings, int assume_minor, pystate_target_t **out)
+int cmd_open_target(pid_t pid, strtab_t *strings, const pystate_open_opts_t *opts,
+                    pystate_target_t **out)
 {
     char msg[1024] = "";
     if (procinfo_exists(pid) != 0) {
         fprintf(stderr, "scry: no such process: %d\n", (int)pid);
         return SCRY_E_NOPROC;
     }
-    int err = pystate_target_open_as(pid, strings, assume_minor, out, msg, sizeof msg);
+    int err = pystate_target_open_opts(pid, strings, opts, out, msg, sizeof msg);
     if (err == 0)
         return 0;
     switch (err) {

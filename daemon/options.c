@@ -69,6 +69,9 @@ static const opt_spec_t opt_table[] = {
     {"sampler", 0, OPT_STRING, offsetof(scry_config_t, sampler), REC | DMP | TOP, "HOW",
      "perf (the kernel's CPU clock per thread, nothing stopped), ptrace (a wall-clock tick "
      "over /proc), or auto (default: perf where allowed)"},
+    {"discovery", 0, OPT_STRING, offsetof(scry_config_t, discovery), REC | DMP | TOP, "WAY",
+     "for tests: find the runtime without its symbol (section) or without symbol and section "
+     "(disasm)"},
     {"subprocesses", 's', OPT_FLAG, offsetof(scry_config_t, subprocesses), REC, NULL,
      "also profile child processes (reserved: not implemented yet)"},
 };
@@ -301,6 +304,18 @@ static int check_conflicts(scry_config_t *cfg)
         fprintf(stderr, "scry: --blocking stops threads, which the perf sampler never does; "
                         "use --sampler ptrace (or leave --sampler out)\n");
         return SCRY_E_INVAL;
+    }
+    cfg->open_opts.assume_minor = cfg->assume_minor;
+    cfg->open_opts.discovery = PYSTATE_DISCOVERY_ALL;
+    if (cfg->discovery) {
+        if (!strcmp(cfg->discovery, "section"))
+            cfg->open_opts.discovery = PYSTATE_DISCOVERY_SECTION;
+        else if (!strcmp(cfg->discovery, "disasm"))
+            cfg->open_opts.discovery = PYSTATE_DISCOVERY_DISASM;
+        else {
+            fprintf(stderr, "scry: --discovery is section or disasm, not '%s'\n", cfg->discovery);
+            return SCRY_E_INVAL;
+        }
     }
     if (cfg->rate_hz > 10000) {
         fprintf(stderr, "scry: --rate %.0f is more than the 10000 Hz scry supports\n",

@@ -5,6 +5,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "pystate.h"
+
 enum scry_command { CMD_NONE, CMD_RECORD, CMD_DUMP, CMD_TOP, CMD_HELP, CMD_VERSION };
 
 typedef struct scry_config {
@@ -34,6 +36,9 @@ typedef struct scry_config {
     int format_id;    /* record: enum report_format of --format, else inferred from --output's
                          extension, else flame graph (filled by options_parse) */
     int metric_id;    /* SCRY_METRIC_* of --metric, or -1 (automatic) (filled by options_parse) */
+    const char *discovery;         /* --discovery: section or disasm (tests of the fallbacks) */
+    pystate_open_opts_t open_opts; /* how to open the target: assume_minor (copy of the
+                                      field below) and discovery (filled by options_parse) */
     int assume_minor; /* N of --assume-version (0 = none): read a Python newer than every known
                          _Py_DebugOffsets layout with 3.N's (pystate_target_open_as) */
 } scry_config_t;

@@ -137,7 +137,7 @@ int cmd_record(const scry_config_t *cfg)
             goto out;
         char msg[1024] = "";
         int err =
-            launch_wait_python(child, strings, 10.0, cfg->assume_minor, mem ? start_memory : NULL,
+            launch_wait_python(child, strings, 10.0, &cfg->open_opts, mem ? start_memory : NULL,
                                &mem, &t, &child_status, msg, sizeof msg);
         if (err == SCRY_E_GONE) {
             child_reaped = 1;
@@ -151,7 +151,7 @@ int cmd_record(const scry_config_t *cfg)
         }
         procinfo_join_argv(cfg->argv, command, sizeof command);
     } else {
-        if (cmd_open_target(cfg->pid, strings, cfg->assume_minor, &t) != 0)
+        if (cmd_open_target(cfg->pid, strings, &cfg->open_opts, &t) != 0)
             goto out;
         procinfo_cmdline(cfg->pid, command, sizeof command);
         if (mem) {

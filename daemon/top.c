@@ -403,7 +403,7 @@ static int open_target(const scry_config_t *cfg, strtab_t *strings, pystate_targ
                        pid_t *child, char *command, size_t clen)
 {
     if (!cfg->argv) {
-        if (cmd_open_target(cfg->pid, strings, cfg->assume_minor, target) != 0)
+        if (cmd_open_target(cfg->pid, strings, &cfg->open_opts, target) != 0)
             return -1;
         procinfo_cmdline(cfg->pid, command, clen);
         return 0;
@@ -412,7 +412,7 @@ static int open_target(const scry_config_t *cfg, strtab_t *strings, pystate_targ
         return -1;
     char msg[1024] = "";
     int status = 0;
-    int err = launch_wait_python(*child, strings, 10.0, cfg->assume_minor, NULL, NULL, target,
+    int err = launch_wait_python(*child, strings, 10.0, &cfg->open_opts, NULL, NULL, target,
                                  &status, msg, sizeof msg);
     if (err == SCRY_E_GONE) {
         *child = 0; /* reaped */

@@ -36,6 +36,7 @@ typedef struct pystate_codecache {
 
 struct pystate_target {
     pid_t pid;
+    int discovery; /* enum pystate_discovery */
     rmem_t *mem;
     strtab_t *strings;
     pystate_layout_t layout;

@@ -76,6 +76,25 @@ int pystate_target_open(pid_t pid, strtab_t *strings, pystate_target_t **out, ch
 int pystate_target_open_as(pid_t pid, strtab_t *strings, int assume_minor, pystate_target_t **out,
                            char *errbuf, size_t errlen);
 
+/* Which ways of finding the runtime pystate_target_open_opts may use. The later ways are
+ * fallbacks for interpreters without symbols; tests skip the earlier ways to prove the
+ * fallbacks on real interpreters whose symbols are present. */
+enum pystate_discovery {
+    PYSTATE_DISCOVERY_ALL = 0,     /* symbols, then the .PyRuntime section, then disassembly */
+    PYSTATE_DISCOVERY_SECTION = 1, /* skip the symbols */
+    PYSTATE_DISCOVERY_DISASM = 2,  /* skip the symbols and the section */
+};
+
+typedef struct pystate_open_opts {
+    int assume_minor; /* as pystate_target_open_as; 0 = none */
+    int discovery;    /* enum pystate_discovery */
+} pystate_open_opts_t;
+
+/* pystate_target_open with options (OPTS NULL: the defaults, all zero). An unknown
+ * OPTS->discovery gives SCRY_E_INVAL. Otherwise as pystate_target_open_as. */
+int pystate_target_open_opts(pid_t pid, strtab_t *strings, const pystate_open_opts_t *opts,
+                             pystate_target_t **out, char *errbuf, size_t errlen);
+
 /* Frees the target handle. NULL is a no-op. The process is not touched. */
 void pystate_target_free(pystate_target_t *t);
 

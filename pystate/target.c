@@ -62,31 +62,29 @@ static int runtime_plausible(pystate_target_t *t, raddr_t runtime)
     return back == interp;
 }
 
-/* SCRY_DISCOVERY=section|disasm skips the earlier ways of finding the runtime, so tests can
- * prove the fallbacks work on real interpreters whose symbols are present. */
-static int discovery_skip(const char *way)
+/* Whether T's discovery option (pystate_open_opts_t) skips WAY ("symbol", "section"). */
+static int discovery_skip(const pystate_target_t *t, const char *way)
 {
-    const char *force = getenv("SCRY_DISCOVERY");
-    if (!force || !*force)
+    if (t->discovery == PYSTATE_DISCOVERY_ALL)
         return 0;
     if (!strcmp(way, "symbol"))
         return 1;
     if (!strcmp(way, "section"))
-        return !strcmp(force, "disasm");
+        return t->discovery == PYSTATE_DISCOVERY_DISASM;
     return 0;
 }
 
 static int find_runtime(pystate_target_t *t, const elfsym_obj_t *obj, uint64_t bias)
 {
     raddr_t addr = 0;
-    if (!discovery_skip("symbol") && sym_addr(obj, bias, "_PyRuntime", &addr) == 0 &&
+    if (!discovery_skip(t, "symbol") && sym_addr(obj, bias, "_PyRuntime", &addr) == 0 &&
         runtime_plausible(t, addr)) {
         t->runtime = addr;
         snprintf(t->info.how_found, sizeof t->info.how_found, "symbol _PyRuntime");
         return 0;
     }
     elfsym_section_t sec;
-    if (!discovery_skip("section") && elfsym_obj_section(obj, ".PyRuntime", &sec) == 0 &&
+    if (!discovery_skip(t, "section") && elfsym_obj_section(obj, ".PyRuntime", &sec) == 0 &&
         sec.addr && runtime_plausible(t, bias + sec.addr)) {
         t->runtime = bias + sec.addr;
         snprintf(t->info.how_found, sizeof t->info.how_found, ".PyRuntime section");
@@ -116,7 +114,7 @@ static int find_runtime(pystate_target_t *t, const elfsym_obj_t *obj, uint64_t b
 
 static int find_roots_36(pystate_target_t *t, const elfsym_obj_t *obj, uint64_t bias)
 {
-    if (!discovery_skip("symbol") &&
+    if (!discovery_skip(t, "symbol") &&
         sym_addr(obj, bias, "interp_head", &t->interp_head_addr) == 0) {
         snprintf(t->info.how_found, sizeof t->info.how_found, "symbol interp_head");
     } else {
@@ -247,13 +245,27 @@ int pystate_target_open(pid_t pid, strtab_t *strings, pystate_target_t **out, ch
 int pystate_target_open_as(pid_t pid, strtab_t *strings, int assume_minor, pystate_target_t **out,
                            char *errbuf, size_t errlen)
 {
+    pystate_open_opts_t opts = {.assume_minor = assume_minor};
+    return pystate_target_open_opts(pid, strings, &opts, out, errbuf, errlen);
+}
+
+int pystate_target_open_opts(pid_t pid, strtab_t *strings, const pystate_open_opts_t *opts,
+                             pystate_target_t **out, char *errbuf, size_t errlen)
+{
+    static const pystate_open_opts_t defaults = {0};
+    if (!opts)
+        opts = &defaults;
     *out = NULL;
+    if (opts->discovery < PYSTATE_DISCOVERY_ALL || opts->discovery > PYSTATE_DISCOVERY_DISASM)
+        return SCRY_E_INVAL;
+    int assume_minor = opts->assume_minor;
     int err = 0;
     elfsym_obj_t *obj = NULL;
     pystate_target_t *t = calloc(1, sizeof *t);
     if (!t)
         return SCRY_E_NOMEM;
     t->pid = pid;
+    t->discovery = opts->discovery;
     t->strings = strings;
     t->pthread_tid_offset = -1;
     t->info.pid = pid;

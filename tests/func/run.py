@@ -292,25 +292,23 @@ def t_call_chain_dump(c):
 
 @test("discovery_fallbacks")
 def t_discovery_fallbacks(c):
-    """The runtime is found without the symbol table too: SCRY_DISCOVERY=section skips the
-    symbols (the .PyRuntime section where the version has one, else disassembly), =disasm
+    """The runtime is found without the symbol table too: --discovery section skips the
+    symbols (the .PyRuntime section where the version has one, else disassembly), disasm
     skips the section as well (capstone on PyInterpreterState_Head). The dump must name the
     way it used and still show the exact call chain."""
     p, truth = c.workload("call_chain.py")
     seen = []
     for way in ("section", "disasm"):
-        env = dict(c.env())
-        env["SCRY_DISCOVERY"] = way
-        res = c.scry(["dump", "--pid", truth["pid"]], env=env)
+        res = c.scry(["dump", "--pid", truth["pid"], "--discovery", way])
         check(res.rc == 0, str(res))
         m = re.search(r"runtime found by ([^)]*)\)", res.out)
         check(m is not None, "dump does not say how the runtime was found: %s" % short(res.out))
         how = m.group(1)
-        check(not how.startswith("symbol"), "SCRY_DISCOVERY=%s still used %s" % (way, how))
+        check(not how.startswith("symbol"), "--discovery %s still used %s" % (way, how))
         if way == "disasm":
-            check("disassembly" in how, "SCRY_DISCOVERY=disasm used %s" % how)
+            check("disassembly" in how, "--discovery disasm used %s" % how)
         check("chain_a" in res.out and "main" in res.out,
-              "SCRY_DISCOVERY=%s: stack lacks the workload: %s" % (way, short(res.out)))
+              "--discovery %s: stack lacks the workload: %s" % (way, short(res.out)))
         seen.append("%s -> %s" % (way, how))
     return "; ".join(seen)
 
