@@ -3,6 +3,7 @@
 #include "srcread.h"
 
 #include "scry_err.h"
+#include "scry_time.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -439,19 +440,12 @@ static int start_helper(srcread_t *r)
 
 /* --- requests ------------------------------------------------------------------------- */
 
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* Reads LEN bytes from the helper before DEADLINE. Returns 0, SCRY_E_TIMEOUT or SCRY_E_IO. */
 static int recv_until(int fd, void *buf, size_t len, int64_t deadline)
 {
     char *p = buf;
     while (len) {
-        int64_t left = deadline - now_ns();
+        int64_t left = deadline - (int64_t)scry_now_ns();
         if (left <= 0)
             return SCRY_E_TIMEOUT;
         struct pollfd pfd = {.fd = fd, .events = POLLIN};
@@ -485,7 +479,7 @@ int srcread_file(srcread_t *r, const char *file, char **data, size_t *len)
     int rc;
     if (!r->helper && (rc = start_helper(r)) < 0)
         return rc;
-    int64_t t0 = now_ns();
+    int64_t t0 = (int64_t)scry_now_ns();
     int64_t limit = (int64_t)SRCREAD_TIMEOUT_MS * 1000000;
     int64_t deadline = t0 + (limit < r->budget_ns ? limit : r->budget_ns);
     uint32_t n32 = (uint32_t)n;
@@ -507,7 +501,7 @@ int srcread_file(srcread_t *r, const char *file, char **data, size_t *len)
     }
     if ((rc = recv_until(r->sock, buf, rep.len, deadline)) < 0)
         goto broken;
-    r->budget_ns -= now_ns() - t0;
+    r->budget_ns -= (int64_t)scry_now_ns() - t0;
     if (rep.err < 0) {
         free(buf);
         return strcmp(scry_err_name(rep.err), "SCRY_E_UNKNOWN") ? rep.err : SCRY_E_IO;
@@ -519,7 +513,7 @@ int srcread_file(srcread_t *r, const char *file, char **data, size_t *len)
 broken: /* the helper is gone, stuck or confused: end it; the next call starts another */
     free(buf);
     stop_helper(r);
-    r->budget_ns -= now_ns() - t0;
+    r->budget_ns -= (int64_t)scry_now_ns() - t0;
     return rc;
 }
 

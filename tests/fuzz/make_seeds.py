@@ -71,7 +71,7 @@ def pystr():
 
 def proc_files():
     clear("elfsym_maps")
-    clear("unwind_task")
+    clear("proc_task")
     clear("common_status")
     p = subprocess.Popen([sys.executable, "-c", "import threading,time; time.sleep(5)"])
     try:
@@ -83,11 +83,14 @@ def proc_files():
             b"7f0000001000-7f0000002000 rw-s 00001000 00:00 0 [heap]\n")
         for i, name in enumerate(("stat", "syscall", "schedstat")):
             with open("/proc/%d/task/%d/%s" % (p.pid, p.pid, name), "rb") as f:
-                put("unwind_task", bytes([i]) + f.read())
-        put("unwind_task", b"\x01running\n")
-        put("unwind_task", b"\x00123 (a) b) c) S 1 2 3\n")
+                put("proc_task", bytes([i]) + f.read())
+        put("proc_task", b"\x01running\n")
+        put("proc_task", b"\x00123 (a) b) c) S 1 2 3\n")
         with open("/proc/%d/status" % p.pid, "rb") as f:
-            put("common_status", f.read())
+            status = f.read()
+            put("common_status", status)
+            put("proc_task", b"\x03" + status)
+        put("proc_task", b"\x03NSpid:\t31337\t120\t1\n")
     finally:
         p.kill()
         p.wait()

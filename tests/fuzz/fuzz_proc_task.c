@@ -1,0 +1,45 @@
+/* fuzz_proc_task.c - /proc/PID/task/TID/stat, syscall, schedstat and status (NSpid) parsers. Input:
+ * one selector byte, then the file content. */
+#include "fuzz.h"
+#include "scry_err.h"
+#include "scry_proc.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    uint8_t which;
+    fuzz_take(&data, &size, &which, 1);
+    char *text = malloc(size ? size : 1);
+    if (!text)
+        return 0;
+    memcpy(text, data, size);
+    int rc;
+    switch (which % 4) {
+    case 0: {
+        char state = 0;
+        rc = proc_parse_stat_state(text, size, &state);
+        break;
+    }
+    case 1: {
+        proc_syscall_t sc;
+        rc = proc_parse_syscall(text, size, &sc);
+        break;
+    }
+    case 3: {
+        pid_t ids[PROC_NSPID_MAX];
+        size_t n = 0;
+        rc = proc_parse_status_nspid(text, size, ids, PROC_NSPID_MAX, &n);
+        FUZZ_ASSERT(rc != 0 || (n >= 1 && n <= PROC_NSPID_MAX));
+        if (rc == SCRY_E_NOTFOUND)
+            rc = 0;
+        break;
+    }
+    default: {
+        uint64_t run, wait, slices;
+        rc = proc_parse_schedstat(text, size, &run, &wait, &slices);
+        break;
+    }
+    }
+    FUZZ_ASSERT(rc == 0 || rc == SCRY_E_CORRUPT);
+    free(text);
+    return 0;
+}
