@@ -434,9 +434,9 @@ static void test_many_producers(void)
             last[id] = seq + 1;
         }
         got += n;
-        if (done)
-            break;
-        if (n == 0) {
+        if (done && n == 0)
+            break; /* every producer joined and the ring drained */
+        if (n == 0 && !done) {
             int alive = 0;
             for (int i = 0; i < NP; i++)
                 alive += args[i].produced + args[i].dropped < PER_PRODUCER;
