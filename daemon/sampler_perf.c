@@ -21,9 +21,10 @@
 #include "classify.h"
 #include "perfev.h"
 #include "procinfo.h"
+#include "scry_proc.h"
 #include "scry_err.h"
+#include "scry_time.h"
 
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,30 +66,19 @@ struct sampler_perf {
     perf_pending_t *pend;
     size_t npend;
     uint64_t touched;
-    procinfo_threads_t *states; /* --idle: stat files of threads that did not run */
+    proc_threads_t *states; /* --idle: stat files of threads that did not run */
 };
 
 /* Lists /proc/PID/task into P->tids. Returns the count, or SCRY_E_GONE. */
 static int list_tids(struct sampler_perf *p)
 {
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/task", (int)p->pid);
-    DIR *d = opendir(path);
-    if (!d)
+    int n = proc_list_tasks(p->pid, p->tids, TASKS_MAX);
+    if (n < 0)
         return SCRY_E_GONE;
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) && n < (int)TASKS_MAX) {
-        char *end = NULL;
-        long v = strtol(e->d_name, &end, 10);
-        if (e->d_name[0] >= '1' && e->d_name[0] <= '9' && end && !*end && v > 0 && v < 0x40000000)
-            p->tids[n++] = (pid_t)v;
-    }
-    closedir(d);
     /* An exited process that its parent has not reaped yet keeps one zombie task. */
     char state = 0;
     if (n == 1 &&
-        (unwind_read_task_state(p->pid, p->tids[0], &state) != 0 || state == 'Z' || state == 'X'))
+        (proc_read_task_state(p->pid, p->tids[0], &state) != 0 || state == 'Z' || state == 'X'))
         return SCRY_E_GONE;
     return n > 0 ? n : SCRY_E_GONE;
 }
@@ -192,7 +182,7 @@ int sampler__perf_new(sampler_t *s, char *why, size_t whylen)
     p->tids = calloc(TASKS_MAX, sizeof *p->tids);
     p->tab = calloc(PERF_SLOTS, sizeof *p->tab);
     if (s->cfg.idle)
-        p->states = procinfo_threads_new(pid);
+        p->states = proc_threads_new(pid);
     if (s->cfg.native) {
         p->unw = s->unwind;
         p->pend = malloc(PERF_MAX_PENDING * sizeof *p->pend);
@@ -241,7 +231,7 @@ void sampler__perf_free(sampler_perf_t *p)
     free(p->tids);
     free(p->tab);
     free(p->pend);
-    procinfo_threads_free(p->states);
+    proc_threads_free(p->states);
     free(p);
 }
 
@@ -285,7 +275,7 @@ static void emit_idle(sampler_t *s, const pystate_thread_t *th, perf_thread_t *t
 {
     uint64_t wall = t->last_wall && now > t->last_wall ? now - t->last_wall : s->interval_ns;
     t->last_wall = now;
-    char state = procinfo_thread_state(s->perf->states, th->tid, NULL);
+    char state = proc_threads_state(s->perf->states, th->tid, NULL);
     if (state == 'R' || state == 0 || wall <= cpu)
         return;
     uint64_t cap = 10 * s->interval_ns;
