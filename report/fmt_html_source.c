@@ -21,6 +21,7 @@ typedef struct sline {
 
 typedef struct sfile {
     const char *file;
+    int user; /* the user's code: listed first */
     uint64_t cpu, alloc, copy;
     uint32_t first, n; /* its lines in the sline array, by line number */
 } sfile_t;
@@ -45,6 +46,8 @@ static int line_cmp(const void *x, const void *y, void *ctx)
 static int file_cmp(const void *x, const void *y)
 {
     const sfile_t *a = x, *b = y;
+    if (a->user != b->user)
+        return a->user ? -1 : 1;
     if (a->cpu != b->cpu)
         return a->cpu > b->cpu ? -1 : 1;
     if (a->alloc != b->alloc)
@@ -99,6 +102,7 @@ static int collect(const report__view_t *v, sline_t **out_lines, uint32_t *out_n
         int new_file = !nf || strcmp(sf[nf - 1].file, l->file) != 0;
         if (new_file) {
             sf[nf].file = l->file;
+            sf[nf].user = l->user || (p->meta.flags & REPORT_F_ALL_LINES);
             sf[nf].first = nl;
             nf++;
         }

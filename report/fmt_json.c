@@ -108,6 +108,7 @@ static void write_lines(report__sb_t *b, const report__view_t *v)
         report__sb_puts(b, k ? ",\n{" : "\n{");
         write_loc(b, l);
         kstr(b, "kind", kind_name(l->kind));
+        kbool(b, "user", l->user);
         kint(b, "samples", v->line_count[i]);
         knum(b, "total_pct", pct(c[0] + c[1] + c[2], v->cpu_total), 3);
         knum(b, "cpu_python_pct", pct(c[SCRY_CLASS_PYTHON], v->cpu_total), 3);
@@ -309,15 +310,21 @@ int report__write_json(report_profile_t *p, FILE *out, const report_options_t *o
     report__sb_printf(
         &b,
         "\"mode\":{\"threads\":%s,\"idle\":%s,\"native\":%s,\"gil\":%s,"
-        "\"memory\":%s},\n",
+        "\"memory\":%s,\"all_lines\":%s},\n",
         m->flags & REPORT_F_THREADS ? "true" : "false", m->flags & REPORT_F_IDLE ? "true" : "false",
         m->flags & REPORT_F_NATIVE ? "true" : "false", m->flags & REPORT_F_GIL ? "true" : "false",
-        m->flags & REPORT_F_MEMORY ? "true" : "false");
+        m->flags & REPORT_F_MEMORY ? "true" : "false",
+        m->flags & REPORT_F_ALL_LINES ? "true" : "false");
     knum(&b, "duration_s", v.duration_s, 3);
     kint(&b, "samples", v.cpu_count);
     kint(&b, "memory_samples", p->nsamples - v.cpu_count);
     kint(&b, "ticks", p->end.ticks);
     kint(&b, "errors", p->end.errors);
+    report__sb_printf(&b,
+                      "\"error_kinds\":{\"unreadable_ticks\":%" PRIu64 ",\"torn_stacks\":%" PRIu64
+                      ",\"bad_memory_records\":%" PRIu64 "},\n",
+                      p->end.err_rounds, p->end.err_torn, p->end.err_records);
+    knum(&b, "rate_achieved_hz", p->end.rate_achieved_hz, 1);
     kint(&b, "dropped", p->end.dropped);
     kint(&b, "truncated", p->truncated);
     report__sb_printf(&b, "\"late\":{\"count\":%" PRIu64 ",", p->end.late);

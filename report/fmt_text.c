@@ -130,9 +130,16 @@ static void header(text_t *t, const report__view_t *v)
     report__sb_printf(&t->b, "\nduration %.2f s, %" PRIu64 " samples", v->duration_s, v->cpu_count);
     if (p->meta.rate_hz > 0)
         report__sb_printf(&t->b, " at %.0f Hz", p->meta.rate_hz);
+    if (p->end.rate_achieved_hz > 0)
+        report__sb_printf(&t->b, " (%.0f Hz achieved)", p->end.rate_achieved_hz);
     if (p->nsamples > v->cpu_count)
         report__sb_printf(&t->b, ", %" PRIu64 " memory samples", p->nsamples - v->cpu_count);
     report__sb_printf(&t->b, ", %" PRIu64 " errors", p->end.errors);
+    if (p->end.errors)
+        report__sb_printf(&t->b,
+                          " (%" PRIu64 " unreadable ticks, %" PRIu64
+                          " torn stacks dropped, %" PRIu64 " bad memory records)",
+                          p->end.err_rounds, p->end.err_torn, p->end.err_records);
     if (p->end.dropped)
         report__sb_printf(&t->b, ", %" PRIu64 " dropped", p->end.dropped);
     if (p->truncated)

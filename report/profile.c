@@ -150,6 +150,7 @@ static uint32_t intern_line(report_profile_t *p, const report__frame_t *f)
     p->lines[p->nlines].function = f->function;
     p->lines[p->nlines].line = f->line;
     p->lines[p->nlines].kind = f->kind;
+    p->lines[p->nlines].user = f->kind == SCRY_FRAME_PYTHON && report__user_file(p, f->file);
     p->line_slots[j] = ++p->nlines;
     return p->nlines - 1;
 }
@@ -175,20 +176,27 @@ static uint32_t new_stack(report_profile_t *p, const scry_sample_t *s, uint32_t 
         return REPORT__NONE;
     p->stacks = ns;
     uint32_t *ids = p->ids + p->nids;
-    uint32_t attr = REPORT__NONE;
+    uint32_t attr = REPORT__NONE, uattr = REPORT__NONE;
+    int all_lines = (p->meta.flags & REPORT_F_ALL_LINES) != 0;
     for (uint32_t i = 0; i < depth; i++) {
         ids[i] = intern_frame(p, &s->frames[i]);
         if (ids[i] == REPORT__NONE)
             return REPORT__NONE;
-        if (attr == REPORT__NONE && s->frames[i].kind == SCRY_FRAME_PYTHON)
+        if (s->frames[i].kind != SCRY_FRAME_PYTHON)
+            continue;
+        if (attr == REPORT__NONE)
             attr = i;
+        if (uattr == REPORT__NONE && !all_lines && report__user_file(p, s->frames[i].file))
+            uattr = i;
     }
     if (attr == REPORT__NONE && depth > 0)
         attr = 0; /* no Python frame: the leaf stands for the line */
+    if (uattr == REPORT__NONE)
+        uattr = attr; /* no frame of the user's: the innermost Python frame */
     report__frame_t unknown = {strtab_intern(p->strs, "<unknown>"), "", 0, SCRY_FRAME_OTHER};
     if (!unknown.function)
         return REPORT__NONE;
-    uint32_t line = intern_line(p, attr == REPORT__NONE ? &unknown : &p->frames[ids[attr]]);
+    uint32_t line = intern_line(p, uattr == REPORT__NONE ? &unknown : &p->frames[ids[uattr]]);
     if (line == REPORT__NONE)
         return REPORT__NONE;
     report__stack_t *st = &p->stacks[p->nstacks];
@@ -199,6 +207,7 @@ static uint32_t new_stack(report_profile_t *p, const scry_sample_t *s, uint32_t 
     st->tid = s->tid;
     st->line = line;
     st->attr = attr;
+    st->uattr = uattr;
     p->nids += depth;
     p->stack_slots[j] = ++p->nstacks;
     return p->nstacks - 1;
@@ -288,8 +297,8 @@ report_profile_t *report_profile_new(const report_meta_t *meta)
     p->strs = strtab_new();
     p->end.gil_fraction = -1.0;
     p->foot_bucket_ns = 10000000; /* 10 ms, doubled as the run grows */
-    if (!p->strs || (meta->python_version && !p->meta.python_version) ||
-        (meta->command && !p->meta.command)) {
+    if (!p->strs || report__scope_copy(p, meta) < 0 ||
+        (meta->python_version && !p->meta.python_version) || (meta->command && !p->meta.command)) {
         report_profile_free(p);
         return NULL;
     }
@@ -303,6 +312,7 @@ void report_profile_free(report_profile_t *p)
     free((char *)p->meta.python_version);
     free((char *)p->meta.command);
     strtab_free(p->strs);
+    report__scope_free(p);
     free(p->frames);
     free(p->frame_slots);
     free(p->stacks);

@@ -34,6 +34,9 @@ enum report_format {
 #define REPORT_F_NATIVE  0x04u /* native frames are merged in (--native) */
 #define REPORT_F_GIL     0x08u /* samples carry a meaningful GIL flag (--gil) */
 #define REPORT_F_MEMORY  0x10u /* memory sampling was on (the shim is loaded) */
+#define REPORT_F_ALL_LINES                                                                         \
+    0x20u /* line views charge the leaf Python line (--all-lines), not                             \
+             the innermost line of the user's code */
 
 typedef struct report_meta {
     int32_t pid;                /* target pid */
@@ -44,20 +47,34 @@ typedef struct report_meta {
     uint64_t start_mono_ns;     /* CLOCK_MONOTONIC at start (time base of time_ns); 0: first
                                    sample's time */
     unsigned flags;             /* REPORT_F_* */
+    /* Which files are the user's code (line views charge a sample to its innermost frame in
+     * the user's code; docs/usage.md "Whose line"). fnmatch(3) patterns on co_filename, '*'
+     * matching '/' too: a file matching an EXCLUDE pattern is not the user's; else one
+     * matching an INCLUDE pattern is; else the file's shape decides (report_is_user_file).
+     * Arrays of NINCLUDE/NEXCLUDE strings, copied; NULL with a count of 0 is fine. */
+    const char *const *include;
+    unsigned ninclude;
+    const char *const *exclude;
+    unsigned nexclude;
 } report_meta_t;
 
 /* End-of-run summary, given by the daemon once sampling stopped. */
 typedef struct report_end {
-    double duration_s;   /* wall time sampled; <= 0: derived from the samples' timestamps */
-    uint64_t ticks;      /* sampling rounds attempted; 0 when unknown */
-    uint64_t errors;     /* samples lost to errors (torn reads, unreadable frames) */
-    uint64_t dropped;    /* samples dropped (memory ring overflow, backpressure) */
-    uint64_t late;       /* ticks that fired late */
-    double late_mean_ms; /* mean lateness of the late ticks */
-    double late_max_ms;  /* worst lateness */
-    int target_exited;   /* 1 when the target exited before the run ended */
-    double gil_fraction; /* [0,1] share of time some thread held the GIL; < 0 unknown
-                            (then derived from the samples when REPORT_F_GIL is set) */
+    double duration_s;       /* wall time sampled; <= 0: derived from the samples' timestamps */
+    uint64_t ticks;          /* sampling rounds attempted; 0 when unknown */
+    uint64_t errors;         /* samples lost to errors: the sum of the three kinds below */
+    uint64_t err_rounds;     /* ticks whose thread list could not be read at all */
+    uint64_t err_torn;       /* thread stacks dropped because they changed while read, every
+                                retry (never emitted, docs/architecture.md "Torn stacks") */
+    uint64_t err_records;    /* memory ring records that failed validation */
+    double rate_achieved_hz; /* ticks per second actually taken; <= 0 unknown */
+    uint64_t dropped;        /* samples dropped (memory ring overflow, backpressure) */
+    uint64_t late;           /* ticks that fired late */
+    double late_mean_ms;     /* mean lateness of the late ticks */
+    double late_max_ms;      /* worst lateness */
+    int target_exited;       /* 1 when the target exited before the run ended */
+    double gil_fraction;     /* [0,1] share of time some thread held the GIL; < 0 unknown
+                                (then derived from the samples when REPORT_F_GIL is set) */
 } report_end_t;
 
 typedef struct report_options {
@@ -76,6 +93,14 @@ typedef struct report_options {
     int (*read_source)(void *ctx, const char *file, char **data, size_t *len);
     void *source_ctx;
 } report_options_t;
+
+/* Tells whether FILE (a co_filename) is the user's code by its shape alone: not empty, not
+ * a pseudo-file ("<frozen ...>", "<string>", "<__array_function__ internals>"), not in a
+ * site-packages or dist-packages directory, and not in the standard library (a directory
+ * component "lib/pythonX..." or "lib64/pythonX...", as every CPython install lays it out:
+ * /usr/lib/python3.11/, ~/.pyenv/versions/3.12.1/lib/python3.12/, python312.zip). Returns 1
+ * or 0 (0 for NULL). */
+int report_is_user_file(const char *file);
 
 /* Creates an empty profile for the run described by META (copied: the caller keeps
  * ownership of its strings). Returns NULL when out of memory or META is NULL. */

@@ -40,8 +40,11 @@ typedef struct report__stack {
     uint32_t off;   /* first frame id in profile->ids (leaf first) */
     uint32_t depth; /* frame count */
     int32_t tid;
-    uint32_t line; /* attribution line id */
-    uint32_t attr; /* index (leaf first) of the attribution frame; REPORT__NONE if none */
+    uint32_t line;  /* attribution line id */
+    uint32_t attr;  /* index (leaf first) of the innermost Python frame (functions' self);
+                       the leaf when no Python frame; REPORT__NONE if the stack is empty */
+    uint32_t uattr; /* index of the line views' attribution frame: the innermost frame in
+                       the user's code, else ATTR (equal to ATTR with REPORT_F_ALL_LINES) */
     uint64_t count[REPORT__NMETRIC][REPORT__NCLASS]; /* samples */
     uint64_t value[REPORT__NMETRIC][REPORT__NCLASS]; /* weight_ns (CPU) or bytes */
 } report__stack_t;
@@ -51,6 +54,7 @@ typedef struct report__line {
     const char *function;
     int32_t line;
     uint8_t kind;
+    uint8_t user; /* the file is the user's code (report__user_file) */
     /* memory, in time order */
     uint64_t alloc_bytes;
     uint64_t alloc_py_bytes; /* ALLOC bytes with cls == 0 (allocated by Python) */
@@ -89,7 +93,9 @@ struct report_profile {
     report_meta_t meta; /* strings owned (duplicated) */
     report_end_t end;
     int have_end;
-    strtab_t *strs; /* synthetic strings ("<unknown>") */
+    strtab_t *strs;            /* synthetic strings ("<unknown>") */
+    char **include, **exclude; /* user's-code patterns (scope.c) */
+    unsigned ninclude, nexclude;
 
     report__frame_t *frames;
     uint32_t nframes, frames_cap;
@@ -132,6 +138,13 @@ struct report_profile {
     uint32_t nfoot;
     report__point_t foot[REPORT__FOOT_MAX];
 };
+
+/* scope.c: whether FILE is the user's code under P's include/exclude patterns. */
+int report__user_file(const report_profile_t *p, const char *file);
+/* Copies the include/exclude arrays of META into P (strings duplicated). Returns 0 or
+ * SCRY_E_NOMEM. */
+int report__scope_copy(report_profile_t *p, const report_meta_t *meta);
+void report__scope_free(report_profile_t *p);
 
 /* memtrack.c: memory accounting of one ALLOC/FREE/COPY sample attributed to LINE. */
 int report__mem_add(report_profile_t *p, const scry_sample_t *s, uint32_t line);

@@ -244,6 +244,9 @@ static int line_order_cmp(const void *x, const void *y, void *ctx)
 {
     const report__view_t *v = ctx;
     uint32_t ia = *(const uint32_t *)x, ib = *(const uint32_t *)y;
+    const report__line_t *la = &v->p->lines[ia], *lb = &v->p->lines[ib];
+    if (!(v->p->meta.flags & REPORT_F_ALL_LINES) && la->user != lb->user)
+        return la->user ? -1 : 1; /* the user's lines first */
     uint64_t ta = report__line_total(v, ia), tb = report__line_total(v, ib);
     if (ta != tb)
         return ta > tb ? -1 : 1;
@@ -356,9 +359,9 @@ int report__view_build_frames(report__view_t *v)
         const uint32_t *ids = p->ids + st->off;
         for (uint32_t i = 0; i < st->depth; i++) {
             uint32_t fid = ids[i];
-            if (p->frames[fid].kind != SCRY_FRAME_PYTHON && i != st->attr)
+            if (p->frames[fid].kind != SCRY_FRAME_PYTHON && i != st->uattr)
                 continue;
-            if (i == st->attr) {
+            if (i == st->uattr) { /* the line views' attribution */
                 for (int c = 0; c < REPORT__NCLASS; c++) {
                     v->frame_self[(size_t)fid * REPORT__NCLASS + (size_t)c] +=
                         stack_cpu_value(v, si, c);
