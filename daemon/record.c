@@ -68,6 +68,7 @@ static void create_ring_for_child(pid_t child, void *ctx)
 
 typedef struct progress {
     int tty;
+    int idle; /* --idle: every thread is sampled, not only the running ones */
     uint64_t last_ns;
     uint64_t start_ns;
     memprof_t *mem; /* --memory: drained after every tick */
@@ -106,8 +107,10 @@ static int show_progress(sampler_t *s, void *ctx)
     p->last_ns = now;
     const sampler_stats_t *st = sampler_stats(s);
     double el = (double)(now - p->start_ns) / 1e9;
-    fprintf(stderr, "\rscry: %.0f s, %llu samples (%.0f/s), %llu errors   ", el,
-            (unsigned long long)st->samples, el > 0 ? (double)st->samples / el : 0.0,
+    fprintf(stderr,
+            "\rscry: %.0f s, %llu ticks (%.0f/s), %llu samples of %s threads, %llu errors   ", el,
+            (unsigned long long)st->ticks, el > 0 ? (double)st->ticks / el : 0.0,
+            (unsigned long long)st->samples, p->idle ? "all" : "running",
             (unsigned long long)st->errors);
     fflush(stderr);
     return 0;
@@ -201,6 +204,7 @@ int cmd_record(const scry_config_t *cfg)
         goto out;
     }
     progress_t prog = {.tty = isatty(2) && !cfg->quiet,
+                       .idle = cfg->idle,
                        .start_ns = scry_now_ns(),
                        .mem = mem,
                        .target = t,
@@ -226,7 +230,10 @@ int cmd_record(const scry_config_t *cfg)
     report_end_t end = {
         .duration_s = elapsed,
         .ticks = st->ticks,
-        .errors = st->errors + pystate_target_stats(t).truncated,
+        .errors = st->errors + pystate_target_stats(t).dropped,
+        .err_rounds = st->errors,
+        .err_torn = pystate_target_stats(t).dropped,
+        .rate_achieved_hz = elapsed > 0 ? (double)st->ticks / elapsed : 0,
         .late = st->late,
         .late_mean_ms = st->late ? (double)st->late_total_ns / (double)st->late / 1e6 : 0,
         .late_max_ms = (double)st->late_max_ns / 1e6,
@@ -239,6 +246,7 @@ int cmd_record(const scry_config_t *cfg)
         memprof_counts(mem, &events, &dropped, &bad);
         end.dropped = dropped;
         end.errors += bad;
+        end.err_records = bad;
         memprof_describe(mem, memline, sizeof memline);
     }
     report_profile_set_end(prof, &end);
@@ -289,17 +297,24 @@ int cmd_record(const scry_config_t *cfg)
         if (st->lost)
             snprintf(lostbuf, sizeof lostbuf, ", %llu records lost", (unsigned long long)st->lost);
         double busy_us = st->ticks ? (double)st->busy_ns / (double)st->ticks / 1e3 : 0;
+        char errs[160] = "";
+        if (end.errors)
+            snprintf(errs, sizeof errs,
+                     " (%llu unreadable ticks, %llu torn stacks dropped, %llu bad memory records)",
+                     (unsigned long long)end.err_rounds, (unsigned long long)end.err_torn,
+                     (unsigned long long)end.err_records);
         fprintf(stderr,
-                "scry: %llu samples in %.1f s at %.0f Hz from pid %d (Python %s), %llu errors, "
-                "late %llu of %llu ticks (max %.1f ms), %.1f us per tick; sampler: %s%s%s; "
-                "wrote %s\n",
-                (unsigned long long)st->samples, elapsed, cfg->rate_hz, (int)info->pid,
-                info->version, (unsigned long long)end.errors, (unsigned long long)st->late,
-                (unsigned long long)st->ticks, end.late_max_ms, busy_us, sampler_backend_desc(smp),
-                lostbuf,
+                "scry: %llu samples in %.1f s at %.0f Hz (%.0f Hz achieved) from pid %d (Python "
+                "%s), %llu errors%s, late %llu of %llu ticks (max %.1f ms), %.1f us per tick; "
+                "sampler: %s%s%s; wrote %s
+",
+                (unsigned long long)st->samples, elapsed, cfg->rate_hz, end.rate_achieved_hz,
+                (int)info->pid, info->version, (unsigned long long)end.errors, errs,
+                (unsigned long long)st->late, (unsigned long long)st->ticks, end.late_max_ms,
+                busy_us, sampler_backend_desc(smp), lostbuf,
                 end.target_exited ? "; the target exited while sampling, kept what was collected"
                                   : "",
-                path);
+                strcmp(path, "-") == 0 ? "to standard output" : path);
         if (memline[0])
             fprintf(stderr, "scry: %s\n", memline);
     }

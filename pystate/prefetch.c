@@ -33,6 +33,7 @@ struct pystate_prefetch {
     size_t data_cap;
     rmem_iov_t *iov;
     uint64_t hits, misses;
+    int direct; /* pystate__pf_direct */
 };
 
 static size_t pf_slot(raddr_t addr)
@@ -120,6 +121,7 @@ void pystate__pf_plan(pystate_prefetch_t *pf, raddr_t addr, size_t len, int rang
 int pystate__pf_begin(pystate_prefetch_t *pf, rmem_t *m)
 {
     /* The plan made during the last sample becomes what we read now. */
+    pf->direct = 0;
     pf_set_t *tmp = pf->cur;
     pf->cur = pf->next;
     pf->next = tmp;
@@ -169,8 +171,8 @@ int pystate__pf_read(pystate_prefetch_t *pf, rmem_t *m, raddr_t addr, void *buf,
                      int range)
 {
     pf_set_t *s = pf->cur;
-    pf_region_t *r = find_exact(s, addr);
-    if (!(r && r->valid && len <= r->len)) {
+    pf_region_t *r = pf->direct ? NULL : find_exact(s, addr);
+    if (!pf->direct && !(r && r->valid && len <= r->len)) {
         r = NULL;
         for (size_t i = 0; i < s->nranges; i++) {
             pf_region_t *c = &s->regions[s->ranges[i]];
@@ -199,6 +201,11 @@ int pystate__pf_read(pystate_prefetch_t *pf, rmem_t *m, raddr_t addr, void *buf,
     if (err == 0)
         pystate__pf_plan(pf, addr, len, range);
     return err;
+}
+
+void pystate__pf_direct(pystate_prefetch_t *pf, int on)
+{
+    pf->direct = on != 0;
 }
 
 void pystate__pf_counts(const pystate_prefetch_t *pf, uint64_t *hits, uint64_t *misses)

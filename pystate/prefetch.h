@@ -37,6 +37,11 @@ int pystate__pf_begin(pystate_prefetch_t *pf, rmem_t *m);
 int pystate__pf_read(pystate_prefetch_t *pf, rmem_t *m, raddr_t addr, void *buf, size_t len,
                      int range);
 
+/* While ON is non-zero, pystate__pf_read ignores the batch and reads the target directly
+ * (still planning what it reads): a retry after a torn read must see the target as it is
+ * now, not the batch it was torn against. pystate__pf_begin turns it off. */
+void pystate__pf_direct(pystate_prefetch_t *pf, int on);
+
 /* Records a region for the next sample without reading it now. */
 void pystate__pf_plan(pystate_prefetch_t *pf, raddr_t addr, size_t len, int range);
 

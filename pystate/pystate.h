@@ -20,9 +20,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define PYSTATE_MAX_DEPTH   2048 /* frames per thread */
-#define PYSTATE_MAX_THREADS 4096 /* threads per interpreter */
-#define PYSTATE_MAX_INTERPS 64
+#define PYSTATE_MAX_DEPTH    2048 /* frames per thread */
+#define PYSTATE_TORN_RETRIES 4    /* direct rereads of a stack that changed while read */
+#define PYSTATE_MAX_THREADS  4096 /* threads per interpreter */
+#define PYSTATE_MAX_INTERPS  64
 
 typedef struct pystate_target pystate_target_t;
 
@@ -46,7 +47,9 @@ typedef struct pystate_thread {
     int32_t tid; /* OS thread id; 0 when it could not be found */
     int32_t interp_id;
     uint8_t gil;          /* holds the GIL (last holder while the GIL is locked) */
-    uint8_t truncated;    /* the walk stopped early (bound or torn read) */
+    uint8_t truncated;    /* the depth bound (PYSTATE_MAX_DEPTH) cut the stack */
+    uint8_t dropped;      /* the stack never read consistently (the thread ran on while it was
+                             read, PYSTATE_TORN_RETRIES times): no frames, do not emit it */
     uint8_t leaf_opclass; /* enum pystate_opclass of the leaf frame's instruction */
     uint32_t nframes;
     scry_frame_t *frames; /* leaf first; owned by the snapshot */
@@ -130,10 +133,12 @@ const pystate_thread_t *pystate_snapshot_thread(const pystate_snapshot_t *s, siz
 typedef struct pystate_stats {
     uint64_t samples;
     uint64_t threads_read;
-    uint64_t truncated;   /* threads whose walk stopped early */
+    uint64_t truncated;   /* threads whose stack the depth bound cut */
     uint64_t code_misses; /* code objects read (cache misses) */
     uint64_t code_hits;
-    uint64_t torn; /* inconsistent reads detected */
+    uint64_t torn;    /* inconsistent reads detected (each led to a retry) */
+    uint64_t retries; /* stacks read again directly because the first read was torn */
+    uint64_t dropped; /* thread stacks dropped: never consistent within the retries */
 } pystate_stats_t;
 
 pystate_stats_t pystate_target_stats(const pystate_target_t *t);

@@ -18,13 +18,15 @@
 #include <string.h>
 #include <time.h>
 
-#define TSTATE_READ_MAX       4096
-#define FRAME_READ_MAX        512
-#define CHUNK_READ_MAX        (256u * 1024)
-#define CODE_BATCH_MAX        4096
-#define FRAME_OWNED_BY_CSTACK 3
-#define NAMES_REFRESH_NS      1000000000ull /* thread names are reread at most once a second */
-#define NAMES_INTERPS_MAX     8             /* interpreters whose threading module is read */
+#define TSTATE_READ_MAX          4096
+#define FRAME_READ_MAX           512
+#define CHUNK_READ_MAX           (256u * 1024)
+#define CODE_BATCH_MAX           4096
+#define FRAME_OWNED_BY_CSTACK    3
+#define FRAME_OWNED_BY_GENERATOR 1             /* 3.11+ */
+#define FRAME_OWNER_MAX          7             /* no version's enum _frameowner goes beyond */
+#define NAMES_REFRESH_NS         1000000000ull /* thread names are reread at most once a second */
+#define NAMES_INTERPS_MAX        8             /* interpreters whose threading module is read */
 
 typedef struct raw_frame {
     raddr_t code;
@@ -47,7 +49,8 @@ typedef struct thread_work {
     size_t chunk_cap;
     raw_frame_t *raw;
     uint32_t nraw;
-    uint8_t truncated;
+    uint8_t truncated; /* the depth bound cut the chain (a legitimate deep stack) */
+    uint8_t torn;      /* the chain or a code object changed under the reader */
     uint8_t leaf_instr[2];
     raddr_t leaf_instr_addr;
 } thread_work_t;
@@ -185,6 +188,7 @@ static int list_threads(pystate_target_t *t, pystate_snapshot_t *s)
                            : 0;
             w->nraw = 0;
             w->truncated = 0;
+            w->torn = 0;
             w->leaf_instr_addr = 0;
             s->count++;
             ts = pystate__u64_at(tbuf, tsize, L->tstate_next);
@@ -194,49 +198,47 @@ static int list_threads(pystate_target_t *t, pystate_snapshot_t *s)
     return 0;
 }
 
-/* Phase 2: current frames of 3.11/3.12 (behind cframe), then each data-stack chunk. */
-static int read_frame_roots(pystate_target_t *t, pystate_snapshot_t *s)
+/* Phase 2, one thread: its current frame (3.11/3.12: behind cframe), then its data-stack
+ * chunk up to just past that frame. Returns 0, or SCRY_E_GONE/SCRY_E_PERM/SCRY_E_NOMEM. */
+static int read_frame_root(pystate_target_t *t, thread_work_t *w)
 {
     const pystate_layout_t *L = &t->layout;
-    for (size_t i = 0; i < s->count; i++) {
-        thread_work_t *w = &s->work[i];
-        w->chunk_len = 0;
-        if (w->cframe) {
-            int err = pf(t, w->cframe + (uint64_t)L->cframe_current_frame, &w->top_frame, 8);
-            if (err == SCRY_E_GONE || err == SCRY_E_PERM)
-                return err;
-            if (err) {
-                w->top_frame = 0;
-                t->stats.torn++;
-            }
+    w->chunk_len = 0;
+    if (w->cframe) {
+        int err = pf(t, w->cframe + (uint64_t)L->cframe_current_frame, &w->top_frame, 8);
+        if (err == SCRY_E_GONE || err == SCRY_E_PERM)
+            return err;
+        if (err) {
+            w->top_frame = 0;
+            t->stats.torn++;
         }
-        if (!w->chunk || !w->top_frame || L->chunk_size < 0)
-            continue;
-        uint64_t size = 0;
-        if (pf(t, w->chunk + (uint64_t)L->chunk_size, &size, 8) != 0 || size < 64 ||
-            size > (1ull << 30))
-            continue;
-        /* Read the chunk up to just past the top frame when that lies inside it. */
-        uint64_t want = size;
-        if (w->top_frame > w->chunk && w->top_frame - w->chunk < size)
-            want = w->top_frame - w->chunk + FRAME_READ_MAX;
-        if (want > size)
-            want = size;
-        if (want > CHUNK_READ_MAX)
-            want = CHUNK_READ_MAX;
-        if (w->chunk_cap < want) {
-            uint8_t *nb = realloc(w->chunk_buf, want);
-            if (!nb)
-                return SCRY_E_NOMEM;
-            w->chunk_buf = nb;
-            w->chunk_cap = want;
-        }
-        if (pystate__pf_read(t->prefetch, t->mem, w->chunk, w->chunk_buf, want, 1) == 0) {
-            w->chunk_len = want;
-            /* Room for the stack to grow by the next sample. */
-            uint64_t slack = want + 1024 < size ? want + 1024 : size;
-            pystate__pf_plan(t->prefetch, w->chunk, slack < CHUNK_READ_MAX ? slack : want, 1);
-        }
+    }
+    if (!w->chunk || !w->top_frame || L->chunk_size < 0)
+        return 0;
+    uint64_t size = 0;
+    if (pf(t, w->chunk + (uint64_t)L->chunk_size, &size, 8) != 0 || size < 64 ||
+        size > (1ull << 30))
+        return 0;
+    /* Read the chunk up to just past the top frame when that lies inside it. */
+    uint64_t want = size;
+    if (w->top_frame > w->chunk && w->top_frame - w->chunk < size)
+        want = w->top_frame - w->chunk + FRAME_READ_MAX;
+    if (want > size)
+        want = size;
+    if (want > CHUNK_READ_MAX)
+        want = CHUNK_READ_MAX;
+    if (w->chunk_cap < want) {
+        uint8_t *nb = realloc(w->chunk_buf, want);
+        if (!nb)
+            return SCRY_E_NOMEM;
+        w->chunk_buf = nb;
+        w->chunk_cap = want;
+    }
+    if (pystate__pf_read(t->prefetch, t->mem, w->chunk, w->chunk_buf, want, 1) == 0) {
+        w->chunk_len = want;
+        /* Room for the stack to grow by the next sample. */
+        uint64_t slack = want + 1024 < size ? want + 1024 : size;
+        pystate__pf_plan(t->prefetch, w->chunk, slack < CHUNK_READ_MAX ? slack : want, 1);
     }
     return 0;
 }
@@ -274,19 +276,54 @@ static int64_t max4(int64_t a, int64_t b, int64_t c, int64_t d)
     return m > d ? m : d;
 }
 
+/* Brent's cycle detection over a chain of frame addresses: a torn chain may loop through
+ * any number of frames, not only to itself. */
+typedef struct cycle {
+    raddr_t mark;
+    uint32_t power, steps;
+} cycle_t;
+
+/* Returns 1 when ADDR closes a loop of the chain walked so far. */
+static int cycle_seen(cycle_t *c, raddr_t addr)
+{
+    if (c->power && addr == c->mark)
+        return 1;
+    if (c->steps == c->power) {
+        c->mark = addr;
+        c->power = c->power ? c->power * 2 : 1;
+        c->steps = 0;
+    }
+    c->steps++;
+    return 0;
+}
+
+/* Whether a PyFrameObject copy says it is executing: f_executing != 0 up to 3.9; in 3.10
+ * f_state FRAME_EXECUTING (0) or FRAME_UNWINDING (2, an exception on its way out). */
+static int frame_executing(const pystate_layout_t *L, const uint8_t *buf, size_t len, int64_t off)
+{
+    int8_t v = (int8_t)pystate__u8_at(buf, len, off);
+    if (L->major == 3 && L->minor == 10)
+        return v == 0 || v == 2;
+    return v != 0;
+}
+
 /* Phase 3, <= 3.10: PyFrameObject chains. */
 static void walk_frame_objects(pystate_target_t *t, thread_work_t *w)
 {
     const pystate_layout_t *L = &t->layout;
-    size_t len = (size_t)max4(L->frame_back, L->frame_code, L->frame_lasti, L->frame_lineno) + 8;
+    /* f_executing (3.6-3.9) and f_state (3.10) follow f_lineno and int f_iblock in every
+     * version's PyFrameObject: every frame of a thread's chain is executing, so one that is
+     * not (a generator that yielded, a frame that returned) was read after it left. */
+    int64_t exec_off = L->frame_lineno >= 0 ? L->frame_lineno + 8 : -1;
+    size_t len = (size_t)max4(L->frame_back, L->frame_code, L->frame_lasti, exec_off) + 8;
     uint8_t buf[FRAME_READ_MAX];
     if (len > sizeof buf)
         len = sizeof buf;
     raddr_t f = w->top_frame;
-    raddr_t prev = 0;
+    cycle_t cy = {0};
     while (f) {
-        if (f == prev || pf(t, f, buf, len) != 0) {
-            w->truncated = 1;
+        if (cycle_seen(&cy, f) || pf(t, f, buf, len) != 0) {
+            w->torn = 1; /* a loop or a freed frame: the chain changed under us */
             t->stats.torn++;
             return;
         }
@@ -295,9 +332,13 @@ static void walk_frame_objects(pystate_target_t *t, thread_work_t *w)
         uint32_t offset = lasti < 0 ? 0 : (uint32_t)lasti;
         if (L->major == 3 && L->minor == 10)
             offset *= 2;
+        if (!code || (exec_off >= 0 && !frame_executing(L, buf, len, exec_off))) {
+            w->torn = 1;
+            t->stats.torn++;
+            return;
+        }
         if (push_raw(w, code, offset, 1, 1) != 0)
             return;
-        prev = f;
         f = pystate__u64_at(buf, len, L->frame_back);
     }
 }
@@ -314,16 +355,23 @@ static void walk_interpreter_frames(pystate_target_t *t, thread_work_t *w)
     if (len > sizeof buf)
         len = sizeof buf;
     raddr_t f = w->top_frame;
-    raddr_t prev = 0;
+    cycle_t cy = {0};
     size_t steps = 0;
     while (f && steps++ < 2 * PYSTATE_MAX_DEPTH) {
-        if (f == prev || frame_bytes(t, w, f, buf, len) != 0) {
-            w->truncated = 1;
+        if (cycle_seen(&cy, f) || frame_bytes(t, w, f, buf, len) != 0) {
+            w->torn = 1; /* a loop or an unreadable frame: the chain changed under us */
             t->stats.torn++;
             return;
         }
         uint8_t owner = pystate__u8_at(buf, len, L->iframe_owner);
         raddr_t next = pystate__u64_at(buf, len, L->iframe_previous);
+        if (owner > FRAME_OWNER_MAX || (owner == FRAME_OWNED_BY_GENERATOR && !next)) {
+            /* not a frame any more, or a generator that yielded (a running generator
+             * always has a caller; it is never a thread's root) */
+            w->torn = 1;
+            t->stats.torn++;
+            return;
+        }
         if (L->frame_style >= PYSTATE_FRAMES_312 && owner == FRAME_OWNED_BY_CSTACK) {
             /* A shim frame: the Python frame just above it was entered from C. */
             if (w->nraw)
@@ -331,6 +379,11 @@ static void walk_interpreter_frames(pystate_target_t *t, thread_work_t *w)
         } else {
             raddr_t code = pystate__u64_at(buf, len, L->iframe_code);
             raddr_t instr = pystate__u64_at(buf, len, L->iframe_instr);
+            if (!code) {
+                w->torn = 1;
+                t->stats.torn++;
+                return;
+            }
             raddr_t start = code + (uint64_t)L->code_adaptive;
             uint32_t offset = 0;
             int has = 0;
@@ -346,7 +399,6 @@ static void walk_interpreter_frames(pystate_target_t *t, thread_work_t *w)
             if (push_raw(w, code, offset, has, entry) != 0)
                 return;
         }
-        prev = f;
         f = next;
     }
     if (f)
@@ -360,12 +412,13 @@ static void finish_entries(thread_work_t *w)
         w->raw[w->nraw - 1].entry = 1;
 }
 
-/* Phase 4: validate code objects, read leaf instructions, fill the frames. */
-static int resolve_frames(pystate_target_t *t, pystate_snapshot_t *s)
+/* Phase 4, one thread: validate code objects, read the leaf instruction, fill the frames.
+ * A code object that is gone or changed marks the walk torn. Returns 0 or SCRY_E_NOMEM. */
+static int resolve_thread(pystate_target_t *t, pystate_snapshot_t *s, size_t i)
 {
     const pystate_layout_t *L = &t->layout;
     uint8_t key[PYSTATE_CODE_KEY_MAX];
-    for (size_t i = 0; i < s->count; i++) {
+    {
         thread_work_t *w = &s->work[i];
         pystate_thread_t *th = &s->threads[i];
         if (!th->frames) {
@@ -394,9 +447,9 @@ static int resolve_frames(pystate_target_t *t, pystate_snapshot_t *s)
                 last_code = r->code;
             }
             if (!code) {
-                th->truncated = 1;
+                w->torn = 1; /* freed or reused: the frame is stale */
                 t->stats.torn++;
-                continue;
+                break;
             }
             scry_frame_t *f = &th->frames[n];
             f->function = code->function;
@@ -430,8 +483,6 @@ static int resolve_frames(pystate_target_t *t, pystate_snapshot_t *s)
             n++;
         }
         th->nframes = n;
-        if (th->truncated)
-            t->stats.truncated++;
     }
     return 0;
 }
@@ -488,6 +539,92 @@ static void assign_names(pystate_target_t *t, pystate_snapshot_t *s)
         s->threads[i].name = pystate__name_map_find(&nm->map, s->threads[i].pthread_id);
 }
 
+/* The thread's current frame as the target has it now, read directly (not from the
+ * batch): tstate->frame (<= 3.10), tstate->cframe->current_frame (3.11, 3.12),
+ * tstate->current_frame (3.13+). Returns 0 or an rmem code. */
+static int read_top_now(pystate_target_t *t, const thread_work_t *w, raddr_t *top, raddr_t *cframe)
+{
+    const pystate_layout_t *L = &t->layout;
+    raddr_t v = 0;
+    int err = rmem_read(t->mem, w->tstate + (uint64_t)L->tstate_frame, &v, 8);
+    if (err)
+        return err;
+    *cframe = 0;
+    if (L->cframe_current_frame >= 0) {
+        *cframe = v;
+        if (v && (err = rmem_read(t->mem, v + (uint64_t)L->cframe_current_frame, &v, 8)) != 0)
+            return err;
+    }
+    *top = v;
+    return 0;
+}
+
+/* Walks one thread's chain (from W->top_frame, with its chunk copy) and resolves it. */
+static int walk_thread(pystate_target_t *t, pystate_snapshot_t *s, size_t i)
+{
+    thread_work_t *w = &s->work[i];
+    w->nraw = 0;
+    w->truncated = 0;
+    w->torn = 0;
+    w->leaf_instr_addr = 0;
+    if (w->top_frame) {
+        if (t->layout.frame_style == PYSTATE_FRAMES_OBJECTS)
+            walk_frame_objects(t, w);
+        else
+            walk_interpreter_frames(t, w);
+        finish_entries(w);
+    }
+    return resolve_thread(t, s, i);
+}
+
+/* Reads one thread's stack so that it is consistent: the walk served from the batch is
+ * kept when the thread's current frame is still the one it started from; otherwise (or
+ * when the walk was torn) the stack is read again directly from the target, bracketed by
+ * two reads of the current frame, until both agree and the walk is whole (at most
+ * PYSTATE_TORN_RETRIES times). A stack that never reads consistently is dropped (no
+ * frames, counted in stats.dropped): a torn stack is never handed on. */
+static int read_thread(pystate_target_t *t, pystate_snapshot_t *s, size_t i)
+{
+    thread_work_t *w = &s->work[i];
+    int err = read_frame_root(t, w);
+    if (!err)
+        err = walk_thread(t, s, i);
+    if (err)
+        return err;
+    raddr_t now = 0, cf = 0;
+    err = read_top_now(t, w, &now, &cf);
+    if (err == SCRY_E_GONE || err == SCRY_E_PERM)
+        return err;
+    if (!err && now == w->top_frame && !w->torn)
+        return 0;
+    pystate__pf_direct(t->prefetch, 1);
+    int ok = 0;
+    for (int r = 0; r < PYSTATE_TORN_RETRIES && !ok; r++) {
+        t->stats.retries++;
+        raddr_t before = 0, after = 0;
+        if ((err = read_top_now(t, w, &before, &cf)) != 0)
+            break;
+        w->top_frame = before;
+        if (t->layout.cframe_current_frame >= 0)
+            w->cframe = cf; /* read_frame_root reads the top through it again */
+        if ((err = read_frame_root(t, w)) != 0 || (err = walk_thread(t, s, i)) != 0)
+            break;
+        if ((err = read_top_now(t, w, &after, &cf)) != 0)
+            break;
+        ok = after == before && w->top_frame == before && !w->torn;
+    }
+    pystate__pf_direct(t->prefetch, 0);
+    if (err == SCRY_E_GONE || err == SCRY_E_PERM || err == SCRY_E_NOMEM)
+        return err;
+    if (!ok) {
+        t->stats.dropped++;
+        s->threads[i].nframes = 0;
+        s->threads[i].truncated = 0;
+        s->threads[i].dropped = 1;
+    }
+    return 0;
+}
+
 int pystate_sample(pystate_target_t *t, pystate_snapshot_t *s)
 {
     t->stats.samples++;
@@ -497,22 +634,13 @@ int pystate_sample(pystate_target_t *t, pystate_snapshot_t *s)
     err = list_threads(t, s);
     if (err)
         return err;
-    err = read_frame_roots(t, s);
-    if (err)
-        return err;
     for (size_t i = 0; i < s->count; i++) {
-        thread_work_t *w = &s->work[i];
-        if (!w->top_frame)
-            continue;
-        if (t->layout.frame_style == PYSTATE_FRAMES_OBJECTS)
-            walk_frame_objects(t, w);
-        else
-            walk_interpreter_frames(t, w);
-        finish_entries(w);
+        s->threads[i].dropped = 0;
+        if ((err = read_thread(t, s, i)) != 0)
+            return err;
+        if (s->threads[i].truncated)
+            t->stats.truncated++;
     }
-    err = resolve_frames(t, s);
-    if (err)
-        return err;
     mark_gil(t, s);
     uint64_t fin = 0;
     s->finalizing = t->finalizing_addr && pf(t, t->finalizing_addr, &fin, 8) == 0 && fin != 0;
