@@ -84,14 +84,15 @@ static void header(report__html_t *h)
         snprintf(tmp, sizeof tmp, "%" PRIu64, p->nsamples - v->cpu_count);
         meta_item(b, "memory samples", tmp);
     }
-    if (p->end.errors)
-        snprintf(tmp, sizeof tmp,
-                 "%" PRIu64 " (%" PRIu64 " unreadable ticks, %" PRIu64
-                 " torn stacks dropped, %" PRIu64 " bad memory records)",
-                 p->end.errors, p->end.err_rounds, p->end.err_torn, p->end.err_records);
-    else
-        snprintf(tmp, sizeof tmp, "0");
+    snprintf(tmp, sizeof tmp, "%" PRIu64, p->end.errors);
     meta_item(b, "errors", tmp);
+    if (p->end.errors) {
+        snprintf(tmp, sizeof tmp,
+                 "%" PRIu64 " unreadable ticks, %" PRIu64 " torn stacks dropped, %" PRIu64
+                 " bad memory records",
+                 p->end.err_rounds, p->end.err_torn, p->end.err_records);
+        meta_item(b, "error kinds", tmp);
+    }
     if (p->end.rate_achieved_hz > 0) {
         snprintf(tmp, sizeof tmp, "%.0f Hz", p->end.rate_achieved_hz);
         meta_item(b, "rate achieved", tmp);
