@@ -3,24 +3,30 @@
 user's own line (library-heavy lines, numpy wrappers, memory kept through a library call)
 and whole, consistent stacks without stopping the target (a call-heavy program).
 
-usage: run_lines.py --scry PATH --python VERSION [-k PATTERN] [--smoke] [-v]
+usage: run_lines.py --scry PATH --python LABEL [-k PATTERN] [--smoke] [-v]
 
---smoke runs only the torn-stack test. The harness (processes, scry, output lines, exit code)
-is tests/func/attr/run_attr.py's, imported; see docs/testing.md.
+--smoke runs only the torn-stack test. Harness: tests/lib/scrytest (docs/testing.md).
 """
 import json
 import os
-import re
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "attr"))
-import run_attr as A  # noqa: E402
-from run_attr import Fail, Skip, check  # noqa: E402
+sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
+import scrytest as st  # noqa: E402
+from scrytest import Fail, Skip, check  # noqa: E402,F401
 
-A.WORKLOADS = os.path.join(HERE, "workloads")
-A.TESTS[:] = []
-test = A.test
+WORKLOADS = os.path.join(HERE, "workloads")
+VERSIONS = ["3.6", "3.7", "3.8", "3.9", "3.10", "3.11", "3.12", "3.13", "debian3.11"]
+TESTS = st.Tests()
+
+
+def workload(c, name, args, target=True):
+    """Starts workloads/NAME with --ready: (Popen, truth). TARGET: it must outlive scry."""
+    ready = c.path("ready-%d.json" % len(c.procs))
+    return c.start_target([os.path.join(WORKLOADS, name), "--ready", ready] + list(args), ready,
+                          name, target=target)
+
 
 SHARE_TOL = 5.0  # percentage points per line, shares over the measured lines
 TORN_MAX_PCT = 0.5
@@ -55,19 +61,18 @@ def check_shares(report, truth, out, min_hold):
 
 
 def run_libheavy(c, launch, memory):
-    out_path = os.path.join(c.tmp, "out.json")
-    rep_path = os.path.join(c.tmp, "report.json")
+    out_path = c.path("out.json")
+    rep_path = c.path("report.json")
     args = ["--seconds", "6", "--out", out_path]
     flags = ["--rate", "200"] + (["--memory"] if memory else [])
     if launch:
-        ready = os.path.join(c.tmp, "ready.json")
-        c.scry(["record", "-q", "-f", "json", "-o", rep_path] + flags +
-               ["--", c.python, os.path.join(A.WORKLOADS, "libheavy.py"), "--ready", ready] + args)
-        with open(ready) as f:
-            truth = json.load(f)
+        ready = c.path("ready.json")
+        c.scry_ok(["record", "-q", "-f", "json", "-o", rep_path] + flags + ["--"] +
+                  c.interp.argv(os.path.join(WORKLOADS, "libheavy.py"), "--ready", ready, *args))
+        truth = st.load_json(ready, "the workload's truth")
     else:
-        p, truth = c.workload("libheavy.py", args)
-        c.scry(["record", "-q", "-f", "json", "-o", rep_path, "--pid", p.pid] + flags)
+        p, truth = workload(c, "libheavy.py", args, target=False)  # exits at its end
+        c.scry_ok(["record", "-q", "-f", "json", "-o", rep_path, "--pid", p.pid] + flags)
         c.wait(p, 60, "libheavy.py")
     with open(rep_path) as f:
         report = json.load(f)
@@ -76,7 +81,7 @@ def run_libheavy(c, launch, memory):
     return report, truth, out
 
 
-@test("lines_attach")
+@TESTS("lines_attach")
 def t_lines_attach(c):
     """csv/json/re (and np.concatenate) lines: each line's share of the measured lines within
     5 points of its CPU time, the lines of this file holding >= 80% of the samples."""
@@ -91,7 +96,7 @@ def mem_net(report, truth, name):
     return 0.0
 
 
-@test("lines_launch_memory")
+@TESTS("lines_launch_memory")
 def t_lines_launch_memory(c):
     """Launched with --memory: the same shares (>= 60% held: start-up is in the profile), and
     the bytes kept by keep.append(base64.b64encode(...)) (and keep.append(np.ones(n))) are
@@ -112,37 +117,48 @@ STRAY_OK = {"<module>": {"main"}, "main": {"recurse"},
             "mid": {"leaf"}, "gen": {"leaf"}}
 
 
-def torn_kind(stack, truth):
-    """None when the stack (root first) is one the program can have, else why not."""
-    names = [f.function for f in stack]
-    if any(f.function == "<truncated>" for f in stack):
+def split_frame(text):
+    """'function (file:line)' -> (function, file)."""
+    if text.endswith(")") and " (" in text:
+        fn, loc = text[:-1].rsplit(" (", 1)
+        return fn, loc.rsplit(":", 1)[0]
+    return text, ""
+
+
+def torn_kind(frames, truth):
+    """None when the stack (frame texts, root first) is one the program can have, else
+    why not."""
+    stack = [split_frame(f) for f in frames]
+    names = [fn for fn, _ in stack]
+    if "<truncated>" in names:
         return "truncated"
-    if names[0] != "<module>" or stack[0].file != truth["file"]:
+    if names[0] != "<module>" or stack[0][1] != truth["file"]:
         return "stray root"
     if names.count("recurse") > truth["maxd"] + 1:
         return "impossible depth"
-    for a, b in zip(stack, stack[1:]):
-        if a.function in STRAY_OK:
-            if b.function not in STRAY_OK[a.function]:
+    for (a, _), (b, bfile) in zip(stack, stack[1:]):
+        if a in STRAY_OK:
+            if b not in STRAY_OK[a]:
                 return "wrong caller"
-        elif not (b.file or "").endswith("random.py"):
+        elif not bfile.endswith("random.py"):
             return "wrong caller"
     return None
 
 
-@test("torn_attach", smoke=True)
+@TESTS("torn_attach", smoke=True)
 def t_torn_attach(c):
     """A call-heavy program sampled at 500 Hz for 4 s without stopping it: < 0.5% of the
     samples are truncated, start at a stray root, have an impossible depth or a caller the
     program cannot have; what was dropped is counted in the report's errors."""
-    p, truth = c.workload("calls.py", ["--seconds", "30"])
-    text = c.record(["--pid", p.pid, "--rate", "500", "--duration", "4"], "collapsed", "calls.txt")
-    rep = os.path.join(c.tmp, "calls.json")
-    stacks = A.parse_collapsed(text)
+    p, truth = workload(c, "calls.py", ["--seconds", "30"])
+    _, text = c.record(["-q", "--pid", p.pid, "--rate", "500", "--duration", "4"], "collapsed",
+                       "calls.txt")
+    rep = c.path("calls.json")
+    stacks = st.parse_collapsed(text)
     total = sum(n for _, n in stacks)
     bad = {}
-    for st, n in stacks:
-        k = torn_kind(st, truth)
+    for frames, n in stacks:
+        k = torn_kind(frames, truth)
         if k:
             bad[k] = bad.get(k, 0) + n
     nbad = sum(bad.values())
@@ -151,14 +167,32 @@ def t_torn_attach(c):
     check(total >= 300, "too few samples: " + detail)
     check(pct < TORN_MAX_PCT, detail)
     # the report says what was dropped, by kind
-    c.scry(["record", "-q", "-f", "json", "-o", rep, "--pid", p.pid, "--rate", "500", "--duration", "1"])
-    with open(rep) as f:
-        d = json.load(f)
+    c.scry_ok(["record", "-q", "-f", "json", "-o", rep, "--pid", p.pid, "--rate", "500",
+               "--duration", "1"])
+    d = st.load_json(rep, "the json report")
     k = d.get("error_kinds")
     check(k is not None and d["errors"] == sum(k.values()), "error kinds: %r" % k)
-    check(p.poll() is None, "the target died")
     return detail + "; a second run: errors %d %r" % (d["errors"], k)
 
 
+def main():
+    ap = st.add_common_args(st.runner.parser(__doc__), VERSIONS)
+    ap.add_argument("--smoke", action="store_true", help="the torn-stack test only")
+    a = ap.parse_args()
+    scry = os.path.abspath(a.scry)
+    tests = TESTS.select(a.k, lambda t: t.meta.get("smoke", False) or not a.smoke)
+    if not os.access(scry, os.X_OK):
+        return st.setup_failed("scry executable %s not found" % scry)
+    try:
+        interp = st.find(a.python)
+    except Skip as e:
+        return st.skip_all(a.python, e, len(tests))
+    print("scry line report tests: %s, %s" % (scry, interp.describe()))
+    sys.stdout.flush()
+    env = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    return st.run(tests, lambda t: st.Ctx(t.name, interp, scry, a.v, prefix="scry-lines", env=env),
+                  "Python %s" % a.python, verbose=a.v)
+
+
 if __name__ == "__main__":
-    sys.exit(A.main())
+    sys.exit(main())
