@@ -306,8 +306,7 @@ int cmd_record(const scry_config_t *cfg)
         fprintf(stderr,
                 "scry: %llu samples in %.1f s at %.0f Hz (%.0f Hz achieved) from pid %d (Python "
                 "%s), %llu errors%s, late %llu of %llu ticks (max %.1f ms), %.1f us per tick; "
-                "sampler: %s%s%s; wrote %s
-",
+                "sampler: %s%s%s; wrote %s\n",
                 (unsigned long long)st->samples, elapsed, cfg->rate_hz, end.rate_achieved_hz,
                 (int)info->pid, info->version, (unsigned long long)end.errors, errs,
                 (unsigned long long)st->late, (unsigned long long)st->ticks, end.late_max_ms,
