@@ -38,6 +38,11 @@
  * must call ringc_heartbeat() at least every SCRY_RING_HEARTBEAT_PERIOD_NS. */
 #define SCRY_RING_HEARTBEAT_STALE_NS  1000000000ull
 #define SCRY_RING_HEARTBEAT_PERIOD_NS 250000000ull
+/* The shim lets go of a ring (unmaps it, and restores what it redirected when no other ring
+ * is active) once the daemon disabled it after having enabled it (end of a session), or
+ * when the heartbeat is older than this (daemon dead; a stopped daemon that comes back
+ * within this time finds its ring still there). See docs/memory.md, "Lifetime". */
+#define SCRY_RING_RETIRE_NS 10000000000ull
 /* Launch mode: how long a preloaded Python process waits before main() for scry to enable
  * the ring (scry publishes the layout as soon as the program is mapped). */
 #define SCRY_RING_LAUNCH_WAIT_NS 3000000000ull

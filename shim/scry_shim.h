@@ -22,20 +22,20 @@
  *
  * Callable from any thread, at any time after the library's constructor ran; idempotent
  * (attaching again to the active path returns 0 and only retries the Python hook
- * scheduling); a different path replaces the active ring (at most 16 per process: the
- * old mappings stay mapped). Never blocks: a concurrent attach returns SCRY_E_AGAIN.
+ * scheduling); a different path replaces the active ring (the old one is unmapped once no
+ * thread is inside it). Never blocks: a concurrent attach returns SCRY_E_AGAIN.
  * Never calls into the interpreter except Py_IsInitialized/Py_AddPendingCall and the
  * lookups of Python's symbols (dlsym: needs the loader lock, like the dlopen before it).
  * Threads start sampling within 16 MiB of their next allocations.
  *
  * Returns 0, or SCRY_E_INVAL (bad path), SCRY_E_NOTFOUND (cannot open), SCRY_E_CORRUPT
  * (not a valid ring), SCRY_E_IO (mmap failed), SCRY_E_PERM (ring claimed by another
- * process, or a fork child), SCRY_E_AGAIN (attach in progress), SCRY_E_NOMEM (too many
- * rings). */
+ * process, or a fork child), SCRY_E_AGAIN (attach in progress, or the earlier rings are
+ * all still in use by a thread). */
 int scry_shim_attach(const char *ring_path);
 
-/* Stops recording into the active ring (the shim becomes a pass-through; hooks stay
- * installed). Returns 0. */
+/* Ends the session as if the daemon had disabled the ring: the ring is retired, and the
+ * shim lets go of it and of its hooks (docs/memory.md, "Ring lifetime"). Returns 0. */
 int scry_shim_detach(void);
 
 #endif

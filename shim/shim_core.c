@@ -21,13 +21,27 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SHIM_MAX_VIEWS   16
+#define SHIM_MAX_VIEWS   8 /* the active ring and retired ones not yet unmapped */
 #define SHIM_MAX_RING_MB 1024
 #define SHIM_PATH_MAX    256
 
-static shim_ring_view_t views[SHIM_MAX_VIEWS]; /* never unmapped: threads may be inside */
-static unsigned nviews;
-static shim_ring_view_t *active_view; /* atomic */
+/* Ring views and their reclamation.
+ *
+ * Every use of a view is bracketed: view_get() counts the thread in (inflight, seq_cst)
+ * and then loads active_view (seq_cst); view_put() counts it out. A view is retired by
+ * replacing active_view (seq_cst store) and unmapped only by reclaim(), which needs
+ * inflight == 0 at one moment after that store: any thread counted in later loads the new
+ * active_view and can never reach the retired one, and none counted in earlier is still
+ * inside. reclaim() never waits: when threads are inside, it is retried later (next slow
+ * path's teardown, next attach). views[] and view_state[] change only under attach_busy. */
+enum { VIEW_FREE = 0, VIEW_ACTIVE, VIEW_RETIRED };
+static shim_ring_view_t views[SHIM_MAX_VIEWS];
+static uint8_t view_state[SHIM_MAX_VIEWS];
+static uint8_t view_enabled_seen[SHIM_MAX_VIEWS]; /* atomic: the daemon enabled it once */
+static int view_fd[SHIM_MAX_VIEWS];               /* the ring's fd kept for reclaim, or -1 */
+static shim_ring_view_t *active_view;             /* atomic */
+static uint64_t inflight;                         /* atomic: threads using a view */
+static int release_pending;                       /* atomic: retired views or hooks to undo */
 static char active_path[SHIM_PATH_MAX];
 static int attach_busy; /* atomic try-lock: attach never blocks */
 static int forked_child;
@@ -44,41 +58,111 @@ static void debug(const char *a, const char *b)
     }
 }
 
-struct scry_ring_header *shim__header(void)
+const shim_ring_view_t *shim__view_get(void)
 {
-    shim_ring_view_t *v = __atomic_load_n(&active_view, __ATOMIC_ACQUIRE);
-    return v ? v->hdr : NULL;
+    __atomic_fetch_add(&inflight, 1, __ATOMIC_SEQ_CST);
+    shim_ring_view_t *v = __atomic_load_n(&active_view, __ATOMIC_SEQ_CST);
+    if (!v)
+        __atomic_fetch_sub(&inflight, 1, __ATOMIC_RELEASE);
+    return v;
+}
+
+void shim__view_put(const shim_ring_view_t *v)
+{
+    if (v)
+        __atomic_fetch_sub(&inflight, 1, __ATOMIC_RELEASE);
 }
 
 void shim__state_set(uint32_t bits)
 {
-    shim_ring_view_t *v = __atomic_load_n(&active_view, __ATOMIC_ACQUIRE);
+    const shim_ring_view_t *v = shim__view_get();
     if (v && (__atomic_load_n(&v->hdr->shim_state, __ATOMIC_RELAXED) & bits) != bits)
+        __atomic_fetch_or(&v->hdr->shim_state, bits, __ATOMIC_RELAXED);
+    shim__view_put(v);
+}
+
+static void state_set_on(const shim_ring_view_t *v, uint32_t bits)
+{
+    if ((__atomic_load_n(&v->hdr->shim_state, __ATOMIC_RELAXED) & bits) != bits)
         __atomic_fetch_or(&v->hdr->shim_state, bits, __ATOMIC_RELAXED);
 }
 
-const shim_ring_view_t *shim__active(uint64_t now)
+/* Retires V if it is still the active view (any thread, lock-free). */
+static void retire(const shim_ring_view_t *v)
 {
-    shim_ring_view_t *v = __atomic_load_n(&active_view, __ATOMIC_ACQUIRE);
-    if (!v || __atomic_load_n(&forked_child, __ATOMIC_RELAXED))
-        return NULL;
+    shim_ring_view_t *expect = (shim_ring_view_t *)v;
+    if (__atomic_compare_exchange_n(&active_view, &expect, NULL, 0, __ATOMIC_SEQ_CST,
+                                    __ATOMIC_RELAXED))
+        __atomic_store_n(&release_pending, 1, __ATOMIC_SEQ_CST);
+}
+
+/* Unmaps the retired views when no thread can be inside one. Caller holds attach_busy.
+ * Returns 0 when none is left, -1 when threads were inside (try again later). */
+static int reclaim(void)
+{
+    int any = 0;
+    for (unsigned i = 0; i < SHIM_MAX_VIEWS; i++)
+        any |= view_state[i] == VIEW_RETIRED ||
+               (view_state[i] == VIEW_ACTIVE &&
+                __atomic_load_n(&active_view, __ATOMIC_SEQ_CST) != &views[i]);
+    if (!any)
+        return 0;
+    if (__atomic_load_n(&inflight, __ATOMIC_SEQ_CST) != 0)
+        return -1;
+    shim_ring_view_t *act = __atomic_load_n(&active_view, __ATOMIC_SEQ_CST);
+    for (unsigned i = 0; i < SHIM_MAX_VIEWS; i++) {
+        if (view_state[i] == VIEW_FREE || act == &views[i])
+            continue;
+        munmap(views[i].hdr, views[i].map_len);
+        if (view_fd[i] >= 0)
+            close(view_fd[i]);
+        view_fd[i] = -1;
+        memset(&views[i], 0, sizeof views[i]);
+        view_state[i] = VIEW_FREE;
+    }
+    return 0;
+}
+
+/* Nonzero when V may be written now; otherwise (disabled, daemon gone, finalizing) the
+ * caller passes through. A ring the daemon enabled once and then disabled, or whose
+ * heartbeat stopped for SCRY_RING_RETIRE_NS (daemon dead), is retired: the shim lets go of
+ * it and of its hooks (shim__teardown). */
+static int usable(const shim_ring_view_t *v, uint64_t now)
+{
+    if (__atomic_load_n(&forked_child, __ATOMIC_RELAXED))
+        return 0;
     struct scry_ring_header *h = v->hdr;
+    unsigned idx = (unsigned)(v - views);
     /* A heartbeat a little in the future is normal (NOW was taken before it was read and
      * the thread may have been preempted in between); only a far-future one (a garbage
      * header) is refused, so a dead daemon is still noticed. */
     uint64_t hb = __atomic_load_n(&h->heartbeat_ns, __ATOMIC_ACQUIRE);
+    int enabled = __atomic_load_n(&h->enabled, __ATOMIC_ACQUIRE) != 0;
+    int64_t age = (int64_t)(now - hb);
+    if (enabled && !__atomic_load_n(&view_enabled_seen[idx], __ATOMIC_RELAXED))
+        __atomic_store_n(&view_enabled_seen[idx], 1, __ATOMIC_RELAXED);
     if (__atomic_load_n(&h->magic, __ATOMIC_RELAXED) != SCRY_RING_MAGIC ||
-        !__atomic_load_n(&h->enabled, __ATOMIC_ACQUIRE) ||
-        (int64_t)(now - hb) > (int64_t)SCRY_RING_HEARTBEAT_STALE_NS ||
+        (!enabled && __atomic_load_n(&view_enabled_seen[idx], __ATOMIC_RELAXED)) ||
+        age > (int64_t)SCRY_RING_RETIRE_NS) {
+        state_set_on(v, SCRY_RING_SHIM_PASSTHROUGH);
+        retire(v);
+        return 0;
+    }
+    if (!enabled || age > (int64_t)SCRY_RING_HEARTBEAT_STALE_NS ||
         (int64_t)(hb - now) > 30 * (int64_t)SCRY_RING_HEARTBEAT_STALE_NS) {
-        shim__state_set(SCRY_RING_SHIM_PASSTHROUGH);
-        return NULL;
+        state_set_on(v, SCRY_RING_SHIM_PASSTHROUGH);
+        return 0;
     }
     if (SHIM_UNLIKELY(shim__py_finalizing())) {
-        shim__state_set(SCRY_RING_SHIM_FINALIZING);
-        return NULL;
+        state_set_on(v, SCRY_RING_SHIM_FINALIZING);
+        return 0;
     }
-    return v;
+    return 1;
+}
+
+int shim__release_pending(void)
+{
+    return __atomic_load_n(&release_pending, __ATOMIC_RELAXED);
 }
 
 static void thread_seed(shim_tls_t *t)
@@ -117,17 +201,30 @@ static void emit(const shim_ring_view_t *v, uint8_t kind, uint8_t origin, uint64
     shim__ring_count(v, kind, weight, lost);
 }
 
-/* Common entry of the sampling slow paths. Returns the active view with t->busy set, or
- * NULL (busy left as it was) after re-arming the countdown for idle mode. */
+/* Common entry of the sampling slow paths. Returns the active view, counted in (give it
+ * back with leave()), with t->busy set; or NULL (busy left as it was) when not recording.
+ * A thread that finds no ring while one is still to be let go of asks for the teardown. */
 static const shim_ring_view_t *enter(shim_tls_t *t, uint64_t *now)
 {
     t->busy = 1;
     thread_seed(t);
     *now = scry_now_ns();
-    const shim_ring_view_t *v = shim__active(*now);
+    const shim_ring_view_t *v = shim__view_get();
+    if (v && !usable(v, *now)) {
+        shim__view_put(v);
+        v = NULL;
+    }
     if (v)
         shim__py_poll(v);
+    else if (SHIM_UNLIKELY(__atomic_load_n(&release_pending, __ATOMIC_RELAXED)))
+        shim__py_schedule_teardown();
     return v;
+}
+
+static void leave(shim_tls_t *t, const shim_ring_view_t *v)
+{
+    shim__view_put(v);
+    t->busy = 0;
 }
 
 /* A countdown went negative. If part of the stride was held back (REST), this was only a
@@ -168,7 +265,7 @@ void shim__alloc_slow(void *p, size_t n, uint8_t origin, uint8_t flags)
     if (!v || mean == 0) {
         t->alloc_left = SHIM_IDLE_STRIDE;
         t->alloc_armed = 0;
-        t->busy = 0;
+        leave(t, v);
         return;
     }
     if (mean > ((uint64_t)1 << 40))
@@ -180,7 +277,7 @@ void shim__alloc_slow(void *p, size_t n, uint8_t origin, uint8_t flags)
     }
     if (!crossed(&t->alloc_left, &t->alloc_rest)) {
         clamp(&t->alloc_left, &t->alloc_rest);
-        t->busy = 0;
+        leave(t, v);
         return;
     }
     t->alloc_left = shim__stride(&t->rng, mean);
@@ -193,7 +290,7 @@ void shim__alloc_slow(void *p, size_t n, uint8_t origin, uint8_t flags)
         }
         emit(v, SCRY_RING_ALLOC, origin, (uint64_t)(uintptr_t)p, n, w, flags, now, 1);
     }
-    t->busy = 0;
+    leave(t, v);
 }
 
 void shim__free_slow(void *p, uint8_t flags)
@@ -210,7 +307,7 @@ void shim__free_slow(void *p, uint8_t flags)
     const shim_ring_view_t *v = enter(t, &now);
     if (v)
         emit(v, SCRY_RING_FREE, origin, (uint64_t)(uintptr_t)p, size, weight, flags, now, 1);
-    t->busy = 0;
+    leave(t, v);
 }
 
 void shim__copy_slow(void *dst, size_t n)
@@ -224,7 +321,7 @@ void shim__copy_slow(void *dst, size_t n)
     if (!v || mean == 0) {
         t->copy_left = SHIM_IDLE_STRIDE;
         t->copy_armed = 0;
-        t->busy = 0;
+        leave(t, v);
         return;
     }
     if (mean > ((uint64_t)1 << 40))
@@ -236,14 +333,14 @@ void shim__copy_slow(void *dst, size_t n)
     }
     if (!crossed(&t->copy_left, &t->copy_rest)) {
         clamp(&t->copy_left, &t->copy_rest);
-        t->busy = 0;
+        leave(t, v);
         return;
     }
     t->copy_left = shim__stride(&t->rng, mean);
     clamp(&t->copy_left, &t->copy_rest);
     emit(v, SCRY_RING_COPY, SCRY_RING_ORIGIN_NATIVE, (uint64_t)(uintptr_t)dst, n,
          shim__weight(n, mean), 0, now, 1);
-    t->busy = 0;
+    leave(t, v);
 }
 
 /* ---- attaching ------------------------------------------------------------------------- */
@@ -286,6 +383,19 @@ static void got_attach(const shim_ring_view_t *v)
         shim__got_attach(v->hdr);
 }
 
+/* A free slot of views[] (reclaiming retired ones if needed), or -1. Under attach_busy. */
+static int free_slot(void)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < SHIM_MAX_VIEWS; i++)
+            if (view_state[i] == VIEW_FREE)
+                return i;
+        if (reclaim() != 0)
+            return -1;
+    }
+    return -1;
+}
+
 SHIM_API int scry_shim_attach(const char *ring_path)
 {
     if (!ring_path || !*ring_path || strlen(ring_path) >= SHIM_PATH_MAX)
@@ -308,8 +418,9 @@ SHIM_API int scry_shim_attach(const char *ring_path)
         got_attach(cur);
         goto out;
     }
-    if (nviews >= SHIM_MAX_VIEWS) {
-        err = SCRY_E_NOMEM;
+    int slot = free_slot();
+    if (slot < 0) {
+        err = SCRY_E_AGAIN; /* earlier rings still in use by a thread: try again */
         goto out;
     }
     shim_ring_view_t v;
@@ -329,16 +440,24 @@ SHIM_API int scry_shim_attach(const char *ring_path)
         err = SCRY_E_PERM;
         goto out;
     }
-    views[nviews] = v;
+    views[slot] = v;
+    view_fd[slot] = -1;
+    __atomic_store_n(&view_enabled_seen[slot], 0, __ATOMIC_RELAXED);
+    view_state[slot] = VIEW_ACTIVE;
     strcpy(active_path, ring_path);
-    __atomic_store_n(&active_view, &views[nviews], __ATOMIC_RELEASE);
-    nviews++;
+    shim_ring_view_t *old = __atomic_exchange_n(&active_view, &views[slot], __ATOMIC_SEQ_CST);
+    if (old) { /* replaced: unmapped once no thread is inside */
+        view_state[old - views] = VIEW_RETIRED;
+        __atomic_store_n(&release_pending, 1, __ATOMIC_SEQ_CST);
+    }
+    reclaim();
     __atomic_fetch_add(&v.hdr->attach_count, 1, __ATOMIC_RELAXED);
     if (preloaded < 0)
         preloaded = shim__interposed();
-    shim__state_set(SCRY_RING_SHIM_ATTACHED | (preloaded ? SCRY_RING_SHIM_PRELOADED : 0));
-    shim__py_poll(&views[nviews - 1]);
-    got_attach(&views[nviews - 1]);
+    state_set_on(&views[slot],
+                 SCRY_RING_SHIM_ATTACHED | (preloaded ? SCRY_RING_SHIM_PRELOADED : 0));
+    shim__py_poll(&views[slot]);
+    got_attach(&views[slot]);
 out:
     t->busy = was_busy;
     __atomic_store_n(&attach_busy, 0, __ATOMIC_RELEASE);
@@ -347,8 +466,42 @@ out:
 
 SHIM_API int scry_shim_detach(void)
 {
-    __atomic_store_n(&active_view, NULL, __ATOMIC_RELEASE);
+    shim_ring_view_t *v = __atomic_load_n(&active_view, __ATOMIC_ACQUIRE);
+    if (v)
+        retire(v);
     return 0;
+}
+
+int shim__teardown(void)
+{
+    int expect = 0;
+    if (!__atomic_compare_exchange_n(&attach_busy, &expect, 1, 0, __ATOMIC_ACQUIRE,
+                                     __ATOMIC_RELAXED))
+        return -1; /* an attach is running: it reclaims, and the next slow path asks again */
+    shim_tls_t *t = &shim__tls;
+    uint8_t was_busy = t->busy;
+    t->busy = 1;
+    /* Mark views that are no longer active as retired (a retire() by another thread). */
+    shim_ring_view_t *act = __atomic_load_n(&active_view, __ATOMIC_SEQ_CST);
+    for (unsigned i = 0; i < SHIM_MAX_VIEWS; i++)
+        if (view_state[i] == VIEW_ACTIVE && act != &views[i])
+            view_state[i] = VIEW_RETIRED;
+    int rc = reclaim();
+    /* Unhook only once every ring is unmapped: until then the hooks' slow paths are what
+     * asks for this again. With a new session active, everything stays. */
+    if (rc == 0 && !act) {
+        if (preloaded == 0 && shim__got_detach() != 0)
+            rc = -1;
+        if (rc == 0 && shim__py_unhook() != 0)
+            rc = -1;
+    }
+    if (rc == 0 || act)
+        __atomic_store_n(&release_pending, 0, __ATOMIC_SEQ_CST);
+    if (act)
+        rc = 0;
+    t->busy = was_busy;
+    __atomic_store_n(&attach_busy, 0, __ATOMIC_RELEASE);
+    return rc;
 }
 
 static void atfork_child(void)
@@ -369,16 +522,19 @@ static void atfork_child(void)
  * to Python) never wait. */
 static void launch_wait(void)
 {
-    const shim_ring_view_t *v = __atomic_load_n(&active_view, __ATOMIC_ACQUIRE);
-    if (!v || !dlsym(RTLD_DEFAULT, "Py_IsInitialized"))
+    const shim_ring_view_t *v = shim__view_get();
+    if (!v || !dlsym(RTLD_DEFAULT, "Py_IsInitialized")) {
+        shim__view_put(v);
         return;
+    }
     uint64_t start = scry_now_ns();
     while (!__atomic_load_n(&v->hdr->enabled, __ATOMIC_ACQUIRE)) {
         if (scry_now_ns() - start > SCRY_RING_LAUNCH_WAIT_NS)
-            return;
+            break;
         struct timespec ts = {0, 100000};
         nanosleep(&ts, NULL);
     }
+    shim__view_put(v);
 }
 
 __attribute__((constructor)) static void shim_init(void)

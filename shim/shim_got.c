@@ -68,6 +68,7 @@ enum {
 };
 
 #define GOT_MAX_DONE      2048       /* objects remembered as examined */
+#define GOT_MAX_PATCHED   8192       /* slots redirected, process-wide */
 #define GOT_MAX_SLOTS     1024       /* candidate slots per object */
 #define GOT_MAX_DYN       1024       /* dynamic entries read per object */
 #define GOT_MAX_RELS      (1u << 22) /* relocations read per table */
@@ -94,6 +95,15 @@ static struct {
     uintptr_t base;
     const void *phdr;
 } done[GOT_MAX_DONE];
+/* Every slot redirected, to give it back at the end of the session (shim__got_detach). A
+ * slot is only redirected when it can be recorded here. Under walk_busy. */
+static struct {
+    uintptr_t base; /* the object: dl_phdr_info's dlpi_addr and dlpi_phdr */
+    const void *phdr;
+    uint64_t *addr;
+    int fn;
+} patched[GOT_MAX_PATCHED];
+static unsigned npatched;
 static unsigned ndone;
 static unsigned long long done_subs; /* dlpi_subs when the table was last valid */
 static int walk_busy, walk_dirty;    /* atomic */
@@ -199,9 +209,10 @@ static void after_load(void)
     int saved_errno = errno;
     uint8_t was_busy = t->busy;
     t->busy = 1;
-    walk();
-    struct scry_ring_header *h = shim__header();
-    if (h) {
+    const shim_ring_view_t *v = shim__view_get();
+    if (v) { /* no ring (the session ended): nothing to patch */
+        walk();
+        struct scry_ring_header *h = v->hdr;
         __atomic_store_n(&h->got_objects, __atomic_load_n(&cnt_objects, __ATOMIC_RELAXED),
                          __ATOMIC_RELAXED);
         __atomic_store_n(&h->got_slots, __atomic_load_n(&cnt_slots, __ATOMIC_RELAXED),
@@ -209,6 +220,7 @@ static void after_load(void)
         __atomic_store_n(&h->got_failed, __atomic_load_n(&cnt_failed, __ATOMIC_RELAXED),
                          __ATOMIC_RELAXED);
     }
+    shim__view_put(v);
     t->busy = was_busy;
     errno = saved_errno;
 }
@@ -651,9 +663,11 @@ static const vma_t *find_vma(const vma_t *v, int n, uintptr_t a)
     return NULL;
 }
 
-/* Writes the collected slots. Returns the count written, or -1 when a page could not be
- * made writable (the slots written before stay redirected: each is valid on its own). */
-static int patch(const obj_t *o, const slot_t *s, unsigned ns)
+/* Writes the collected slots: the hook (RESTORE 0; each one written is recorded in
+ * patched[]) or, RESTORE 1, the real function back where the hook still is. Returns the
+ * count written, or -1 when a page could not be made writable (the slots written before
+ * stay as written: each is valid on its own). */
+static int patch(const obj_t *o, const slot_t *s, unsigned ns, int restore)
 {
     uintptr_t lo = UINTPTR_MAX, hi = 0;
     for (unsigned i = 0; i < ns; i++) {
@@ -687,13 +701,18 @@ static int patch(const obj_t *o, const slot_t *s, unsigned ns)
             open_prot = m->prot;
         }
         void *expect = s[i].old;
-        if (__atomic_compare_exchange_n((void **)a, &expect, fns[s[i].fn].hook, 0, __ATOMIC_ACQ_REL,
-                                        __ATOMIC_ACQUIRE))
+        void *want = restore ? fns[s[i].fn].real : fns[s[i].fn].hook;
+        if (!restore && npatched >= GOT_MAX_PATCHED)
+            break; /* could not be given back: leave it */
+        if (__atomic_compare_exchange_n((void **)a, &expect, want, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE)) {
             written++;
+            if (!restore)
+                patched[npatched++] = (__typeof__(patched[0])){o->base, o->ph, s[i].addr, s[i].fn};
+        }
     }
     if (open_page)
         mprotect((void *)open_page, PAGE, open_prot);
-    (void)o;
     return err ? -1 : written;
 }
 
@@ -759,7 +778,7 @@ static int walk_cb(struct dl_phdr_info *info, size_t size, void *arg)
     collect(&o, o.jmprel, o.njmprel, slots, &ns);
     collect(&o, o.rela, o.nrela, slots, &ns);
     if (ns) {
-        int w = patch(&o, slots, ns);
+        int w = patch(&o, slots, ns, 0);
         if (w < 0)
             __atomic_fetch_add(&cnt_failed, 1, __ATOMIC_RELAXED);
         if (w > 0) {
@@ -788,6 +807,52 @@ static void walk(void)
         if (!__atomic_load_n(&walk_dirty, __ATOMIC_ACQUIRE))
             return;
     }
+}
+
+static int unpatch_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    (void)arg;
+    static slot_t slots[GOT_MAX_SLOTS]; /* walks are serialised (walk_busy) */
+    obj_t o = {0};
+    o.base = info->dlpi_addr;
+    o.ph = info->dlpi_phdr;
+    o.phnum = info->dlpi_phnum < 256 ? info->dlpi_phnum : 256;
+    unsigned ns = 0;
+    for (unsigned i = 0; i < npatched; i++) {
+        if (patched[i].base != o.base || patched[i].phdr != (const void *)o.ph)
+            continue;
+        uintptr_t a = (uintptr_t)patched[i].addr;
+        int f = patched[i].fn;
+        /* Only a slot of this object that still holds our hook (an object unloaded and
+         * another loaded at its address has its own entries, or none). */
+        if (!inside(&o, a, 8) || __atomic_load_n((void **)a, __ATOMIC_ACQUIRE) != fns[f].hook)
+            continue;
+        if (ns == GOT_MAX_SLOTS) { /* more than one batch: write this one and go on */
+            patch(&o, slots, ns, 1);
+            ns = 0;
+        }
+        slots[ns++] = (slot_t){patched[i].addr, fns[f].hook, f};
+    }
+    if (ns)
+        patch(&o, slots, ns, 1);
+    return 0;
+}
+
+int shim__got_detach(void)
+{
+    int expect = 0;
+    if (!__atomic_compare_exchange_n(&walk_busy, &expect, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+        return -1;
+    if (npatched)
+        dl_iterate_phdr(unpatch_cb, NULL);
+    npatched = 0;
+    ndone = 0;
+    __atomic_store_n(&cnt_objects, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&cnt_slots, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&cnt_failed, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&walk_busy, 0, __ATOMIC_RELEASE);
+    return 0;
 }
 
 int shim__got_attach(struct scry_ring_header *hdr)

@@ -55,6 +55,7 @@ static struct {
     int major, minor;
     int scheduled; /* atomic */
     int installed;
+    int teardown_scheduled; /* atomic */
     shim_pyalloc_t old[3];
     int stacks; /* 0 unknown, 1 ok, -1 bad */
     int good_walks;
@@ -172,6 +173,12 @@ static int install_hooks(void *arg)
     (void)arg;
     if (py.installed)
         return 0;
+    const shim_ring_view_t *v = shim__view_get();
+    shim__view_put(v);
+    if (!v) { /* the session ended before this ran: the next attach schedules it again */
+        __atomic_store_n(&py.scheduled, 0, __ATOMIC_RELEASE);
+        return 0;
+    }
     for (int d = PYMEM_MEM; d <= PYMEM_OBJ; d++) {
         py.get_alloc(d, &py.old[d]);
         if (!py.old[d].malloc || !py.old[d].free)
@@ -184,6 +191,45 @@ static int install_hooks(void *arg)
     py.installed = 1;
     shim__state_set(SCRY_RING_SHIM_PY_HOOKS);
     return 0;
+}
+
+int shim__py_unhook(void)
+{
+    if (!py.installed)
+        return 0;
+    for (int d = PYMEM_MEM; d <= PYMEM_OBJ; d++) {
+        shim_pyalloc_t cur;
+        py.get_alloc(d, &cur);
+        if (cur.malloc != hook_malloc || cur.ctx != &py.old[d])
+            return 0; /* someone wrapped ours (tracemalloc...): ours stay, passing through */
+    }
+    for (int d = PYMEM_MEM; d <= PYMEM_OBJ; d++)
+        py.set_alloc(d, &py.old[d]);
+    py.installed = 0;
+    __atomic_store_n(&py.scheduled, 0, __ATOMIC_RELEASE);
+    return 0;
+}
+
+static int teardown_cb(void *arg)
+{
+    (void)arg;
+    __atomic_store_n(&py.teardown_scheduled, 0, __ATOMIC_RELEASE);
+    shim__teardown(); /* when it cannot finish, a later slow path schedules it again */
+    return 0;
+}
+
+void shim__py_schedule_teardown(void)
+{
+    if (__atomic_load_n(&py.state, __ATOMIC_ACQUIRE) != 2 ||
+        __atomic_load_n(&py.teardown_scheduled, __ATOMIC_RELAXED) || !py.is_initialized() ||
+        shim__py_finalizing())
+        return;
+    int expect = 0;
+    if (!__atomic_compare_exchange_n(&py.teardown_scheduled, &expect, 1, 0, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_RELAXED))
+        return;
+    if (py.add_pending(teardown_cb, NULL) != 0)
+        __atomic_store_n(&py.teardown_scheduled, 0, __ATOMIC_RELEASE); /* queue full */
 }
 
 int shim__py_finalizing(void)

@@ -81,17 +81,28 @@ SHIM_HIDDEN void *shim__hook_memmove_chk(void *d, const void *s, size_t n, size_
  * preloaded. Returns 0, or -1 when the real functions cannot be resolved (nothing patched).
  * Writes its counters into HDR (may be NULL). */
 int shim__got_attach(struct scry_ring_header *hdr);
+/* Gives every slot shim__got_attach redirected (in objects still loaded) back the function
+ * it forwards to, and forgets which objects were examined (the next attach patches again).
+ * Returns 0, or -1 when a walk is in progress on another thread (nothing done). */
+int shim__got_detach(void);
 
 /* shim_core.c: slow paths. */
 void shim__alloc_slow(void *p, size_t n, uint8_t origin, uint8_t flags);
 void shim__free_slow(void *p, uint8_t flags);
 void shim__copy_slow(void *dst, size_t n);
-/* Returns the active ring view, or NULL (no ring, disabled, daemon gone, forked child). */
-const shim_ring_view_t *shim__active(uint64_t now_ns);
-/* The active ring's header, or NULL (for informational counters only). */
-struct scry_ring_header *shim__header(void);
+/* The active ring view, or NULL. A non-NULL view stays mapped until shim__view_put: every
+ * access to a ring is bracketed by these two (shim_core.c explains the reclamation). */
+const shim_ring_view_t *shim__view_get(void);
+void shim__view_put(const shim_ring_view_t *v);
 /* Sets SCRY_RING_SHIM_* bits in the active ring's header (no-op without a ring). */
 void shim__state_set(uint32_t bits);
+/* Lets go of what a finished session left: unmaps retired rings once no thread is inside
+ * one, then (no ring active) restores the GOT slots and removes the PyMem hooks. Run by the
+ * main thread with the GIL held (a pending call). Never blocks. Returns 0 when done, -1 to
+ * be asked again later (a slow path will). */
+int shim__teardown(void);
+/* Nonzero while a retired ring or the hooks of a finished session are still to undo. */
+int shim__release_pending(void);
 
 /* shim_python.c */
 /* Resolves the Python API once and schedules the PyMem hook installation when the
@@ -103,6 +114,12 @@ unsigned shim__py_stack(const shim_ring_view_t *v, uint64_t *code, int32_t *inst
                         uint8_t *flags);
 /* Nonzero once the PyMem hook installation has been scheduled (or is impossible). */
 int shim__py_settled(void);
+/* Schedules shim__teardown on the main thread (Py_AddPendingCall), once at a time. */
+void shim__py_schedule_teardown(void);
+/* Removes the PyMem hooks (GIL held) when they are still the installed allocators, so the
+ * next attach installs them again. Returns 0 (also when another wrapper sits on top of
+ * them: they then stay, as pass-throughs). */
+int shim__py_unhook(void);
 
 /* 1 once the interpreter has begun its teardown (Py_Finalize): from then on nothing is
  * recorded, so each line's net memory is what it kept while the program ran. */

@@ -58,9 +58,10 @@ def proc_status(pid):
 def ring_leftovers(pid):
     """Mappings and open files of PID that are scry rings."""
     found = []
+    ring = re.compile(r"/dev/shm/scry-|memfd:scry-ring")
     with open("/proc/%d/maps" % pid) as f:
         for line in f:
-            if "scry-" in line or "scry_ring" in line:
+            if ring.search(line):
                 found.append("map " + line.split(None, 5)[-1].strip())
     fddir = "/proc/%d/fd" % pid
     for fd in os.listdir(fddir):
@@ -68,7 +69,7 @@ def ring_leftovers(pid):
             target = os.readlink(os.path.join(fddir, fd))
         except OSError:
             continue
-        if "scry-" in target or "scry_ring" in target:
+        if ring.search(target):
             found.append("fd %s -> %s" % (fd, target))
     return found
 

@@ -21,7 +21,7 @@ import time
 
 MODE, CTL = sys.argv[1], sys.argv[2]
 DEADLINE = time.time() + 600
-ITER_PER_WINDOW = 40
+ITER_PER_WINDOW = 200
 
 
 def put(name, obj):
