@@ -5,11 +5,14 @@
 #include "scry_err.h"
 #include "scry_time.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -138,23 +141,66 @@ char **memprof_launch_env(memprof_t *m)
     return m->env;
 }
 
-int memprof_inject(memprof_t *m, pid_t pid, char *msg, size_t len)
+/* Our own descriptor for the target's descriptor TFD: pidfd_getfd (Linux 5.6+), else
+ * /proc/PID/fd/TFD. Returns it, or -1. */
+static int take_fd(pid_t pid, int tfd)
+{
+    int fd = -1;
+    int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (pidfd >= 0) {
+        fd = (int)syscall(SYS_pidfd_getfd, pidfd, tfd, 0);
+        close(pidfd);
+    }
+    if (fd < 0) {
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)pid, tfd);
+        fd = open(path, O_RDWR | O_CLOEXEC);
+    }
+    return fd;
+}
+
+int memprof_inject(memprof_t *m, pid_t pid, const pystate_layout_t *layout, char *msg, size_t len)
 {
     uint64_t handle = 0, ret = 0;
     inject_report_t rep;
     memset(&rep, 0, sizeof rep);
+    char spec[96];
+    snprintf(spec, sizeof spec, "%llu:%llu:%llu",
+             (unsigned long long)ringc_records_for(SCRY_RING_DEFAULT_BYTES),
+             (unsigned long long)m->alloc_mean, (unsigned long long)m->copy_mean);
     int err =
-        inject_load_and_call(pid, m->shim, "scry_shim_attach", m->path, NULL, &handle, &ret, &rep);
+        inject_load_and_call(pid, m->shim, "scry_shim_attach_new", spec, NULL, &handle, &ret, &rep);
     if (err) {
         snprintf(msg, len, "could not load the memory shim into process %d: %s%s%s", (int)pid,
                  scry_strerror(err), rep.error[0] ? ": " : "", rep.error);
         return err;
     }
-    if ((int32_t)ret != 0) {
-        snprintf(msg, len, "the memory shim in process %d refused the ring: %s", (int)pid,
-                 scry_strerror((int32_t)ret));
-        return (int32_t)ret;
+    int32_t tfd = (int32_t)ret;
+    if (tfd < 0) {
+        snprintf(msg, len, "the memory shim in process %d could not make its ring: %s", (int)pid,
+                 scry_strerror(tfd));
+        return tfd;
     }
+    /* The ring lives only in memory (a sealed memfd of the target): nothing in /dev/shm,
+     * whenever we die. If anything fails from here, the shim lets go of it by itself once
+     * the heartbeat has been silent for SCRY_RING_RETIRE_NS. */
+    int fd = take_fd(pid, tfd);
+    if (fd < 0) {
+        snprintf(msg, len, "cannot take the memory ring from process %d: %s", (int)pid,
+                 strerror(errno));
+        return SCRY_E_PERM;
+    }
+    m->ring = ringc_adopt(fd, &err);
+    if (!m->ring) {
+        snprintf(msg, len, "the memory ring of process %d is not usable: %s", (int)pid,
+                 scry_strerror(err));
+        return err ? err : SCRY_E_CORRUPT;
+    }
+    m->unlinked = 1;
+    ringc_heartbeat(m->ring);
+    struct scry_ring_layout L;
+    if (layout && ringc_layout_from_pystate(layout, &L) == 0)
+        ringc_set_layout(m->ring, &L);
     return 0;
 }
 

@@ -23,17 +23,21 @@ memprof_t *memprof_new(uint64_t alloc_mean, uint64_t copy_mean);
 /* Disables the ring (the shim becomes a pass-through), removes its file, frees. */
 void memprof_free(memprof_t *m);
 
-/* Creates the ring, disabled, for process PID (only PID may claim it). LAYOUT may be NULL
- * (launch mode: published later by memprof_start). Returns 0 or a negative code. */
+/* Launch mode: creates the ring file, disabled, for process PID (only PID may claim it).
+ * LAYOUT may be NULL (published later by memprof_start). Returns 0 or a negative code. */
 int memprof_create_ring(memprof_t *m, pid_t pid, const pystate_layout_t *layout);
 
 /* The "LD_PRELOAD=..." and "SCRY_RING=..." entries for a launched program (valid while M
  * lives; LD_PRELOAD keeps what the environment already had). */
 char **memprof_launch_env(memprof_t *m);
 
-/* Attach mode: injects the shim into PID and attaches it to the ring. On failure writes
- * why into MSG and returns a negative code; the target is left as it was. */
-int memprof_inject(memprof_t *m, pid_t pid, char *msg, size_t len);
+/* Attach mode: injects the shim into PID, which makes the ring in its own memory (a sealed
+ * memfd: no file anywhere, nothing left behind whenever scry dies); takes a copy of its
+ * descriptor (pidfd_getfd) and publishes LAYOUT (may be NULL) into it, disabled until
+ * memprof_start. Do not call memprof_create_ring in this mode. On failure writes why into
+ * MSG and returns a negative code; the target is left as it was (a ring the shim made is
+ * released by the shim itself). */
+int memprof_inject(memprof_t *m, pid_t pid, const pystate_layout_t *layout, char *msg, size_t len);
 
 /* Publishes the target's layout (launch mode) and enables recording. Returns 0 or a
  * negative code. */

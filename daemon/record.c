@@ -159,11 +159,7 @@ int cmd_record(const scry_config_t *cfg)
         procinfo_cmdline(cfg->pid, command, sizeof command);
         if (mem) {
             char msg[600] = "";
-            int merr = memprof_create_ring(mem, cfg->pid, pystate_target_layout(t));
-            if (merr)
-                snprintf(msg, sizeof msg, "cannot create the memory ring: %s", scry_strerror(merr));
-            else
-                merr = memprof_inject(mem, cfg->pid, msg, sizeof msg);
+            int merr = memprof_inject(mem, cfg->pid, pystate_target_layout(t), msg, sizeof msg);
             if (merr) {
                 fprintf(stderr, "scry: %s; going on with CPU profiling only\n", msg);
                 memprof_free(mem);

@@ -4,6 +4,7 @@
 #include "scry_err.h"
 #include "../pystate/layout.h"
 #include "scry_time.h"
+#include "../shim/shim_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -33,6 +34,7 @@ struct ringc {
     uint64_t stall_pos; /* position we are waiting on, and since when */
     uint64_t stall_since;
     int created;
+    int adopted; /* made by the target's shim (ringc_adopt): disabled when freed */
     int unlinked;
     ringc_stats_t st;
 };
@@ -43,7 +45,7 @@ static void set_err(int *err, int e)
         *err = e;
 }
 
-static uint64_t records_for(uint64_t bytes)
+uint64_t ringc_records_for(uint64_t bytes)
 {
     if (bytes == 0)
         bytes = SCRY_RING_DEFAULT_BYTES;
@@ -89,7 +91,7 @@ ringc_t *ringc_create(const ringc_params_t *p, int *err)
     r = calloc(1, sizeof *r);
     if (!r || !(r->path = strdup(p->path)))
         goto fail;
-    r->nrecords = records_for(p->ring_bytes);
+    r->nrecords = ringc_records_for(p->ring_bytes);
     r->len = SCRY_RING_HEADER_SIZE + r->nrecords * sizeof(struct scry_ring_record);
     r->stall_ns = p->stall_ns ? p->stall_ns : 1000000000ull;
     fd = open(p->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -114,21 +116,8 @@ ringc_t *ringc_create(const ringc_params_t *p, int *err)
     fd = -1;
     r->hdr = r->mem;
     r->recs = (struct scry_ring_record *)((char *)r->mem + SCRY_RING_HEADER_SIZE);
-    struct scry_ring_header *h = r->hdr;
-    h->version = SCRY_RING_VERSION;
-    h->header_size = SCRY_RING_HEADER_SIZE;
-    h->record_size = sizeof(struct scry_ring_record);
-    h->nrecords = r->nrecords;
-    h->file_size = r->len;
-    h->alloc_mean = p->alloc_mean;
-    h->copy_mean = p->copy_mean;
-    h->target_pid = p->target_pid;
-    h->layout = p->layout;
-    h->heartbeat_ns = scry_now_ns();
-    h->enabled = p->enabled ? 1 : 0;
-    for (uint64_t i = 0; i < r->nrecords; i++)
-        r->recs[i].seq = i;
-    __atomic_store_n(&h->magic, SCRY_RING_MAGIC, __ATOMIC_RELEASE);
+    shim__ring_init(r->mem, r->len, r->nrecords, p->alloc_mean, p->copy_mean, p->target_pid,
+                    &p->layout, scry_now_ns(), p->enabled);
     r->st.nrecords = r->nrecords;
     set_err(err, 0);
     return r;
@@ -140,11 +129,40 @@ fail:
     return NULL;
 }
 
+/* Maps FD (not consumed) read-write into R and validates the header. Returns 0 or a code. */
+static int map_existing(ringc_t *r, int fd)
+{
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size < SCRY_RING_HEADER_SIZE ||
+        (uint64_t)sb.st_size > RINGC_MAX_FILE)
+        return SCRY_E_CORRUPT;
+    r->len = (size_t)sb.st_size;
+    r->mem = mmap(NULL, r->len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (r->mem == MAP_FAILED) {
+        r->mem = NULL;
+        return SCRY_E_IO;
+    }
+    r->hdr = r->mem;
+    struct scry_ring_header *h = r->hdr;
+    uint64_t n = h->nrecords;
+    if (h->magic != SCRY_RING_MAGIC || h->version != SCRY_RING_VERSION ||
+        h->header_size != SCRY_RING_HEADER_SIZE ||
+        h->record_size != sizeof(struct scry_ring_record) || n < SCRY_RING_MIN_RECORDS ||
+        n > SCRY_RING_MAX_RECORDS || (n & (n - 1)) != 0 ||
+        SCRY_RING_HEADER_SIZE + n * sizeof(struct scry_ring_record) > r->len)
+        return SCRY_E_CORRUPT;
+    r->nrecords = n;
+    r->recs = (struct scry_ring_record *)((char *)r->mem + SCRY_RING_HEADER_SIZE);
+    /* Resume where the consumer left off, if that looks sane; else at the oldest slot. */
+    r->tail = h->consumer_tail;
+    r->st.nrecords = n;
+    return 0;
+}
+
 ringc_t *ringc_open(const char *path, int *err)
 {
     ringc_t *r = NULL;
     int fd = -1, e = SCRY_E_INVAL;
-    struct stat sb;
     if (!path)
         goto fail;
     e = SCRY_E_NOMEM;
@@ -157,31 +175,42 @@ ringc_t *ringc_open(const char *path, int *err)
         e = errno == ENOENT ? SCRY_E_NOTFOUND : SCRY_E_IO;
         goto fail;
     }
+    e = map_existing(r, fd);
+    if (e)
+        goto fail;
+    close(fd);
+    set_err(err, 0);
+    return r;
+fail:
+    if (fd >= 0)
+        close(fd);
+    set_err(err, e);
+    ringc_free(r);
+    return NULL;
+}
+
+ringc_t *ringc_adopt(int fd, int *err)
+{
+    ringc_t *r = NULL;
+    int e = SCRY_E_INVAL;
+    if (fd < 0)
+        goto fail;
+    /* Made by the target: it must be a memfd sealed to its size, or the target could shrink
+     * it under our mapping (SIGBUS here). */
+    int seals = fcntl(fd, F_GET_SEALS);
     e = SCRY_E_CORRUPT;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size < SCRY_RING_HEADER_SIZE ||
-        (uint64_t)sb.st_size > RINGC_MAX_FILE)
+    if (seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_SEAL)) != (F_SEAL_SHRINK | F_SEAL_SEAL))
         goto fail;
-    r->len = (size_t)sb.st_size;
-    r->mem = mmap(NULL, r->len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (r->mem == MAP_FAILED) {
-        r->mem = NULL;
-        e = SCRY_E_IO;
+    e = SCRY_E_NOMEM;
+    r = calloc(1, sizeof *r);
+    if (!r)
         goto fail;
-    }
-    r->hdr = r->mem;
-    struct scry_ring_header *h = r->hdr;
-    uint64_t n = h->nrecords;
-    if (h->magic != SCRY_RING_MAGIC || h->version != SCRY_RING_VERSION ||
-        h->header_size != SCRY_RING_HEADER_SIZE ||
-        h->record_size != sizeof(struct scry_ring_record) || n < SCRY_RING_MIN_RECORDS ||
-        n > SCRY_RING_MAX_RECORDS || (n & (n - 1)) != 0 ||
-        SCRY_RING_HEADER_SIZE + n * sizeof(struct scry_ring_record) > r->len)
+    r->stall_ns = 1000000000ull;
+    r->adopted = 1;
+    e = map_existing(r, fd);
+    if (e)
         goto fail;
-    r->nrecords = n;
-    r->recs = (struct scry_ring_record *)((char *)r->mem + SCRY_RING_HEADER_SIZE);
-    /* Resume where the consumer left off, if that looks sane; else at the oldest slot. */
-    r->tail = h->consumer_tail;
-    r->st.nrecords = n;
+    r->tail = 0; /* a new ring: nothing consumed yet */
     close(fd);
     set_err(err, 0);
     return r;
@@ -198,7 +227,7 @@ void ringc_free(ringc_t *r)
     if (!r)
         return;
     if (r->mem) {
-        if (r->created)
+        if (r->created || r->adopted)
             __atomic_store_n(&r->hdr->enabled, 0, __ATOMIC_RELEASE);
         munmap(r->mem, r->len);
     }

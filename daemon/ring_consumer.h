@@ -87,8 +87,20 @@ ringc_t *ringc_create(const ringc_params_t *p, int *err);
  * SCRY_E_NOTFOUND, SCRY_E_CORRUPT (not a valid ring), SCRY_E_IO or SCRY_E_NOMEM. */
 ringc_t *ringc_open(const char *path, int *err);
 
-/* Unmaps; for a ring it created, also clears 'enabled' and unlinks the file if
- * ringc_unlink was not called. NULL is a no-op. */
+/* The record count of a ring of BYTES bytes (0 = SCRY_RING_DEFAULT_BYTES): the largest
+ * power of two that fits, at least SCRY_RING_MIN_RECORDS. */
+uint64_t ringc_records_for(uint64_t bytes);
+
+/* Takes over a ring the target's shim made (scry_shim_attach_new), from FD, our copy of the
+ * shim's descriptor (FD is consumed, also on failure). FD must be a memfd sealed against
+ * shrinking (F_SEAL_SHRINK | F_SEAL_SEAL: the target cannot pull pages from under our
+ * mapping); the header is validated as by ringc_open. Nothing to unlink; ringc_free
+ * disables it (the shim then lets go of it). Returns NULL with *ERR = SCRY_E_INVAL,
+ * SCRY_E_CORRUPT (not a sealed memfd, or not a valid ring), SCRY_E_IO or SCRY_E_NOMEM. */
+ringc_t *ringc_adopt(int fd, int *err);
+
+/* Unmaps; for a ring it created or adopted, also clears 'enabled' (and unlinks the file
+ * of a created one if ringc_unlink was not called). NULL is a no-op. */
 void ringc_free(ringc_t *r);
 
 /* Moves up to MAX valid events into OUT, *N set to their count (0 when the ring is

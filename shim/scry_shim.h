@@ -34,6 +34,18 @@
  * all still in use by a thread). */
 int scry_shim_attach(const char *ring_path);
 
+/* Attach mode without any file: makes the ring itself, in memory only (memfd_create,
+ * sealed against shrinking and growing), fills its header from SPEC
+ * "NRECORDS:ALLOC_MEAN:COPY_MEAN" (decimal; NRECORDS a power of two) with target_pid and
+ * owner_pid = this process, heartbeat now, disabled, no layout yet; makes it the active
+ * ring and patches the GOTs as scry_shim_attach does. Returns the ring's file descriptor
+ * (>= 0) for the daemon to take a copy of (pidfd_getfd); the shim keeps it until the ring
+ * is unmapped (end of the session, or 10 s without heartbeat: docs/memory.md). The daemon
+ * must publish the layout before it enables the ring. Errors (negative): SCRY_E_INVAL
+ * (SPEC), SCRY_E_IO (memfd/mmap), SCRY_E_PERM (fork child), SCRY_E_AGAIN (attach in
+ * progress, or earlier rings still in use). */
+int scry_shim_attach_new(const char *spec);
+
 /* Ends the session as if the daemon had disabled the ring: the ring is retired, and the
  * shim lets go of it and of its hooks (docs/memory.md, "Ring lifetime"). Returns 0. */
 int scry_shim_detach(void);

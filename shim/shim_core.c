@@ -464,6 +464,101 @@ out:
     return err;
 }
 
+/* Parses "NRECORDS:ALLOC_MEAN:COPY_MEAN" (decimal). Returns 0 or -1. */
+static int parse_spec(const char *spec, uint64_t out[3])
+{
+    const char *p = spec;
+    for (int i = 0; i < 3; i++) {
+        uint64_t v = 0;
+        int digits = 0;
+        for (; *p >= '0' && *p <= '9' && digits < 16; p++, digits++)
+            v = v * 10 + (uint64_t)(*p - '0');
+        if (!digits || *p != (i < 2 ? ':' : '\0'))
+            return -1;
+        if (i < 2)
+            p++;
+        out[i] = v;
+    }
+    return 0;
+}
+
+SHIM_API int scry_shim_attach_new(const char *spec)
+{
+    uint64_t a[3];
+    if (!spec || strlen(spec) >= SHIM_PATH_MAX || parse_spec(spec, a) != 0 ||
+        a[0] < SCRY_RING_MIN_RECORDS || a[0] > SCRY_RING_MAX_RECORDS || (a[0] & (a[0] - 1)) ||
+        SCRY_RING_HEADER_SIZE + a[0] * sizeof(struct scry_ring_record) > (uint64_t)SHIM_MAX_RING_MB
+                                                                             << 20)
+        return SCRY_E_INVAL;
+    if (__atomic_load_n(&forked_child, __ATOMIC_RELAXED))
+        return SCRY_E_PERM;
+    int expect = 0;
+    if (!__atomic_compare_exchange_n(&attach_busy, &expect, 1, 0, __ATOMIC_ACQUIRE,
+                                     __ATOMIC_RELAXED))
+        return SCRY_E_AGAIN;
+    shim_tls_t *t = &shim__tls;
+    uint8_t was_busy = t->busy;
+    t->busy = 1;
+    int rc = SCRY_E_AGAIN, fd = -1;
+    void *mem = MAP_FAILED;
+    uint64_t len = SCRY_RING_HEADER_SIZE + a[0] * sizeof(struct scry_ring_record);
+    shim__resolve();
+    int slot = free_slot();
+    if (slot < 0)
+        goto out;
+    /* Anonymous, sealed to its size: scry maps the same pages (pidfd_getfd) and can rely on
+     * them staying there; nothing is ever named in a file system, so nothing can be left
+     * behind whenever scry dies. */
+    rc = SCRY_E_IO;
+    fd = memfd_create("scry-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0 || ftruncate(fd, (off_t)len) != 0 ||
+        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
+        goto out;
+    mem = mmap(NULL, (size_t)len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (mem == MAP_FAILED)
+        goto out;
+    struct scry_ring_layout none;
+    memset(&none, 0xff, sizeof none); /* published by scry before it enables the ring */
+    none.py_major = none.py_minor = 0;
+    int32_t me = (int32_t)getpid();
+    shim_ring_view_t v;
+    if (shim__ring_init(mem, len, a[0], a[1], a[2], me, &none, shim__now_ns(), 0) != 0 ||
+        shim__ring_view(mem, len, &v) != 0) {
+        rc = SCRY_E_INVAL;
+        goto out;
+    }
+    v.hdr->owner_pid = me;
+    views[slot] = v;
+    view_fd[slot] = fd; /* closed when the ring is unmapped */
+    __atomic_store_n(&view_enabled_seen[slot], 0, __ATOMIC_RELAXED);
+    view_state[slot] = VIEW_ACTIVE;
+    active_path[0] = 0;
+    shim_ring_view_t *old = __atomic_exchange_n(&active_view, &views[slot], __ATOMIC_SEQ_CST);
+    if (old) {
+        view_state[old - views] = VIEW_RETIRED;
+        __atomic_store_n(&release_pending, 1, __ATOMIC_SEQ_CST);
+    }
+    reclaim();
+    v.hdr->attach_count = 1;
+    if (preloaded < 0)
+        preloaded = shim__interposed();
+    state_set_on(&views[slot],
+                 SCRY_RING_SHIM_ATTACHED | (preloaded ? SCRY_RING_SHIM_PRELOADED : 0));
+    shim__py_poll(&views[slot]); /* the layout is checked when scry has published it */
+    got_attach(&views[slot]);
+    rc = fd;
+    fd = -1;
+    mem = MAP_FAILED;
+out:
+    if (mem != MAP_FAILED)
+        munmap(mem, (size_t)len);
+    if (fd >= 0)
+        close(fd);
+    t->busy = was_busy;
+    __atomic_store_n(&attach_busy, 0, __ATOMIC_RELEASE);
+    return rc;
+}
+
 SHIM_API int scry_shim_detach(void)
 {
     shim_ring_view_t *v = __atomic_load_n(&active_view, __ATOMIC_ACQUIRE);

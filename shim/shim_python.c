@@ -256,8 +256,9 @@ void shim__py_poll(const shim_ring_view_t *v)
     }
     if (st != 2 || !py.is_initialized())
         return;
-    if ((int32_t)v->hdr->layout.py_major != py.major ||
-        (int32_t)v->hdr->layout.py_minor != py.minor) {
+    int32_t lmaj = __atomic_load_n(&v->hdr->layout.py_major, __ATOMIC_RELAXED);
+    int32_t lmin = __atomic_load_n(&v->hdr->layout.py_minor, __ATOMIC_RELAXED);
+    if (lmaj != 0 && (lmaj != py.major || lmin != py.minor)) { /* 0: not published yet */
         shim__state_set(SCRY_RING_SHIM_VERSION_MISMATCH);
         py.stacks = -1;
     }

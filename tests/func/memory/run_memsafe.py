@@ -6,7 +6,7 @@ usage: run_memsafe.py --scry PATH --python VERSION [-k PATTERN] [-v]
 
 VERSION: 3.6 ... 3.13 (pyenv builds) or debian3.11 (/usr/bin/python3.11). Stdlib only.
 One line "PASS|FAIL|SKIP name: detail" per test, then "N passed, N failed, N skipped";
-exit 1 on a failure. Every process a test starts is killed at its end.
+exit 1 on a failure. Every process a test starts is killed at its end (tests/lib/scrytest).
 
   sessions  50 attach sessions on one target, then: no ring mapped or open in it, resident
             memory within RSS_SLACK of an untouched twin, and CPU per iteration within
@@ -18,22 +18,18 @@ exit 1 on a failure. Every process a test starts is killed at its end.
 """
 import os
 import random
+import re
 import signal
 import statistics
 import sys
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "lib"))
 import scrytest as st  # noqa: E402
-from scrytest import Skip, check  # noqa: E402
-from scrytest.clock import now  # noqa: E402
+from scrytest import Fail, check  # noqa: E402
 
-WORKLOAD = os.path.join(HERE, "workloads", "safework.py")
-SCRY_TIMEOUT = 60
-READY_TIMEOUT = 30
-
+WORKLOAD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "workloads", "safework.py")
 SESSIONS = 50      # --memory attach sessions on one target
 SESSION_S = 0.2    # each one records this long
 SPEED_TOL = 0.06   # CPU per iteration of the target after the sessions vs its twin
@@ -43,6 +39,7 @@ KILLS = 24         # SIGKILLs of scry per run
 KILL_WINDOW = 0.6  # seconds after scry's start in which it is killed (covers injection)
 SIG_RATE = 3000    # SIGRTMIN per second
 SIG_SESSIONS = 6
+tests = st.Tests()
 
 
 def proc_status(pid):
@@ -74,84 +71,68 @@ def ring_leftovers(pid):
     return found
 
 
-def shm_rings():
+def shm_rings(pid):
+    """Ring files in /dev/shm made by the scry process PID (named scry-PID-...)."""
     try:
-        return set(n for n in os.listdir("/dev/shm") if n.startswith("scry-"))
+        return set(n for n in os.listdir("/dev/shm") if n.startswith("scry-%d-" % pid))
     except OSError:
         return set()
 
 
-class Ctx(st.Ctx):
-    def __init__(self, interp, scry, name, verbose):
-        st.Ctx.__init__(self, name, interp, scry, verbose, prefix="scry-memsafe",
-                        scry_timeout=SCRY_TIMEOUT, ready_timeout=READY_TIMEOUT)
-        self.workload = os.path.join(self.stage(os.path.dirname(WORKLOAD)),
-                                     os.path.basename(WORKLOAD))
-
-    def spawn_target(self, mode, name):
-        """Starts workloads/safework.py MODE with its control directory NAME; waits until
-        it is ready."""
-        ctl = self.path(name)
-        os.mkdir(ctl)
-        p = self.spawn(self.interp.argv(self.workload, mode, self.tpath(ctl)),
-                       log_name=name + ".log")
-        p.ctl = ctl
-        self.ctl_json(p, "ready")
-        return p
-
-    def ctl_json(self, p, name, timeout=None):
-        """The JSON file NAME the target P writes into its control directory."""
-        return self.wait_json(os.path.join(p.ctl, name), p, "target", timeout)
-
-    def scry_args(self, pid, seconds):
-        return ["record", "--memory", "-q", "-f", "json", "-o", self.path("out.json"), "-d",
-                seconds, "--pid", pid]
-
-    def session(self, pid, seconds):
-        """One attached --memory session of SECONDS: (exit code, stderr)."""
-        res = self.scry(self.scry_args(pid, seconds))
-        return res.rc, res.err
-
-    def healthy(self, p):
-        """Fails unless target P is alive, not stopped and not traced."""
-        check(p.poll() is None, "the target died (%s)" % p.returncode)
-        status = {}
-        for _ in range(50):  # the kernel detaches a dead tracer's tracees at once
-            status = proc_status(p.pid)
-            if status.get("TracerPid") == "0" and not status.get("State", "").startswith(
-                    ("T", "t")):
-                break
-            time.sleep(0.02)
-        check(status.get("TracerPid") == "0", "the target is traced by %s"
-              % status.get("TracerPid"))
-        check(not status.get("State", "").startswith(("T", "t")), "the target is stopped: %s" %
-              status.get("State"))
-        for tid in os.listdir("/proc/%d/task" % p.pid):
-            with open("/proc/%d/task/%s/stat" % (p.pid, tid)) as f:
-                state = f.read().rsplit(")", 1)[1].split()[0]
-            check(state not in ("T", "t"), "thread %s is stopped" % tid)
+def target(c, mode, name):
+    """Starts safework.py MODE with its control directory NAME; the Popen (p.ctl)."""
+    ctl = c.path(name)
+    os.mkdir(ctl)
+    p, _ = c.start_target([c.stage(WORKLOAD), mode, c.tpath(ctl)], os.path.join(ctl, "ready"),
+                          "%s %s" % (mode, name))
+    p.ctl = ctl
+    return p
 
 
-# ---------------------------------------------------------------------------------------
+def scry_args(c, pid, seconds):
+    return ["record", "--memory", "-q", "-f", "json", "-o", c.path("out.json"), "-d",
+            str(seconds), "--pid", str(pid)]
+
+
+def session(c, pid, what):
+    """One --memory attach session of SESSION_S seconds that must work."""
+    res = c.scry(scry_args(c, pid, SESSION_S))
+    check(res.rc == 0 and "CPU profiling only" not in res.err,
+          "%s: the memory session failed: %s" % (what, res))
+
+
+def healthy(c, p):
+    """Fails unless target P is alive, not stopped and not traced."""
+    check(p.poll() is None, "the target died (%s)" % p.returncode)
+    st_ = {}
+    for _ in range(50):  # the kernel detaches a dead tracer's tracees at once
+        st_ = proc_status(p.pid)
+        if st_.get("TracerPid") == "0" and not st_.get("State", "").startswith(("T", "t")):
+            break
+        time.sleep(0.02)
+    check(st_.get("TracerPid") == "0", "the target is traced by %s" % st_.get("TracerPid"))
+    states = st.task_states(p.pid)
+    check(not any(s in ("T", "t") for s in states.values()),
+          "stopped threads: %s" % states)
 
 
 def measure(c, targets, n):
     """One measurement window on each target, all at once: CPU seconds per iteration."""
     for p in targets:
         open(os.path.join(p.ctl, "measure-%d" % n), "w").close()
-    return [c.ctl_json(p, "result-%d" % n, 120)["cpu_per_iter"] for p in targets]
+    return [c.wait_json(os.path.join(p.ctl, "result-%d" % n), p, "measurement", 120)
+            ["cpu_per_iter"] for p in targets]
 
 
+@tests("sessions")
 def t_sessions(c):
-    a = c.spawn_target("twin", "a")
-    b = c.spawn_target("twin", "b")
-    t0 = now()
+    a = target(c, "twin", "a")
+    b = target(c, "twin", "b")
+    t0 = st.now()
     for i in range(SESSIONS):
-        rc, err = c.session(a.pid, SESSION_S)
-        check(rc == 0, "session %d of %d: scry exited %d: %s" % (i + 1, SESSIONS, rc,
-                                                                err.strip()[-400:]))
-        c.healthy(a)
-    t_sessions = now() - t0
+        session(c, a.pid, "session %d of %d" % (i + 1, SESSIONS))
+        healthy(c, a)
+    t_sessions = st.since(t0)
     left = []
     for _ in range(100):  # the shim lets go of the last ring at its next slow path
         left = ring_leftovers(a.pid)
@@ -176,40 +157,35 @@ def t_sessions(c):
         SESSIONS, t_sessions, (ra - rb) / 1e6, ratio)
 
 
+@tests("kill")
 def t_kill(c):
-    a = c.spawn_target("twin", "a")
-    before = shm_rings()
+    a = target(c, "twin", "a")
     rng = random.Random(os.getpid())
     left = set()
     for i in range(KILLS):
-        p = c.scry_start(c.scry_args(a.pid, 5))
+        p = c.scry_start(scry_args(c, a.pid, 5))
         time.sleep(rng.uniform(0, KILL_WINDOW))
-        p.kill()  # SIGKILL to scry alone, at a random moment of its start
-        p.communicate()
-        c.healthy(a)
-        new = shm_rings() - before
+        c.kill(p)
+        healthy(c, a)
+        new = shm_rings(p.pid)
         if new:
             left |= new
-            for n in new:
-                try:
-                    os.unlink(os.path.join("/dev/shm", n))
-                except OSError:
-                    pass
+            c.remove_files.extend(os.path.join("/dev/shm", n) for n in new)
     check(not left, "%d of %d SIGKILLs left a ring in /dev/shm" % (len(left), KILLS))
-    rc, err = c.session(a.pid, SESSION_S)  # and the target still accepts a session
-    check(rc == 0, "a session after the kills: scry exited %d: %s" % (rc, err.strip()[-400:]))
+    session(c, a.pid, "a session after the kills")
     return "%d kills in the first %.1f s: nothing in /dev/shm, target alive and untraced" % (
         KILLS, KILL_WINDOW)
 
 
+@tests("signals")
 def t_signals(c):
-    a = c.spawn_target("signals", "a")
+    a = target(c, "signals", "a")
     sent = [0]
     stop = threading.Event()
 
     def flood():
         period = 1.0 / SIG_RATE
-        nxt = now()
+        nxt = time.monotonic()
         while not stop.is_set():
             try:
                 os.kill(a.pid, signal.SIGRTMIN)
@@ -217,7 +193,7 @@ def t_signals(c):
             except OSError:
                 pass  # not queued (EAGAIN: pending limit): not sent, not counted
             nxt += period
-            d = nxt - now()
+            d = nxt - time.monotonic()
             if d > 0:
                 time.sleep(d)
 
@@ -225,41 +201,31 @@ def t_signals(c):
     th.start()
     try:
         for i in range(SIG_SESSIONS):
-            rc, err = c.session(a.pid, SESSION_S)
-            check(rc == 0, "session %d: scry exited %d: %s" % (i + 1, rc, err.strip()[-400:]))
+            session(c, a.pid, "session %d" % (i + 1))
     finally:
         stop.set()
         th.join()
     time.sleep(0.3)
-    c.healthy(a)
+    healthy(c, a)
     open(os.path.join(a.ctl, "stop"), "w").close()
-    got = c.ctl_json(a, "count")["count"]
+    got = c.wait_json(os.path.join(a.ctl, "count"), a, "count")["count"]
     check(got == sent[0], "%d SIGRTMIN sent during %d sessions, %d delivered (%d lost)" % (
         sent[0], SIG_SESSIONS, got, sent[0] - got))
     return "%d SIGRTMIN sent during %d sessions, all delivered" % (sent[0], SIG_SESSIONS)
 
 
-TESTS = st.Tests()
-TESTS.add("sessions", t_sessions)
-TESTS.add("kill", t_kill)
-TESTS.add("signals", t_signals)
-
-
 def main():
-    ap = st.add_common_args(st.runner.parser(__doc__), st.PYENV_LABELS + ["debian3.11"])
+    ap = st.add_common_args(st.runner.parser(__doc__), st.LABELS)
     a = ap.parse_args()
-    scry = os.path.abspath(a.scry)
-    tests = TESTS.select(a.k)
-    if not os.access(scry, os.X_OK):
-        return st.setup_failed("scry executable %s not found" % scry)
+    sel = tests.select(a.k)
     try:
         interp = st.find(a.python)
-    except Skip as e:
-        return st.skip_all(a.python, e, len(tests))
-    print("scry memory-safety tests: %s, %s" % (scry, interp.describe()))
-    sys.stdout.flush()
-    return st.run(tests, lambda t: Ctx(interp, scry, t.name, a.v), "Python %s" % a.python,
-                  verbose=a.v)
+    except st.Skip as e:
+        return st.skip_all(a.python, str(e), len(sel))
+    return st.run(sel, lambda t: st.Ctx("%s.%s" % (a.python, t.name), interp=interp,
+                                        scry=os.path.abspath(a.scry), verbose=a.v,
+                                        prefix="scry-memsafe"),
+                  "memsafe " + a.python, call=lambda t, c: t.fn(c), verbose=a.v)
 
 
 if __name__ == "__main__":
