@@ -6,8 +6,10 @@
 #include "scry_err.h"
 #include "shim_internal.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <sys/mman.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -482,8 +484,51 @@ static void test_create_errors(void)
     ringc_free(r);
 }
 
+/* A ring made by the target's shim (sealed memfd, shim__ring_init) is adopted; an unsealed
+ * memfd or a regular file is refused (the target could shrink it under our mapping). */
+static void test_adopt(void)
+{
+    uint64_t n = 64, len = SCRY_RING_HEADER_SIZE + n * sizeof(struct scry_ring_record);
+    struct scry_ring_layout L;
+    memset(&L, 0xff, sizeof L);
+    for (int sealed = 0; sealed < 2; sealed++) {
+        int fd = memfd_create("scry-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+        CHECK(fd >= 0 && ftruncate(fd, (off_t)len) == 0);
+        void *mem = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        CHECK(mem != MAP_FAILED);
+        CHECK(shim__ring_init(mem, len, n, 1000, 2000, (int32_t)getpid(), &L, 1, 0) == 0);
+        CHECK(shim__ring_init(mem, len, n + 1, 1000, 2000, 0, &L, 1, 0) == -1);
+        CHECK(shim__ring_init(mem, len - 1, n, 1000, 2000, 0, &L, 1, 0) == -1);
+        if (sealed)
+            CHECK(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0);
+        int err = 0;
+        ringc_t *r = ringc_adopt(dup(fd), &err);
+        if (sealed) {
+            CHECK(r != NULL && err == 0);
+            ringc_stats_t st;
+            CHECK(r && ringc_stats(r, &st) == 0 && st.nrecords == n);
+            ringc_set_enabled(r, 1);
+            ringc_free(r); /* disables it: the shim lets go */
+            CHECK(__atomic_load_n(&((struct scry_ring_header *)mem)->enabled, __ATOMIC_ACQUIRE) ==
+                  0);
+        } else {
+            CHECK(r == NULL && err == SCRY_E_CORRUPT);
+        }
+        munmap(mem, len);
+        close(fd);
+    }
+    snprintf(path, sizeof path, "/dev/shm/scry-unit-adopt-%d", (int)getpid());
+    int fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+    CHECK(fd >= 0);
+    unlink(path);
+    int err = 0;
+    CHECK(ringc_adopt(fd, &err) == NULL && err == SCRY_E_CORRUPT);
+    CHECK(ringc_adopt(-1, &err) == NULL && err == SCRY_E_INVAL);
+}
+
 int main(void)
 {
+    test_adopt();
     test_roundtrip();
     test_wraparound_and_full();
     test_torn();
