@@ -413,13 +413,15 @@ def t_metric(c, mode):
 
 def ring_state(pid):
     """(ring path, header 'enabled' word) of scry's ring in PID, read from the mapping
-    (/proc/PID/mem: scry unlinks the file once the shim has claimed it)."""
+    (/proc/PID/mem: scry unlinks the file once the shim has claimed it; attach mode's ring
+    is the shim's own memfd)."""
     path = start = None
     try:
         with open("/proc/%d/maps" % pid) as f:
             for line in f:
                 parts = line.split()
-                if len(parts) >= 6 and parts[5].startswith("/dev/shm/scry-"):
+                if len(parts) >= 6 and (parts[5].startswith("/dev/shm/scry-") or
+                                        parts[5].startswith("/memfd:scry-ring")):
                     path = parts[5]
                     start = int(parts[0].split("-")[0], 16)
     except OSError:

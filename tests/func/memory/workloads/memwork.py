@@ -9,7 +9,7 @@ the truth gives each mark's line number and the function it is in, so the tests 
 scry's per-line numbers with what this line really did.
 
 --wait-ring S: before the measured work, wait (at most S seconds) until scry's memory ring
-is mapped into this process (/dev/shm/scry-* in /proc/self/maps: preloaded at start in
+is mapped into this process (/dev/shm/scry-* or memfd:scry-ring in /proc/self/maps: preloaded at start in
 launch mode, injected in attach mode), enabled by the daemon, and the shim's PyMem hooks
 are installed (header bits, see shim/ring.h); then warm up (64 MiB allocated and copied),
 so that every thread's countdown has left the idle stride. Runs on Python 3.6+.
@@ -52,17 +52,25 @@ def marks():
 
 
 def find_ring(pid="self"):
-    """(path, start address) of scry's ring mapped in PID, or None. scry removes the file's
-    name once the shim has claimed it, so the path may end in ' (deleted)'."""
+    """(path, start address) of scry's ring mapped in PID, or None: a /dev/shm/scry-* file
+    (launch mode; its name is removed once the shim claimed it, so the path may end in
+    ' (deleted)') or the shim's own memfd 'memfd:scry-ring' (attach mode). With several
+    (an earlier session's ring not unmapped yet), an enabled one first."""
+    found = []
     try:
         with open("/proc/%s/maps" % pid) as f:
             for line in f:
                 parts = line.split()
-                if len(parts) >= 6 and parts[5].startswith("/dev/shm/scry-"):
-                    return parts[5], int(parts[0].split("-")[0], 16)
+                if len(parts) >= 6 and (parts[5].startswith("/dev/shm/scry-") or
+                                        parts[5].startswith("/memfd:scry-ring")):
+                    found.append((parts[5], int(parts[0].split("-")[0], 16)))
     except OSError:
         pass
-    return None
+    for ring in found:
+        h = ring_header(ring, pid)
+        if h and h[3] == 1:
+            return ring
+    return found[0] if found else None
 
 
 def ring_header(ring, pid="self"):
