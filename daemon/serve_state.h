@@ -1,0 +1,139 @@
+/* serve_state.h - the state of `scry serve`, shared by its files (serve.c: the loop,
+ * windows, reload; serve_targets.c: discovery and sampling of targets; serve_ctl.c: the
+ * control-socket requests). Single-threaded, apart from the push thread inside serve/push.c.
+ */
+#ifndef SCRY_SERVE_STATE_H
+#define SCRY_SERVE_STATE_H
+
+#include "agg.h"
+#include "config.h"
+#include "ctl.h"
+#include "discover.h"
+#include "pystate.h"
+#include "push.h"
+#include "sampler.h"
+#include "store.h"
+#include "strtab.h"
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#define SERVE_IDLE_CHECK_NS  500000000ull   /* an idle target is looked at twice a second */
+#define SERVE_PENDING_MAX_NS 10000000000ull /* a new process has 10 s to become readable */
+#define SERVE_MAX_TARGETS    4096
+#define SERVE_MAX_PENDING    1024
+#define SERVE_MAX_WINDOWS    1024
+
+typedef struct serve_target {
+    pid_t pid;
+    uint64_t start_time; /* /proc/PID/stat field 22: PID reuse changes it */
+    uid_t uid;
+    char comm[32];
+    char service[65];
+    char container[65];
+    double rule_rate_hz; /* from the rule; 0: global */
+    double set_rate_hz;  /* from `scry ctl set-rate PID`; 0: none */
+    strtab_t *strings;   /* this target's own strings: freed with it */
+    pystate_target_t *py;
+    sampler_t *sampler;
+    int stat_fd;           /* /proc/PID/stat, kept open: one pread per check */
+    uint64_t cpu_ticks;    /* utime+stime at the last check */
+    uint64_t cpu_ticks_w0; /* at the start of the window */
+    double cpu_pct;        /* over the last window */
+    int busy;              /* used CPU at the last check */
+    uint64_t next_ns;      /* next check (CLOCK_MONOTONIC) */
+    uint64_t samples, errors;
+    struct serve_win *win; /* its window in the current interval (cache) */
+} serve_target_t;
+
+typedef struct serve_pending {
+    pid_t pid;
+    uint64_t start_time;
+    uint64_t first_ns, next_ns;
+    int tries;
+} serve_pending_t;
+
+typedef struct serve_win {
+    char service[65];
+    char container[65];
+    serve_agg_t *agg;
+    int live_targets;
+} serve_win_t;
+
+typedef struct serve_rejected {
+    pid_t pid;
+    uint64_t start_time;
+    uint32_t comm_hash;
+} serve_rejected_t;
+
+typedef struct serve_state {
+    serve_config_t *cfg;
+    int argc;
+    char **argv;
+    serve_store_t *store;
+    serve_push_t *push;
+    serve_ctl_t *ctl;
+    serve_discover_t *disc;
+    int sigfd;
+    serve_target_t *targets[SERVE_MAX_TARGETS];
+    size_t n_targets;
+    serve_pending_t pending[SERVE_MAX_PENDING];
+    size_t n_pending;
+    serve_win_t *wins[SERVE_MAX_WINDOWS];
+    size_t n_wins;
+    serve_rejected_t *rejected; /* sorted by pid */
+    size_t n_rejected;
+    int64_t win_from;         /* Unix seconds of the current window's start */
+    uint64_t win_end_real_ns; /* CLOCK_REALTIME end of the current window */
+    uint64_t next_scan_ns;
+    int scan_requested;
+    double rate_factor; /* <= 1: lowered by the CPU budget */
+    uint64_t budget_t0_ns, budget_cpu0_ns;
+    double self_cpu_pct; /* the daemon's own CPU over the last budget period */
+    uint64_t windows_written, samples_total;
+    int flush_requested, reload_requested, stop;
+    long clk_tck;
+} serve_state_t;
+
+/* serve_targets.c */
+
+/* Evaluates PID (new, exec'd, or found by a scan): when it is selected it becomes pending
+ * (opened once it is a readable Python process); a known target whose identity changed
+ * (exec, PID reuse) is dropped first. */
+void serve_targets_consider(serve_state_t *st, pid_t pid, int exec);
+
+/* Drops target PID (exited), if known. */
+void serve_targets_exited(serve_state_t *st, pid_t pid);
+
+/* Scans /proc for processes not seen yet. */
+void serve_targets_scan(serve_state_t *st);
+
+/* Tries to open the pending processes that are due. */
+void serve_targets_open_pending(serve_state_t *st, uint64_t now);
+
+/* Checks the targets that are due and samples those that used CPU. Returns the next time
+ * anything is due. */
+uint64_t serve_targets_tick(serve_state_t *st, uint64_t now);
+
+/* Re-applies the selection rules to every target (after a reload). */
+void serve_targets_reselect(serve_state_t *st);
+
+/* The effective rate of target T. */
+double serve_target_rate(const serve_state_t *st, const serve_target_t *t);
+
+/* Frees target T (its sampler, reader, strings, files). */
+void serve_target_free(serve_target_t *t);
+
+/* serve.c */
+
+/* The window of (SERVICE, CONTAINER) in the current interval, created when missing.
+ * NULL when out of memory or when there are too many services. */
+serve_win_t *serve_window_get(serve_state_t *st, const char *service, const char *container);
+
+/* serve_ctl.c */
+
+/* Answers one control request (serve/ctl.h's handler). */
+void serve_ctl_handle(void *ctx, const serve_ctl_req_t *req, const serve_ctl_peer_t *peer,
+                      json_object *reply);
+
+#endif

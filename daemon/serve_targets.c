@@ -1,0 +1,439 @@
+/* serve_targets.c - `scry serve`'s targets: selection, opening, idle detection, sampling.
+ *
+ * Cost follows the CPU the targets burn: a target is looked at through one pread of its
+ * /proc/PID/stat (utime + stime of all its threads). A target that used no CPU since the
+ * last look is not sampled and is looked at again only after SERVE_IDLE_CHECK_NS; one that
+ * did is sampled at its rate. Checks are aligned on multiples of their period, so targets
+ * with the same rate share one wake-up. CPU a target used between two samples is not lost:
+ * the sampler weighs a running sample by the CPU time since the thread was last seen.
+ */
+#include "log.h"
+#include "proc.h"
+#include "select.h"
+#include "serve_state.h"
+
+#include "scry_err.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static uint32_t comm_hash(const char *s)
+{
+    uint32_t h = 2166136261u;
+    for (; *s; s++)
+        h = (h ^ (uint8_t)*s) * 16777619u;
+    return h;
+}
+
+static serve_target_t *find_target(serve_state_t *st, pid_t pid, size_t *idx)
+{
+    for (size_t i = 0; i < st->n_targets; i++) {
+        if (st->targets[i]->pid == pid) {
+            if (idx)
+                *idx = i;
+            return st->targets[i];
+        }
+    }
+    return NULL;
+}
+
+void serve_target_free(serve_target_t *t)
+{
+    if (!t)
+        return;
+    sampler_free(t->sampler);
+    pystate_target_free(t->py);
+    strtab_free(t->strings);
+    if (t->stat_fd >= 0)
+        close(t->stat_fd);
+    free(t);
+}
+
+static void remove_target(serve_state_t *st, size_t i, const char *why)
+{
+    serve_target_t *t = st->targets[i];
+    serve_log("target %d (%s) %s after %llu samples", (int)t->pid, t->service, why,
+              (unsigned long long)t->samples);
+    if (t->win && t->win->live_targets > 0)
+        t->win->live_targets--;
+    serve_target_free(t);
+    st->targets[i] = st->targets[--st->n_targets];
+}
+
+static void remove_pending(serve_state_t *st, pid_t pid)
+{
+    for (size_t i = 0; i < st->n_pending; i++) {
+        if (st->pending[i].pid == pid) {
+            st->pending[i] = st->pending[--st->n_pending];
+            return;
+        }
+    }
+}
+
+/* The rejected list is sorted by pid. */
+static serve_rejected_t *find_rejected(serve_state_t *st, pid_t pid)
+{
+    size_t lo = 0, hi = st->n_rejected;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (st->rejected[mid].pid < pid)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < st->n_rejected && st->rejected[lo].pid == pid ? &st->rejected[lo] : NULL;
+}
+
+static void add_rejected(serve_state_t *st, pid_t pid, uint64_t start_time, const char *comm)
+{
+    serve_rejected_t *r = find_rejected(st, pid);
+    if (r) {
+        r->start_time = start_time;
+        r->comm_hash = comm_hash(comm);
+        return;
+    }
+    if (st->n_rejected >= 4u << 20)
+        return;
+    serve_rejected_t *n = realloc(st->rejected, (st->n_rejected + 1) * sizeof *n);
+    if (!n)
+        return;
+    st->rejected = n;
+    size_t i = st->n_rejected;
+    while (i > 0 && st->rejected[i - 1].pid > pid) {
+        st->rejected[i] = st->rejected[i - 1];
+        i--;
+    }
+    st->rejected[i] = (serve_rejected_t){pid, start_time, comm_hash(comm)};
+    st->n_rejected++;
+}
+
+static void forget_rejected(serve_state_t *st, pid_t pid)
+{
+    serve_rejected_t *r = find_rejected(st, pid);
+    if (!r)
+        return;
+    size_t i = (size_t)(r - st->rejected);
+    memmove(r, r + 1, (st->n_rejected - i - 1) * sizeof *r);
+    st->n_rejected--;
+}
+
+void serve_targets_exited(serve_state_t *st, pid_t pid)
+{
+    size_t i;
+    if (find_target(st, pid, &i))
+        remove_target(st, i, "exited");
+    remove_pending(st, pid);
+    forget_rejected(st, pid);
+}
+
+void serve_targets_consider(serve_state_t *st, pid_t pid, int exec)
+{
+    if (pid <= 0 || pid == getpid())
+        return;
+    uint64_t start = 0;
+    char comm[32];
+    if (serve_proc_identity(pid, &start, comm, sizeof comm) != 0) {
+        serve_targets_exited(st, pid);
+        return;
+    }
+    size_t i;
+    serve_target_t *t = find_target(st, pid, &i);
+    if (t) {
+        if (!exec && t->start_time == start && strcmp(t->comm, comm) == 0)
+            return; /* known, unchanged */
+        remove_target(st, i, t->start_time != start ? "was replaced (PID reused)" : "exec'd");
+    }
+    serve_rejected_t *r = find_rejected(st, pid);
+    if (r && !exec && r->start_time == start && r->comm_hash == comm_hash(comm))
+        return;
+    for (size_t k = 0; k < st->n_pending; k++) {
+        if (st->pending[k].pid == pid) {
+            if (st->pending[k].start_time == start && !exec)
+                return;
+            st->pending[k] = st->pending[--st->n_pending];
+            break;
+        }
+    }
+    serve_proc_t *p = malloc(sizeof *p);
+    if (!p)
+        return;
+    char name[80];
+    double rate;
+    int sel = serve_proc_read(pid, p) == 0 ? serve_select(st->cfg, p, name, sizeof name, &rate)
+                                           : SERVE_SELECT_NONE;
+    free(p);
+    if (sel == SERVE_SELECT_NONE) {
+        add_rejected(st, pid, start, comm);
+        return;
+    }
+    forget_rejected(st, pid);
+    if (st->n_pending >= SERVE_MAX_PENDING)
+        return;
+    uint64_t now = sampler_now_ns();
+    st->pending[st->n_pending++] = (serve_pending_t){pid, start, now, now, 0};
+}
+
+static void scan_cb(void *ctx, enum serve_discover_event ev, pid_t pid)
+{
+    (void)ev;
+    serve_targets_consider(ctx, pid, 0);
+}
+
+void serve_targets_scan(serve_state_t *st)
+{
+    /* forget rejected processes that are gone (the list is rebuilt from what exists) */
+    size_t w = 0;
+    for (size_t i = 0; i < st->n_rejected; i++) {
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%d", (int)st->rejected[i].pid);
+        if (access(path, F_OK) == 0)
+            st->rejected[w++] = st->rejected[i];
+    }
+    st->n_rejected = w;
+    serve_discover_scan(scan_cb, st);
+    for (size_t i = 0; i < st->n_targets;) {
+        uint64_t start;
+        char comm[32];
+        serve_target_t *t = st->targets[i];
+        if (serve_proc_identity(t->pid, &start, comm, sizeof comm) != 0) {
+            remove_target(st, i, "exited");
+            continue;
+        }
+        if (start != t->start_time || strcmp(comm, t->comm) != 0) {
+            pid_t pid = t->pid;
+            remove_target(st, i, start != t->start_time ? "was replaced (PID reused)" : "exec'd");
+            serve_targets_consider(st, pid, 1);
+            continue;
+        }
+        i++;
+    }
+}
+
+double serve_target_rate(const serve_state_t *st, const serve_target_t *t)
+{
+    double base = t->set_rate_hz > 0    ? t->set_rate_hz
+                  : t->rule_rate_hz > 0 ? t->rule_rate_hz
+                                        : st->cfg->rate_hz;
+    double r = base * st->rate_factor;
+    return r < 0.1 ? 0.1 : r;
+}
+
+static int read_cpu_ticks(serve_target_t *t, uint64_t *ticks)
+{
+    char buf[1024];
+    ssize_t n = pread(t->stat_fd, buf, sizeof buf - 1, 0);
+    if (n <= 0)
+        return SCRY_E_GONE;
+    buf[n] = '\0';
+    char *s = strrchr(buf, ')');
+    if (!s)
+        return SCRY_E_GONE;
+    /* fields after ") ": 3 state ... 14 utime 15 stime */
+    unsigned long long ut = 0, stime = 0;
+    int field = 2;
+    for (char *p = s + 1; *p && field < 15; p++) {
+        if (*p != ' ')
+            continue;
+        field++;
+        if (field == 14)
+            ut = strtoull(p + 1, NULL, 10);
+        else if (field == 15)
+            stime = strtoull(p + 1, NULL, 10);
+    }
+    *ticks = ut + stime;
+    return 0;
+}
+
+static int open_target(serve_state_t *st, serve_pending_t *pd, char *msg, size_t msglen)
+{
+    serve_proc_t *p = malloc(sizeof *p);
+    serve_target_t *t = calloc(1, sizeof *t);
+    int err = SCRY_E_NOMEM;
+    if (!p || !t)
+        goto fail;
+    t->stat_fd = -1;
+    err = serve_proc_read(pd->pid, p);
+    if (err)
+        goto fail;
+    if (p->start_time != pd->start_time) {
+        err = SCRY_E_GONE;
+        goto fail;
+    }
+    char name[80];
+    double rate = 0;
+    if (serve_select(st->cfg, p, name, sizeof name, &rate) == SERVE_SELECT_NONE) {
+        err = SCRY_E_NOTFOUND;
+        goto fail;
+    }
+    t->pid = pd->pid;
+    t->start_time = p->start_time;
+    t->uid = p->uid;
+    snprintf(t->comm, sizeof t->comm, "%s", p->comm);
+    snprintf(t->service, sizeof t->service, "%.64s", name);
+    snprintf(t->container, sizeof t->container, "%s", p->container);
+    t->rule_rate_hz = rate;
+    err = SCRY_E_NOMEM;
+    if (!(t->strings = strtab_new()))
+        goto fail;
+    err = pystate_target_open(t->pid, t->strings, &t->py, msg, msglen);
+    if (err)
+        goto fail;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)t->pid);
+    t->stat_fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (t->stat_fd < 0 || read_cpu_ticks(t, &t->cpu_ticks) != 0) {
+        err = SCRY_E_GONE;
+        goto fail;
+    }
+    t->cpu_ticks_w0 = t->cpu_ticks;
+    scry_config_t scfg;
+    memset(&scfg, 0, sizeof scfg);
+    scfg.rate_hz = serve_target_rate(st, t);
+    err = SCRY_E_NOMEM;
+    if (!(t->sampler = sampler_new(&scfg, t->py, t->strings)))
+        goto fail;
+    t->busy = 1; /* take a first sample at once */
+    t->next_ns = 0;
+    free(p);
+    st->targets[st->n_targets++] = t;
+    serve_log("target %d: %s%s%.12s, Python %s, %s", (int)t->pid, t->service,
+              t->container[0] ? " in container " : "", t->container,
+              pystate_target_info(t->py)->version, pystate_target_info(t->py)->interp_path);
+    return 0;
+fail:
+    free(p);
+    serve_target_free(t);
+    return err;
+}
+
+void serve_targets_open_pending(serve_state_t *st, uint64_t now)
+{
+    for (size_t i = 0; i < st->n_pending;) {
+        serve_pending_t *pd = &st->pending[i];
+        if (pd->next_ns > now) {
+            i++;
+            continue;
+        }
+        if (st->n_targets >= SERVE_MAX_TARGETS) {
+            serve_log("target %d not profiled: %d targets already", (int)pd->pid,
+                      SERVE_MAX_TARGETS);
+            *pd = st->pending[--st->n_pending];
+            continue;
+        }
+        char msg[512] = "";
+        int err = open_target(st, pd, msg, sizeof msg);
+        if (err == 0 || err == SCRY_E_GONE || err == SCRY_E_NOPROC || err == SCRY_E_NOTFOUND) {
+            *pd = st->pending[--st->n_pending];
+            continue;
+        }
+        /* Not readable yet (an interpreter starting up), or not Python at all: retry with a
+         * backoff (10 ms doubling to 1 s) for 10 s, then give up until it execs. */
+        pd->tries++;
+        if (now - pd->first_ns > SERVE_PENDING_MAX_NS || err == SCRY_E_PERM ||
+            err == SCRY_E_UNSUPPORTED) {
+            uint64_t start;
+            char comm[32] = "";
+            if (serve_proc_identity(pd->pid, &start, comm, sizeof comm) == 0) {
+                serve_log("process %d (%s) not profiled: %s", (int)pd->pid, comm,
+                          msg[0] ? msg : scry_strerror(err));
+                add_rejected(st, pd->pid, start, comm);
+            }
+            *pd = st->pending[--st->n_pending];
+            continue;
+        }
+        uint64_t backoff = 10000000ull << (pd->tries < 7 ? pd->tries : 7);
+        pd->next_ns = now + (backoff > 1000000000ull ? 1000000000ull : backoff);
+        i++;
+    }
+}
+
+static void emit(const scry_sample_t *s, void *ctx)
+{
+    serve_target_t *t = ctx;
+    if (!t->win)
+        return;
+    if (serve_agg_add(t->win->agg, s, t->pid, pystate_target_info(t->py)->version) == 0)
+        t->samples++;
+    else
+        t->errors++;
+}
+
+static uint64_t align_up(uint64_t now, uint64_t period)
+{
+    return (now / period + 1) * period;
+}
+
+uint64_t serve_targets_tick(serve_state_t *st, uint64_t now)
+{
+    uint64_t next = UINT64_MAX;
+    for (size_t i = 0; i < st->n_targets;) {
+        serve_target_t *t = st->targets[i];
+        if (t->next_ns > now) {
+            if (t->next_ns < next)
+                next = t->next_ns;
+            i++;
+            continue;
+        }
+        uint64_t ticks;
+        if (read_cpu_ticks(t, &ticks) != 0) {
+            remove_target(st, i, "exited");
+            continue;
+        }
+        int used = ticks != t->cpu_ticks;
+        t->cpu_ticks = ticks;
+        if (used || t->busy) {
+            if (!t->win) {
+                t->win = serve_window_get(st, t->service, t->container[0] ? t->container : NULL);
+                if (t->win)
+                    t->win->live_targets++;
+            }
+            int err = sampler_tick(t->sampler, emit, t);
+            if (err == SCRY_E_GONE) {
+                remove_target(st, i, "exited");
+                continue;
+            }
+            if (err)
+                t->errors++;
+        }
+        t->busy = used;
+        uint64_t period = used ? (uint64_t)(1e9 / serve_target_rate(st, t)) : SERVE_IDLE_CHECK_NS;
+        t->next_ns = align_up(now, period);
+        if (t->next_ns < next)
+            next = t->next_ns;
+        i++;
+    }
+    return next;
+}
+
+void serve_targets_reselect(serve_state_t *st)
+{
+    serve_proc_t *p = malloc(sizeof *p);
+    if (!p)
+        return;
+    for (size_t i = 0; i < st->n_targets;) {
+        serve_target_t *t = st->targets[i];
+        char name[80];
+        double rate;
+        if (serve_proc_read(t->pid, p) != 0 ||
+            serve_select(st->cfg, p, name, sizeof name, &rate) == SERVE_SELECT_NONE) {
+            remove_target(st, i, "no longer selected");
+            continue;
+        }
+        if (strcmp(name, t->service) != 0) {
+            serve_log("target %d: service %s is now %s", (int)t->pid, t->service, name);
+            snprintf(t->service, sizeof t->service, "%.64s", name);
+            if (t->win && t->win->live_targets > 0)
+                t->win->live_targets--;
+            t->win = NULL;
+        }
+        t->rule_rate_hz = rate;
+        i++;
+    }
+    free(p);
+    st->n_rejected = 0; /* the rules changed: look at everything again */
+    st->scan_requested = 1;
+}
