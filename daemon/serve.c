@@ -3,8 +3,9 @@
  * SIGHUP reload, SIGTERM flush and exit; and `scry ctl`, its client.
  *
  * One thread does everything but the HTTP push (serve/push.c's thread): it waits in poll()
- * on the process-events connector, the control socket and a signalfd, with a timeout that
- * ends at the next due target check, pending open, scan or window end. Nothing here stops
+ * on the control socket and a signalfd, with a timeout that ends at the next due target
+ * check, pending open, scan or window end, and at most 200 ms later, when it drains the
+ * process-events connector. Nothing here stops
  * a target (no --blocking, no --native), so a SIGKILL of the daemon leaves them running.
  */
 #include "commands.h"
@@ -22,6 +23,8 @@
 #include <sys/signalfd.h>
 #include <time.h>
 #include <unistd.h>
+
+#define SERVE_EVENT_CADENCE_MS 200
 
 static void serve_usage(void)
 {
@@ -301,15 +304,15 @@ static void budget_check(serve_state_t *st, uint64_t now)
                   st->cfg->rate_hz * st->rate_factor, st->rate_factor);
 }
 
-static void on_event(void *ctx, enum serve_discover_event ev, pid_t pid)
+static void on_event(void *ctx, enum serve_discover_event ev, pid_t pid, pid_t parent)
 {
     serve_state_t *st = ctx;
     switch (ev) {
     case SERVE_DISCOVER_NEW:
-        serve_targets_consider(st, pid, 0);
+        serve_targets_notice(st, pid, 0, parent, sampler_now_ns());
         break;
     case SERVE_DISCOVER_EXEC:
-        serve_targets_consider(st, pid, 1);
+        serve_targets_notice(st, pid, 1, 0, sampler_now_ns());
         break;
     case SERVE_DISCOVER_EXIT:
         serve_targets_exited(st, pid);
@@ -359,8 +362,11 @@ static int run(serve_state_t *st)
             st->scan_requested = 0;
             st->next_scan_ns = now + (uint64_t)(scan_s * 1e9);
         }
+        uint64_t next_fresh = serve_targets_fresh(st, now);
         serve_targets_open_pending(st, now);
         uint64_t next = serve_targets_tick(st, now);
+        if (next_fresh < next)
+            next = next_fresh;
         now = sampler_now_ns();
         if (real_ns() >= st->win_end_real_ns || st->flush_requested) {
             st->flush_requested = 0;
@@ -382,23 +388,23 @@ static int run(serve_state_t *st)
                 next = st->pending[i].next_ns;
         now = sampler_now_ns();
         int timeout = next <= now ? 0 : (int)((next - now + 999999) / 1000000);
-        if (timeout > 1000)
-            timeout = 1000;
-        struct pollfd fds[3] = {{.fd = st->sigfd, .events = POLLIN},
-                                {.fd = serve_ctl_fd(st->ctl), .events = POLLIN},
-                                {.fd = serve_discover_fd(st->disc), .events = POLLIN}};
-        int n = poll(fds, fds[2].fd >= 0 ? 3 : 2, timeout);
+        /* The connector is drained on a 200 ms cadence rather than woken up for: on a busy
+         * host it reports hundreds of short-lived processes a second, and a wake-up each
+         * would cost more than the rest of the daemon (its socket buffer holds 4 MiB). */
+        if (timeout > SERVE_EVENT_CADENCE_MS)
+            timeout = SERVE_EVENT_CADENCE_MS;
+        struct pollfd fds[2] = {{.fd = st->sigfd, .events = POLLIN},
+                                {.fd = serve_ctl_fd(st->ctl), .events = POLLIN}};
+        int n = poll(fds, 2, timeout);
         if (n < 0 && errno != EINTR) {
             serve_log("poll: %s", strerror(errno));
             return SCRY_E_IO;
         }
-        if (n <= 0)
-            continue;
-        if (fds[0].revents)
+        if (n > 0 && fds[0].revents)
             handle_signals(st);
-        if (fds[1].revents)
+        if (n > 0 && fds[1].revents)
             serve_ctl_serve(st->ctl, serve_ctl_handle, st);
-        if (fds[2].fd >= 0 && fds[2].revents) {
+        if (serve_discover_fd(st->disc) >= 0) {
             if (serve_discover_read(st->disc, on_event, st) < 0) {
                 serve_log("process-events connector failed: scanning /proc instead");
                 serve_discover_free(st->disc);

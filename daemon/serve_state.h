@@ -18,7 +18,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define SERVE_IDLE_CHECK_NS  500000000ull   /* an idle target is looked at twice a second */
+#define SERVE_IDLE_CHECK_NS  1000000000ull  /* an idle target is looked at once a second */
 #define SERVE_PENDING_MAX_NS 10000000000ull /* a new process has 10 s to become readable */
 #define SERVE_MAX_TARGETS    4096
 #define SERVE_MAX_PENDING    1024
@@ -41,7 +41,9 @@ typedef struct serve_target {
     uint64_t cpu_ticks_w0; /* at the start of the window */
     double cpu_pct;        /* over the last window */
     int busy;              /* used CPU at the last check */
-    uint64_t next_ns;      /* next check (CLOCK_MONOTONIC) */
+    uint64_t unsampled;    /* CPU ticks seen since the last sampled check */
+    uint64_t last_sample_ns;
+    uint64_t next_ns; /* next check (CLOCK_MONOTONIC) */
     uint64_t samples, errors;
     struct serve_win *win; /* its window in the current interval (cache) */
 } serve_target_t;
@@ -60,10 +62,23 @@ typedef struct serve_win {
     int live_targets;
 } serve_win_t;
 
+/* A process the connector reported (exec, or fork of a target): looked at a little later,
+ * once its program is loaded; most short-lived processes of a busy host are gone by then
+ * and cost nothing. */
+typedef struct serve_fresh {
+    pid_t pid;
+    int exec;
+    uint64_t due_ns;
+} serve_fresh_t;
+
+#define SERVE_FRESH_DELAY_NS 100000000ull /* 100 ms */
+#define SERVE_MAX_FRESH      4096
+
 typedef struct serve_rejected {
     pid_t pid;
     uint64_t start_time;
     uint32_t comm_hash;
+    int maps_checked; /* all-python: its maps were searched for libpython */
 } serve_rejected_t;
 
 typedef struct serve_state {
@@ -81,6 +96,8 @@ typedef struct serve_state {
     size_t n_pending;
     serve_win_t *wins[SERVE_MAX_WINDOWS];
     size_t n_wins;
+    serve_fresh_t fresh[SERVE_MAX_FRESH];
+    size_t n_fresh;
     serve_rejected_t *rejected; /* sorted by pid */
     size_t n_rejected;
     int64_t win_from;         /* Unix seconds of the current window's start */
@@ -99,8 +116,18 @@ typedef struct serve_state {
 
 /* Evaluates PID (new, exec'd, or found by a scan): when it is selected it becomes pending
  * (opened once it is a readable Python process); a known target whose identity changed
- * (exec, PID reuse) is dropped first. */
-void serve_targets_consider(serve_state_t *st, pid_t pid, int exec);
+ * (exec, PID reuse) is dropped first. With MAPS (scans), all-python also looks for a
+ * mapped libpython (embedded interpreters), once per process; without (connector events:
+ * most are short-lived processes of a busy host), only names count. */
+void serve_targets_consider(serve_state_t *st, pid_t pid, int exec, int maps);
+
+/* Notes a process the connector reported (EXEC: it exec'd; else a fork of PARENT); it is
+ * considered SERVE_FRESH_DELAY_NS later, unless it exits first. A fork of a process that
+ * was not selected is ignored (same program: its exec, if any, is reported). */
+void serve_targets_notice(serve_state_t *st, pid_t pid, int exec, pid_t parent, uint64_t now);
+
+/* Considers the noticed processes that are due; returns the next due time. */
+uint64_t serve_targets_fresh(serve_state_t *st, uint64_t now);
 
 /* Drops target PID (exited), if known. */
 void serve_targets_exited(serve_state_t *st, pid_t pid);

@@ -88,12 +88,14 @@ static serve_rejected_t *find_rejected(serve_state_t *st, pid_t pid)
     return lo < st->n_rejected && st->rejected[lo].pid == pid ? &st->rejected[lo] : NULL;
 }
 
-static void add_rejected(serve_state_t *st, pid_t pid, uint64_t start_time, const char *comm)
+static void add_rejected(serve_state_t *st, pid_t pid, uint64_t start_time, const char *comm,
+                         int maps_checked)
 {
     serve_rejected_t *r = find_rejected(st, pid);
     if (r) {
         r->start_time = start_time;
         r->comm_hash = comm_hash(comm);
+        r->maps_checked = maps_checked;
         return;
     }
     if (st->n_rejected >= 4u << 20)
@@ -107,7 +109,7 @@ static void add_rejected(serve_state_t *st, pid_t pid, uint64_t start_time, cons
         st->rejected[i] = st->rejected[i - 1];
         i--;
     }
-    st->rejected[i] = (serve_rejected_t){pid, start_time, comm_hash(comm)};
+    st->rejected[i] = (serve_rejected_t){pid, start_time, comm_hash(comm), maps_checked};
     st->n_rejected++;
 }
 
@@ -124,14 +126,21 @@ static void forget_rejected(serve_state_t *st, pid_t pid)
 void serve_targets_exited(serve_state_t *st, pid_t pid)
 {
     size_t i;
+    for (size_t k = 0; k < st->n_fresh; k++) {
+        if (st->fresh[k].pid == pid) {
+            st->fresh[k] = st->fresh[--st->n_fresh];
+            break;
+        }
+    }
     if (find_target(st, pid, &i))
         remove_target(st, i, "exited");
     remove_pending(st, pid);
     forget_rejected(st, pid);
 }
 
-void serve_targets_consider(serve_state_t *st, pid_t pid, int exec)
+void serve_targets_consider(serve_state_t *st, pid_t pid, int exec, int maps)
 {
+    maps = maps && st->cfg->all_python > 0;
     if (pid <= 0 || pid == getpid())
         return;
     uint64_t start = 0;
@@ -148,7 +157,8 @@ void serve_targets_consider(serve_state_t *st, pid_t pid, int exec)
         remove_target(st, i, t->start_time != start ? "was replaced (PID reused)" : "exec'd");
     }
     serve_rejected_t *r = find_rejected(st, pid);
-    if (r && !exec && r->start_time == start && r->comm_hash == comm_hash(comm))
+    if (r && !exec && r->start_time == start && r->comm_hash == comm_hash(comm) &&
+        (r->maps_checked || !maps))
         return;
     for (size_t k = 0; k < st->n_pending; k++) {
         if (st->pending[k].pid == pid) {
@@ -163,11 +173,18 @@ void serve_targets_consider(serve_state_t *st, pid_t pid, int exec)
         return;
     char name[80];
     double rate;
-    int sel = serve_proc_read(pid, p) == 0 ? serve_select(st->cfg, p, name, sizeof name, &rate)
-                                           : SERVE_SELECT_NONE;
+    /* match rules only: the command line and executable decide, two reads */
+    if (serve_proc_read_command(pid, p) != 0 || !serve_select_may_hold(st->cfg, p)) {
+        free(p);
+        add_rejected(st, pid, start, comm, 1);
+        return;
+    }
+    int sel = serve_proc_read(pid, p, maps) == 0
+                  ? serve_select(st->cfg, p, name, sizeof name, &rate)
+                  : SERVE_SELECT_NONE;
     free(p);
     if (sel == SERVE_SELECT_NONE) {
-        add_rejected(st, pid, start, comm);
+        add_rejected(st, pid, start, comm, maps || st->cfg->all_python <= 0);
         return;
     }
     forget_rejected(st, pid);
@@ -177,10 +194,46 @@ void serve_targets_consider(serve_state_t *st, pid_t pid, int exec)
     st->pending[st->n_pending++] = (serve_pending_t){pid, start, now, now, 0};
 }
 
-static void scan_cb(void *ctx, enum serve_discover_event ev, pid_t pid)
+void serve_targets_notice(serve_state_t *st, pid_t pid, int exec, pid_t parent, uint64_t now)
+{
+    if (!exec && parent > 0 && !find_target(st, parent, NULL) && !find_target(st, pid, NULL))
+        return; /* a fork of a process we do not profile runs the same program */
+    for (size_t k = 0; k < st->n_fresh; k++) {
+        if (st->fresh[k].pid == pid) {
+            st->fresh[k].exec |= exec;
+            st->fresh[k].due_ns = now + SERVE_FRESH_DELAY_NS;
+            return;
+        }
+    }
+    if (st->n_fresh >= SERVE_MAX_FRESH) {
+        st->scan_requested = 1;
+        return;
+    }
+    st->fresh[st->n_fresh++] = (serve_fresh_t){pid, exec, now + SERVE_FRESH_DELAY_NS};
+}
+
+uint64_t serve_targets_fresh(serve_state_t *st, uint64_t now)
+{
+    uint64_t next = UINT64_MAX;
+    for (size_t k = 0; k < st->n_fresh;) {
+        serve_fresh_t f = st->fresh[k];
+        if (f.due_ns > now) {
+            if (f.due_ns < next)
+                next = f.due_ns;
+            k++;
+            continue;
+        }
+        st->fresh[k] = st->fresh[--st->n_fresh];
+        serve_targets_consider(st, f.pid, f.exec, 0);
+    }
+    return next;
+}
+
+static void scan_cb(void *ctx, enum serve_discover_event ev, pid_t pid, pid_t parent)
 {
     (void)ev;
-    serve_targets_consider(ctx, pid, 0);
+    (void)parent;
+    serve_targets_consider(ctx, pid, 0, 1);
 }
 
 void serve_targets_scan(serve_state_t *st)
@@ -206,7 +259,7 @@ void serve_targets_scan(serve_state_t *st)
         if (start != t->start_time || strcmp(comm, t->comm) != 0) {
             pid_t pid = t->pid;
             remove_target(st, i, start != t->start_time ? "was replaced (PID reused)" : "exec'd");
-            serve_targets_consider(st, pid, 1);
+            serve_targets_consider(st, pid, 1, 1);
             continue;
         }
         i++;
@@ -256,7 +309,7 @@ static int open_target(serve_state_t *st, serve_pending_t *pd, char *msg, size_t
     if (!p || !t)
         goto fail;
     t->stat_fd = -1;
-    err = serve_proc_read(pd->pid, p);
+    err = serve_proc_read(pd->pid, p, st->cfg->all_python > 0);
     if (err)
         goto fail;
     if (p->start_time != pd->start_time) {
@@ -340,7 +393,7 @@ void serve_targets_open_pending(serve_state_t *st, uint64_t now)
             if (serve_proc_identity(pd->pid, &start, comm, sizeof comm) == 0) {
                 serve_log("process %d (%s) not profiled: %s", (int)pd->pid, comm,
                           msg[0] ? msg : scry_strerror(err));
-                add_rejected(st, pd->pid, start, comm);
+                add_rejected(st, pd->pid, start, comm, 1);
             }
             *pd = st->pending[--st->n_pending];
             continue;
@@ -383,9 +436,18 @@ uint64_t serve_targets_tick(serve_state_t *st, uint64_t now)
             remove_target(st, i, "exited");
             continue;
         }
-        int used = ticks != t->cpu_ticks;
+        uint64_t delta = ticks - t->cpu_ticks;
         t->cpu_ticks = ticks;
+        t->unsampled += delta;
+        /* A target checked at the idle period that used a single clock tick (<= 1% of a
+         * CPU) is sampled only once that adds up or every 10 s: the CPU is not lost (the
+         * next sample weighs it), and a service that merely wakes up costs no sampling. */
+        int used = t->busy ? delta > 0
+                           : t->unsampled >= 2 ||
+                                 (t->unsampled >= 1 && now - t->last_sample_ns >= 10000000000ull);
         if (used || t->busy) {
+            t->unsampled = 0;
+            t->last_sample_ns = now;
             if (!t->win) {
                 t->win = serve_window_get(st, t->service, t->container[0] ? t->container : NULL);
                 if (t->win)
@@ -418,7 +480,7 @@ void serve_targets_reselect(serve_state_t *st)
         serve_target_t *t = st->targets[i];
         char name[80];
         double rate;
-        if (serve_proc_read(t->pid, p) != 0 ||
+        if (serve_proc_read(t->pid, p, st->cfg->all_python > 0) != 0 ||
             serve_select(st->cfg, p, name, sizeof name, &rate) == SERVE_SELECT_NONE) {
             remove_target(st, i, "no longer selected");
             continue;

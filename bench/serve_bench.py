@@ -1,0 +1,244 @@
+#!/usr/bin/env python3
+"""What scry serve costs (docs/performance.md, "The daemon").
+
+  idle    N idle Python services (default 200; Debian's python3.11 and pyenv versions, each
+          waking once a second): the daemon's own CPU (utime+stime from /proc) over a
+          measured period after a warm-up, as a share of one core
+  busy    20 busy services (a CPU-bound loop) at the default 19 Hz: the daemon's CPU share
+          and its CPU per sample (samples from `scry ctl list`)
+  record  `scry record --pid` of one busy service at 19 Hz for the same duration: CPU per
+          sample of the one-shot front end, side by side
+  churn   services that start and exit all the time (one every 0.4 s, each living 2 s),
+          for --churn-minutes: the daemon's RSS over time
+
+Run as root: python3 bench/serve_bench.py --scry build/daemon/scry [--quick]
+             [--churn-minutes 10] [only: idle busy record churn]
+Markdown on stdout, progress on stderr.
+"""
+import argparse
+import json
+import os
+import re
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "lib"))
+import scrytest as st  # noqa: E402
+
+SVC = os.path.join(HERE, "..", "tests", "func", "serve", "workloads", "svc.py")
+TOKEN = "scrybench%d" % os.getpid()
+CLK = os.sysconf("SC_CLK_TCK")
+
+
+def log(*a):
+    print(*a, file=sys.stderr)
+    sys.stderr.flush()
+
+
+def cpu_s(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK
+
+
+def rss_kb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+class Bench(object):
+    def __init__(self, scry):
+        self.scry = scry
+        self.tmp = tempfile.mkdtemp(prefix="scry-serve-bench-")
+        os.chmod(self.tmp, 0o755)
+        self.procs = []
+        self.interps = []
+        for label in ("debian3.11", "3.12", "3.11", "3.10", "3.13", "3.9", "3.8"):
+            try:
+                self.interps.append(st.find(label))
+            except st.Skip:
+                pass
+
+    def spawn(self, args, **kw):
+        p = subprocess.Popen([str(a) for a in args], stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True, **kw)
+        self.procs.append(p)
+        return p
+
+    def service(self, i, mode, extra=()):
+        it = self.interps[i % len(self.interps)]
+        return self.spawn(it.argv(SVC, "--mode", mode, "--name", "%s-%d" % (TOKEN, i), *extra))
+
+    def daemon(self, *args):
+        sock = os.path.join(self.tmp, "scry-%d.sock" % len(self.procs))
+        out = os.path.join(self.tmp, "out")
+        p = subprocess.Popen([self.scry, "serve", "--config", "/dev/null", "--out-dir", out,
+                              "--socket", sock, "--match", TOKEN] + [str(a) for a in args],
+                             stdout=subprocess.DEVNULL, stderr=open(os.path.join(
+                                 self.tmp, "serve.log"), "ab"), start_new_session=True)
+        self.procs.append(p)
+        p.sock = sock
+        return p
+
+    def ctl_list(self, d):
+        r = subprocess.run([self.scry, "ctl", "--socket", d.sock, "--json", "list"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+        return json.loads(r.stdout.decode() or "{}")
+
+    def wait_targets(self, d, n, timeout=120):
+        deadline = st.Deadline(timeout)
+        while not deadline.expired():
+            try:
+                got = len(self.ctl_list(d).get("targets", []))
+            except (ValueError, subprocess.SubprocessError):
+                got = 0
+            if got >= n:
+                return got
+            time.sleep(1)
+        raise RuntimeError("only %d of %d targets after %d s" % (got, n, timeout))
+
+    def stop_all(self):
+        for p in self.procs:
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                pass
+        self.procs = []
+
+    def cleanup(self):
+        self.stop_all()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def measure(pid, seconds):
+    c0, t0 = cpu_s(pid), time.monotonic()
+    time.sleep(seconds)
+    return (cpu_s(pid) - c0) / (time.monotonic() - t0)
+
+
+def bench_idle(b, n, seconds):
+    log("idle: starting %d idle services" % n)
+    for i in range(n):
+        b.service(i, "idle", ("--idle-sleep", "1"))
+    time.sleep(3)
+    d = b.daemon()
+    got = b.wait_targets(d, n)
+    time.sleep(5)
+    share = measure(d.pid, seconds)
+    b.stop_all()
+    return "| %d idle services (%s) | %.3f%% of a core | %d s measured after the %d targets were " \
+           "found; aim < 0.5%% |" % (n, "/".join(it.label for it in b.interps), 100 * share,
+                                   seconds, got)
+
+
+def bench_busy(b, n, seconds):
+    log("busy: %d busy services at 19 Hz" % n)
+    for i in range(n):
+        b.service(i, "busy")
+    time.sleep(2)
+    d = b.daemon("--rate", 19)
+    b.wait_targets(d, n)
+    time.sleep(3)
+    s0 = sum(t["samples"] for t in b.ctl_list(d)["targets"])
+    c0, t0 = cpu_s(d.pid), time.monotonic()
+    time.sleep(seconds)
+    c1, t1 = cpu_s(d.pid), time.monotonic()
+    s1 = sum(t["samples"] for t in b.ctl_list(d)["targets"])
+    b.stop_all()
+    share = (c1 - c0) / (t1 - t0)
+    per = (c1 - c0) / max(1, s1 - s0) * 1e6
+    return share, per, (s1 - s0) / (t1 - t0), \
+        "| %d busy services at 19 Hz | %.3f%% of a core | %.0f samples/s, %.0f us of CPU per " \
+        "sample (the whole daemon: checks, windows, files); aim < 1%% |" % (
+            n, 100 * share, (s1 - s0) / (t1 - t0), per)
+
+
+def bench_record(b, seconds):
+    log("record: scry record --pid at 19 Hz")
+    p = b.service(0, "busy")
+    time.sleep(2)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    r = subprocess.run([str(x) for x in [b.scry, "record", "--pid", p.pid, "--rate", 19, "--duration", seconds,
+                        "-f", "collapsed", "-o", os.path.join(b.tmp, "rec.txt")]],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=seconds + 60)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    b.stop_all()
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    m = re.search(r"(\d+) samples", r.stderr.decode())
+    n = int(m.group(1)) if m else 0
+    return cpu / max(n, 1) * 1e6, "| `scry record --pid` of one busy service at 19 Hz | %.0f us " \
+        "of CPU per sample (%d samples in %d s, start-up included) |" % (
+            cpu / max(n, 1) * 1e6, n, seconds)
+
+
+def bench_churn(b, minutes):
+    log("churn: %g minutes" % minutes)
+    d = b.daemon("--interval", 10)
+    t0 = time.monotonic()
+    rss, k, last = [], 0, 0
+    kids = []
+    while time.monotonic() - t0 < minutes * 60:
+        kids.append(b.service(k, "busy" if k % 3 == 0 else "idle", ("--exit-after", "2")))
+        k += 1
+        time.sleep(0.4)
+        kids = [p for p in kids if p.poll() is None]
+        b.procs = [p for p in b.procs if p.poll() is None or p is d]
+        if time.monotonic() - last >= 10:
+            last = time.monotonic()
+            rss.append((last - t0, rss_kb(d.pid)))
+    b.stop_all()
+    warm = [r for t, r in rss if t >= 60] or [r for _, r in rss]
+    return "| churn: %d services started and exited in %g min | daemon RSS %d kB after 1 min, " \
+           "%d kB at the end, max %d kB |" % (k, minutes, warm[0], warm[-1], max(warm))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--scry", required=True)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--idle", type=int, default=200)
+    ap.add_argument("--churn-minutes", type=float, default=10)
+    ap.add_argument("only", nargs="*")
+    a = ap.parse_args()
+    which = a.only or ["idle", "busy", "record", "churn"]
+    secs = 20 if a.quick else 60
+    b = Bench(os.path.abspath(a.scry))
+    rows = []
+    try:
+        if "idle" in which:
+            rows.append(bench_idle(b, a.idle, secs))
+        per_busy = None
+        if "busy" in which:
+            _, per_busy, _, row = bench_busy(b, 20, secs)
+            rows.append(row)
+        if "record" in which:
+            per_rec, row = bench_record(b, secs)
+            rows.append(row)
+        if "churn" in which:
+            rows.append(bench_churn(b, 1 if a.quick else a.churn_minutes))
+    finally:
+        b.cleanup()
+    print("| what | result | notes |")
+    print("|---|---|---|")
+    for r in rows:
+        print(r)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+"""A service for scry serve's tests (CPython 3.6+, stdlib only).
+
+  --mode busy   fa, fb, fc burn 50/30/20 of every 47.3 ms round of process CPU time and
+                measure what each really got (CPU: process_time, wall: perf_counter)
+  --mode idle   sleeps (an idle service: the daemon must cost almost nothing for it)
+  --exit-after S   exit after S seconds
+  --exec-after S   after S seconds exec the same interpreter on svc_exec.py (same options)
+--ready PATH gets {"pid", "version"} once running; --truth PATH is rewritten (atomically)
+every second with the totals per function. --name is only there to be matched by rules.
+"""
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+
+ROUND = 0.0473
+SPLIT = {"fa": 0.5, "fb": 0.3, "fc": 0.2}
+totals = {"fa": [0.0, 0.0], "fb": [0.0, 0.0], "fc": [0.0, 0.0]}
+
+
+def burn(name, quota):
+    clock = time.process_time
+    w0 = time.perf_counter()
+    t0 = clock()
+    end = t0 + quota
+    x = 0
+    while True:
+        for i in range(200):
+            x += i
+        t = clock()
+        if t >= end:
+            totals[name][0] += t - t0
+            totals[name][1] += time.perf_counter() - w0
+            return
+
+
+def fa(q):
+    burn("fa", q)
+
+
+def fb(q):
+    burn("fb", q)
+
+
+def fc(q):
+    burn("fc", q)
+
+
+def write_json(path, obj):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(obj, f)
+    os.rename(tmp, path)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mode", default="idle")
+    ap.add_argument("--name", default="svc")
+    ap.add_argument("--ready")
+    ap.add_argument("--truth")
+    ap.add_argument("--exit-after", type=float, default=0)
+    ap.add_argument("--exec-after", type=float, default=0)
+    ap.add_argument("--idle-sleep", type=float, default=0.2)
+    a = ap.parse_args()
+    signal.alarm(180)
+    start = time.monotonic()
+    if a.ready:
+        write_json(a.ready, {"pid": os.getpid(), "version": sys.version.split()[0],
+                             "script": os.path.basename(__file__)})
+    last = start
+    while True:
+        now = time.monotonic()
+        if a.exit_after and now - start >= a.exit_after:
+            return 0
+        if a.exec_after and now - start >= a.exec_after:
+            script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "svc_exec.py")
+            args = [sys.executable, script] + [x for x in sys.argv[1:]]
+            i = args.index("--exec-after")
+            del args[i:i + 2]
+            if a.ready:
+                os.unlink(a.ready)
+            os.execv(sys.executable, args)
+        if a.mode == "busy":
+            fa(ROUND * SPLIT["fa"])
+            fb(ROUND * SPLIT["fb"])
+            fc(ROUND * SPLIT["fc"])
+        else:
+            time.sleep(a.idle_sleep)
+        if a.truth and now - last >= 1.0:
+            last = now
+            write_json(a.truth, {"cpu": dict((k, v[0]) for k, v in totals.items()),
+                                 "wall": dict((k, v[1]) for k, v in totals.items()),
+                                 "process_cpu": time.process_time(), "alive_s": now - start})
+
+
+if __name__ == "__main__":
+    sys.exit(main())
