@@ -36,12 +36,13 @@ typedef struct serve_target {
     strtab_t *strings;   /* this target's own strings: freed with it */
     pystate_target_t *py;
     sampler_t *sampler;
-    int stat_fd;           /* /proc/PID/stat, kept open: one pread per check */
-    uint64_t cpu_ticks;    /* utime+stime at the last check */
-    uint64_t cpu_ticks_w0; /* at the start of the window */
-    double cpu_pct;        /* over the last window */
-    int busy;              /* used CPU at the last check */
-    uint64_t unsampled;    /* CPU ticks seen since the last sampled check */
+    int stat_fd;            /* /proc/PID/stat, kept open: one pread per check */
+    uint64_t cpu_ticks;     /* utime+stime at the last check */
+    uint64_t cpu_ticks_w0;  /* at the start of the window */
+    double cpu_pct;         /* over the last window */
+    int busy;               /* used CPU at the last check */
+    uint64_t unsampled;     /* CPU ticks seen since the last sampled check */
+    uint64_t busy_until_ns; /* stays at its rate until then after it last used CPU */
     uint64_t last_sample_ns;
     uint64_t next_ns; /* next check (CLOCK_MONOTONIC) */
     uint64_t samples, errors;

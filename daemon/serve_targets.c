@@ -461,8 +461,14 @@ uint64_t serve_targets_tick(serve_state_t *st, uint64_t now)
             if (err)
                 t->errors++;
         }
-        t->busy = used;
-        uint64_t period = used ? (uint64_t)(1e9 / serve_target_rate(st, t)) : SERVE_IDLE_CHECK_NS;
+        /* CPU time moves in clock ticks (4-10 ms): a service on a third of a CPU often
+         * shows none over one 20-50 ms period, so it stays at its rate for 1 s after it
+         * last used CPU before it is checked at the idle period again. */
+        if (used)
+            t->busy_until_ns = now + SERVE_IDLE_CHECK_NS;
+        t->busy = used || now < t->busy_until_ns;
+        uint64_t period =
+            t->busy ? (uint64_t)(1e9 / serve_target_rate(st, t)) : SERVE_IDLE_CHECK_NS;
         t->next_ns = align_up(now, period);
         if (t->next_ns < next)
             next = t->next_ns;
