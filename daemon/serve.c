@@ -13,6 +13,7 @@
 #include "serve_state.h"
 
 #include "scry_err.h"
+#include "scry_time.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -65,7 +66,7 @@ serve_win_t *serve_window_get(serve_state_t *st, const char *service, const char
                           .host = st->cfg->host,
                           .rate_hz = st->cfg->rate_hz,
                           .start_unix_s = st->win_from,
-                          .start_mono_ns = sampler_now_ns(),
+                          .start_mono_ns = scry_now_ns(),
                           .max_stacks = st->cfg->max_stacks};
     if (!(w->agg = serve_agg_new(&m))) {
         free(w);
@@ -309,10 +310,10 @@ static void on_event(void *ctx, enum serve_discover_event ev, pid_t pid, pid_t p
     serve_state_t *st = ctx;
     switch (ev) {
     case SERVE_DISCOVER_NEW:
-        serve_targets_notice(st, pid, 0, parent, sampler_now_ns());
+        serve_targets_notice(st, pid, 0, parent, scry_now_ns());
         break;
     case SERVE_DISCOVER_EXEC:
-        serve_targets_notice(st, pid, 1, 0, sampler_now_ns());
+        serve_targets_notice(st, pid, 1, 0, scry_now_ns());
         break;
     case SERVE_DISCOVER_EXIT:
         serve_targets_exited(st, pid);
@@ -349,11 +350,11 @@ static int run(serve_state_t *st)
               st->cfg->pyroscope_url ? ", pushing to " : "",
               st->cfg->pyroscope_url ? st->cfg->pyroscope_url : "");
     window_schedule(st, 0);
-    st->budget_t0_ns = sampler_now_ns();
+    st->budget_t0_ns = scry_now_ns();
     st->budget_cpu0_ns = cpu_self_ns();
     st->scan_requested = 1;
     while (!st->stop) {
-        uint64_t now = sampler_now_ns();
+        uint64_t now = scry_now_ns();
         double scan_s = serve_discover_fd(st->disc) >= 0 ? st->cfg->scan_interval_s
                         : st->cfg->scan_interval_s < 0.5 ? st->cfg->scan_interval_s
                                                          : 0.5;
@@ -367,7 +368,7 @@ static int run(serve_state_t *st)
         uint64_t next = serve_targets_tick(st, now);
         if (next_fresh < next)
             next = next_fresh;
-        now = sampler_now_ns();
+        now = scry_now_ns();
         if (real_ns() >= st->win_end_real_ns || st->flush_requested) {
             st->flush_requested = 0;
             windows_flush(st, (int64_t)time(NULL));
@@ -386,7 +387,7 @@ static int run(serve_state_t *st)
         for (size_t i = 0; i < st->n_pending; i++)
             if (st->pending[i].next_ns < next)
                 next = st->pending[i].next_ns;
-        now = sampler_now_ns();
+        now = scry_now_ns();
         int timeout = next <= now ? 0 : (int)((next - now + 999999) / 1000000);
         /* The connector is drained on a 200 ms cadence rather than woken up for: on a busy
          * host it reports hundreds of short-lived processes a second, and a wake-up each

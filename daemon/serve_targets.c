@@ -11,6 +11,7 @@
 #include "proc.h"
 #include "select.h"
 #include "serve_state.h"
+#include "scry_time.h"
 
 #include "scry_err.h"
 
@@ -190,7 +191,7 @@ void serve_targets_consider(serve_state_t *st, pid_t pid, int exec, int maps)
     forget_rejected(st, pid);
     if (st->n_pending >= SERVE_MAX_PENDING)
         return;
-    uint64_t now = sampler_now_ns();
+    uint64_t now = scry_now_ns();
     st->pending[st->n_pending++] = (serve_pending_t){pid, start, now, now, 0};
 }
 
