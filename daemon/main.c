@@ -26,9 +26,12 @@ int cmd_open_target(pid_t pid, strtab_t *strings, const pystate_open_opts_t *opt
         break;
     }
     case SCRY_E_NOPROC:
-    case SCRY_E_GONE:
-        fprintf(stderr, "scry: no such process: %d\n", (int)pid);
+    case SCRY_E_GONE: {
+        char what[256];
+        procinfo_why_unreadable(pid, what, sizeof what);
+        fprintf(stderr, "scry: %s\n", what);
         break;
+    }
     default:
         fprintf(stderr, "scry: %s\n", msg[0] ? msg : scry_strerror(err));
         break;

@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 enum opt_kind { OPT_FLAG, OPT_PID, OPT_DOUBLE, OPT_STRING, OPT_BYTES };
 
@@ -220,6 +222,39 @@ static const opt_spec_t *find_short(char c)
     return NULL;
 }
 
+/* Refuses an output path that cannot be written, before any sampling: its directory must
+ * exist and be writable, and the path must not be a directory. Prints the reason. */
+static int check_output_path(const char *path)
+{
+    char dir[4096];
+    struct stat st;
+    if (strlen(path) >= sizeof dir) {
+        fprintf(stderr, "scry: --output path is too long\n");
+        return SCRY_E_INVAL;
+    }
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "scry: cannot write %s: it is a directory\n", path);
+        return SCRY_E_INVAL;
+    }
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == dir)
+        dir[1] = '\0';
+    else
+        *slash = '\0';
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "scry: cannot write %s: the directory %s does not exist\n", path, dir);
+        return SCRY_E_INVAL;
+    }
+    if (access(dir, W_OK | X_OK) != 0) {
+        fprintf(stderr, "scry: cannot write %s: %s: %s\n", path, dir, strerror(errno));
+        return SCRY_E_INVAL;
+    }
+    return 0;
+}
+
 static int check_conflicts(scry_config_t *cfg)
 {
     const char *cmd = command_name(cfg->command);
@@ -322,6 +357,14 @@ static int check_conflicts(scry_config_t *cfg)
                 cfg->rate_hz);
         return SCRY_E_INVAL;
     }
+    if (cfg->rate_hz < 1) {
+        fprintf(stderr, "scry: --rate %g is below 1 Hz (scry samples at 1 to 10000 Hz)\n",
+                cfg->rate_hz);
+        return SCRY_E_INVAL;
+    }
+    if (cfg->command == CMD_RECORD && cfg->output && strcmp(cfg->output, "-") != 0 &&
+        check_output_path(cfg->output) != 0)
+        return SCRY_E_INVAL;
     return 0;
 }
 

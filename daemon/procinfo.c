@@ -1,4 +1,5 @@
 #include "procinfo.h"
+#include "scry_proc.h"
 
 #include "scry_err.h"
 
@@ -14,6 +15,29 @@ int procinfo_exists(pid_t pid)
     char path[64];
     snprintf(path, sizeof path, "/proc/%d", (int)pid);
     return access(path, F_OK) == 0 ? 0 : SCRY_E_NOPROC;
+}
+
+void procinfo_why_unreadable(pid_t pid, char *buf, size_t len)
+{
+    char state = 0, path[64], target[16];
+    if (proc_read_task_state(pid, pid, &state) != 0) {
+        snprintf(buf, len, "no such process: %d", (int)pid);
+        return;
+    }
+    if (state == 'Z' || state == 'X') {
+        snprintf(buf, len,
+                 "process %d is a zombie: it has exited and its parent has not reaped it yet",
+                 (int)pid);
+        return;
+    }
+    snprintf(path, sizeof path, "/proc/%d/exe", (int)pid);
+    if (readlink(path, target, sizeof target) < 0 && errno == ENOENT) {
+        snprintf(buf, len, "process %d is a kernel thread, not a program scry can profile",
+                 (int)pid);
+        return;
+    }
+    snprintf(buf, len, "process %d could not be read as a process (it may have exited or exec'd)",
+             (int)pid);
 }
 
 static int read_small(const char *path, char *buf, size_t len)

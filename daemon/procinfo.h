@@ -9,6 +9,10 @@
 /* Returns 0 when PID exists, SCRY_E_NOPROC otherwise. */
 int procinfo_exists(pid_t pid);
 
+/* Writes into BUF why PID, which could not be opened as a process, is not one scry can read:
+ * "process N is a zombie ...", "process N is a kernel thread ...", or "no such process: N". */
+void procinfo_why_unreadable(pid_t pid, char *buf, size_t len);
+
 /* Writes "NAME (EXE)" describing PID into BUF, e.g. "bash (/usr/bin/bash)". */
 void procinfo_describe(pid_t pid, char *buf, size_t len);
 

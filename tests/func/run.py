@@ -522,6 +522,56 @@ def t_error_no_such_pid(c):
     return "exit != 0: %s" % msgs[0]
 
 
+@test("error_kernel_thread_zombie")
+def t_error_kernel_thread_zombie(c):
+    """PID 2 (kthreadd) and a zombie are named as what they are, not 'no such process'."""
+    p = c.spawn(["sh", "-c", "sleep 0 & exec sleep 30"])
+    zombie = None
+    deadline = time.time() + 10
+    while time.time() < deadline and zombie is None:
+        try:
+            kids = open("/proc/%d/task/%d/children" % (p.pid, p.pid)).read().split()
+        except OSError:
+            kids = []
+        for k in kids:
+            try:
+                if open("/proc/%s/stat" % k).read().rsplit(")", 1)[1].split()[0] == "Z":
+                    zombie = int(k)
+            except OSError:
+                pass
+        time.sleep(0.05)
+    check(zombie is not None, "no zombie child appeared under %d" % p.pid)
+    msgs = []
+    for pid, word in ((2, "kernel thread"), (zombie, "zombie")):
+        for args in (["dump", "--pid", pid], ["record", "--pid", pid, "-d", 1, "-o",
+                                              os.path.join(c.tmp, "x")]):
+            res = c.scry(args, timeout=30)
+            check(res.rc != 0, "exit 0: %s" % res)
+            check(word in res.err.lower(), "message lacks %r: %s" % (word, res))
+            msgs.append(res.err.strip().splitlines()[-1])
+    return "; ".join(msgs[::2])
+
+
+@test("error_bad_rate_and_output")
+def t_error_bad_rate_and_output(c):
+    """A rate below 1 Hz and an output path that cannot be written are refused at once,
+    before anything is sampled (--rate 1e-300 once crashed with SIGFPE)."""
+    p, truth = c.workload("recursion.py", ["--depth", 3])
+    msgs = []
+    for args in (["--rate", "1e-300"], ["--rate", "0.001"], ["--rate", "nan"],
+                 ["-o", os.path.join(c.tmp, "missing", "x.svg")], ["-o", c.tmp]):
+        argv = ["record", "--pid", truth["pid"], "-d", 30] + args
+        if "-o" not in args:
+            argv += ["-o", os.path.join(c.tmp, "x.svg")]
+        res = c.scry(argv, timeout=30)
+        check(res.rc not in (0, -8, 136) and res.rc > 0, "exit %d: %s" % (res.rc, res))
+        check(res.wall < 5, "took %.1f s: sampled before refusing %s" % (res.wall, args))
+        check(res.err.strip().startswith("scry: "), "no message: %s" % res)
+        msgs.append(res.err.strip().splitlines()[-1])
+    check(p.poll() is None, "target died")
+    return "; ".join(msgs)
+
+
 @test("error_not_python")
 def t_error_not_python(c):
     p = c.spawn(["sleep", "30"])
