@@ -260,11 +260,15 @@ def test_gone(args, ver, py):
                                  if l.startswith("late_churn_s")][0].split()[1]))
         s = r["stat"]
         check(s["child_status"] == 0, "daemon gone (%s): target exited 0" % mode)
+        # Every event the shim sampled after the heartbeat stopped / the ring was disabled
+        # (at most a few in flight at that instant). Counted from the ring's own totals, not
+        # by code object: a code object freed during start-up can share an address with
+        # late_churn's, which made a per-function count wrongly non-zero under load.
+        late = s["sampled"] - s["sampled_at_stop"]
         if mode == "--stop-after":
-            late = s["sampled"] - s["sampled_at_stop"]
             check(late <= 5, "daemon gone: %d events after the heartbeat stopped" % late)
         else:
-            check(by(r, "late_churn", "alloc") == 0, "disabled: nothing recorded afterwards")
+            check(late <= 5, "disabled: %d events recorded afterwards" % late)
         check(int(s["shim_state"]) & 0x100, "%s: shim went pass-through" % mode)
         ratio = min(t_shim) / min(t_plain)
         print("  info %s: late phase CPU %.3f s vs %.3f s unprofiled (x%.2f)"

@@ -311,7 +311,7 @@ int main(int argc, char **argv)
         execvp(cmd[0], cmd);
         _exit(127);
     }
-    int status = 0, stopped = 0, unlinked = 0;
+    int status = 0, stopped = 0, unlinked = 0, disabled = 0;
     struct rusage ru = {0};
     ringc_stats_t at_stop = {0};
     double last_beat = 0;
@@ -323,8 +323,15 @@ int main(int argc, char **argv)
             drain(r, buf, cap);
             ringc_stats(r, &at_stop);
         }
-        if (disable_after >= 0 && t >= disable_after)
+        if (disable_after >= 0 && t >= disable_after) {
+            if (!disabled) { /* what the ring held when disabled: later events are late */
+                disabled = 1;
+                ringc_set_enabled(r, 0);
+                drain(r, buf, cap);
+                ringc_stats(r, &at_stop);
+            }
             ringc_set_enabled(r, 0);
+        }
         if (!stopped && t - last_beat >= 0.1) {
             ringc_heartbeat(r);
             last_beat = t;
