@@ -37,6 +37,7 @@ static void install_signals(void)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+    sampler_handle_job_control(NULL, NULL);
 }
 
 static void emit_to_profile(const scry_sample_t *s, void *ctx)

@@ -7,9 +7,11 @@
 #include "scry_err.h"
 #include "tasks.h"
 #include "unwind.h"
+#include "scry_proc.h"
 #include "scry_time.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -283,6 +285,44 @@ int sampler_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
     return 0;
 }
 
+static volatile sig_atomic_t suspend_requested;
+static void (*suspend_before)(void);
+static void (*suspend_after)(void);
+
+static void on_tstp(int sig)
+{
+    (void)sig;
+    suspend_requested = 1;
+}
+
+void sampler_handle_job_control(void (*before_stop)(void), void (*after_cont)(void))
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_tstp;
+    sigemptyset(&sa.sa_mask);
+    suspend_before = before_stop;
+    suspend_after = after_cont;
+    sigaction(SIGTSTP, &sa, NULL);
+}
+
+/* Between rounds: lets go of every thread still held (stops that timed out), then stops
+ * scry itself as the default SIGTSTP action would. */
+static void suspend_self(void)
+{
+    uint64_t give_up = scry_now_ns() + 2000000000ull;
+    while (proc_reap_pending() > 0 && scry_now_ns() < give_up) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    if (suspend_before)
+        suspend_before();
+    suspend_requested = 0;
+    raise(SIGSTOP);
+    if (suspend_after)
+        suspend_after();
+}
+
 int sampler_run(sampler_t *s, double duration_s, volatile sig_atomic_t *stop, sampler_emit_fn emit,
                 void *ctx, int (*tick_cb)(sampler_t *, void *), void *tick_ctx)
 {
@@ -290,6 +330,10 @@ int sampler_run(sampler_t *s, double duration_s, volatile sig_atomic_t *stop, sa
     uint64_t end = duration_s > 0 ? start + (uint64_t)(duration_s * 1e9) : UINT64_MAX;
     uint64_t next = start;
     while (!(stop && *stop)) {
+        if (suspend_requested) {
+            suspend_self();
+            next = scry_now_ns(); /* the time suspended is not lateness */
+        }
         uint64_t now = scry_now_ns();
         if (now >= end)
             break;
@@ -318,7 +362,7 @@ int sampler_run(sampler_t *s, double duration_s, volatile sig_atomic_t *stop, sa
             next = end;
         struct timespec ts = {(time_t)(next / 1000000000ull), (long)(next % 1000000000ull)};
         while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
-            if (stop && *stop)
+            if ((stop && *stop) || suspend_requested)
                 break;
         }
     }

@@ -63,6 +63,15 @@ void sampler_free(sampler_t *s);
  * another negative code for an error that ends the run. */
 int sampler_tick(sampler_t *s, sampler_emit_fn emit, void *ctx);
 
+/* Job control (Ctrl-Z): installs a SIGTSTP handler that only asks sampler_run to suspend.
+ * sampler_run then stops scry itself (SIGSTOP) between rounds, after every thread it
+ * stopped has been let go (timed-out stops included: it waits up to 2 s for them), so a
+ * suspended scry never holds a thread of the target. BEFORE_STOP and AFTER_CONT, when not
+ * NULL, run around the suspension (a terminal UI restores and redraws the screen). A plain
+ * SIGSTOP cannot be caught: with the perf sampler nothing is ever stopped; with --blocking
+ * or the ptrace sampler's --native a thread may stay stopped until scry is continued. */
+void sampler_handle_job_control(void (*before_stop)(void), void (*after_cont)(void));
+
 /* Samples at the configured rate until *STOP becomes non-zero, DURATION_S elapses (0: no
  * limit) or the target exits. TICK_CB, when not NULL, runs after each round (for progress
  * and live views); a non-zero return ends the loop. Returns 0 or a negative code. */

@@ -70,6 +70,22 @@ static void restore_terminal(void)
     }
 }
 
+/* Ctrl-Z: the sampler suspends between rounds (no thread held); the screen is given back
+ * to the shell meanwhile and redrawn on fg. */
+static void screen_suspend(void)
+{
+    if (top_curses_on)
+        endwin();
+}
+
+static void screen_resume(void)
+{
+    if (top_curses_on) {
+        clearok(curscr, TRUE);
+        refresh();
+    }
+}
+
 static void on_stop_signal(int sig)
 {
     (void)sig;
@@ -101,6 +117,7 @@ static void install_signals(void)
     for (size_t i = 0; i < sizeof crash / sizeof crash[0]; i++)
         sigaction(crash[i], &sa, NULL);
     atexit(restore_terminal);
+    sampler_handle_job_control(screen_suspend, screen_resume);
 }
 
 static int screen_start(top_t *t)

@@ -15,6 +15,7 @@ are tests/lib/scrytest's. See docs/testing.md.
 """
 import json
 import os
+import signal
 import re
 import shutil
 import statistics
@@ -570,6 +571,63 @@ def t_error_bad_rate_and_output(c):
         msgs.append(res.err.strip().splitlines()[-1])
     check(p.poll() is None, "target died")
     return "; ".join(msgs)
+
+
+def _task_states(pid):
+    """{tid: (state letter, TracerPid)} of every thread of PID."""
+    out = {}
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            st = open("/proc/%d/task/%s/status" % (pid, tid)).read()
+        except OSError:
+            continue
+        state = re.search(r"^State:\s+(\S)", st, re.M).group(1)
+        tracer = int(re.search(r"^TracerPid:\s+(\d+)", st, re.M).group(1))
+        out[int(tid)] = (state, tracer)
+    return out
+
+
+@test("ctrl_z_releases_target")
+def t_ctrl_z_releases_target(c):
+    """Ctrl-Z (SIGTSTP) on a recording that stops threads (--blocking, and --native with the
+    ptrace sampler) suspends scry only once every thread is let go: while scry is suspended,
+    no thread of the target is stopped or traced; fg (SIGCONT) resumes the recording, and
+    the profile is written at the end."""
+    p, truth = c.workload("threads.py", ["--count", 3])
+    pid = int(truth["pid"])
+    cycles, held = 0, []
+    for mode in (["--blocking"], ["--native", "--sampler", "ptrace"]):
+        if "--native" in mode and c.interp.version < (3, 0):
+            continue
+        out = os.path.join(c.tmp, "z%d.json" % len(mode))
+        s = c.spawn([c.scry_path, "record", "--pid", pid, "-r", 500, "-d", 60, "-f", "json",
+                     "-o", out, "-q"] + mode)
+        time.sleep(1.0)
+        for i in range(8):
+            time.sleep(0.05 + 0.037 * i)
+            os.kill(s.pid, signal.SIGTSTP)
+            d = time.time() + 5
+            while time.time() < d:
+                st = open("/proc/%d/stat" % s.pid).read().rsplit(")", 1)[1].split()[0]
+                if st == "T":
+                    break
+                time.sleep(0.005)
+            check(st == "T", "scry did not suspend on SIGTSTP (state %s)" % st)
+            time.sleep(0.1)
+            bad = {t: v for t, v in _task_states(pid).items() if v[0] in "tT" or v[1]}
+            if bad:
+                held.append(bad)
+            os.kill(s.pid, signal.SIGCONT)
+            cycles += 1
+        s.send_signal(signal.SIGINT)
+        rc = s.wait(timeout=30)
+        check(rc == 0, "scry %s exited %s after the suspensions: %s" % (mode, rc,
+                                                                     short(c.proc_log(s))))
+        with open(out) as f:
+            check(json.load(f)["samples"] > 0, "no samples in %s" % out)
+    check(not held, "target threads stopped or traced while scry was suspended: %s" % held)
+    check(p.poll() is None, "target died")
+    return "%d suspensions, no thread held while scry was suspended" % cycles
 
 
 @test("error_not_python")
