@@ -18,6 +18,11 @@ import sys
 
 PYENV = "/root/.pyenv/versions"
 VERSIONS = ["3.6.15", "3.7.16", "3.8.18", "3.9.18", "3.10.13", "3.11.7", "3.12.1", "3.13.0"]
+# Debian sid's 3.14 and 3.15 from the cached sid root (scripts/sid-root.sh), run through
+# scripts/sid-python.sh (chroot with this checkout at the same path).
+SID_VERSIONS = ["3.14", "3.15"]
+SID_PYTHON = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "scripts", "sid-python.sh")
 OUT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "opcodes_gen.c")
 
 # ---------------------------------------------------------------------------------------------
@@ -63,7 +68,7 @@ def _dump():
     def base_caches(b):
         if ice is None:
             return 0
-        if isinstance(ice, dict):
+        if hasattr(ice, "get"):  # a dict by name (3.13+; a frozendict in 3.15)
             return ice.get(names[b], 0)
         return ice[b]
 
@@ -189,10 +194,13 @@ def classify(v, name, base_name):
 
 def collect():
     dumps = []
+    cmds = []
     for ver in VERSIONS:
         mm = ".".join(ver.split(".")[:2])
-        exe = os.path.join(PYENV, ver, "bin", "python" + mm)
-        out = subprocess.run([exe, os.path.abspath(__file__), "--dump"], stdout=subprocess.PIPE,
+        cmds.append([os.path.join(PYENV, ver, "bin", "python" + mm)])
+    cmds += [[SID_PYTHON, mm] for mm in SID_VERSIONS]
+    for cmd in cmds:
+        out = subprocess.run(cmd + [os.path.abspath(__file__), "--dump"], stdout=subprocess.PIPE,
                              check=True, universal_newlines=True).stdout
         d = json.loads(out)
         for p in d["problems"]:
@@ -209,7 +217,7 @@ def emit(dumps):
         ", ".join(d["full"] for d in dumps),
         " * read from each interpreter's own opcode/dis modules and checked against its live",
         " * specialised (and 3.12+ instrumented) bytecode. Regenerate (needs the pyenv",
-        " * interpreters): python3 pystate/gen/gen_opcodes.py",
+        " * interpreters and the sid root): python3 pystate/gen/gen_opcodes.py",
         " */",
         '#include "opcodes.h"',
         "",

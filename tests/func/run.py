@@ -30,7 +30,7 @@ from scrytest import Fail, Skip, check, short  # noqa: E402
 from scrytest.clock import now  # noqa: E402
 
 WORKLOADS = os.path.join(HERE, "workloads")
-VERSIONS = st.HOST_LABELS
+VERSIONS = st.LABELS  # the sid root's 3.14, 3.15, 3.14d, 3.15d run under chroot
 
 SCRY_TIMEOUT = 90  # seconds: no scry command may take longer (records last <= 5 s)
 READY_TIMEOUT = 45  # seconds for a workload to reach its steady state on a loaded machine

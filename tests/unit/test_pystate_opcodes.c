@@ -66,6 +66,14 @@ static const known_t knowns[] = {
     {3, 13, 40, "TO_BOOL", M, 3},
     {3, 13, 100, "POP_JUMP_IF_TRUE", O, 1},
     {3, 13, 85, "LOAD_FAST", O, 0},
+    {3, 14, 52, "CALL", C, 3},
+    {3, 14, 55, "CALL_KW", C, 3},
+    {3, 14, 250, "INSTRUMENTED_CALL", C, 3},
+    {3, 14, 84, "LOAD_FAST", O, 0},
+    {3, 15, 50, "CALL", C, 3},
+    {3, 15, 53, "CALL_KW", C, 3},
+    {3, 15, 249, "INSTRUMENTED_CALL", C, 3},
+    {3, 15, 83, "LOAD_FAST", O, 0},
     {3, 13, 5, "BINARY_SUBSCR", M, 1},
 };
 
@@ -92,7 +100,7 @@ static void test_known(void)
 
 static void test_versions(void)
 {
-    for (int minor = 6; minor <= 13; minor++) {
+    for (int minor = 6; minor <= 15; minor++) {
         int ea = pystate_opcode_extended_arg(3, minor);
         CHECK(ea == (minor >= 13 ? 71 : 144), "3.%d EXTENDED_ARG %d", minor, ea);
         int cache = pystate_opcode_cache(3, minor);
@@ -132,7 +140,7 @@ static void test_versions(void)
     pystate_opcode_info_t info;
     CHECK(pystate_opcode_info(3, 5, 131, &info) == SCRY_E_UNSUPPORTED, "3.5");
     CHECK(pystate_opcode_info(2, 7, 131, &info) == SCRY_E_UNSUPPORTED, "2.7");
-    CHECK(pystate_opcode_class(3, 14, 1) == PYSTATE_OP_UNKNOWN, "3.14");
+    CHECK(pystate_opcode_class(3, 16, 1) == PYSTATE_OP_UNKNOWN, "3.16");
     CHECK(pystate_opcode_info(3, 6, 161, &info) == SCRY_E_NOTFOUND, "CALL_METHOD in 3.6");
     CHECK(pystate_opcode_info(3, 6, 131, NULL) == SCRY_E_INVAL, "NULL");
     CHECK(pystate_opcode_extended_arg(3, 99) == SCRY_E_UNSUPPORTED, "3.99");
