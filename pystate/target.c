@@ -370,9 +370,13 @@ int pystate_target_open_opts(pid_t pid, strtab_t *strings, const pystate_open_op
         }
     } else {
         if (minor >= 13) {
-            /* Find the runtime first with the 3.13 table's offset, then take every offset
-             * from the target's own _Py_DebugOffsets. */
-            const pystate_layout_t *fallback = pystate_layout_for(3, 13);
+            /* Find the runtime first with the generated table of the version (the newest
+             * one for a version newer than scry knows; disassembly needs
+             * interpreters.head's offset), then take every offset from the target's own
+             * _Py_DebugOffsets. */
+            const pystate_layout_t *fallback = pystate_layout_for(3, minor);
+            for (int m = pystate_debug_offsets_newest_minor(); !fallback && m >= 13; m--)
+                fallback = pystate_layout_for(3, m);
             if (fallback)
                 t->layout = *fallback;
             else
