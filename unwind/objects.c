@@ -94,10 +94,10 @@ static int load_table(struct unwind *u, unwind_obj_t *o, const elfsym_map_t *m)
 {
     image_t im = {.fd = -1, .mem = u->mem, .base = m->start - m->offset};
     if (elfsym_map_is_file(m)) {
-        char path[4096 + 64];
-        snprintf(path, sizeof path, "/proc/%d/root%s", (int)u->pid, m->path);
+        if (!o->open_path)
+            return SCRY_E_NOTFOUND;
         /* The target's file: never block on what it put there, regular files only. */
-        im.fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+        im.fd = open(o->open_path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
         if (im.fd < 0)
             return SCRY_E_NOTFOUND;
         struct stat st;
@@ -223,6 +223,9 @@ unwind_obj_t *unwind__obj_find(struct unwind *u, uint64_t ip)
     o->end = m->end;
     o->path = strtab_intern(u->strings, m->path);
     o->lib = strtab_intern(u->strings, base_name(m->path));
+    char open_path[4096 + 64];
+    if (elfsym_map_is_file(m) && elfsym_map_open_path(u->pid, m, open_path, sizeof open_path) == 0)
+        o->open_path = strtab_intern(u->strings, open_path);
     o->in_python = (uint8_t)is_python_lib(o->lib, u->exe_base);
     o->state = load_table(u, o, m) == 0 ? 1 : 2;
     if (o->state == 1)

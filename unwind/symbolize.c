@@ -50,12 +50,10 @@ static void lookup(struct unwind *u, uint64_t ip, int is_return, unwind_sym_t *o
     out->lib = o->lib;
     out->in_python = o->in_python;
     out->offset = ip - o->bias;
-    if (!o->elf_tried && o->path[0] == '/') {
-        char path[4096 + 64];
+    if (!o->elf_tried && o->open_path) {
         int err = 0;
         o->elf_tried = 1;
-        snprintf(path, sizeof path, "/proc/%d/root%s", (int)u->pid, o->path);
-        o->elf = elfsym_obj_open(path, &err);
+        o->elf = elfsym_obj_open(o->open_path, &err);
     }
     if (!o->elf)
         return;

@@ -37,6 +37,9 @@ typedef struct unwind_obj {
     uint64_t bias;          /* load bias (runtime - link-time address) */
     const char *lib;        /* base name, interned */
     const char *path;       /* full path, interned */
+    const char *open_path;  /* where scry opens the file (elfsym_map_open_path: through
+                               /proc/PID/root, or map_files for another mount namespace),
+                               interned; NULL for the vDSO */
     uint8_t in_python;      /* libpython* or the python executable */
     uint8_t state;          /* 0 not loaded, 1 table ready, 2 no usable .eh_frame_hdr */
     uint8_t elf_tried;      /* elfsym_obj_open was attempted */
