@@ -15,6 +15,15 @@ static int insn_is_stop(unsigned id)
     return id == X86_INS_RET || id == X86_INS_JMP;
 }
 
+/* A jmp or conditional jump (capstone's jump group); calls are not. */
+static int is_jump(const cs_insn *in)
+{
+    for (uint8_t g = 0; g < in->detail->groups_count; g++)
+        if (in->detail->groups[g] == CS_GRP_JUMP)
+            return 1;
+    return 0;
+}
+
 /* Appends the references of one decoded instruction. Returns the new count. */
 static size_t refs_of(const cs_insn *in, unsigned kinds, elfsym_ref_t *out, size_t n, size_t max)
 {
@@ -38,6 +47,9 @@ static size_t refs_of(const cs_insn *in, unsigned kinds, elfsym_ref_t *out, size
             }
             r.is_load = (uint8_t)(!lea && (op->access & CS_AC_READ) != 0);
             r.size = lea ? 0 : op->size;
+        } else if (op->type == X86_OP_IMM && i == 0 && x->op_count == 1 && is_jump(in)) {
+            r.kind = ELFSYM_REF_JUMP;
+            r.target = (uint64_t)op->imm;
         } else if (op->type == X86_OP_IMM && i == 1 && x->op_count == 2 &&
                    x->operands[0].type == X86_OP_REG &&
                    (in->id == X86_INS_MOV || in->id == X86_INS_MOVABS)) {

@@ -20,10 +20,11 @@
 
 /* Kinds of references, as bits for the KINDS filter. */
 enum elfsym_ref_kind {
-    ELFSYM_REF_RIP = 1, /* memory operand [rip+disp]: target = next insn + disp */
-    ELFSYM_REF_ABS = 2, /* memory operand [disp32] with no base or index (non-PIE code) */
-    ELFSYM_REF_IMM = 4, /* `mov reg, imm` of an address-sized constant (non-PIE code) */
-    ELFSYM_REF_ALL = 7,
+    ELFSYM_REF_RIP = 1,  /* memory operand [rip+disp]: target = next insn + disp */
+    ELFSYM_REF_ABS = 2,  /* memory operand [disp32] with no base or index (non-PIE code) */
+    ELFSYM_REF_IMM = 4,  /* `mov reg, imm` of an address-sized constant (non-PIE code) */
+    ELFSYM_REF_ALL = 7,  /* the data references above */
+    ELFSYM_REF_JUMP = 8, /* a direct jmp/jcc: target = its immediate destination (not in ALL) */
 };
 
 typedef struct elfsym_ref {

@@ -130,6 +130,10 @@ int unwind_is_gil_wait(const unwind_frame_t *native, size_t nn)
                 continue;
             return 0;
         }
+        /* An unnamed part of a split eval loop (symbolize.c) says nothing: the unnamed
+         * frames skipped below it may be any C function it called (time.sleep). */
+        if (f->is_eval && strcmp(f->symbol, UNWIND_EVAL_PART_NAME) == 0)
+            return 0;
         return is_gil_symbol(f->symbol);
     }
     return 0;

@@ -23,6 +23,11 @@
 
 typedef struct unwind unwind_t;
 
+/* The symbol given to an unnamed part of a split eval loop (a PGO/LTO build without
+ * .symtab, e.g. Debian's python3.14/3.15): found from the exported
+ * _PyEval_EvalFrameDefault's jumps and the unwind table (unwind/symbolize.c). */
+#define UNWIND_EVAL_PART_NAME "_PyEval_EvalFrameDefault.part"
+
 /* Values of unwind_frame_t.is_eval. */
 enum unwind_eval {
     UNWIND_EVAL_NO = 0,
@@ -103,6 +108,7 @@ typedef struct unwind_stats {
     uint64_t sym_misses;
     uint64_t copies;     /* unwind_copied calls */
     uint64_t copy_short; /* copied stacks that ended because the copy was too short */
+    uint64_t eval_parts; /* unnamed parts of a split eval loop found (symbolize.c) */
 } unwind_stats_t;
 
 /* Returns the counters (all zero for NULL). */

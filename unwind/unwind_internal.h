@@ -31,20 +31,28 @@ typedef struct unwind_page {
     uint8_t *data;
 } unwind_page_t;
 
+/* Unnamed parts of the eval loop remembered per object (a PGO/LTO build splits it). */
+#define UNWIND_EVAL_PARTS 8
+
 /* The unwind table of one executable mapping. */
 typedef struct unwind_obj {
-    uint64_t start, end;    /* the r-x mapping */
-    uint64_t bias;          /* load bias (runtime - link-time address) */
-    const char *lib;        /* base name, interned */
-    const char *path;       /* full path, interned */
-    const char *open_path;  /* where scry opens the file (elfsym_map_open_path: through
-                               /proc/PID/root, or map_files for another mount namespace),
-                               interned; NULL for the vDSO */
-    uint8_t in_python;      /* libpython* or the python executable */
-    uint8_t state;          /* 0 not loaded, 1 table ready, 2 no usable .eh_frame_hdr */
-    uint8_t elf_tried;      /* elfsym_obj_open was attempted */
-    struct elfsym_obj *elf; /* symbols (elfsym), NULL when the file could not be loaded */
-    unw_dyn_info_t di;      /* UNW_INFO_FORMAT_REMOTE_TABLE over the target's .eh_frame_hdr */
+    uint64_t start, end;   /* the r-x mapping */
+    uint64_t bias;         /* load bias (runtime - link-time address) */
+    const char *lib;       /* base name, interned */
+    const char *path;      /* full path, interned */
+    const char *open_path; /* where scry opens the file (elfsym_map_open_path: through
+                              /proc/PID/root, or map_files for another mount namespace),
+                              interned; NULL for the vDSO */
+    uint8_t in_python;     /* libpython* or the python executable */
+    uint8_t state;         /* 0 not loaded, 1 table ready, 2 no usable .eh_frame_hdr */
+    uint8_t elf_tried;     /* elfsym_obj_open was attempted */
+    uint8_t eval_tried;    /* eval_parts computed (see symbolize.c) */
+    uint8_t neval_parts;
+    struct {
+        uint64_t start, end;         /* runtime addresses */
+    } eval_parts[UNWIND_EVAL_PARTS]; /* unnamed parts of _PyEval_EvalFrameDefault */
+    struct elfsym_obj *elf;          /* symbols (elfsym), NULL when the file could not be loaded */
+    unw_dyn_info_t di; /* UNW_INFO_FORMAT_REMOTE_TABLE over the target's .eh_frame_hdr */
 } unwind_obj_t;
 
 typedef struct unwind_sym {
