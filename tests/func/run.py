@@ -165,7 +165,7 @@ def json_shares(doc, file):
 @test("cpu_shares_attach")
 def t_cpu_shares_attach(c):
     out = os.path.join(c.tmp, "truth.json")
-    p, truth = c.workload("cpu_shares.py", ["--out", out])
+    p, truth = c.workload("cpu_shares.py", ["--out", c.tpath(out)])
     args = ["--pid", truth["pid"], "--duration", 4, "--rate", SHARE_RATE]
     t0 = now()
     res, text = c.record(args, "collapsed")
@@ -204,7 +204,7 @@ def t_cpu_shares_attach(c):
 @test("cpu_shares_launch")
 def t_cpu_shares_launch(c):
     out = os.path.join(c.tmp, "truth.json")
-    cmd = c.workload_cmd("cpu_shares.py", ["--seconds", 4, "--out", out])
+    cmd = c.workload_cmd("cpu_shares.py", ["--seconds", 4, "--out", c.tpath(out)])
     res, text = c.record(["--rate", SHARE_RATE, "--"] + cmd, "json")
     check(os.path.exists(out), "the launched workload wrote no truth (%s)" % res)
     with open(out) as f:
@@ -703,10 +703,10 @@ def check_short_profile(text, truth_file, what):
 def t_launch_wrapper(c):
     wrap = os.path.join(c.tmp, "wrap.sh")
     with open(wrap, "w") as f:
-        f.write('#!/bin/sh\nexec "%s" "$@"\n' % c.python)
+        f.write('#!/bin/sh\nexec "$@"\n')
     os.chmod(wrap, 0o755)
-    cmd = c.workload_cmd("short_run.py", ["--seconds", 1.5])
-    cmd[0] = wrap
+    # the wrapper execs the interpreter's command line (a rooted one through chroot)
+    cmd = [wrap] + c.workload_cmd("short_run.py", ["--seconds", 1.5])
     res, text = c.record(["--"] + cmd, "collapsed")
     hits, total = check_short_profile(text, os.path.join(c.workloads, "short_run.py"), "wrap.sh")
     return "sh wrapper that execs the interpreter: %d of %d samples in short_work" % (hits, total)
