@@ -125,8 +125,8 @@ void proc_stop_classify(int status, proc_stop_t *out);
 
 /* Waits up to TIMEOUT_MS (>= 0) for the next stop or exit of seized thread TID: it yields
  * the CPU for the first 200 us (a stop is usually that quick), then polls every 50 us up to
- * 2 ms, then with a back-off doubling to 1 ms, so it never blocks unboundedly. Returns 0 with *OUT filled
- * (PROC_EXITED included), SCRY_E_TIMEOUT, or SCRY_E_GONE (not our tracee any more). */
+ * 2 ms, then with a back-off doubling to 1 ms, so it never blocks unboundedly. Returns 0 with *OUT
+ * filled (PROC_EXITED included), SCRY_E_TIMEOUT, or SCRY_E_GONE (not our tracee any more). */
 int proc_wait(pid_t tid, int timeout_ms, proc_stop_t *out);
 
 /* True when stop ST is a group-stop (the whole process was stopped by a stop signal). */

@@ -126,9 +126,12 @@ static int load_table(struct unwind *u, unwind_obj_t *o, const elfsym_map_t *m)
         if (p->p_type == PT_GNU_EH_FRAME)
             ehp = p;
         if (p->p_type == PT_LOAD)
-            segs[nsegs++] = (elfsym_segment_t){.vaddr = p->p_vaddr, .memsz = p->p_memsz,
-                                               .offset = p->p_offset, .filesz = p->p_filesz,
-                                               .align = p->p_align, .flags = p->p_flags};
+            segs[nsegs++] = (elfsym_segment_t){.vaddr = p->p_vaddr,
+                                               .memsz = p->p_memsz,
+                                               .offset = p->p_offset,
+                                               .filesz = p->p_filesz,
+                                               .align = p->p_align,
+                                               .flags = p->p_flags};
     }
     if (elfsym_segments_bias(segs, nsegs, m->start, m->offset, (m->perms & ELFSYM_PERM_X) != 0,
                              &o->bias) != 0)
