@@ -66,7 +66,8 @@ static int parse_num(const char **p, const char *end, int64_t *out, int *neg_see
     }
     if (!digits)
         return -1;
-    *out = neg ? -(int64_t)v : (int64_t)v;
+    /* Negate in unsigned arithmetic: "-9223372036854775808" and wrapped values stay defined. */
+    *out = (int64_t)(neg ? (uint64_t)0 - v : v);
     if (neg_seen)
         *neg_seen = neg;
     return 0;
