@@ -207,7 +207,8 @@ static int cmp_thread(const void *a, const void *b)
 static perfev_thread_t *find(const struct perfev *p, pid_t tid)
 {
     perfev_thread_t key = {.tid = tid};
-    return bsearch(&key, p->threads, p->nthreads, sizeof key, cmp_thread);
+    /* bsearch's base must not be NULL, even for zero elements. */
+    return p->nthreads ? bsearch(&key, p->threads, p->nthreads, sizeof key, cmp_thread) : NULL;
 }
 
 int perfev_has_thread(const perfev_t *p, pid_t tid)
@@ -266,7 +267,7 @@ int perfev_set_threads(perfev_t *p, const pid_t *tids, size_t n, perfev_sample_f
         if (tids[i] <= 0)
             continue;
         perfev_thread_t key = {.tid = tids[i]};
-        perfev_thread_t *t = bsearch(&key, p->threads, old, sizeof key, cmp_thread);
+        perfev_thread_t *t = old ? bsearch(&key, p->threads, old, sizeof key, cmp_thread) : NULL;
         if (t) {
             t->mark = 1;
             continue;

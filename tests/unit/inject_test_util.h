@@ -138,6 +138,7 @@ static inline int t_spawn(t_proc_t *p, const char *exe, const char *script)
     if (p->pid < 0)
         return -1;
     if (p->pid == 0) {
+        check_child_dies_with_test();
         dup2(i[0], 0);
         dup2(o[1], 1);
         dup2(o[1], 2);

@@ -104,6 +104,7 @@ static void test_live_syscall(void)
 {
     pid_t c = fork();
     if (c == 0) {
+        check_child_dies_with_test();
         for (;;)
             pause();
     }

@@ -271,6 +271,7 @@ static void test_errors(void)
         return;
     pid_t c = fork();
     if (c == 0) {
+        check_child_dies_with_test();
         if (setresgid(65534, 65534, 65534) != 0 || setresuid(65534, 65534, 65534) != 0)
             _exit(3);
         elfsym_maps_t *m = elfsym_maps_new(1, &err);

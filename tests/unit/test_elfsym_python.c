@@ -29,6 +29,7 @@ static pid_t spawn(char *const argv[], const char *needle)
 {
     pid_t c = fork();
     if (c == 0) {
+        check_child_dies_with_test();
         execv(argv[0], argv);
         _exit(127);
     }

@@ -102,6 +102,7 @@ static void regs_case(const char *exe, int mode)
         CHECK(pipe(sync) == 0, "pipe");
         pid_t child = fork();
         if (child == 0) {
+            check_child_dies_with_test();
             close(sync[0]);
             inject_opts_t o = {.timeout_ms = 10000};
             inject_session_t *s = NULL;

@@ -130,6 +130,7 @@ static void test_tracer_killed(void)
     CHECK(pipe(sync) == 0, "pipe");
     pid_t child = fork();
     if (child == 0) {
+        check_child_dies_with_test();
         close(sync[0]);
         inject_report_t rep;
         inject_session_t *s = open_loaded(p.pid, 10000, &rep);
@@ -211,6 +212,7 @@ static void test_signal_during_call(void)
         CHECK_RC(rc, 0, rep);
         pid_t killer = fork();
         if (killer == 0) {
+            check_child_dies_with_test();
             usleep(150000);
             kill(p.pid, SIGUSR1);
             _exit(0);
@@ -251,6 +253,7 @@ static void test_untraceable(void)
     CHECK(pipe(sync) == 0, "pipe");
     pid_t other = fork();
     if (other == 0) {
+        check_child_dies_with_test();
         close(sync[0]);
         long r = ptrace(PTRACE_SEIZE, p.pid, 0, 0);
         if (write(sync[1], r == 0 ? "y" : "n", 1) != 1)
@@ -270,6 +273,7 @@ static void test_untraceable(void)
     /* An unprivileged caller against a root process. */
     pid_t nobody = fork();
     if (nobody == 0) {
+        check_child_dies_with_test();
         if (setgid(65534) != 0 || setuid(65534) != 0)
             _exit(100);
         inject_report_t r2;

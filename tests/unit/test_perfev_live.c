@@ -73,6 +73,7 @@ static int start_python(const char *py)
         return -1;
     g_child = fork();
     if (g_child == 0) {
+        check_child_dies_with_test();
         dup2(in[0], 0);
         dup2(out[1], 1);
         close(in[1]);

@@ -26,6 +26,7 @@ static pid_t start(const char *python)
         return -1;
     pid_t pid = fork();
     if (pid == 0) {
+        check_child_dies_with_test();
         dup2(fds[1], 1);
         close(fds[0]);
         execl(python, python, "-c",

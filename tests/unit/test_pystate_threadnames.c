@@ -121,6 +121,7 @@ static int start(const char *python, const char *script, child_t *c)
     if (pid < 0)
         return -1;
     if (pid == 0) {
+        check_child_dies_with_test();
         dup2(in[0], 0);
         dup2(out[1], 1);
         close(in[1]);

@@ -212,6 +212,7 @@ static void test_server(void)
     /* another user: the credentials reach the handler, which refuses root's process */
     pid_t child = fork();
     if (child == 0) {
+        check_child_dies_with_test();
         if (setgid(65534) != 0 || setuid(65534) != 0)
             _exit(3);
         char *rep = NULL;

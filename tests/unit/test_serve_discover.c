@@ -75,6 +75,7 @@ int main(void)
         return 1;
     pid_t child = fork();
     if (child == 0) {
+        check_child_dies_with_test();
         char c;
         close(pipefd[1]);
         if (read(pipefd[0], &c, 1) != 1)
@@ -105,6 +106,7 @@ int main(void)
         /* a fork of a new process is reported as NEW */
         pid_t c2 = fork();
         if (c2 == 0) {
+            check_child_dies_with_test();
             usleep(200 * 1000);
             _exit(0);
         }

@@ -31,6 +31,7 @@ static pid_t receiver_start(const char *extra1, const char *extra2)
     unlink(portfile);
     pid_t pid = fork();
     if (pid == 0) {
+        check_child_dies_with_test();
         const char *argv[16] = {
             "/usr/bin/python3", RECEIVER, "--log", logpath,           "--port-file",
             portfile,           "--port", portarg, "--expect-labels", "host,pid,python_version"};

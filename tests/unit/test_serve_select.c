@@ -59,6 +59,7 @@ static pid_t spawn(const char *const argv[])
 {
     pid_t pid = fork();
     if (pid == 0) {
+        check_child_dies_with_test();
         execv(argv[0], (char *const *)argv);
         _exit(127);
     }

@@ -55,6 +55,7 @@ __attribute__((unused)) static int spawn_python(const char *python, const char *
     if (pid < 0)
         return -1;
     if (pid == 0) {
+        check_child_dies_with_test();
         dup2(fds[1], 1);
         close(fds[0]);
         close(fds[1]);

@@ -74,6 +74,7 @@ static void kill_mid_stop(pid_t target)
     CHECK(pipe(fds) == 0);
     pid_t c = fork();
     if (c == 0) {
+        check_child_dies_with_test();
         close(fds[0]);
         char stopped = 0;
         for (size_t i = 0; i < k; i++)
