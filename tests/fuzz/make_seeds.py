@@ -158,6 +158,38 @@ def image():
         put("pystate_image", struct.pack("<BHI", v, 0x40, 4) + bytes(512))
 
 
+def ring_records(n, base_time):
+    """N records as the shim writes them for lap 0 (ring.h): ALLOC, FREE and COPY events with
+    a few Python frames (code addresses of a 3.12 heap), one truncated, one native."""
+    out = b""
+    for i in range(n):
+        kind = 1 + i % 3
+        nframes = [3, 1, 0, 32][i % 4]
+        code = [0x7f3a1c000000 + 0x1000 * (i + k) for k in range(nframes)] + [0] * (32 - nframes)
+        instr = [2 * (k + 1) * (i + 3) for k in range(nframes)] + [0] * (32 - nframes)
+        size = 64 << (i % 8)
+        out += struct.pack("<QQQQQQiBBBBQ", i + 1, i, 0x55d0a0000000 + 0x40 * i if kind != 3
+                           else 0x7ffd0000 + i, size, max(size, 131072), base_time + 1000 * i,
+                           4242 + i % 2, kind, i % 2, nframes, 1 if nframes == 32 else 0, 0)
+        out += struct.pack("<32Q", *code) + struct.pack("<32i", *instr)
+    return out
+
+
+def ringconsumer():
+    """fuzz_shim_ringconsumer: flags, shape, a header as scry makes it, committed records."""
+    clear("shim_ringconsumer")
+    layout = struct.pack("<4i11q5q", 3, 12, 2, 0, 72, -1, -1, -1, -1, 0, 8, 56, 70, -1, 200,
+                         0, 0, 0, 0, 0)
+    for flags, shape, nrec, head in ((0x06, 0x05, 8, 8), (0x02, 0x00, 4, 0), (0x00, 0xfe, 32, 0),
+                                     (0x16, 0x41, 8, 3), (0x0e, 0x03, 32, 32)):
+        hdr = struct.pack("<QIIIIQQQQiI", 0x474E495259524353, 1, 4096, 448, 0, nrec,
+                          4096 + nrec * 448, 131072, 1048576, 4242, 0) + layout
+        hdr = hdr.ljust(256, b"\0") + struct.pack("<QIIQ", 123456789, 1, 0, 0)
+        hdr = hdr.ljust(320, b"\0") + struct.pack("<iI", 4242, 0x01f).ljust(192, b"\0")
+        hdr = hdr.ljust(512, b"\0") + struct.pack("<Q", head)
+        put("shim_ringconsumer", bytes([flags, shape]) + hdr + ring_records(8, 10 ** 12))
+
+
 if __name__ == "__main__":
     import time
     cc = sys.argv[sys.argv.index("--cc") + 1] if "--cc" in sys.argv else "cc"
@@ -169,3 +201,4 @@ if __name__ == "__main__":
     code_and_elf(cc)
     unwind()
     image()
+    ringconsumer()
