@@ -10,6 +10,7 @@
 /* Each returns the process exit code. */
 int cmd_record(const scry_config_t *cfg);
 int cmd_dump(const scry_config_t *cfg);
+int cmd_dump_async(const scry_config_t *cfg); /* dump --async (dump_async.c) */
 int cmd_top(const scry_config_t *cfg);
 
 /* `scry serve` and `scry ctl`: ARGV[0] is the first argument after the command name.

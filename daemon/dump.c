@@ -48,6 +48,10 @@ int cmd_dump(const scry_config_t *cfg)
     sampler_t *smp = NULL;
     dump_state_t d = {0};
     int rc = 1;
+    if (cfg->async_tasks) {
+        strtab_free(strings);
+        return cmd_dump_async(cfg);
+    }
     if (!strings || !(d.threads = calloc(DUMP_MAX_THREADS, sizeof *d.threads))) {
         fprintf(stderr, "scry: out of memory\n");
         goto out;

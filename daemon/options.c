@@ -52,6 +52,9 @@ static const opt_spec_t opt_table[] = {
     {"gil", 'g', OPT_FLAG, offsetof(scry_config_t, gil), REC | TOP, NULL,
      "only sample the thread holding the GIL"},
     {"json", 'j', OPT_FLAG, offsetof(scry_config_t, json), DMP, NULL, "print JSON"},
+    {"async", 'a', OPT_FLAG, offsetof(scry_config_t, async_tasks), DMP, NULL,
+     "asyncio instead of threads: each event loop's tasks, their coroutine stacks and the "
+     "await graph (Python 3.14+; older versions are refused)"},
     {"memory", 'm', OPT_FLAG, offsetof(scry_config_t, memory), REC, NULL,
      "sample allocations, frees and copies per line (preloads or injects libscry-shim.so)"},
     {"memory-sample-bytes", 0, OPT_BYTES, offsetof(scry_config_t, memory_sample_bytes), REC,
@@ -101,6 +104,7 @@ void options_usage(enum scry_command command)
                "  scry record [options] --pid PID        profile a running process\n"
                "  scry record [options] -- COMMAND ARGS  launch a program and profile it\n"
                "  scry dump --pid PID [--json]           print every thread's stack now\n"
+               "  scry dump --pid PID --async [--json]   asyncio tasks, what they await\n"
                "  scry top --pid PID                     live view of the hottest functions\n"
                "  scry serve [options]                   the always-on daemon (scry help serve)\n"
                "  scry ctl [--socket PATH] COMMAND       talk to the daemon (scry help ctl)\n"
@@ -333,6 +337,11 @@ static int check_conflicts(scry_config_t *cfg)
     if (cfg->sampler && !strcmp(cfg->sampler, "perf") && cfg->command == CMD_DUMP) {
         fprintf(stderr, "scry: dump reads every thread at one instant; the perf sampler is for "
                         "recordings over time (record, top)\n");
+        return SCRY_E_INVAL;
+    }
+    if (cfg->async_tasks && (cfg->native || cfg->blocking || cfg->idle)) {
+        fprintf(stderr, "scry: dump --async reads the asyncio tasks without stopping anything; "
+                        "--native, --blocking and --idle are for thread stacks\n");
         return SCRY_E_INVAL;
     }
     if (cfg->sampler && !strcmp(cfg->sampler, "perf") && cfg->blocking) {

@@ -24,6 +24,7 @@ typedef struct scry_config {
     int native;         /* --native */
     int gil;            /* --gil */
     int json;           /* dump --json */
+    int async_tasks;    /* dump --async */
     int memory;         /* --memory */
     uint64_t memory_sample_bytes; /* --memory-sample-bytes */
     int quiet;                    /* --quiet: no summary line */

@@ -557,18 +557,15 @@ int pystate_debug_offsets_parse(const void *buf, size_t len, pystate_layout_t *o
     return pystate_debug_offsets_parse_as(buf, len, 0, out, version_hex, NULL, 0);
 }
 
-int pystate_debug_offsets_read_as(rmem_t *m, raddr_t runtime_addr, int assume_minor,
-                                  pystate_layout_t *out, uint32_t *version_hex, char *why,
-                                  size_t whylen)
+/* Reads the block at RUNTIME_ADDR into BUF (PYSTATE_DEBUG_OFFSETS_MAX_SIZE bytes): the
+ * header, then as much as its version (or ASSUME_MINOR) needs. Sets *LEN to the bytes read
+ * (only the header when the version has no known layout). Returns 0 or a read error. */
+static int read_block(rmem_t *m, raddr_t runtime_addr, int assume_minor, unsigned char *buf,
+                      size_t *len)
 {
-    unsigned char buf[PYSTATE_DEBUG_OFFSETS_MAX_SIZE];
     dbg_head_t head;
     size_t need = 0;
-    int rc;
-
-    if (!m || !out)
-        return SCRY_E_INVAL;
-    rc = rmem_read(m, runtime_addr, buf, sizeof head);
+    int rc = rmem_read(m, runtime_addr, buf, sizeof head);
     if (rc != 0)
         return rc;
     memcpy(&head, buf, sizeof head);
@@ -579,13 +576,98 @@ int pystate_debug_offsets_read_as(rmem_t *m, raddr_t runtime_addr, int assume_mi
             choose(minor, (unsigned)(head.version >> 4) & 0xf, assume_minor);
         need = lay ? lay->words * 8 : 0;
     }
-    if (need == 0 || need > sizeof buf)
-        return pystate_debug_offsets_parse_as(buf, sizeof head, assume_minor, out, version_hex, why,
-                                              whylen);
+    *len = sizeof head;
+    if (need == 0 || need > PYSTATE_DEBUG_OFFSETS_MAX_SIZE)
+        return 0;
     rc = rmem_read(m, runtime_addr + sizeof head, buf + sizeof head, need - sizeof head);
     if (rc != 0)
         return rc;
-    return pystate_debug_offsets_parse_as(buf, need, assume_minor, out, version_hex, why, whylen);
+    *len = need;
+    return 0;
+}
+
+int pystate_debug_offsets_read_as(rmem_t *m, raddr_t runtime_addr, int assume_minor,
+                                  pystate_layout_t *out, uint32_t *version_hex, char *why,
+                                  size_t whylen)
+{
+    unsigned char buf[PYSTATE_DEBUG_OFFSETS_MAX_SIZE];
+    size_t len = 0;
+    if (!m || !out)
+        return SCRY_E_INVAL;
+    int rc = read_block(m, runtime_addr, assume_minor, buf, &len);
+    if (rc != 0)
+        return rc;
+    return pystate_debug_offsets_parse_as(buf, len, assume_minor, out, version_hex, why, whylen);
+}
+
+int pystate_debug_offsets_parse_async(const void *buf, size_t len, int assume_minor,
+                                      pystate_dbg_async_t *out)
+{
+    static const int need[] = {
+        DBGF_GEN_OBJECT_SIZE,           DBGF_GEN_OBJECT_GI_IFRAME,
+        DBGF_GEN_OBJECT_GI_FRAME_STATE, DBGF_INTERPRETER_FRAME_STACKPOINTER,
+        DBGF_SET_OBJECT_SIZE,           DBGF_SET_OBJECT_USED,
+        DBGF_SET_OBJECT_TABLE,          DBGF_SET_OBJECT_MASK,
+        DBGF_LLIST_NODE_NEXT,           DBGF_LLIST_NODE_PREV,
+    };
+    pystate_layout_t lay;
+    uint32_t hex = 0;
+    dbg_head_t head;
+    static dbg_block_t zero;
+    dbg_block_t d = zero;
+    check_t c = {1, -1};
+    if (!out)
+        return SCRY_E_INVAL;
+    int rc = pystate_debug_offsets_parse_as(buf, len, assume_minor, &lay, &hex, NULL, 0);
+    if (rc != 0)
+        return rc;
+    memcpy(&head, buf, sizeof head);
+    const pystate_dbg_layout_t *l = choose((int)((head.version >> 16) & 0xff),
+                                           (unsigned)(head.version >> 4) & 0xf, assume_minor);
+    if (!l || len < l->words * 8)
+        return SCRY_E_INVAL;
+    gather(buf, l, &d);
+    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
+        if (!d.has[need[i]])
+            return SCRY_E_UNSUPPORTED;
+    uint64_t gs = V(&d, DBGF_GEN_OBJECT_SIZE), ss = V(&d, DBGF_SET_OBJECT_SIZE);
+    need_in(&c, &d, DBGF_GEN_OBJECT_GI_FRAME_STATE, 1, gs);
+    need_ptr(&c, &d, DBGF_GEN_OBJECT_GI_IFRAME, gs);
+    /* the embedded frame's fixed part lies inside the generator */
+    if (V(&d, DBGF_GEN_OBJECT_GI_IFRAME) + (uint64_t)lay.iframe_localsplus > gs)
+        fail(&c, DBGF_GEN_OBJECT_GI_IFRAME);
+    need_ptr(&c, &d, DBGF_INTERPRETER_FRAME_STACKPOINTER, (uint64_t)lay.iframe_localsplus);
+    need_int(&c, &d, DBGF_SET_OBJECT_USED, 8, ss);
+    need_int(&c, &d, DBGF_SET_OBJECT_MASK, 8, ss);
+    need_ptr(&c, &d, DBGF_SET_OBJECT_TABLE, ss);
+    need_ptr(&c, &d, DBGF_LLIST_NODE_NEXT, 2 * DBG_PTR);
+    need_ptr(&c, &d, DBGF_LLIST_NODE_PREV, 2 * DBG_PTR);
+    if (!c.ok || gs > DBG_MAX_STRUCT || ss > DBG_MAX_STRUCT)
+        return SCRY_E_CORRUPT;
+    out->gen_size = i64(gs);
+    out->gen_iframe = i64(V(&d, DBGF_GEN_OBJECT_GI_IFRAME));
+    out->gen_frame_state = i64(V(&d, DBGF_GEN_OBJECT_GI_FRAME_STATE));
+    out->iframe_stackpointer = i64(V(&d, DBGF_INTERPRETER_FRAME_STACKPOINTER));
+    out->set_size = i64(ss);
+    out->set_used = i64(V(&d, DBGF_SET_OBJECT_USED));
+    out->set_table = i64(V(&d, DBGF_SET_OBJECT_TABLE));
+    out->set_mask = i64(V(&d, DBGF_SET_OBJECT_MASK));
+    out->llist_next = i64(V(&d, DBGF_LLIST_NODE_NEXT));
+    out->llist_prev = i64(V(&d, DBGF_LLIST_NODE_PREV));
+    return 0;
+}
+
+int pystate_debug_offsets_read_async(rmem_t *m, raddr_t runtime_addr, int assume_minor,
+                                     pystate_dbg_async_t *out)
+{
+    unsigned char buf[PYSTATE_DEBUG_OFFSETS_MAX_SIZE];
+    size_t len = 0;
+    if (!m || !out)
+        return SCRY_E_INVAL;
+    int rc = read_block(m, runtime_addr, assume_minor, buf, &len);
+    if (rc != 0)
+        return rc;
+    return pystate_debug_offsets_parse_async(buf, len, assume_minor, out);
 }
 
 int pystate_debug_offsets_read(rmem_t *m, raddr_t runtime_addr, pystate_layout_t *out,

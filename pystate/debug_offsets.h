@@ -87,4 +87,31 @@ int pystate_debug_offsets_read_as(rmem_t *m, raddr_t runtime_addr, int assume_mi
 int pystate_debug_offsets_read(rmem_t *m, raddr_t runtime_addr, pystate_layout_t *out,
                                uint32_t *version_hex);
 
+/* The generator, set, frame and list members the asyncio reader (pystate/asyncio.c) needs
+ * beyond pystate_layout_t, from the same block (3.14+). */
+typedef struct pystate_dbg_async {
+    int64_t gen_size;            /* sizeof(PyGenObject) */
+    int64_t gen_iframe;          /* offsetof(PyGenObject, gi_iframe): the embedded frame */
+    int64_t gen_frame_state;     /* offsetof(PyGenObject, gi_frame_state) (int8_t) */
+    int64_t iframe_stackpointer; /* offsetof(_PyInterpreterFrame, stackpointer) */
+    int64_t set_size;            /* sizeof(PySetObject) */
+    int64_t set_used;            /* offsetof(PySetObject, used) (Py_ssize_t) */
+    int64_t set_table;           /* offsetof(PySetObject, table) (setentry *) */
+    int64_t set_mask;            /* offsetof(PySetObject, mask) (Py_ssize_t) */
+    int64_t llist_next;          /* offsetof(struct llist_node, next) */
+    int64_t llist_prev;          /* offsetof(struct llist_node, prev) */
+} pystate_dbg_async_t;
+
+/* Parses the block at BUF (LEN bytes) as pystate_debug_offsets_parse_as does (the whole
+ * block validated) and fills *OUT with the asyncio members, each checked inside its struct
+ * (pointers 8-aligned). Returns 0, the parse error, or SCRY_E_UNSUPPORTED when the
+ * version's block lacks one of them (3.13). *OUT is untouched on failure. Borrows BUF. */
+int pystate_debug_offsets_parse_async(const void *buf, size_t len, int assume_minor,
+                                      pystate_dbg_async_t *out);
+
+/* Reads the block at RUNTIME_ADDR through M (as pystate_debug_offsets_read_as) and parses it
+ * with pystate_debug_offsets_parse_async. Returns 0, a read error or a parse error. */
+int pystate_debug_offsets_read_async(rmem_t *m, raddr_t runtime_addr, int assume_minor,
+                                     pystate_dbg_async_t *out);
+
 #endif
