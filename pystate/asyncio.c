@@ -68,7 +68,7 @@ int pystate_async_offsets_parse(const void *buf, size_t len, const pystate_layou
              !field_in(aby_set, 1, ts))
         bad = "an asyncio_task_object field";
     else if (hdr == 0 || aby < hdr + 8 || is_task != aby + 12 || aby_set != is_task + 1 ||
-             coro < aby_set + 8 || name != coro + 8)
+             coro < aby_set + 8 || name != coro + 8 || node < name + 8)
         bad = "the TaskObj field order";
     else if (is == 0 || (int64_t)is != L->interp_size || !field_in(i_head, 8, is) ||
              i_head + 16 > is)
@@ -564,7 +564,8 @@ static int finish(walk_t *w)
     raddr_t *addrs = malloc((n ? n : 1) * sizeof *addrs);
     if (!addrs)
         return SCRY_E_NOMEM;
-    qsort(s->tasks, n, sizeof *s->tasks, cmp_task);
+    if (n)
+        qsort(s->tasks, n, sizeof *s->tasks, cmp_task);
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
         if (m && s->tasks[m - 1].addr == s->tasks[i].addr &&

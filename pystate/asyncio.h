@@ -16,7 +16,7 @@
  *   task_loop       = sizeof(PyObject)              (the first field after the header)
  *   task_state      = task_awaited_by + 8           (an int; task_is_task follows at +12)
  *   task_fut_waiter = task_coro - 8                 (the future the task waits on)
- *   task_name       = task_coro + 8
+ *   task_name       = task_coro + 8, task_node after it
  * Frame states of a generator (gi_frame_state) per minor version: pycore_frame.h.
  *
  * Older versions keep no such lists (a task is only reachable through the event loop's

@@ -190,6 +190,71 @@ def ringconsumer():
         put("shim_ringconsumer", bytes([flags, shape]) + hdr + ring_records(8, 10 ** 12))
 
 
+def asyncio_blocks():
+    """fuzz_pystate_asyncio: the real _AsyncioDebug blocks of Debian's 3.14.10 and 3.15.2
+    (interpreter sizes as the fuzz target's 3.13 layout would need them replaced) with an
+    empty image; the fuzzer builds the lists, tasks and coroutines."""
+    clear("pystate_asyncio")
+    blocks = [(168, 136, 96, 108, 109, 128, 152, 225864, 10880, 936, 864, 872, 880),
+              (168, 136, 96, 108, 109, 128, 152, 226240, 10856, 1104, 1024, 1032, 1048)]
+    for v, b in enumerate(blocks):
+        put("pystate_asyncio", bytes([v]) + struct.pack("<13Q", *b) + bytes(range(8)) +
+            bytes(1024))
+    # A small consistent image for the 3.13 layout the target reads with (offsets from
+    # pystate/layouts_gen.c): a runtime, an interpreter with an empty list, a thread whose
+    # list holds two tasks (a str name, an int name; awaited_by one task and a set), types,
+    # a coroutine in 'await'. gsel picks gen_iframe 16, frame state at 100, stackpointer at
+    # frame + 64, set used/mask/table at 16/32/40, list next at 0.
+    base = 0x100000
+    img = bytearray(0x10000)
+
+    def q(off, val):
+        img[off:off + 8] = struct.pack("<Q", val)
+
+    q(632, base + 0x1000)                       # runtime -> interpreters.head
+    q(0x1000 + 7344, base + 0x8000)             # interp -> threads.head
+    q(0x1000 + 10880, base + 0x1000 + 10880)    # interp task list: empty (points to itself)
+    q(0x8000 + 160, 4242)                       # native thread id
+    q(0x8000 + 304, base + 0x9000)              # running loop
+    q(0x8000 + 320, base + 0xA000 + 152)        # thread task list -> task 1
+    for name, at in ((b"Task", 0xC000), (b"Future", 0xC200), (b"coroutine", 0xC400),
+                     (b"str", 0xC600), (b"int", 0xC800), (b"Loop", 0xCA00)):
+        q(at + 24, base + at + 0x100)
+        img[at + 0x100:at + 0x100 + len(name)] = name
+    q(0x9000 + 8, base + 0xCA00)
+    for task, nxt, aby, is_set, name, coro in (
+            (0xA000, 0xA800 + 152, 0xA800, 0, 0xF000, 0xE000),
+            (0xA800, 0x8000 + 320, 0xB000, 1, 0xF100, 0)):
+        q(task + 8, base + 0xC000)
+        q(task + 16, base + 0x9000)
+        q(task + 96, base + aby)
+        img[task + 108] = 1
+        img[task + 109] = is_set
+        q(task + 120, base + 0xD000)
+        q(task + 128, base + coro if coro else 0)
+        q(task + 136, base + name)
+        q(task + 152, base + nxt)
+    q(0xB000 + 16, 1)
+    q(0xB000 + 32, 3)
+    q(0xB000 + 40, base + 0xB100)
+    q(0xB100, base + 0xA000)
+    q(0xD000 + 8, base + 0xC200)
+    q(0xE000 + 8, base + 0xC400)
+    img[0xE000 + 100] = 0xff                    # 3.14: FRAME_SUSPENDED_YIELD_FROM
+    q(0xE000 + 16, base + 0xF800)               # code object (not a valid one)
+    q(0xE000 + 16 + 64, base + 0xE000 + 0x80 + 8)
+    q(0xE000 + 0x80, base + 0xE000)             # awaits itself: the depth bound
+    q(0xF000 + 8, base + 0xC600)
+    q(0xF000 + 16, 5)
+    img[0xF000 + 32] = 0x64                     # compact ASCII, kind 1
+    img[0xF000 + 40:0xF000 + 45] = b"hello"
+    q(0xF100 + 8, base + 0xC800)
+    q(0xF100 + 16, 1 << 3)
+    img[0xF100 + 24] = 7
+    put("pystate_asyncio", bytes([0]) + bytes(104) + bytes([10, 2, 100, 8, 2, 5, 4, 0]) +
+        bytes(img))
+
+
 if __name__ == "__main__":
     import time
     cc = sys.argv[sys.argv.index("--cc") + 1] if "--cc" in sys.argv else "cc"
@@ -202,3 +267,4 @@ if __name__ == "__main__":
     unwind()
     image()
     ringconsumer()
+    asyncio_blocks()
