@@ -4,6 +4,7 @@
 #include "ring_consumer.h"
 #include "scry_err.h"
 #include "scry_time.h"
+#include "shimstage.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -159,20 +160,66 @@ static int take_fd(pid_t pid, int tfd)
     return fd;
 }
 
+/* In one borrowing of one thread of PID: dlopen(LIB) when LIB is not NULL, then
+ * scry_shim_attach_new(SPEC) of the libscry-shim.so mapped in PID, found by its file name
+ * (the target's maps show the path relative to scry's root, not the path the target
+ * opened). Returns 0 (*RET set) or an injection error (SCRY_E_NOTFOUND: no shim). */
+static int shim_call(pid_t pid, const char *lib, const char *spec, uint64_t *ret,
+                     inject_report_t *rep)
+{
+    inject_session_t *s = NULL;
+    int err = inject_session_open(pid, NULL, rep, &s);
+    if (err)
+        return err;
+    raddr_t fn = 0;
+    uint64_t arg = 0;
+    if (lib)
+        err = inject_session_dlopen(s, lib, NULL);
+    if (!err)
+        err = inject_session_symbol(s, "libscry-shim.so", "scry_shim_attach_new", &fn);
+    if (!err)
+        err = inject_session_string(s, spec, &arg);
+    if (!err)
+        err = inject_session_call(s, fn, &arg, 1, ret);
+    int err2 = inject_session_close(s);
+    return err ? err : err2;
+}
+
+/* Loads the shim into PID and calls scry_shim_attach_new(SPEC). A shim PID has loaded
+ * already (an earlier session) is used as it is: when it came from a copy in the target's
+ * root, that copy is gone, and loading a second copy would interpose twice. Otherwise the
+ * target loads scry's own file, or a copy in its root when it cannot see scry's
+ * (shimstage), removed right after the dlopen. */
+static int load_shim(memprof_t *m, pid_t pid, const char *spec, uint64_t *ret,
+                     inject_report_t *rep, char *msg, size_t len)
+{
+    raddr_t fn = 0;
+    if (inject_find_symbol(pid, "libscry-shim.so", "scry_shim_attach_new", &fn) == 0)
+        return shim_call(pid, NULL, spec, ret, rep);
+    int err = 0;
+    shimstage_t *st = shimstage_new(pid, m->shim, &err, msg, len);
+    if (!st)
+        return err;
+    err = shim_call(pid, shimstage_path(st), spec, ret, rep);
+    shimstage_free(st); /* the target keeps its mapping (the shim is -z nodelete) */
+    return err;
+}
+
 int memprof_inject(memprof_t *m, pid_t pid, const pystate_layout_t *layout, char *msg, size_t len)
 {
-    uint64_t handle = 0, ret = 0;
+    uint64_t ret = 0;
     inject_report_t rep;
     memset(&rep, 0, sizeof rep);
     char spec[96];
     snprintf(spec, sizeof spec, "%llu:%llu:%llu",
              (unsigned long long)ringc_records_for(SCRY_RING_DEFAULT_BYTES),
              (unsigned long long)m->alloc_mean, (unsigned long long)m->copy_mean);
-    int err =
-        inject_load_and_call(pid, m->shim, "scry_shim_attach_new", spec, NULL, &handle, &ret, &rep);
+    msg[0] = 0;
+    int err = load_shim(m, pid, spec, &ret, &rep, msg, len);
     if (err) {
-        snprintf(msg, len, "could not load the memory shim into process %d: %s%s%s", (int)pid,
-                 scry_strerror(err), rep.error[0] ? ": " : "", rep.error);
+        if (!msg[0])
+            snprintf(msg, len, "could not load the memory shim into process %d: %s%s%s",
+                     (int)pid, scry_strerror(err), rep.error[0] ? ": " : "", rep.error);
         return err;
     }
     int32_t tfd = (int32_t)ret;
@@ -202,6 +249,26 @@ int memprof_inject(memprof_t *m, pid_t pid, const pystate_layout_t *layout, char
     if (layout && ringc_layout_from_pystate(layout, &L) == 0)
         ringc_set_layout(m->ring, &L);
     return 0;
+}
+
+int memprof_launch_fallback(memprof_t *m, pystate_target_t *t, char *msg, size_t len)
+{
+    raddr_t fn = 0;
+    pid_t pid = pystate_target_info(t)->pid;
+    if (!m->ring || m->unlinked ||
+        inject_find_symbol(pid, "libscry-shim.so", "scry_shim_attach", &fn) == 0)
+        return 0;
+    /* The Python program has no shim: it could not be preloaded (the program runs in
+     * another root, where scry's path of the shim does not exist; a wrapper such as chroot
+     * or unshare, still in scry's root, may have claimed the ring before it exec'd). Load
+     * it as attach mode does; the ring file goes. */
+    ringc_free(m->ring);
+    m->ring = NULL;
+    const pystate_layout_t *layout = pystate_target_layout(t);
+    int err = memprof_inject(m, pid, layout, msg, len);
+    if (!err)
+        err = memprof_start(m, t);
+    return err;
 }
 
 int memprof_start(memprof_t *m, pystate_target_t *t)

@@ -39,6 +39,13 @@ char **memprof_launch_env(memprof_t *m);
  * released by the shim itself). */
 int memprof_inject(memprof_t *m, pid_t pid, const pystate_layout_t *layout, char *msg, size_t len);
 
+/* Launch mode, once the program runs as Python (T): when its preloaded shim never claimed
+ * the ring (the program changed its root, e.g. chroot or a container's mount namespace,
+ * so scry's path of the shim does not exist there), removes the ring file and injects the
+ * shim as memprof_inject does, then starts recording. Returns 0 (also when nothing had to
+ * be done) or a negative code with MSG filled (memory profiling should then be dropped). */
+int memprof_launch_fallback(memprof_t *m, pystate_target_t *t, char *msg, size_t len);
+
 /* Publishes the target's layout (launch mode) and enables recording. Returns 0 or a
  * negative code. */
 int memprof_start(memprof_t *m, pystate_target_t *t);

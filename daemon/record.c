@@ -153,6 +153,15 @@ int cmd_record(const scry_config_t *cfg)
             fprintf(stderr, "scry: %s\n", msg[0] ? msg : scry_strerror(err));
             goto out;
         }
+        if (mem) {
+            char mmsg[600] = "";
+            if (memprof_launch_fallback(mem, t, mmsg, sizeof mmsg) != 0) {
+                fprintf(stderr, "scry: %s; going on with CPU profiling only\n",
+                        mmsg[0] ? mmsg : "cannot start memory recording");
+                memprof_free(mem);
+                mem = NULL;
+            }
+        }
         procinfo_join_argv(cfg->argv, command, sizeof command);
     } else {
         if (cmd_open_target(cfg->pid, strings, &cfg->open_opts, &t) != 0)

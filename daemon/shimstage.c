@@ -1,0 +1,323 @@
+#include "shimstage.h"
+
+#include "scry_err.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/openat2.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <sys/vfs.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SHIMSTAGE_FILE "libscry-shim.so"
+#define SHIMSTAGE_MAX_BYTES (64u << 20) /* the shim is ~100 KiB; anything bigger is wrong */
+
+struct shimstage {
+    char path[PATH_MAX];     /* what the target opens */
+    int copied;
+    int parent_fd;           /* O_PATH: the target's /tmp (or /var/tmp, /dev/shm) */
+    char dir[64];            /* .scry-shim-<32 hex> */
+    char file[64 + sizeof SHIMSTAGE_FILE]; /* dir/libscry-shim.so */
+    int janitor_fd;          /* write end of the janitor's pipe: EOF = clean up now */
+    pid_t janitor;
+};
+
+/* openat2(DIRFD, PATH) resolved as the target would: inside DIRFD (its root), with the
+ * extra RESOLVE flags. Returns the descriptor or -1 (errno). */
+static int open_in_root(int dirfd, const char *path, int flags, uint64_t resolve)
+{
+    struct open_how how;
+    memset(&how, 0, sizeof how);
+    how.flags = (uint64_t)(flags | O_CLOEXEC);
+    how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | resolve;
+    return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof how);
+}
+
+/* 1 when the target (root ROOTFD) sees the file HOST_PATH at the same path. */
+static int same_file_in_root(int rootfd, const char *host_path)
+{
+    struct stat mine, theirs;
+    if (stat(host_path, &mine) != 0)
+        return 0;
+    int fd = open_in_root(rootfd, host_path, O_PATH, 0);
+    if (fd < 0)
+        return 0;
+    int same = fstat(fd, &theirs) == 0 && theirs.st_dev == mine.st_dev &&
+               theirs.st_ino == mine.st_ino;
+    close(fd);
+    return same;
+}
+
+/* The janitor: a child in its own session (not killed with scry's process group) holding
+ * only the pipe's read end and the directory's parent. When the pipe reaches EOF (scry
+ * finished with the copy, or died, even by SIGKILL) it removes the copy and the
+ * directory (ENOENT when scry did it already) and exits. Async-signal-safe calls only
+ * (forked from a process that may have threads). */
+static void janitor_run(int rfd, int parent_fd, const char *file, const char *dir)
+{
+    struct sigaction ign;
+    memset(&ign, 0, sizeof ign);
+    ign.sa_handler = SIG_IGN;
+    sigaction(SIGINT, &ign, NULL);
+    sigaction(SIGTERM, &ign, NULL);
+    sigaction(SIGHUP, &ign, NULL);
+    sigaction(SIGPIPE, &ign, NULL);
+    setsid();
+    int lo = rfd < parent_fd ? rfd : parent_fd, hi = rfd < parent_fd ? parent_fd : rfd;
+    if (lo > 0)
+        syscall(SYS_close_range, 0u, (unsigned)lo - 1, 0u);
+    if (hi > lo + 1)
+        syscall(SYS_close_range, (unsigned)lo + 1, (unsigned)hi - 1, 0u);
+    syscall(SYS_close_range, (unsigned)hi + 1, ~0u, 0u);
+    for (;;) {
+        char c;
+        ssize_t r = read(rfd, &c, 1);
+        if (r == 0 || (r < 0 && errno != EINTR))
+            break;
+    }
+    unlinkat(parent_fd, file, 0);
+    unlinkat(parent_fd, dir, AT_REMOVEDIR);
+    _exit(0);
+}
+
+/* Copies SRC_PATH into DIRFD/SHIMSTAGE_FILE (mode 0644). Returns 0 or a SCRY_E_* code. */
+static int copy_shim(const char *src_path, int dirfd)
+{
+    int err = SCRY_E_IO;
+    char *buf = NULL;
+    int out = -1;
+    int in = open(src_path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (in < 0 || fstat(in, &st) != 0) {
+        err = SCRY_E_NOTFOUND;
+        goto close_in;
+    }
+    if (!S_ISREG(st.st_mode) || st.st_size <= 0 || st.st_size > (off_t)SHIMSTAGE_MAX_BYTES) {
+        err = SCRY_E_NOTFILE;
+        goto close_in;
+    }
+    buf = malloc(65536);
+    if (!buf) {
+        err = SCRY_E_NOMEM;
+        goto close_in;
+    }
+    out = openat(dirfd, SHIMSTAGE_FILE, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                 0600);
+    if (out < 0) {
+        err = scry_err_from_errno(errno);
+        goto free_buf;
+    }
+    off_t left = st.st_size;
+    while (left > 0) {
+        ssize_t n = read(in, buf, 65536);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            goto close_out;
+        for (ssize_t done = 0; done < n;) {
+            ssize_t w = write(out, buf + done, (size_t)(n - done));
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0)
+                goto close_out;
+            done += w;
+        }
+        left -= n;
+    }
+    if (fchmod(out, 0644) != 0)
+        goto close_out;
+    err = 0;
+close_out:
+    if (close(out) != 0 && !err)
+        err = SCRY_E_IO;
+free_buf:
+    free(buf);
+close_in:
+    if (in >= 0)
+        close(in);
+    return err;
+}
+
+/* Starts the janitor for S (before anything is created). Returns 0 or a SCRY_E_* code. */
+static int janitor_start(shimstage_t *s)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0)
+        return scry_err_from_errno(errno);
+    pid_t pid = fork();
+    if (pid < 0) {
+        int err = scry_err_from_errno(errno);
+        close(p[0]);
+        close(p[1]);
+        return err;
+    }
+    if (pid == 0) {
+        close(p[1]);
+        janitor_run(p[0], s->parent_fd, s->file, s->dir);
+    }
+    close(p[0]);
+    s->janitor_fd = p[1];
+    s->janitor = pid;
+    return 0;
+}
+
+static void janitor_end(shimstage_t *s)
+{
+    if (s->janitor_fd >= 0)
+        close(s->janitor_fd);
+    s->janitor_fd = -1;
+    if (s->janitor <= 0)
+        return;
+    for (int i = 0; i < 400; i++) { /* it exits at once; never wait more than 2 s */
+        pid_t w = waitpid(s->janitor, NULL, WNOHANG);
+        if (w == s->janitor || (w < 0 && errno != EINTR))
+            break;
+        struct timespec ts = {0, 5000000};
+        nanosleep(&ts, NULL);
+    }
+    s->janitor = 0;
+}
+
+/* Opens a directory of the target (root ROOTFD) fit for the copy: no symbolic link on the
+ * way, writable, executable files allowed. Returns an O_PATH descriptor or -1; *WHERE gets
+ * its target path. */
+static int pick_parent(int rootfd, const char **where)
+{
+    static const char *const cands[] = {"/tmp", "/var/tmp", "/dev/shm"};
+    for (size_t i = 0; i < sizeof cands / sizeof *cands; i++) {
+        int fd = open_in_root(rootfd, cands[i], O_PATH | O_DIRECTORY | O_NOFOLLOW,
+                              RESOLVE_NO_SYMLINKS);
+        if (fd < 0)
+            continue;
+        struct statfs sf;
+        if (fstatfs(fd, &sf) == 0 && !(sf.f_flags & (ST_NOEXEC | ST_RDONLY))) {
+            *where = cands[i];
+            return fd;
+        }
+        close(fd);
+    }
+    return -1;
+}
+
+shimstage_t *shimstage_new(pid_t pid, const char *host_path, int *err, char *msg, size_t len)
+{
+    int e = SCRY_E_NOMEM;
+    shimstage_t *s = calloc(1, sizeof *s);
+    int rootfd = -1, dirfd = -1;
+    if (!s)
+        goto fail;
+    s->parent_fd = s->janitor_fd = -1;
+    char proc[64];
+    snprintf(proc, sizeof proc, "/proc/%d/root", (int)pid);
+    rootfd = open(proc, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (rootfd < 0) {
+        e = errno == ENOENT || errno == ESRCH ? SCRY_E_NOPROC : SCRY_E_PERM;
+        snprintf(msg, len, "cannot open the root of process %d (%s): %s", (int)pid, proc,
+                 strerror(errno));
+        goto fail;
+    }
+    if (same_file_in_root(rootfd, host_path)) {
+        snprintf(s->path, sizeof s->path, "%s", host_path);
+        close(rootfd);
+        return s;
+    }
+    /* Another root: a private copy in it. Resolved by openat2 inside the target's root (a
+     * container's symbolic links cannot lead us out of it). */
+    const char *where = NULL;
+    s->parent_fd = pick_parent(rootfd, &where);
+    if (s->parent_fd < 0) {
+        e = errno == ENOSYS ? SCRY_E_NOSYS : SCRY_E_NOTFOUND;
+        snprintf(msg, len, "process %d has another root (a container?) with no /tmp, /var/tmp "
+                           "or /dev/shm to put the memory shim in (a real directory on a "
+                           "writable file system that allows execution%s)", (int)pid,
+                 errno == ENOSYS ? "; openat2 needs Linux 5.6" : "");
+        goto fail;
+    }
+    unsigned char rnd[16];
+    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {
+        e = SCRY_E_IO;
+        snprintf(msg, len, "getrandom failed: %s", strerror(errno));
+        goto fail;
+    }
+    int n = snprintf(s->dir, sizeof s->dir, ".scry-shim-");
+    for (size_t i = 0; i < sizeof rnd; i++)
+        n += snprintf(s->dir + n, sizeof s->dir - (size_t)n, "%02x", rnd[i]);
+    snprintf(s->file, sizeof s->file, "%s/%s", s->dir, SHIMSTAGE_FILE);
+    if ((size_t)snprintf(s->path, sizeof s->path, "%s/%s", where, s->file) >= sizeof s->path) {
+        e = SCRY_E_TRUNC;
+        goto fail;
+    }
+    e = janitor_start(s); /* first: from here on nothing can be left behind */
+    if (e) {
+        snprintf(msg, len, "cannot start the process that cleans up after scry: %s",
+                 scry_strerror(e));
+        goto fail;
+    }
+    s->copied = 1;
+    if (mkdirat(s->parent_fd, s->dir, 0700) != 0) {
+        e = scry_err_from_errno(errno);
+        snprintf(msg, len, "cannot make %s in the root of process %d: %s", s->path, (int)pid,
+                 strerror(errno));
+        goto fail;
+    }
+    dirfd = openat(s->parent_fd, s->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dirfd < 0 || fchmod(dirfd, 0711) != 0) { /* the target may run as another user */
+        e = SCRY_E_IO;
+        snprintf(msg, len, "cannot prepare %s in the root of process %d: %s", s->path,
+                 (int)pid, strerror(errno));
+        goto fail;
+    }
+    e = copy_shim(host_path, dirfd);
+    if (e) {
+        snprintf(msg, len, "cannot copy %s into the root of process %d (as %s): %s", host_path,
+                 (int)pid, s->path, scry_strerror(e));
+        goto fail;
+    }
+    close(dirfd);
+    close(rootfd);
+    return s;
+fail:
+    if (dirfd >= 0)
+        close(dirfd);
+    if (rootfd >= 0)
+        close(rootfd);
+    shimstage_free(s);
+    if (err)
+        *err = e;
+    return NULL;
+}
+
+const char *shimstage_path(const shimstage_t *s)
+{
+    return s->path;
+}
+
+int shimstage_copied(const shimstage_t *s)
+{
+    return s->copied;
+}
+
+void shimstage_free(shimstage_t *s)
+{
+    if (!s)
+        return;
+    if (s->copied && s->parent_fd >= 0) {
+        unlinkat(s->parent_fd, s->file, 0);
+        unlinkat(s->parent_fd, s->dir, AT_REMOVEDIR);
+    }
+    janitor_end(s);
+    if (s->parent_fd >= 0)
+        close(s->parent_fd);
+    free(s);
+}
