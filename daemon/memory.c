@@ -190,8 +190,8 @@ static int shim_call(pid_t pid, const char *lib, const char *spec, uint64_t *ret
  * root, that copy is gone, and loading a second copy would interpose twice. Otherwise the
  * target loads scry's own file, or a copy in its root when it cannot see scry's
  * (shimstage), removed right after the dlopen. */
-static int load_shim(memprof_t *m, pid_t pid, const char *spec, uint64_t *ret,
-                     inject_report_t *rep, char *msg, size_t len)
+static int load_shim(memprof_t *m, pid_t pid, const char *spec, uint64_t *ret, inject_report_t *rep,
+                     char *msg, size_t len)
 {
     raddr_t fn = 0;
     if (inject_find_symbol(pid, "libscry-shim.so", "scry_shim_attach_new", &fn) == 0)
@@ -218,8 +218,8 @@ int memprof_inject(memprof_t *m, pid_t pid, const pystate_layout_t *layout, char
     int err = load_shim(m, pid, spec, &ret, &rep, msg, len);
     if (err) {
         if (!msg[0])
-            snprintf(msg, len, "could not load the memory shim into process %d: %s%s%s",
-                     (int)pid, scry_strerror(err), rep.error[0] ? ": " : "", rep.error);
+            snprintf(msg, len, "could not load the memory shim into process %d: %s%s%s", (int)pid,
+                     scry_strerror(err), rep.error[0] ? ": " : "", rep.error);
         return err;
     }
     int32_t tfd = (int32_t)ret;

@@ -20,16 +20,16 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SHIMSTAGE_FILE "libscry-shim.so"
+#define SHIMSTAGE_FILE      "libscry-shim.so"
 #define SHIMSTAGE_MAX_BYTES (64u << 20) /* the shim is ~100 KiB; anything bigger is wrong */
 
 struct shimstage {
-    char path[PATH_MAX];     /* what the target opens */
+    char path[PATH_MAX]; /* what the target opens */
     int copied;
-    int parent_fd;           /* O_PATH: the target's /tmp (or /var/tmp, /dev/shm) */
-    char dir[64];            /* .scry-shim-<32 hex> */
+    int parent_fd;                         /* O_PATH: the target's /tmp (or /var/tmp, /dev/shm) */
+    char dir[64];                          /* .scry-shim-<32 hex> */
     char file[64 + sizeof SHIMSTAGE_FILE]; /* dir/libscry-shim.so */
-    int janitor_fd;          /* write end of the janitor's pipe: EOF = clean up now */
+    int janitor_fd;                        /* write end of the janitor's pipe: EOF = clean up now */
     pid_t janitor;
 };
 
@@ -53,8 +53,8 @@ static int same_file_in_root(int rootfd, const char *host_path)
     int fd = open_in_root(rootfd, host_path, O_PATH, 0);
     if (fd < 0)
         return 0;
-    int same = fstat(fd, &theirs) == 0 && theirs.st_dev == mine.st_dev &&
-               theirs.st_ino == mine.st_ino;
+    int same =
+        fstat(fd, &theirs) == 0 && theirs.st_dev == mine.st_dev && theirs.st_ino == mine.st_ino;
     close(fd);
     return same;
 }
@@ -112,8 +112,7 @@ static int copy_shim(const char *src_path, int dirfd)
         err = SCRY_E_NOMEM;
         goto close_in;
     }
-    out = openat(dirfd, SHIMSTAGE_FILE, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                 0600);
+    out = openat(dirfd, SHIMSTAGE_FILE, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (out < 0) {
         err = scry_err_from_errno(errno);
         goto free_buf;
@@ -166,6 +165,9 @@ static int janitor_start(shimstage_t *s)
         close(p[1]);
         janitor_run(p[0], s->parent_fd, s->file, s->dir);
     }
+    /* Its own process group before anything is created (its setsid may not have run
+     * yet): a kill of scry's group must not take it along. */
+    setpgid(pid, pid);
     close(p[0]);
     s->janitor_fd = p[1];
     s->janitor = pid;
@@ -196,8 +198,8 @@ static int pick_parent(int rootfd, const char **where)
 {
     static const char *const cands[] = {"/tmp", "/var/tmp", "/dev/shm"};
     for (size_t i = 0; i < sizeof cands / sizeof *cands; i++) {
-        int fd = open_in_root(rootfd, cands[i], O_PATH | O_DIRECTORY | O_NOFOLLOW,
-                              RESOLVE_NO_SYMLINKS);
+        int fd =
+            open_in_root(rootfd, cands[i], O_PATH | O_DIRECTORY | O_NOFOLLOW, RESOLVE_NO_SYMLINKS);
         if (fd < 0)
             continue;
         struct statfs sf;
@@ -238,10 +240,11 @@ shimstage_t *shimstage_new(pid_t pid, const char *host_path, int *err, char *msg
     s->parent_fd = pick_parent(rootfd, &where);
     if (s->parent_fd < 0) {
         e = errno == ENOSYS ? SCRY_E_NOSYS : SCRY_E_NOTFOUND;
-        snprintf(msg, len, "process %d has another root (a container?) with no /tmp, /var/tmp "
-                           "or /dev/shm to put the memory shim in (a real directory on a "
-                           "writable file system that allows execution%s)", (int)pid,
-                 errno == ENOSYS ? "; openat2 needs Linux 5.6" : "");
+        snprintf(msg, len,
+                 "process %d has another root (a container?) with no /tmp, /var/tmp "
+                 "or /dev/shm to put the memory shim in (a real directory on a "
+                 "writable file system that allows execution%s)",
+                 (int)pid, errno == ENOSYS ? "; openat2 needs Linux 5.6" : "");
         goto fail;
     }
     unsigned char rnd[16];
@@ -274,8 +277,8 @@ shimstage_t *shimstage_new(pid_t pid, const char *host_path, int *err, char *msg
     dirfd = openat(s->parent_fd, s->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (dirfd < 0 || fchmod(dirfd, 0711) != 0) { /* the target may run as another user */
         e = SCRY_E_IO;
-        snprintf(msg, len, "cannot prepare %s in the root of process %d: %s", s->path,
-                 (int)pid, strerror(errno));
+        snprintf(msg, len, "cannot prepare %s in the root of process %d: %s", s->path, (int)pid,
+                 strerror(errno));
         goto fail;
     }
     e = copy_shim(host_path, dirfd);

@@ -4,8 +4,12 @@
 
 usage: run_memory.py --scry PATH --python VERSION [-k PATTERN] [-v]
 
-VERSION: 3.6 ... 3.13 (pyenv builds) or debian3.11 (/usr/bin/python3.11; the numpy tests
-run only where `import numpy` works). Stdlib only; runs on any Python 3.6+. The runner
+VERSION: 3.6 ... 3.13 (pyenv builds), debian3.11 (/usr/bin/python3.11; the numpy tests
+run only where `import numpy` works), or 3.14 / 3.15 from the Debian sid root, run in a
+private mount namespace with their own /proc and chroot (--isolation mount, the default
+there: the workload reads its own /proc/self/maps) or in PID and mount namespaces like a
+container (--isolation pid: `unshare --pid --mount --fork`; attach mode only, launch mode
+is skipped). The shim then reaches the target as a copy in its root (docs/memory.md). Stdlib only; runs on any Python 3.6+. The runner
 is tests/lib/scrytest's: one line "PASS|FAIL|SKIP name: detail" per test, then
 exactly one line "N passed, N failed, N skipped"; exit 1 on a failure; every process a
 test starts is killed at its end; every scry run has a time-out.
@@ -33,7 +37,7 @@ from scrytest import Fail, Skip, check, rel_err, short, within  # noqa: E402
 from scrytest.clock import now  # noqa: E402
 
 WORKLOAD = os.path.join(HERE, "workloads", "memwork.py")
-VERSIONS = st.PYENV_LABELS + ["debian3.11"]
+VERSIONS = st.PYENV_LABELS + ["debian3.11", "3.14", "3.15"]
 
 SCRY_TIMEOUT = 120  # seconds: no scry command may take longer
 READY_TIMEOUT = 60  # workload start-up (numpy import) on a loaded machine
@@ -72,6 +76,9 @@ class Ctx(st.Ctx):
         out = os.path.join(self.tmp, "%s.%s" % (name, fmt))
         truth = os.path.join(self.tmp, "%s-truth.json" % name)
         common = ["record", "--memory", "--format", fmt, "-o", out] + list(scry_extra)
+        if mode == "launch" and self.interp.isolation == "pid":
+            raise Skip("launch mode: `unshare --fork` runs Python as a child of the launched "
+                       "command, and scry's launch mode follows only exec")
         if mode == "launch":
             res = self.scry(common + ["--"] + self.workload_args(case, truth, extra))
             wrc = None
@@ -81,7 +88,8 @@ class Ctx(st.Ctx):
                                                                           self.tpath(ready)]),
                            log_name=name + ".log")
             info = self.wait_json(ready, p, "workload %s ready" % case)
-            res = self.scry(common + ["--pid", info["pid"]])
+            pid = self.interp.host_pid(p.pid) if self.interp.isolation else info["pid"]
+            res = self.scry(common + ["--pid", pid])
             try:
                 wrc = p.wait(60)
             except subprocess.TimeoutExpired:
@@ -529,12 +537,88 @@ def t_sigkill(c, mode):
     return detail
 
 
+def staged_copies(root):
+    """Host paths of the shim copies (.scry-shim-*) in the places of ROOT scry uses."""
+    out = []
+    for d in ("tmp", "var/tmp", "dev/shm"):
+        try:
+            out += [os.path.join(root, d, n) for n in os.listdir(os.path.join(root, d))
+                    if n.startswith(".scry-shim-")]
+        except OSError:
+            pass
+    return set(out)
+
+
+@test("leftover_kill", modes=("attach",))
+def t_leftover(c, mode):
+    """scry SIGKILLed while its copy of the shim exists in the target's root (between the
+    copy and its removal right after the target's dlopen): the janitor removes it, the
+    target is not traced, not stopped, and finishes its work with the right result."""
+    root = c.interp.root
+    if not root:
+        raise Skip("the target shares scry's root: the shim is not copied")
+    for attempt in range(3):  # each target copies once (later sessions reuse its shim)
+        name = "left%d" % attempt
+        stop, truth = c.path(name + "-stop"), c.path(name + "-truth.json")
+        ready = c.path(name + "-ready.json")
+        p = c.spawn(c.interp.argv(c.workload, "speed", "--log", c.tpath(c.path(name + ".log")),
+                                  "--stop", c.tpath(stop), "--truth", c.tpath(truth),
+                                  "--ready", c.tpath(ready), "--max-seconds", 100),
+                    log_name=name + ".out")
+        c.wait_json(ready, p, "workload speed ready")
+        pid = c.interp.host_pid(p.pid)
+        before = staged_copies(root)
+        s = c.scry_start(["record", "--memory", "--pid", pid, "-f", "json", "-o",
+                          c.path(name + ".json")])
+        seen = None
+        d = st.Deadline(30)
+        while not d.expired() and s.poll() is None:
+            new = staged_copies(root) - before
+            if new:
+                os.killpg(s.pid, signal.SIGKILL)
+                seen = sorted(new)[0]
+                break
+            time.sleep(0.0005)
+        c.kill(s)
+        if seen is None:
+            with open(stop, "w"):
+                pass
+            c.wait(p, 30, "workload speed")
+            continue
+        d = st.Deadline(5)
+        while not d.expired() and os.path.exists(seen):
+            time.sleep(0.02)
+        left = staged_copies(root) - before
+        check(not left, "left in the target's root 5 s after scry's SIGKILL: %s" % sorted(left))
+        time.sleep(1.0)
+        check(p.poll() is None, "target died after scry was killed: exit %s; %s" % (
+            p.returncode, short(c.proc_log(p))))
+        with open("/proc/%d/status" % pid) as f:
+            status = f.read()
+        tracer = re.search(r"TracerPid:\s*(\d+)", status).group(1)
+        state = re.search(r"State:\s*(\S)", status).group(1)
+        check(tracer == "0", "target still traced by %s after scry's death" % tracer)
+        check(state not in ("T", "t"), "target left stopped (state %s)" % state)
+        with open(stop, "w"):
+            pass
+        rc = c.wait(p, 30, "workload speed")
+        check(rc == 0, "target exited %s: %s" % (rc, short(c.proc_log(p))))
+        with open(truth) as f:
+            check(json.load(f).get("total_ok"), "target computed a wrong result")
+        return ("scry SIGKILLed while %s existed (attempt %d): removed by the janitor, "
+                "target untraced and finished right" % (
+                    os.path.relpath(seen, root), attempt + 1))
+    raise Fail("scry never showed its copy of the shim in %s in 3 attempts" % root)
+
+
 # ---------------------------------------------------------------------------------------
 # runner
 
 
 def main():
     ap = st.add_common_args(st.runner.parser(__doc__), VERSIONS)
+    ap.add_argument("--isolation", choices=("mount", "pid"), default="mount",
+                    help="how a sid-root interpreter runs (default mount; see above)")
     a = ap.parse_args()
     scry = os.path.abspath(a.scry)
     tests = TESTS.select(a.k)
@@ -542,6 +626,8 @@ def main():
         return st.setup_failed("scry executable %s not found" % scry)
     try:
         interp = st.find(a.python)
+        if interp.root:
+            interp = interp.isolated(a.isolation)
     except Skip as e:
         return st.skip_all(a.python, e, len(tests))
     has_numpy = interp.has_module("numpy")

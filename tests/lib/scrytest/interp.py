@@ -21,8 +21,9 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 
-from .runner import Skip, short
+from .runner import Fail, Skip, short
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
@@ -78,6 +79,7 @@ class Interpreter(object):
         self.root = root
         self.pyenv_name = pyenv_name
         self.version = None
+        self.isolation = None  # None, "mount" or "pid": see isolated()
         self._modules = {}
 
     def __repr__(self):
@@ -91,8 +93,10 @@ class Interpreter(object):
 
     def describe(self):
         """'Python X.Y.Z (path[ in root])' for the suites' first line."""
-        return "Python %s (%s%s)" % (".".join(map(str, self.version)), self.path,
-                                     " in " + self.root if self.root else "")
+        return "Python %s (%s%s%s)" % (".".join(map(str, self.version)), self.path,
+                                       " in " + self.root if self.root else "",
+                                       ", %s namespace" % self.isolation if self.isolation
+                                       else "")
 
     # -- paths: the target's view and the host's ----------------------------------------
 
@@ -141,7 +145,49 @@ class Interpreter(object):
     def argv(self, *args):
         """The command line that runs the interpreter with ARGS (target-side paths)."""
         pre = ["chroot", self.root, self.path] if self.root else [self.path]
+        if self.root and self.isolation == "mount":
+            # a private mount namespace with its own /proc inside the root (the host never
+            # sees that mount); exec all the way, so the target keeps unshare's pid
+            pre = ["unshare", "--mount", "sh", "-c",
+                   'mount -t proc proc "$0/proc" && exec chroot "$0" "$@"', self.root,
+                   self.path]
+        elif self.root and self.isolation == "pid":
+            # like a container: its own PID and mount namespaces and /proc (the target is
+            # pid 1 there, a child of unshare here: host_pid() finds it)
+            pre = ["unshare", "--pid", "--mount", "--fork",
+                   "--mount-proc=%s" % os.path.join(self.root, "proc"), "chroot", self.root,
+                   self.path]
         return pre + [str(a) for a in args]
+
+    def isolated(self, kind):
+        """A copy of this rooted interpreter run in namespaces (KIND "mount": a private
+        mount namespace with its own /proc, then chroot; "pid": PID and mount namespaces,
+        `unshare --pid --mount --fork`, own /proc, then chroot). Raises Skip when unshare
+        is missing, ValueError for a host interpreter."""
+        if not self.root or kind not in ("mount", "pid"):
+            raise ValueError("isolated(%r) needs a rooted interpreter" % kind)
+        if not shutil.which("unshare"):
+            raise Skip("no unshare (util-linux) to run %s in namespaces" % self.label)
+        it = Interpreter(self.label, self.path, self.root, self.pyenv_name)
+        it.version, it.isolation = self.version, kind
+        return it
+
+    def host_pid(self, launcher):
+        """The host pid of the target started by argv() as the process LAUNCHER (a Popen
+        pid): LAUNCHER itself, except with "pid" isolation, where the target is unshare's
+        child (pid 1 in its namespace)."""
+        if self.isolation != "pid":
+            return launcher
+        for _ in range(500):
+            try:
+                with open("/proc/%d/task/%d/children" % (launcher, launcher)) as f:
+                    kids = f.read().split()
+            except OSError:
+                kids = []
+            if kids:
+                return int(kids[0])
+            time.sleep(0.01)
+        raise Fail("unshare (pid %d) started no child in 5 s" % launcher)
 
     def run(self, args, timeout=60, env=None):
         """Runs the interpreter with ARGS to its end: subprocess.CompletedProcess."""
