@@ -58,9 +58,10 @@ static const opt_spec_t opt_table[] = {
     {"memory", 'm', OPT_FLAG, offsetof(scry_config_t, memory), REC, NULL,
      "sample allocations, frees and copies per line (preloads or injects libscry-shim.so)"},
     {"memory-sample-bytes", 0, OPT_BYTES, offsetof(scry_config_t, memory_sample_bytes), REC,
-     "BYTES", "mean bytes between memory samples (default 1M; suffixes k, M, G)"},
+     "BYTES", "mean bytes between allocation samples (default 128k; copies: 1M; suffixes k, M, G)"},
     {"metric", 0, OPT_STRING, offsetof(scry_config_t, metric), REC, "WHAT",
-     "what flame graphs and stack formats weigh: cpu (default), alloc, copy, free"},
+     "what flame graphs and stack formats weigh: cpu (default), alloc, copy, free, inuse (bytes "
+     "still held at the end), peak (bytes held at the highest footprint)"},
     {"quiet", 'q', OPT_FLAG, offsetof(scry_config_t, quiet), REC, NULL,
      "do not print the summary line"},
     {"window", 'w', OPT_DOUBLE, offsetof(scry_config_t, window_s), TOP, "SECONDS",
@@ -288,9 +289,12 @@ static int check_conflicts(scry_config_t *cfg)
                          : !strcmp(cfg->metric, "alloc") ? SCRY_METRIC_ALLOC
                          : !strcmp(cfg->metric, "copy")  ? SCRY_METRIC_COPY
                          : !strcmp(cfg->metric, "free")  ? SCRY_METRIC_FREE
+                         : !strcmp(cfg->metric, "inuse") ? REPORT_METRIC_INUSE
+                         : !strcmp(cfg->metric, "peak")  ? REPORT_METRIC_PEAK
                                                          : -1;
         if (cfg->metric_id < 0) {
-            fprintf(stderr, "scry: --metric is cpu, alloc, copy or free, not '%s'\n", cfg->metric);
+            fprintf(stderr, "scry: --metric is cpu, alloc, copy, free, inuse or peak, not '%s'\n",
+                    cfg->metric);
             return SCRY_E_INVAL;
         }
         if (cfg->metric_id != SCRY_METRIC_CPU && !cfg->memory) {

@@ -36,7 +36,7 @@ typedef struct scry_config {
     const char *sampler;        /* --sampler perf|ptrace|auto; NULL = auto */
     int format_id; /* record: enum report_format of --format, else inferred from --output's
                       extension, else flame graph (filled by options_parse) */
-    int metric_id; /* SCRY_METRIC_* of --metric, or -1 (automatic) (filled by options_parse) */
+    int metric_id; /* SCRY_METRIC_* or REPORT_METRIC_INUSE/PEAK of --metric, or -1 (automatic) */
     const char *discovery;         /* --discovery: section or disasm (tests of the fallbacks) */
     pystate_open_opts_t open_opts; /* how to open the target: assume_minor (copy of the
                                       field below) and discovery (filled by options_parse) */

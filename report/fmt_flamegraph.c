@@ -62,7 +62,7 @@ static int fg_build(fg_t *g, const report_profile_t *p, const uint32_t *order, i
             continue;
         uint64_t cls[REPORT__NCLASS];
         for (int c = 0; c < REPORT__NCLASS; c++)
-            cls[c] = metric == SCRY_METRIC_CPU ? st->count[metric][c] : st->value[metric][c];
+            cls[c] = report__stack_cls_value(st, metric, c);
         const uint32_t *ids = p->ids + st->off;
         uint32_t depth = st->depth + 1;
         for (uint32_t d = 0; d < depth; d++) {
@@ -157,6 +157,10 @@ static const char *auto_title(int metric)
         return "Memory Flame Graph: bytes freed";
     case SCRY_METRIC_COPY:
         return "Memory Flame Graph: bytes copied";
+    case REPORT_METRIC_INUSE:
+        return "Memory Flame Graph: bytes still held at the end";
+    case REPORT_METRIC_PEAK:
+        return "Memory Flame Graph: bytes held at the peak footprint";
     default:
         return "CPU Flame Graph";
     }

@@ -12,7 +12,6 @@
 #include "html_js.h"
 #include "scry_err.h"
 
-#define LEAK_THRESHOLD 0.95
 #define SRC_SNIPPET_CP 160 /* code points of source in the hot-line table */
 
 static double pct(uint64_t part, uint64_t whole)
@@ -331,12 +330,11 @@ static void memory(report__html_t *h)
     report__sb_puts(b, "</div>\n<p class=\"sc-note\">Sampled footprint of the program over time "
                        "(each point: the largest net in its time bucket).</p>\n");
     report__html_footprint(b, p, v->duration_s);
-    /* possible leaks: rarely freed and still near their peak */
+    /* possible leaks: still holding memory near their peak and growing */
     uint32_t nleaks = 0;
     for (uint32_t k = 0; k < v->nline_order && nleaks < 50; k++) {
         const report__line_t *l = &p->lines[v->line_order[k]];
-        int growing;
-        if (report__leak_score(l, &growing) < LEAK_THRESHOLD || !growing)
+        if (!report__likely_leak(p, l))
             continue;
         if (!nleaks++)
             report__sb_puts(b, "<h2>Possible leaks</h2>\n<table class=\"sc-tab sc-sort\"><thead>"

@@ -9,7 +9,6 @@
 #include "scry_err.h"
 
 #define TOP_ALLOC_LINES 10
-#define LEAK_THRESHOLD  0.95
 
 static const char *kind_name(uint8_t kind)
 {
@@ -223,8 +222,7 @@ static int write_memory(report__sb_t *b, const report__view_t *v)
         copy += l->copy_bytes;
         if (l->alloc_bytes)
             by_alloc[nalloc++] = i;
-        int growing;
-        if (report__leak_score(l, &growing) >= LEAK_THRESHOLD && growing)
+        if (report__likely_leak(p, l))
             leaks[nleaks++] = i;
     }
     qsort_r(by_alloc, nalloc, sizeof *by_alloc, alloc_cmp, (void *)p);

@@ -295,9 +295,8 @@ static void leaks(text_t *t, const report__view_t *v)
     int any = 0;
     for (uint32_t k = 0; k < v->nline_order; k++) {
         const report__line_t *l = &p->lines[v->line_order[k]];
-        int growing;
-        double score = report__leak_score(l, &growing);
-        if (score < 0.95 || !growing)
+        double score = report__leak_score(l, NULL);
+        if (!report__likely_leak(p, l))
             continue;
         if (any == 10) {
             report__sb_puts(&t->b, "  ...\n");

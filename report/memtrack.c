@@ -69,21 +69,39 @@ done:
     p->amap_count--;
 }
 
-void report__trend_push(report__line_t *l, float value)
+#define TREND_SLICE0_NS 100000000ull /* first width of a trend slice: 100 ms */
+
+/* Halves every line's trend: slice i of the new width is slice 2i+1 of the old (the net at
+ * its end), or 2i when that was the line's last. */
+static void trend_widen(report_profile_t *p)
 {
-    if (l->ntrend >= REPORT__TREND_MAX) {
-        /* full: merge the history into medians of three, keeping recent samples fine
-         * from here on (Scalene's Adaptive scheme) */
-        float n[REPORT__TREND_MAX / 3];
-        for (int i = 0; i < REPORT__TREND_MAX / 3; i++) {
-            float a = l->trend[3 * i], b = l->trend[3 * i + 1], c = l->trend[3 * i + 2];
-            float lo = a < b ? a : b, hi = a < b ? b : a;
-            n[i] = c < lo ? lo : (c > hi ? hi : c);
-        }
-        memcpy(l->trend, n, sizeof n);
-        l->ntrend = REPORT__TREND_MAX / 3;
+    for (uint32_t k = 0; k < p->nlines; k++) {
+        report__line_t *l = &p->lines[k];
+        uint32_t n = (l->ntrend + 1) / 2;
+        for (uint32_t i = 0; i < n; i++)
+            l->trend[i] = l->trend[2 * i + 1 < l->ntrend ? 2 * i + 1 : 2 * i];
+        l->ntrend = n;
     }
-    l->trend[l->ntrend++] = value;
+    p->trend_bucket_ns *= 2;
+}
+
+void report__trend_push(report_profile_t *p, report__line_t *l, uint64_t t_ns)
+{
+    if (!p->trend_bucket_ns) {
+        p->trend_bucket_ns = TREND_SLICE0_NS;
+        p->trend_t0 = t_ns;
+    }
+    uint64_t dt = t_ns > p->trend_t0 ? t_ns - p->trend_t0 : 0;
+    while (dt / p->trend_bucket_ns >= REPORT__TREND_MAX)
+        trend_widen(p);
+    uint32_t b = (uint32_t)(dt / p->trend_bucket_ns);
+    if (l->ntrend && b < l->ntrend - 1)
+        b = l->ntrend - 1; /* a sample out of time order: into the latest slice */
+    float last = l->ntrend ? l->trend[l->ntrend - 1] : 0.0f;
+    for (uint32_t i = l->ntrend; i < b; i++)
+        l->trend[i] = last; /* no event in between: the net stayed */
+    l->trend[b] = (float)((double)l->net / REPORT__MB);
+    l->ntrend = b + 1;
 }
 
 double report__rel_s(const report_profile_t *p, uint64_t t_ns)
@@ -127,14 +145,27 @@ static void line_changed(report_profile_t *p, report__line_t *l, uint64_t t_ns)
 {
     if (l->net > l->peak)
         l->peak = l->net;
-    report__trend_push(l, (float)((double)l->net / REPORT__MB));
+    report__trend_push(p, l, t_ns);
     if (p->mem_net > p->mem_peak)
         p->mem_peak = p->mem_net;
     footprint_point(p, t_ns);
 }
 
-int report__mem_add(report_profile_t *p, const scry_sample_t *s, uint32_t line)
+/* Copies every stack's in-use bytes as the peak view when the footprint passed the last
+ * copy by 1% (so the copies cost O(stacks) per 1% of growth, and the view is within 1% of
+ * the true peak). */
+static void peak_snapshot(report_profile_t *p)
 {
+    if (p->mem_net <= 0 || p->mem_net < p->peak_snap + p->peak_snap / 100 + 1)
+        return;
+    for (uint32_t i = 0; i < p->nstacks; i++)
+        p->stacks[i].peak_inuse = p->stacks[i].inuse;
+    p->peak_snap = p->mem_net;
+}
+
+int report__mem_add(report_profile_t *p, const scry_sample_t *s, uint32_t stack)
+{
+    uint32_t line = p->stacks[stack].line;
     report__line_t *l = &p->lines[line];
     switch (s->metric) {
     case SCRY_METRIC_ALLOC:
@@ -144,6 +175,7 @@ int report__mem_add(report_profile_t *p, const scry_sample_t *s, uint32_t line)
         l->allocs++;
         l->net += (int64_t)s->bytes;
         p->mem_net += (int64_t)s->bytes;
+        p->stacks[stack].inuse += (int64_t)s->bytes;
         if (s->address) {
             if (p->amap_count + 1 > p->amap_cap / 2 && p->amap_cap < REPORT__ADDR_MAX &&
                 amap_grow(p) < 0)
@@ -154,10 +186,11 @@ int report__mem_add(report_profile_t *p, const scry_sample_t *s, uint32_t line)
                 uint32_t j = amap_find(p, s->address);
                 if (!p->amap[j].addr)
                     p->amap_count++;
-                p->amap[j] = (report__addr_t){s->address, s->bytes, line};
+                p->amap[j] = (report__addr_t){s->address, s->bytes, stack};
             }
         }
         line_changed(p, l, s->time_ns);
+        peak_snapshot(p);
         return 0;
     case SCRY_METRIC_FREE: {
         if (!s->address || !p->amap_cap) {
@@ -172,7 +205,8 @@ int report__mem_add(report_profile_t *p, const scry_sample_t *s, uint32_t line)
         report__addr_t a = p->amap[j];
         amap_delete(p, j);
         uint64_t bytes = a.bytes ? a.bytes : s->bytes;
-        report__line_t *al = &p->lines[a.line];
+        report__line_t *al = &p->lines[p->stacks[a.stack].line];
+        p->stacks[a.stack].inuse -= (int64_t)bytes;
         al->free_bytes += bytes;
         al->frees++;
         al->net -= (int64_t)bytes;
@@ -198,4 +232,15 @@ double report__leak_score(const report__line_t *l, int *growing)
     if (growing)
         *growing = l->net > 0 && (double)l->net >= 0.75 * (double)l->peak;
     return score;
+}
+
+int report__likely_leak(const report_profile_t *p, const report__line_t *l)
+{
+    if (l->net <= 0 || (double)l->net < 0.75 * (double)l->peak || !l->ntrend || !p->trend_bucket_ns)
+        return 0;
+    /* its net at the middle of the run (memory events' time span), carried forward */
+    uint64_t span = p->last_ns > p->trend_t0 ? p->last_ns - p->trend_t0 : 0;
+    uint32_t mid = (uint32_t)(span / 2 / p->trend_bucket_ns);
+    float at_mid = l->trend[mid < l->ntrend ? mid : l->ntrend - 1];
+    return (double)l->net / REPORT__MB > (double)at_mid;
 }

@@ -366,7 +366,7 @@ int report_profile_add(report_profile_t *p, const scry_sample_t *s)
     }
     if (t)
         t->mem_samples++;
-    return report__mem_add(p, s, st->line);
+    return report__mem_add(p, s, id);
 }
 
 int report_profile_set_end(report_profile_t *p, const report_end_t *end)

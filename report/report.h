@@ -38,6 +38,10 @@ enum report_format {
     0x20u /* line views charge the leaf Python line (--all-lines), not                             \
              the innermost line of the user's code */
 
+/* report_options_t.metric values beyond enum scry_metric (memory views of the stacks). */
+#define REPORT_METRIC_INUSE 4 /* bytes of sampled blocks still held at the end (leaks view) */
+#define REPORT_METRIC_PEAK  5 /* bytes held at the moment of the highest footprint (within 1%) */
+
 typedef struct report_meta {
     int32_t pid;                /* target pid */
     const char *python_version; /* "3.12.1"; NULL when unknown */
@@ -79,8 +83,8 @@ typedef struct report_end {
 
 typedef struct report_options {
     int color;         /* text: use ANSI colours (the caller decides, e.g. by isatty) */
-    int metric;        /* collapsed/flamegraph: enum scry_metric to draw, or -1 = automatic
-                          (CPU when CPU samples exist, else ALLOC) */
+    int metric;        /* collapsed/flamegraph: enum scry_metric or REPORT_METRIC_* to draw, or
+                          -1 = automatic (CPU when CPU samples exist, else ALLOC) */
     int top_lines;     /* text: hottest lines shown; 0 = 20 */
     int top_functions; /* text: hottest functions shown; 0 = 10 */
     int width;         /* flamegraph: image width in px; 0 = 1200 */

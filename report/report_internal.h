@@ -47,6 +47,8 @@ typedef struct report__stack {
                        the user's code, else ATTR (equal to ATTR with REPORT_F_ALL_LINES) */
     uint64_t count[REPORT__NMETRIC][REPORT__NCLASS]; /* samples */
     uint64_t value[REPORT__NMETRIC][REPORT__NCLASS]; /* weight_ns (CPU) or bytes */
+    int64_t inuse;      /* bytes of its sampled blocks not freed (yet) */
+    int64_t peak_inuse; /* INUSE at the footprint's peak snapshot */
 } report__stack_t;
 
 typedef struct report__line {
@@ -65,7 +67,8 @@ typedef struct report__line {
     int64_t net;     /* bytes still live */
     int64_t peak;    /* max of net over time */
     uint32_t ntrend;
-    float trend[REPORT__TREND_MAX]; /* net MB, Scalene's median-of-three decimation */
+    float trend[REPORT__TREND_MAX]; /* net MB at the end of each time slice of width
+                                       profile->trend_bucket_ns, from trend_t0 */
 } report__line_t;
 
 typedef struct report__thread {
@@ -81,7 +84,7 @@ typedef struct report__thread {
 typedef struct report__addr {
     uint64_t addr; /* 0 = empty slot */
     uint64_t bytes;
-    uint32_t line;
+    uint32_t stack; /* the allocating stack (its line: stacks[stack].line) */
 } report__addr_t;
 
 typedef struct report__point {
@@ -134,7 +137,10 @@ struct report_profile {
 
     /* program memory footprint */
     int64_t mem_net, mem_peak;
-    uint64_t foot_bucket_ns; /* width of one footprint point */
+    int64_t peak_snap;        /* footprint when stacks' peak_inuse was last copied */
+    uint64_t trend_t0;        /* time of the first memory event (trend slice 0 starts) */
+    uint64_t trend_bucket_ns; /* width of one trend slice; 0 before the first event */
+    uint64_t foot_bucket_ns;  /* width of one footprint point */
     uint32_t nfoot;
     report__point_t foot[REPORT__FOOT_MAX];
 };
@@ -146,10 +152,19 @@ int report__user_file(const report_profile_t *p, const char *file);
 int report__scope_copy(report_profile_t *p, const report_meta_t *meta);
 void report__scope_free(report_profile_t *p);
 
-/* memtrack.c: memory accounting of one ALLOC/FREE/COPY sample attributed to LINE. */
-int report__mem_add(report_profile_t *p, const scry_sample_t *s, uint32_t line);
-/* Appends VALUE to a trend, decimating by medians of three when full. */
-void report__trend_push(report__line_t *l, float value);
+/* memtrack.c: memory accounting of one ALLOC/FREE/COPY sample of stack STACK. */
+int report__mem_add(report_profile_t *p, const scry_sample_t *s, uint32_t stack);
+/* Records line L's net at time T_NS in its trend: one point per time slice (the value at
+ * the slice's end); when the run outgrows REPORT__TREND_MAX slices, every line's slices
+ * double in width together. */
+void report__trend_push(report_profile_t *p, report__line_t *l, uint64_t t_ns);
+/* A likely leak: the line still holds memory at the end, near its peak (>= 75%), and its
+ * net at the end is above its net at the middle of the run (time): whatever share of its
+ * allocations were freed (a line that makes many short-lived objects and keeps a few
+ * still leaks). Ranked by the bytes still held. */
+int report__likely_leak(const report_profile_t *p, const report__line_t *l);
+/* Value of a stack in class C for METRIC (enum scry_metric or REPORT_METRIC_*). */
+uint64_t report__stack_cls_value(const report__stack_t *s, int metric, int c);
 /* Leak score of a line in [0,1] (rule of succession); *GROWING tells whether its net is
  * still near its peak. */
 double report__leak_score(const report__line_t *l, int *growing);

@@ -83,15 +83,26 @@ out:
 
 int report__pick_metric(const report_profile_t *p, const report_options_t *opt)
 {
-    if (opt && opt->metric >= 0 && opt->metric < REPORT__NMETRIC)
+    if (opt && opt->metric >= 0 && opt->metric <= REPORT_METRIC_PEAK)
         return opt->metric;
     if (p->metric_count[SCRY_METRIC_CPU] || !p->metric_count[SCRY_METRIC_ALLOC])
         return SCRY_METRIC_CPU;
     return SCRY_METRIC_ALLOC;
 }
 
+uint64_t report__stack_cls_value(const report__stack_t *s, int metric, int c)
+{
+    if (metric == REPORT_METRIC_INUSE || metric == REPORT_METRIC_PEAK) {
+        int64_t v = metric == REPORT_METRIC_INUSE ? s->inuse : s->peak_inuse;
+        return c == SCRY_CLASS_PYTHON && v > 0 ? (uint64_t)v : 0; /* one class */
+    }
+    return metric == SCRY_METRIC_CPU ? s->count[metric][c] : s->value[metric][c];
+}
+
 uint64_t report__stack_value(const report__stack_t *s, int metric)
 {
+    if (metric == REPORT_METRIC_INUSE || metric == REPORT_METRIC_PEAK)
+        return report__stack_cls_value(s, metric, SCRY_CLASS_PYTHON);
     uint64_t v = 0;
     for (int c = 0; c < REPORT__NCLASS; c++)
         v += metric == SCRY_METRIC_CPU ? s->count[metric][c] : s->value[metric][c];

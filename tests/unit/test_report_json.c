@@ -90,14 +90,16 @@ int main(void)
     scry_frame_t al[] = {PY("make", "alloc.py", 5)};
     scry_frame_t lk[] = {PY("grow", "leak.py", 9)};
     scry_frame_t cp[] = {PY("dup", "copy.py", 3)};
-    add_mem(p, al, 1, SCRY_METRIC_ALLOC, 0, MB, 0x10000, t += ms);
-    add_mem(p, al, 1, SCRY_METRIC_ALLOC, 1, MB, 0x20000, t += ms);
-    add_mem(p, al, 1, SCRY_METRIC_ALLOC, 0, MB, 0x30000, t += ms);
-    add_mem(p, cp, 1, SCRY_METRIC_FREE, 0, MB, 0x10000, t += ms); /* freed elsewhere */
-    add_mem(p, cp, 1, SCRY_METRIC_FREE, 0, MB, 0x20000, t += ms);
+    /* one event per 100 ms trend slice, so each shows as one trend point */
+    add_mem(p, al, 1, SCRY_METRIC_ALLOC, 0, MB, 0x10000, t += 100 * ms);
+    add_mem(p, al, 1, SCRY_METRIC_ALLOC, 1, MB, 0x20000, t += 100 * ms);
+    add_mem(p, al, 1, SCRY_METRIC_ALLOC, 0, MB, 0x30000, t += 100 * ms);
+    add_mem(p, cp, 1, SCRY_METRIC_FREE, 0, MB, 0x10000, t += 100 * ms); /* freed elsewhere */
+    add_mem(p, cp, 1, SCRY_METRIC_FREE, 0, MB, 0x20000, t += 100 * ms);
     add_mem(p, cp, 1, SCRY_METRIC_FREE, 0, MB, 0x999990, t += ms); /* unmatched */
-    for (int i = 0; i < 30; i++)
-        add_mem(p, lk, 1, SCRY_METRIC_ALLOC, 0, MB, 0x100000 + (uint64_t)i * 0x100000, t += ms);
+    for (int i = 0; i < 30; i++) /* 30 MB kept over the next second: a leak */
+        add_mem(p, lk, 1, SCRY_METRIC_ALLOC, 0, MB, 0x100000 + (uint64_t)i * 0x100000,
+                t += 35 * ms);
     add_mem(p, cp, 1, SCRY_METRIC_COPY, 1, 10 * MB, 0, t += ms);
 
     report_end_t e = {.duration_s = 2.0,

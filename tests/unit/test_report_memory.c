@@ -79,19 +79,26 @@ int main(void)
     CHECK(p->amap_count == live);
     report_profile_free(p);
 
-    /* trend: 27 values then medians of three */
-    report__line_t l = {0};
-    for (int i = 1; i <= 27; i++)
-        report__trend_push(&l, (float)i);
-    CHECK(l.ntrend == 27 && l.trend[26] == 27.0f);
-    report__trend_push(&l, 100.0f);
-    CHECK_INT(l.ntrend, ==, 10);
-    for (int i = 0; i < 9; i++)
-        CHECK(l.trend[i] == (float)(3 * i + 2));
-    CHECK(l.trend[9] == 100.0f);
-    for (int i = 0; i < 1000; i++)
-        report__trend_push(&l, (float)i);
-    CHECK(l.ntrend >= 9 && l.ntrend <= 27);
+    /* trend: the net at the end of each 100 ms slice; past 27 slices every line's slices
+     * double in width (slice i keeps old slice 2i+1) */
+    p = report_profile_new(&m);
+    scry_frame_t tf[] = {PY("grow", "trend.py", 4)};
+    for (int i = 0; i < 27; i++)
+        add_mem(p, tf, 1, SCRY_METRIC_ALLOC, 0, 1u << 20, 0x1000 + (uint64_t)i * 0x100,
+                1000000000ull + (uint64_t)i * 100000000ull);
+    const report__line_t *tl = p->nlines ? &p->lines[0] : NULL;
+    CHECK(tl && tl->ntrend == 27 && tl->trend[0] == 1.0f && tl->trend[26] == 27.0f);
+    add_mem(p, tf, 1, SCRY_METRIC_ALLOC, 0, 1u << 20, 0x9000, 1000000000ull + 27 * 100000000ull);
+    tl = &p->lines[0];
+    CHECK(tl->ntrend == 14 && p->trend_bucket_ns == 200000000ull);
+    for (int i = 0; i < 13; i++)
+        CHECK(tl->trend[i] == (float)(2 * i + 2));
+    CHECK(tl->trend[13] == 28.0f);
+    /* a gap carries the net forward */
+    add_mem(p, tf, 1, SCRY_METRIC_ALLOC, 0, 1u << 20, 0xa000, 1000000000ull + 33 * 100000000ull);
+    tl = &p->lines[0];
+    CHECK(tl->ntrend == 17 && tl->trend[15] == 28.0f && tl->trend[16] == 29.0f);
+    report_profile_free(p);
 
     /* leak score */
     report__line_t k = {0};
