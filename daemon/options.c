@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-enum opt_kind { OPT_FLAG, OPT_PID, OPT_DOUBLE, OPT_STRING, OPT_BYTES };
+enum opt_kind { OPT_FLAG, OPT_PID, OPT_DOUBLE, OPT_STRING, OPT_BYTES, OPT_GLOB };
 
 typedef struct opt_spec {
     const char *long_name;
@@ -62,6 +62,14 @@ static const opt_spec_t opt_table[] = {
     {"metric", 0, OPT_STRING, offsetof(scry_config_t, metric), REC, "WHAT",
      "what flame graphs and stack formats weigh: cpu (default), alloc, copy, free, inuse (bytes "
      "still held at the end), peak (bytes held at the highest footprint)"},
+    {"include", 0, OPT_GLOB, offsetof(scry_config_t, include), REC, "GLOB",
+     "line views: files matching GLOB are the user's code (fnmatch on the whole path, '*' "
+     "crosses '/'; repeatable)"},
+    {"exclude", 0, OPT_GLOB, offsetof(scry_config_t, exclude), REC, "GLOB",
+     "line views: files matching GLOB are not the user's code (wins over --include; "
+     "repeatable)"},
+    {"all-lines", 0, OPT_FLAG, offsetof(scry_config_t, all_lines), REC, NULL,
+     "line views charge the innermost Python line (library lines too), not the user's line"},
     {"quiet", 'q', OPT_FLAG, offsetof(scry_config_t, quiet), REC, NULL,
      "do not print the summary line"},
     {"window", 'w', OPT_DOUBLE, offsetof(scry_config_t, window_s), TOP, "SECONDS",
@@ -199,6 +207,20 @@ static int set_value(const opt_spec_t *o, const char *value, scry_config_t *cfg)
     case OPT_STRING:
         *(const char **)base = value;
         return 0;
+    case OPT_GLOB: {
+        scry_globs_t *g = (scry_globs_t *)base;
+        const char *why = NULL;
+        if (report_glob_check(value, &why) != 0) {
+            fprintf(stderr, "scry: --%s '%s': %s\n", o->long_name, value, why);
+            return SCRY_E_INVAL;
+        }
+        if (g->n >= SCRY_MAX_GLOBS) {
+            fprintf(stderr, "scry: more than %d --%s patterns\n", SCRY_MAX_GLOBS, o->long_name);
+            return SCRY_E_INVAL;
+        }
+        g->pat[g->n++] = value;
+        return 0;
+    }
     case OPT_BYTES:
         if (parse_bytes(value, (uint64_t *)base) != 0) {
             fprintf(stderr, "scry: --%s needs a size such as 512k or 1M, not '%s'\n", o->long_name,
@@ -316,6 +338,24 @@ static int check_conflicts(scry_config_t *cfg)
         int f = report_format_from_path(cfg->output);
         if (f >= 0)
             cfg->format_id = f;
+    }
+    /* The user's-code options act on line views only: never accepted and ignored. */
+    const char *scope = cfg->all_lines   ? "--all-lines"
+                        : cfg->include.n ? "--include"
+                        : cfg->exclude.n ? "--exclude"
+                                         : NULL;
+    if (scope && cfg->all_lines && (cfg->include.n || cfg->exclude.n)) {
+        fprintf(stderr, "scry: --all-lines charges every library line itself: --include and "
+                        "--exclude would have no effect with it\n");
+        return SCRY_E_INVAL;
+    }
+    if (scope && cfg->command == CMD_RECORD && cfg->format_id != REPORT_FORMAT_TEXT &&
+        cfg->format_id != REPORT_FORMAT_HTML && cfg->format_id != REPORT_FORMAT_JSON) {
+        fprintf(stderr,
+                "scry: %s chooses the lines of line views (text, html, json); the %s "
+                "format keeps whole stacks\n",
+                scope, report_format_name(cfg->format_id));
+        return SCRY_E_INVAL;
     }
     if (cfg->assume_version) {
         char *end = NULL;

@@ -9,6 +9,13 @@
 
 enum scry_command { CMD_NONE, CMD_RECORD, CMD_DUMP, CMD_TOP, CMD_HELP, CMD_VERSION };
 
+/* A repeatable pattern option (--include, --exclude): the patterns in the order given. */
+#define SCRY_MAX_GLOBS 32
+typedef struct scry_globs {
+    const char *pat[SCRY_MAX_GLOBS]; /* point into argv */
+    unsigned n;
+} scry_globs_t;
+
 typedef struct scry_config {
     enum scry_command command;
     enum scry_command help_for; /* with CMD_HELP: which command's help */
@@ -29,6 +36,9 @@ typedef struct scry_config {
     uint64_t memory_sample_bytes; /* --memory-sample-bytes */
     int quiet;                    /* --quiet: no summary line */
     const char *metric;           /* --metric: what flame graphs and stacks weigh */
+    scry_globs_t include;         /* --include: files that are the user's code (line views) */
+    scry_globs_t exclude;         /* --exclude: files that are not the user's code */
+    int all_lines;                /* --all-lines: line views charge the leaf Python line */
     int subprocesses;             /* --subprocesses (reserved) */
     int once;                     /* top --once: one plain-text table after --duration, then exit */
     double window_s; /* top --window: seconds of the 'last N s' percentages (default 1) */

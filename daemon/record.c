@@ -200,7 +200,11 @@ int cmd_record(const scry_config_t *cfg)
         .start_mono_ns = scry_now_ns(),
         .flags = (cfg->threads ? REPORT_F_THREADS : 0) | (cfg->idle ? REPORT_F_IDLE : 0) |
                  (cfg->native ? REPORT_F_NATIVE : 0) | (cfg->gil ? REPORT_F_GIL : 0) |
-                 (cfg->memory ? REPORT_F_MEMORY : 0),
+                 (cfg->memory ? REPORT_F_MEMORY : 0) | (cfg->all_lines ? REPORT_F_ALL_LINES : 0),
+        .include = cfg->include.pat,
+        .ninclude = cfg->include.n,
+        .exclude = cfg->exclude.pat,
+        .nexclude = cfg->exclude.n,
     };
     prof = report_profile_new(&meta);
     smp = sampler_new(cfg, t, strings);

@@ -106,6 +106,13 @@ typedef struct report_options {
  * or 0 (0 for NULL). */
 int report_is_user_file(const char *file);
 
+/* Checks PAT as a user's-code pattern (report_meta_t.include/exclude): not NULL or empty, at
+ * most REPORT_GLOB_MAX bytes, every '[' closed by a ']', no '\\' at the end (fnmatch(3) would
+ * take such a pattern as a literal or match nothing, silently). Returns 0, or SCRY_E_INVAL
+ * with *WHY (when WHY is not NULL) a static phrase saying what is wrong. */
+#define REPORT_GLOB_MAX 1024
+int report_glob_check(const char *pat, const char **why);
+
 /* Creates an empty profile for the run described by META (copied: the caller keeps
  * ownership of its strings). Returns NULL when out of memory or META is NULL. */
 report_profile_t *report_profile_new(const report_meta_t *meta);

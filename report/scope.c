@@ -40,6 +40,55 @@ int report_is_user_file(const char *file)
     return 1;
 }
 
+/* Index just past the bracket expression opening at P[0] == '[', or 0 when it never closes. */
+static size_t bracket_end(const char *p)
+{
+    size_t j = 1;
+    if (p[j] == '!' || p[j] == '^')
+        j++;
+    if (p[j] == ']') /* a ']' first is a member */
+        j++;
+    for (; p[j]; j++) {
+        if (p[j] == ']')
+            return j + 1;
+        if (p[j] == '[' && (p[j + 1] == ':' || p[j + 1] == '.' || p[j + 1] == '=')) {
+            const char *close = p[j + 1] == ':' ? ":]" : p[j + 1] == '.' ? ".]" : "=]";
+            const char *e = strstr(p + j + 2, close);
+            if (!e)
+                return 0;
+            j = (size_t)(e - p) + 1;
+        } else if (p[j] == '\\' && p[j + 1]) {
+            j++;
+        }
+    }
+    return 0;
+}
+
+int report_glob_check(const char *pat, const char **why)
+{
+    const char *w = NULL;
+    size_t n = pat ? strnlen(pat, REPORT_GLOB_MAX + 1) : 0;
+    if (!n)
+        w = "the pattern is empty";
+    else if (n > REPORT_GLOB_MAX)
+        w = "the pattern is longer than 1024 bytes";
+    for (size_t i = 0; !w && i < n; i++) {
+        if (pat[i] == '\\') {
+            if (!pat[i + 1])
+                w = "the pattern ends with a lone '\\'";
+            i++;
+        } else if (pat[i] == '[') {
+            size_t e = bracket_end(pat + i);
+            if (!e)
+                w = "a '[' is never closed by ']'";
+            i += e ? e - 1 : 0;
+        }
+    }
+    if (why)
+        *why = w;
+    return w ? SCRY_E_INVAL : 0;
+}
+
 static int matches(char *const *pats, unsigned n, const char *file)
 {
     for (unsigned i = 0; i < n; i++)

@@ -3,6 +3,8 @@
  * the leaf, --all-lines restores the leaf line, --include/--exclude patterns adjust. */
 #include "test_report_util.h"
 
+#include "scry_err.h"
+
 static const char *checker =
     "import json, sys\n"
     "d = json.load(open(sys.argv[1], encoding='utf-8'))\n"
@@ -41,6 +43,28 @@ int main(void)
     CHECK(!report_is_user_file("<__array_function__ internals>"));
     CHECK(!report_is_user_file(""));
     CHECK(!report_is_user_file(NULL));
+
+    /* patterns: refused with a reason when fnmatch would take them silently otherwise */
+    const char *why = NULL;
+    CHECK(report_glob_check("*/scopelib/*", &why) == 0 && !why);
+    CHECK(report_glob_check("/app/[a-c]*.py", NULL) == 0);
+    CHECK(report_glob_check("/app/[]x]*.py", NULL) == 0); /* ']' first is a member */
+    CHECK(report_glob_check("/app/[!]]*.py", NULL) == 0); /* negated ']' */
+    CHECK(report_glob_check("*[[:digit:]]*", NULL) == 0); /* a class inside */
+    CHECK(report_glob_check("a\\[b", NULL) == 0);         /* an escaped '[' is a '[' */
+    CHECK(report_glob_check("[abc", &why) == SCRY_E_INVAL && why && strstr(why, "never closed"));
+    CHECK(report_glob_check("x[[:digit:]", NULL) == SCRY_E_INVAL);
+    CHECK(report_glob_check("x[[:digit]", NULL) == SCRY_E_INVAL);
+    CHECK(report_glob_check("[]", NULL) == SCRY_E_INVAL);
+    CHECK(report_glob_check("x\\", &why) == SCRY_E_INVAL && why && strstr(why, "lone"));
+    CHECK(report_glob_check("", &why) == SCRY_E_INVAL && why && strstr(why, "empty"));
+    CHECK(report_glob_check(NULL, NULL) == SCRY_E_INVAL);
+    char big[REPORT_GLOB_MAX + 2];
+    memset(big, '*', sizeof big - 1);
+    big[sizeof big - 1] = 0;
+    CHECK(report_glob_check(big, &why) == SCRY_E_INVAL && why && strstr(why, "longer"));
+    big[REPORT_GLOB_MAX] = 0;
+    CHECK(report_glob_check(big, NULL) == 0);
 
     for (int all = 0; all < 2; all++) {
         report_meta_t m = test_meta();

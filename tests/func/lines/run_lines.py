@@ -14,7 +14,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
 import scrytest as st  # noqa: E402
-from scrytest import Fail, Skip, check  # noqa: E402,F401
+from scrytest import Fail, Skip, check, short  # noqa: E402,F401
 
 WORKLOADS = os.path.join(HERE, "workloads")
 VERSIONS = ["3.6", "3.7", "3.8", "3.9", "3.10", "3.11", "3.12", "3.13", "debian3.11"]
@@ -115,6 +115,82 @@ def t_lines_launch_memory(c):
         detail += "; %s kept %.1f MB (truth %.1f MB)" % (n, got / 2**20, want / 2**20)
         check(want > 0 and abs(got - want) <= MEM_TOL * want, "line %s: %s" % (n, detail))
     return detail
+
+
+SCOPE_TOL = 8.0  # percentage points, shares over the four places the two lines' time can land
+SCOPE_VERSIONS = ("3.8", "3.12")  # the choice is the report's (same on every version)
+
+
+def scope_shares(report, truth, json_dir):
+    """Shares (%) of the samples landing on: the SPIN line, the JSON line (this program's),
+    any line of scopelib/spin.py, any line of the json package; and their share of all."""
+    got = {"main SPIN": 0.0, "main JSON": 0.0, "spin.py": 0.0, "json/": 0.0}
+    total = 0.0
+    for l in report["lines"]:
+        v = l["cpu_python_pct"] + l["cpu_native_pct"] + l["cpu_system_pct"]
+        total += v
+        f = l["file"]
+        if f == truth["file"] and l["line"] == truth["lines"]["SPIN"]:
+            got["main SPIN"] += v
+        elif f == truth["file"] and l["line"] == truth["lines"]["JSON"]:
+            got["main JSON"] += v
+        elif f == truth["spin_file"]:
+            got["spin.py"] += v
+        elif f.startswith(json_dir):
+            got["json/"] += v
+    s = sum(got.values())
+    return dict((k, 100.0 * v / s if s else 0.0) for k, v in got.items()), s
+
+
+@TESTS("user_scope_launch")
+def t_user_scope(c):
+    """--include/--exclude/--all-lines choose where a line's time lands: by default the
+    helper module's lines (the user's) and the json.loads line; --exclude '*/scopelib/*' moves
+    the helper's time to the calling line; --include '*/json/*' moves json.loads' time into
+    the json package; --all-lines charges the leaf lines. Each place within 8 points of the
+    workload's CPU time per line (the json package's with the calling line's own part, at
+    most a quarter); bad patterns and options without effect are refused."""
+    if c.interp.label not in SCOPE_VERSIONS:
+        raise Skip("the report decides (same code on every version): checked on %s" %
+                   ", ".join(SCOPE_VERSIONS))
+    for args, want in ((["--include", "[abc"], "never closed"), (["--exclude", ""], "empty"),
+                       (["--include", "x\\"], "lone"),
+                       (["--all-lines", "--include", "*/x/*"], "no effect"),
+                       (["--exclude", "*/x/*", "-f", "collapsed"], "whole stacks")):
+        res = c.scry(["record", "-q", "-o", c.path("refused.json")] + args + ["--", "true"])
+        check(res.rc != 0 and want in res.err and "usage" not in res.err.lower(),
+              "scry record %s: rc %s, %r (want a refusal saying %r)" % (
+                  " ".join(args), res.rc, short(res.err, 300), want))
+    cases = (([], {"spin.py": "SPIN", "main JSON": "JSON"}),
+             (["--exclude", "*/scopelib/*"], {"main SPIN": "SPIN", "main JSON": "JSON"}),
+             (["--include", "*/json/*"], {"spin.py": "SPIN", "json/": "JSON"}),
+             (["--all-lines"], {"spin.py": "SPIN", "json/": "JSON"}))
+    details = []
+    for i, (opts, where) in enumerate(cases):
+        out_path, rep_path, ready = (c.path("%s%d.json" % (n, i)) for n in ("out", "rep", "ready"))
+        c.scry_ok(["record", "-q", "-f", "json", "-o", rep_path, "--rate", "200"] + opts +
+                  ["--"] + c.interp.argv(os.path.join(WORKLOADS, "scope.py"), "--ready", ready,
+                                         "--seconds", "2", "--out", out_path))
+        truth = st.load_json(ready, "the workload's truth")
+        cpu = st.load_json(out_path, "the workload's CPU times")["cpu"]
+        report = st.load_json(rep_path, "the json report")
+        json_dir = [os.path.dirname(l["file"]) + "/" for l in report["lines"]
+                    if l["file"].endswith("/json/decoder.py")]
+        got, held = scope_shares(report, truth, json_dir[0] if json_dir else "/nonexistent/")
+        tsum = sum(cpu.values())
+        want = dict((k, 100.0 * cpu[n] / tsum if tsum else 0.0) for k, n in where.items())
+        detail = "%s: %s (truth %s; %.0f%% of the samples)" % (
+            " ".join(opts) or "default", ", ".join("%s %.1f%%" % kv for kv in sorted(got.items())),
+            ", ".join("%s %.1f%%" % kv for kv in sorted(want.items())), held)
+        check(held >= 60, "the two lines' places hold too little: " + detail)
+        if "json/" in want:
+            # the line's own part (the call itself, len()) stays on it: at most a quarter
+            check(got["main JSON"] <= 0.25 * want["json/"], "json.loads' time not moved: " + detail)
+            got["json/"] += got.pop("main JSON")
+        for k in got:
+            check(abs(got[k] - want.get(k, 0.0)) <= SCOPE_TOL, detail)
+        details.append(detail)
+    return "; ".join(details)
 
 
 STRAY_OK = {"<module>": {"main"}, "main": {"recurse"},
