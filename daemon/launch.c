@@ -13,8 +13,8 @@
 #include <unistd.h>
 #include "scry_time.h"
 
-int launch_start(char **argv, char **env_extra, void (*before_exec)(pid_t child, void *ctx),
-                 void *ctx, pid_t *child)
+int launch_start(char **argv, char **env_extra, int inherit_fd,
+                 void (*before_exec)(pid_t child, void *ctx), void *ctx, pid_t *child)
 {
     int pipefd[2], gate[2];
     if (pipe2(pipefd, O_CLOEXEC) != 0)
@@ -44,6 +44,8 @@ int launch_start(char **argv, char **env_extra, void (*before_exec)(pid_t child,
         } while (r < 0 && errno == EINTR);
         for (size_t i = 0; env_extra && env_extra[i]; i++)
             putenv(env_extra[i]);
+        if (inherit_fd >= 0)
+            fcntl(inherit_fd, F_SETFD, 0);
         execvp(argv[0], argv);
         int e = errno;
         ssize_t w = write(pipefd[1], &e, sizeof e);

@@ -7,13 +7,14 @@
 #include <sys/types.h>
 
 /* Forks and execs ARGV[0] (searched in PATH) with ENV_EXTRA (NULL-terminated "K=V" list,
- * may be NULL) added to the environment. When BEFORE_EXEC is not NULL it runs in scry
- * with the child's pid while the child waits, before the exec (e.g. to create a ring only
- * that pid may claim); its failure is the caller's to report, the program runs anyway.
- * Returns 0 and the child's pid, or a negative code after printing why (the program could
- * not be executed). */
-int launch_start(char **argv, char **env_extra, void (*before_exec)(pid_t child, void *ctx),
-                 void *ctx, pid_t *child);
+ * may be NULL) added to the environment. INHERIT_FD (or -1) is a close-on-exec descriptor
+ * of scry's the program inherits under the same number (e.g. the memory ring). When
+ * BEFORE_EXEC is not NULL it runs in scry with the child's pid while the child waits,
+ * before the exec (e.g. to make a ring claimable by that pid only); its failure is the
+ * caller's to report, the program runs anyway. Returns 0 and the child's pid, or a
+ * negative code after printing why (the program could not be executed). */
+int launch_start(char **argv, char **env_extra, int inherit_fd,
+                 void (*before_exec)(pid_t child, void *ctx), void *ctx, pid_t *child);
 
 /* Waits until CHILD is a readable Python process with at least one thread, polling
  * quickly (programs that run for milliseconds must still be caught), following execs

@@ -23,14 +23,13 @@ struct memprof {
     ringc_t *ring;
     uint64_t alloc_mean, copy_mean;
     char shim[PATH_MAX];
-    char path[128];
     char preload[PATH_MAX + 64];
     char ringvar[160];
     char *env[3];
     ringc_event_t events[MEMPROF_BATCH];
     scry_frame_t frames[SCRY_RING_MAX_FRAMES + 1];
     uint64_t nevents;
-    int unlinked; /* the ring's file name is gone (the shim has it mapped) */
+    int adopted; /* the ring is the target's own (memprof_inject) */
     const char *s_unknown, *s_empty;
 };
 
@@ -83,8 +82,6 @@ memprof_t *memprof_new(uint64_t alloc_mean, uint64_t copy_mean)
     }
     m->alloc_mean = alloc_mean ? alloc_mean : SCRY_RING_DEFAULT_ALLOC_MEAN;
     m->copy_mean = copy_mean ? copy_mean : SCRY_RING_DEFAULT_COPY_MEAN;
-    snprintf(m->path, sizeof m->path, "/dev/shm/scry-%d-%lx", (int)getpid(),
-             (unsigned long)scry_now_ns());
     return m;
 }
 
@@ -96,25 +93,17 @@ void memprof_free(memprof_t *m)
     free(m);
 }
 
-int memprof_create_ring(memprof_t *m, pid_t pid, const pystate_layout_t *layout)
+int memprof_create_ring(memprof_t *m, const pystate_layout_t *layout)
 {
     ringc_params_t p = {
-        .path = m->path,
+        .path = NULL, /* a memfd: nothing named anywhere, whenever scry dies */
         .alloc_mean = m->alloc_mean,
         .copy_mean = m->copy_mean,
-        .target_pid = pid,
+        .target_pid = 0, /* set by memprof_set_target before the child execs */
         .uid = -1,
         .gid = -1,
         .enabled = 0,
     };
-    /* The target may run as another user: give it the file (it is created 0600). */
-    char proc[64];
-    struct stat st;
-    snprintf(proc, sizeof proc, "/proc/%d", (int)pid);
-    if (stat(proc, &st) == 0 && st.st_uid != geteuid()) {
-        p.uid = (int32_t)st.st_uid;
-        p.gid = (int32_t)st.st_gid;
-    }
     if (layout)
         ringc_layout_from_pystate(layout, &p.layout);
     else
@@ -128,6 +117,16 @@ int memprof_create_ring(memprof_t *m, pid_t pid, const pystate_layout_t *layout)
     return m->ring ? 0 : (err ? err : SCRY_E_IO);
 }
 
+int memprof_set_target(memprof_t *m, pid_t pid)
+{
+    return m->ring ? ringc_set_target_pid(m->ring, (int32_t)pid) : SCRY_E_INVAL;
+}
+
+int memprof_ring_fd(const memprof_t *m)
+{
+    return ringc_fd(m->ring);
+}
+
 char **memprof_launch_env(memprof_t *m)
 {
     const char *old = getenv("LD_PRELOAD");
@@ -135,7 +134,7 @@ char **memprof_launch_env(memprof_t *m)
         snprintf(m->preload, sizeof m->preload, "LD_PRELOAD=%s:%s", m->shim, old);
     else
         snprintf(m->preload, sizeof m->preload, "LD_PRELOAD=%s", m->shim);
-    snprintf(m->ringvar, sizeof m->ringvar, "SCRY_RING=%s", m->path);
+    snprintf(m->ringvar, sizeof m->ringvar, "SCRY_RING=fd:%d", ringc_fd(m->ring));
     m->env[0] = m->preload;
     m->env[1] = m->ringvar;
     m->env[2] = NULL;
@@ -243,7 +242,7 @@ int memprof_inject(memprof_t *m, pid_t pid, const pystate_layout_t *layout, char
                  scry_strerror(err));
         return err ? err : SCRY_E_CORRUPT;
     }
-    m->unlinked = 1;
+    m->adopted = 1;
     ringc_heartbeat(m->ring);
     struct scry_ring_layout L;
     if (layout && ringc_layout_from_pystate(layout, &L) == 0)
@@ -255,13 +254,13 @@ int memprof_launch_fallback(memprof_t *m, pystate_target_t *t, char *msg, size_t
 {
     raddr_t fn = 0;
     pid_t pid = pystate_target_info(t)->pid;
-    if (!m->ring || m->unlinked ||
+    if (!m->ring || m->adopted ||
         inject_find_symbol(pid, "libscry-shim.so", "scry_shim_attach", &fn) == 0)
         return 0;
     /* The Python program has no shim: it could not be preloaded (the program runs in
      * another root, where scry's path of the shim does not exist; a wrapper such as chroot
      * or unshare, still in scry's root, may have claimed the ring before it exec'd). Load
-     * it as attach mode does; the ring file goes. */
+     * it as attach mode does; the launch ring is dropped. */
     ringc_free(m->ring);
     m->ring = NULL;
     const pystate_layout_t *layout = pystate_target_layout(t);
@@ -326,13 +325,6 @@ int memprof_drain(memprof_t *m, pystate_target_t *t, sampler_emit_fn emit, void 
             return SCRY_E_NOMEM;
     }
     ringc_heartbeat(m->ring);
-    if (!m->unlinked) {
-        /* Once the target's shim has claimed the ring it keeps its mapping: remove the
-         * name, so nothing is left in /dev/shm even if scry is killed. */
-        ringc_stats_t st;
-        if (ringc_stats(m->ring, &st) == 0 && st.owner_pid != 0 && ringc_unlink(m->ring) == 0)
-            m->unlinked = 1;
-    }
     int total = 0;
     for (int round = 0; round < 1024; round++) { /* bounded: the shim may keep writing */
         size_t n = 0;

@@ -14,21 +14,30 @@
 
 typedef struct memprof memprof_t;
 
-/* Prepares a recording: picks the ring's path and finds libscry-shim.so (SCRY_SHIM, then
+/* Prepares a recording: finds libscry-shim.so (SCRY_SHIM, then
  * next to the scry executable: ../shim/, ../lib/scry/, ./). ALLOC_MEAN and COPY_MEAN are
  * the mean bytes between samples (0 = the shim's defaults). Returns NULL and prints why
  * when the shim cannot be found or memory runs out. */
 memprof_t *memprof_new(uint64_t alloc_mean, uint64_t copy_mean);
 
-/* Disables the ring (the shim becomes a pass-through), removes its file, frees. */
+/* Disables the ring (the shim becomes a pass-through), frees. */
 void memprof_free(memprof_t *m);
 
-/* Launch mode: creates the ring file, disabled, for process PID (only PID may claim it).
- * LAYOUT may be NULL (published later by memprof_start). Returns 0 or a negative code. */
-int memprof_create_ring(memprof_t *m, pid_t pid, const pystate_layout_t *layout);
+/* Launch mode, before the program is started: creates the ring, disabled, as a sealed
+ * memfd (nothing named in any file system, whenever scry dies) that the launched program
+ * inherits (memprof_ring_fd; memprof_launch_env names it). LAYOUT may be NULL (published
+ * later by memprof_start). Returns 0 or a negative code. */
+int memprof_create_ring(memprof_t *m, const pystate_layout_t *layout);
 
-/* The "LD_PRELOAD=..." and "SCRY_RING=..." entries for a launched program (valid while M
- * lives; LD_PRELOAD keeps what the environment already had). */
+/* Launch mode: only process PID (the launched child, and what it execs) may claim the
+ * ring; call before it execs. Returns 0 or a negative code. */
+int memprof_set_target(memprof_t *m, pid_t pid);
+
+/* The ring's descriptor the launched program must inherit (-1 when there is none). */
+int memprof_ring_fd(const memprof_t *m);
+
+/* The "LD_PRELOAD=..." and "SCRY_RING=fd:N" entries for a launched program (valid while M
+ * lives; LD_PRELOAD keeps what the environment already had). After memprof_create_ring. */
 char **memprof_launch_env(memprof_t *m);
 
 /* Attach mode: injects the shim into PID, which makes the ring in its own memory (a sealed
@@ -41,7 +50,7 @@ int memprof_inject(memprof_t *m, pid_t pid, const pystate_layout_t *layout, char
 
 /* Launch mode, once the program runs as Python (T): when its preloaded shim never claimed
  * the ring (the program changed its root, e.g. chroot or a container's mount namespace,
- * so scry's path of the shim does not exist there), removes the ring file and injects the
+ * so scry's path of the shim does not exist there), drops the launch ring and injects the
  * shim as memprof_inject does, then starts recording. Returns 0 (also when nothing had to
  * be done) or a negative code with MSG filled (memory profiling should then be dropped). */
 int memprof_launch_fallback(memprof_t *m, pystate_target_t *t, char *msg, size_t len);

@@ -58,13 +58,13 @@ static void start_memory(pystate_target_t *t, void *ctx)
     }
 }
 
-/* Launch mode: the ring is created once the child's pid is known and before it execs, so
- * that only the program scry launched (and the programs it execs into) may claim it. */
-static void create_ring_for_child(pid_t child, void *ctx)
+/* Launch mode: once the child's pid is known and before it execs, only the program scry
+ * launched (and the programs it execs into) may claim the ring. */
+static void ring_for_child(pid_t child, void *ctx)
 {
-    int err = memprof_create_ring(ctx, child, NULL);
+    int err = memprof_set_target(ctx, child);
     if (err)
-        fprintf(stderr, "scry: cannot create the memory ring: %s\n", scry_strerror(err));
+        fprintf(stderr, "scry: cannot prepare the memory ring: %s\n", scry_strerror(err));
 }
 
 typedef struct progress {
@@ -136,8 +136,15 @@ int cmd_record(const scry_config_t *cfg)
     if (cfg->memory && !(mem = memprof_new(cfg->memory_sample_bytes, 0)))
         fprintf(stderr, "scry: going on without memory profiling\n");
     if (cfg->argv) {
+        if (mem && memprof_create_ring(mem, NULL) != 0) {
+            fprintf(stderr, "scry: cannot create the memory ring; going on without memory "
+                            "profiling\n");
+            memprof_free(mem);
+            mem = NULL;
+        }
         if (launch_start(cfg->argv, mem ? memprof_launch_env(mem) : NULL,
-                         mem ? create_ring_for_child : NULL, mem, &child) != 0)
+                         mem ? memprof_ring_fd(mem) : -1, mem ? ring_for_child : NULL, mem,
+                         &child) != 0)
             goto out;
         char msg[1024] = "";
         int err =

@@ -36,6 +36,7 @@ struct ringc {
     int created;
     int adopted; /* made by the target's shim (ringc_adopt): disabled when freed */
     int unlinked;
+    int fd; /* a memfd ring's descriptor (for a launched child to inherit), else -1 */
     ringc_stats_t st;
 };
 
@@ -85,25 +86,35 @@ ringc_t *ringc_create(const ringc_params_t *p, int *err)
 {
     ringc_t *r = NULL;
     int fd = -1, e = SCRY_E_INVAL;
-    if (!p || !p->path || !*p->path)
+    if (!p || (p->path && !*p->path))
         goto fail;
     e = SCRY_E_NOMEM;
     r = calloc(1, sizeof *r);
-    if (!r || !(r->path = strdup(p->path)))
+    if (r)
+        r->fd = -1;
+    if (!r || (p->path && !(r->path = strdup(p->path))))
         goto fail;
     r->nrecords = ringc_records_for(p->ring_bytes);
     r->len = SCRY_RING_HEADER_SIZE + r->nrecords * sizeof(struct scry_ring_record);
     r->stall_ns = p->stall_ns ? p->stall_ns : 1000000000ull;
-    fd = open(p->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (p->path)
+        fd = open(p->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    else
+        fd = memfd_create("scry-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0) {
         e = (errno == EACCES || errno == EPERM) ? SCRY_E_PERM : SCRY_E_IO;
         goto fail;
     }
     r->created = 1;
+    r->unlinked = !p->path;
     e = SCRY_E_IO;
     if (ftruncate(fd, (off_t)r->len) != 0)
         goto fail;
-    if (p->uid >= 0 && fchown(fd, (uid_t)p->uid, (gid_t)p->gid) != 0) {
+    /* A memfd is sealed to its size: the target that maps it cannot shrink it under our
+     * mapping (SIGBUS in scry). */
+    if (!p->path && fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
+        goto fail;
+    if (p->path && p->uid >= 0 && fchown(fd, (uid_t)p->uid, (gid_t)p->gid) != 0) {
         e = SCRY_E_PERM;
         goto fail;
     }
@@ -112,7 +123,10 @@ ringc_t *ringc_create(const ringc_params_t *p, int *err)
         r->mem = NULL;
         goto fail;
     }
-    close(fd);
+    if (p->path)
+        close(fd);
+    else
+        r->fd = fd;
     fd = -1;
     r->hdr = r->mem;
     r->recs = (struct scry_ring_record *)((char *)r->mem + SCRY_RING_HEADER_SIZE);
@@ -167,6 +181,8 @@ ringc_t *ringc_open(const char *path, int *err)
         goto fail;
     e = SCRY_E_NOMEM;
     r = calloc(1, sizeof *r);
+    if (r)
+        r->fd = -1;
     if (!r || !(r->path = strdup(path)))
         goto fail;
     r->stall_ns = 1000000000ull;
@@ -205,6 +221,7 @@ ringc_t *ringc_adopt(int fd, int *err)
     r = calloc(1, sizeof *r);
     if (!r)
         goto fail;
+    r->fd = -1;
     r->stall_ns = 1000000000ull;
     r->adopted = 1;
     e = map_existing(r, fd);
@@ -233,6 +250,8 @@ void ringc_free(ringc_t *r)
     }
     if (r->created && !r->unlinked && r->path)
         unlink(r->path);
+    if (r->fd >= 0)
+        close(r->fd);
     free(r->path);
     free(r);
 }
@@ -372,6 +391,22 @@ int ringc_set_means(ringc_t *r, uint64_t alloc_mean, uint64_t copy_mean)
         return SCRY_E_INVAL;
     __atomic_store_n(&r->hdr->alloc_mean, alloc_mean, __ATOMIC_RELAXED);
     __atomic_store_n(&r->hdr->copy_mean, copy_mean, __ATOMIC_RELAXED);
+    return 0;
+}
+
+int ringc_fd(const ringc_t *r)
+{
+    return r ? r->fd : -1;
+}
+
+int ringc_set_target_pid(ringc_t *r, int32_t pid)
+{
+    if (!r || !r->created || pid < 0)
+        return SCRY_E_INVAL;
+    if (__atomic_load_n(&r->hdr->enabled, __ATOMIC_ACQUIRE) ||
+        __atomic_load_n(&r->hdr->owner_pid, __ATOMIC_ACQUIRE) != 0)
+        return SCRY_E_AGAIN;
+    __atomic_store_n(&r->hdr->target_pid, pid, __ATOMIC_RELEASE);
     return 0;
 }
 

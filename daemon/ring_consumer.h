@@ -77,7 +77,10 @@ struct pystate_layout;
 int ringc_layout_from_pystate(const struct pystate_layout *pl, struct scry_ring_layout *out);
 
 /* Creates the ring file P->path (mode 0600, O_EXCL: fails if it exists), sizes and maps
- * it, fills the header (heartbeat = now) and publishes the magic last. Returns NULL on
+ * it, fills the header (heartbeat = now) and publishes the magic last. With P->path NULL
+ * the ring is a memfd instead (close-on-exec, sealed against shrinking and growing; no
+ * name in any file system; P->uid/gid unused): ringc_fd gives its descriptor, which a
+ * launched program inherits (launch mode). Returns NULL on
  * failure with *ERR (may be NULL) set to SCRY_E_INVAL (bad params), SCRY_E_IO or
  * SCRY_E_PERM (file), SCRY_E_NOMEM. The caller owns the result (ringc_free). */
 ringc_t *ringc_create(const ringc_params_t *p, int *err);
@@ -126,6 +129,15 @@ int ringc_set_means(ringc_t *r, uint64_t alloc_mean, uint64_t copy_mean);
  * layout after it sees 'enabled' set, with acquire order); enable it afterwards. Returns 0,
  * SCRY_E_INVAL (NULL argument) or SCRY_E_AGAIN (the ring is enabled). */
 int ringc_set_layout(ringc_t *r, const struct scry_ring_layout *layout);
+
+/* The descriptor of a memfd ring made by ringc_create (owned by R: closed by ringc_free),
+ * or -1 for any other ring. */
+int ringc_fd(const ringc_t *r);
+
+/* Sets the header's target_pid (only PID may claim the ring) of a ring R created, while it
+ * is disabled and unclaimed (launch mode: the ring exists before the child's pid is known).
+ * Returns 0, SCRY_E_INVAL, or SCRY_E_AGAIN (enabled or claimed already). */
+int ringc_set_target_pid(ringc_t *r, int32_t pid);
 
 /* Removes the file name (mappings stay valid). Returns 0 or SCRY_E_IO. */
 int ringc_unlink(ringc_t *r);

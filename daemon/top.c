@@ -425,7 +425,7 @@ static int open_target(const scry_config_t *cfg, strtab_t *strings, pystate_targ
         procinfo_cmdline(cfg->pid, command, clen);
         return 0;
     }
-    if (launch_start(cfg->argv, NULL, NULL, NULL, child) != 0)
+    if (launch_start(cfg->argv, NULL, -1, NULL, NULL, child) != 0)
         return -1;
     char msg[1024] = "";
     int status = 0;

@@ -345,9 +345,30 @@ void shim__copy_slow(void *dst, size_t n)
 
 /* ---- attaching ------------------------------------------------------------------------- */
 
+/* "fd:N" (N decimal, < 2^20): the ring is scry's memfd, inherited as descriptor N (launch
+ * mode). Returns N, or -1 for anything else. */
+static int ring_fd_number(const char *path)
+{
+    if (strncmp(path, "fd:", 3) != 0)
+        return -1;
+    int n = 0, digits = 0;
+    for (const char *p = path + 3; *p; p++, digits++) {
+        if (*p < '0' || *p > '9' || digits >= 7)
+            return -1;
+        n = n * 10 + (*p - '0');
+    }
+    return digits && n < (1 << 20) ? n : -1;
+}
+
 static int map_ring(const char *path, shim_ring_view_t *out)
 {
-    int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    /* An inherited descriptor stays open (not close-on-exec): the programs this one execs
+     * into (a wrapper's Python) map it again. Anything there that is not a ring is
+     * refused below (type, size, header), and a ring only by its target_pid. */
+    int inherited = ring_fd_number(path);
+    if (strncmp(path, "fd:", 3) == 0 && inherited < 0)
+        return SCRY_E_INVAL;
+    int fd = inherited >= 0 ? inherited : open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0)
         return SCRY_E_NOTFOUND;
     struct stat st;
@@ -366,7 +387,8 @@ static int map_ring(const char *path, shim_ring_view_t *out)
     }
     err = 0;
 out:
-    close(fd);
+    if (inherited < 0)
+        close(fd);
     return err;
 }
 

@@ -193,8 +193,12 @@ def t_keep(c, mode):
     want = run.truth["keep_bytes"] / MB
     d = within(e["net_mb"], want, TOL_KEEP, "net")
     d2 = within(e["alloc_mb"], want, TOL_KEEP, "alloc")
-    return "%s; %s; peak %.1f MB; leak_score %.3f" % (d, d2, e.get("peak_mb", 0),
-                                                     e.get("leak_score", 0))
+    # the ring never has a name in a file system (nothing can be left behind in /dev/shm)
+    ring = run.truth.get("ring") or ""
+    check(ring.startswith("/memfd:scry-ring"), "the target mapped the ring %r, not a memfd"
+          % ring)
+    return "%s; %s; peak %.1f MB; leak_score %.3f; ring %s" % (
+        d, d2, e.get("peak_mb", 0), e.get("leak_score", 0), ring.split()[0])
 
 
 @test("churn_2gb")
