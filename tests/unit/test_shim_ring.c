@@ -526,6 +526,37 @@ static void test_adopt(void)
     CHECK(ringc_adopt(-1, &err) == NULL && err == SCRY_E_INVAL);
 }
 
+/* Launch mode's ring: a memfd (no path), sealed, target_pid settable until claimed; the
+ * shim side maps it from the inherited descriptor ("fd:N") exactly as from a file. */
+static void test_memfd_ring(void)
+{
+    ringc_params_t p = {0};
+    p.uid = p.gid = -1;
+    p.alloc_mean = 1000;
+    p.copy_mean = 2000;
+    memset(&p.layout, 0xff, sizeof p.layout);
+    int err = -1;
+    ringc_t *r = ringc_create(&p, &err);
+    CHECK(r != NULL && err == 0);
+    int fd = ringc_fd(r);
+    CHECK(fd >= 0);
+    CHECK((fcntl(fd, F_GETFD) & FD_CLOEXEC) != 0);
+    int seals = fcntl(fd, F_GET_SEALS);
+    CHECK(seals >= 0 && (seals & (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) ==
+                            (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL));
+    CHECK(ftruncate(fd, 4096) != 0);        /* the target cannot shrink it under our mapping */
+    CHECK(ringc_unlink(r) == SCRY_E_INVAL); /* nothing to unlink */
+    CHECK_INT(ringc_set_target_pid(r, 1234), ==, 0);
+    shim_ring_view_t v;
+    view_of(r, &v);
+    CHECK_INT(v.hdr->target_pid, ==, 1234);
+    v.hdr->owner_pid = 1234; /* claimed: too late to change */
+    CHECK_INT(ringc_set_target_pid(r, 99), ==, SCRY_E_AGAIN);
+    CHECK_INT(ringc_set_target_pid(NULL, 1), ==, SCRY_E_INVAL);
+    CHECK(ringc_fd(NULL) == -1);
+    ringc_free(r);
+}
+
 int main(void)
 {
     test_adopt();
@@ -537,5 +568,6 @@ int main(void)
     test_open_hostile();
     test_many_producers();
     test_create_errors();
+    test_memfd_ring();
     return check_summary("test_shim_ring");
 }
