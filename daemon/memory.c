@@ -265,6 +265,22 @@ int memprof_launch_fallback(memprof_t *m, pystate_target_t *t, char *msg, size_t
     m->ring = NULL;
     const pystate_layout_t *layout = pystate_target_layout(t);
     int err = memprof_inject(m, pid, layout, msg, len);
+    /* Injected this early, the interpreter may not be initialised yet: the shim then
+     * schedules its PyMem hooks at its next slow path, but without GOT patching (a root
+     * without /proc) nothing ever takes one. Inject again until it could (bounded: 1 s). */
+    for (int i = 0; !err && i < 10; i++) {
+        ringc_stats_t st;
+        if (ringc_stats(m->ring, &st) != 0 ||
+            (st.shim_state & (SCRY_RING_SHIM_PY_SCHEDULED | SCRY_RING_SHIM_PY_HOOKS |
+                              SCRY_RING_SHIM_GOT_PATCHED | SCRY_RING_SHIM_NOPYTHON)))
+            break;
+        struct timespec ts = {0, 100000000};
+        nanosleep(&ts, NULL);
+        ringc_free(m->ring); /* disabled: the shim lets go of it */
+        m->ring = NULL;
+        m->adopted = 0;
+        err = memprof_inject(m, pid, layout, msg, len);
+    }
     if (!err)
         err = memprof_start(m, t);
     return err;
