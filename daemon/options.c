@@ -52,9 +52,10 @@ static const opt_spec_t opt_table[] = {
     {"gil", 'g', OPT_FLAG, offsetof(scry_config_t, gil), REC | TOP, NULL,
      "only sample the thread holding the GIL"},
     {"json", 'j', OPT_FLAG, offsetof(scry_config_t, json), DMP, NULL, "print JSON"},
-    {"async", 'a', OPT_FLAG, offsetof(scry_config_t, async_tasks), DMP, NULL,
-     "asyncio instead of threads: each event loop's tasks, their coroutine stacks and the "
-     "await graph (Python 3.14+; older versions are refused)"},
+    {"async", 'a', OPT_FLAG, offsetof(scry_config_t, async_tasks), REC | DMP, NULL,
+     "asyncio (Python 3.14+; older versions are refused): dump shows each event loop's tasks, "
+     "their coroutine stacks and the await graph instead of threads; record puts each sample "
+     "under its thread's running task and the tasks awaiting it (root frames 'task NAME')"},
     {"memory", 'm', OPT_FLAG, offsetof(scry_config_t, memory), REC, NULL,
      "sample allocations, frees and copies per line (preloads or injects libscry-shim.so)"},
     {"memory-sample-bytes", 0, OPT_BYTES, offsetof(scry_config_t, memory_sample_bytes), REC,
@@ -383,7 +384,8 @@ static int check_conflicts(scry_config_t *cfg)
                         "recordings over time (record, top)\n");
         return SCRY_E_INVAL;
     }
-    if (cfg->async_tasks && (cfg->native || cfg->blocking || cfg->idle)) {
+    if (cfg->async_tasks && cfg->command == CMD_DUMP &&
+        (cfg->native || cfg->blocking || cfg->idle)) {
         fprintf(stderr, "scry: dump --async reads the asyncio tasks without stopping anything; "
                         "--native, --blocking and --idle are for thread stacks\n");
         return SCRY_E_INVAL;

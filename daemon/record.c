@@ -1,6 +1,8 @@
 /* record.c - 'scry record': sample until done, then write the profile. */
 #include "commands.h"
 
+#include "asyncio.h"
+
 #include "launch.h"
 #include "memory.h"
 #include "procinfo.h"
@@ -214,6 +216,13 @@ int cmd_record(const scry_config_t *cfg)
         .nexclude = cfg->exclude.n,
     };
     prof = report_profile_new(&meta);
+    if (cfg->async_tasks) {
+        char why[400];
+        if (pystate_async_check(t, why, sizeof why) != 0) {
+            fprintf(stderr, "scry: --async: %s\n", why);
+            goto out;
+        }
+    }
     smp = sampler_new(cfg, t, strings);
     if (!prof || !smp) {
         if (!sampler_refused(cfg))

@@ -63,8 +63,11 @@ sampler_t *sampler_new(const scry_config_t *cfg, pystate_target_t *t, strtab_t *
     s->interval_ns = (uint64_t)(1e9 / (cfg->rate_hz > 0 ? cfg->rate_hz : 100));
     if (cfg->native)
         s->unwind = unwind_new(pid);
+    if (cfg->async_tasks && cfg->command == CMD_RECORD)
+        s->async = pystate_async_labels_new(t);
     if (!s->snap || !s->tasks || !s->s_truncated || !s->s_empty || !s->s_gil_wait ||
-        (cfg->native && !s->unwind)) {
+        (cfg->native && !s->unwind) ||
+        (cfg->async_tasks && cfg->command == CMD_RECORD && !s->async)) {
         sampler_free(s);
         return NULL;
     }
@@ -82,6 +85,7 @@ void sampler_free(sampler_t *s)
     sampler__perf_free(s->perf);
     tasks_free(s->tasks); /* resumes anything still stopped */
     unwind_free(s->unwind);
+    pystate_async_labels_free(s->async);
     pystate_snapshot_free(s->snap);
     free(s);
 }
@@ -157,7 +161,7 @@ static uint32_t build_frames(sampler_t *s, const pystate_thread_t *th, const unw
                              size_t nn, uint32_t at)
 {
     scry_frame_t *out = s->frames + at;
-    uint32_t room = SAMPLER_MAX_FRAMES - 3 - at, n = 0;
+    uint32_t room = SAMPLER_MAX_FRAMES - 3 - PYSTATE_ASYNC_LABEL_DEPTH - at, n = 0;
     size_t merged = 0;
     if (nn && unwind_merge(nat, nn, th->frames, th->entry, th->nframes,
                            pystate_target_info(s->target)->minor, s->strings, out, room, &merged,
@@ -180,6 +184,13 @@ void sampler__emit(sampler_t *s, const pystate_thread_t *th, const unwind_frame_
     if (flags & UNWIND_CLASSIFY_GIL_WAIT) /* a leaf that says why the line is waiting */
         s->frames[n++] = (scry_frame_t){s->s_gil_wait, s->s_empty, 0, SCRY_FRAME_OTHER};
     n += build_frames(s, th, nat, nn, n);
+    if (s->async) { /* the running task, then the tasks awaiting it: the root is outermost */
+        const char *tl[PYSTATE_ASYNC_LABEL_DEPTH];
+        size_t nt =
+            pystate_async_labels_get(s->async, th->tstate, time_ns, tl, PYSTATE_ASYNC_LABEL_DEPTH);
+        for (size_t i = 0; i < nt; i++)
+            s->frames[n++] = (scry_frame_t){tl[i], s->s_empty, 0, SCRY_FRAME_OTHER};
+    }
     const thread_label_t *label = thread_label(s, th->tid, th->name, time_ns);
     if (s->cfg.threads)
         s->frames[n++] = (scry_frame_t){label->label, s->s_empty, 0, SCRY_FRAME_THREAD};

@@ -8,12 +8,13 @@
 #ifndef SCRY_SAMPLER_INTERNAL_H
 #define SCRY_SAMPLER_INTERNAL_H
 
+#include "asyncio.h"
 #include "merge.h"
 #include "sampler.h"
 #include "tasks.h"
 #include "unwind.h"
 
-#define SAMPLER_MAX_FRAMES (PYSTATE_MAX_DEPTH + UNWIND_MAX_DEPTH + 3)
+#define SAMPLER_MAX_FRAMES (PYSTATE_MAX_DEPTH + UNWIND_MAX_DEPTH + 3 + PYSTATE_ASYNC_LABEL_DEPTH)
 #define SAMPLER_LABELS     1024
 
 typedef struct thread_label {
@@ -32,7 +33,8 @@ struct sampler {
     strtab_t *strings;
     pystate_snapshot_t *snap;
     tasks_t *tasks;
-    unwind_t *unwind; /* --native */
+    unwind_t *unwind;              /* --native */
+    pystate_async_labels_t *async; /* record --async: task root frames */
     unwind_frame_t native[UNWIND_MAX_DEPTH];
     scry_frame_t frames[SAMPLER_MAX_FRAMES];
     sampler_stats_t stats;

@@ -148,12 +148,8 @@ static int find_block(pystate_target_t *t, raddr_t *addr, char *source, size_t s
     return rc;
 }
 
-int pystate_async_read(pystate_target_t *t, pystate_async_snapshot_t **out, char *errbuf,
-                       size_t errlen)
+int pystate_async_check(const pystate_target_t *t, char *errbuf, size_t errlen)
 {
-    const pystate_layout_t *L = &t->layout;
-    char why[160] = "";
-    *out = NULL;
     if (t->info.major != 3 || t->info.minor < 14 || !t->info.layout_from_debug_offsets) {
         say(errbuf, errlen,
             "asyncio tasks are read through the _asyncio module's debug offsets, which CPython "
@@ -161,8 +157,20 @@ int pystate_async_read(pystate_target_t *t, pystate_async_snapshot_t **out, char
             (int)t->pid, t->info.version);
         return SCRY_E_UNSUPPORTED;
     }
+    return 0;
+}
+
+int pystate_async_read(pystate_target_t *t, pystate_async_snapshot_t **out, char *errbuf,
+                       size_t errlen)
+{
+    const pystate_layout_t *L = &t->layout;
+    char why[160] = "";
+    *out = NULL;
+    int rc = pystate_async_check(t, errbuf, errlen);
+    if (rc != 0)
+        return rc;
     pystate_dbg_async_t g;
-    int rc = pystate_debug_offsets_read_async(t->mem, t->runtime, t->info.assumed_minor, &g);
+    rc = pystate_debug_offsets_read_async(t->mem, t->runtime, t->info.assumed_minor, &g);
     if (rc != 0) {
         say(errbuf, errlen, "the _Py_DebugOffsets of process %d lack what asyncio needs: %s",
             (int)t->pid, scry_strerror(rc));
@@ -695,4 +703,117 @@ void pystate_async_snapshot_free(pystate_async_snapshot_t *s)
     free(s->tasks);
     free(s->loops);
     free(s);
+}
+
+/* ---- labels for samples ------------------------------------------------------------- */
+
+#define LABEL_CACHE 256 /* task names cached (power of two) */
+
+typedef struct label_slot {
+    raddr_t task, name_obj;
+    const char *label; /* "task NAME", interned */
+} label_slot_t;
+
+struct pystate_async_labels {
+    pystate_target_t *t;
+    int supported;         /* pystate_async_check passed */
+    int found;             /* the block was found and validated */
+    uint64_t next_find_ns; /* when to look for the block again */
+    pystate_async_offsets_t o;
+    pystate_dbg_async_t g;
+    walk_t w; /* type-name cache and reads (no snapshot) */
+    label_slot_t cache[LABEL_CACHE];
+};
+
+pystate_async_labels_t *pystate_async_labels_new(pystate_target_t *t)
+{
+    pystate_async_labels_t *l = calloc(1, sizeof *l);
+    if (!l)
+        return NULL;
+    l->t = t;
+    l->supported = pystate_async_check(t, NULL, 0) == 0;
+    return l;
+}
+
+void pystate_async_labels_free(pystate_async_labels_t *l)
+{
+    free(l);
+}
+
+/* Looks for the block (at most once a second until found). */
+static int labels_ready(pystate_async_labels_t *l, uint64_t now_ns)
+{
+    if (l->found)
+        return 1;
+    if (!l->supported || now_ns < l->next_find_ns)
+        return 0;
+    l->next_find_ns = now_ns + 1000000000ull;
+    pystate_target_t *t = l->t;
+    raddr_t addr = 0;
+    uint8_t block[PYSTATE_ASYNC_DEBUG_SIZE];
+    if (pystate_debug_offsets_read_async(t->mem, t->runtime, t->info.assumed_minor, &l->g) != 0 ||
+        find_block(t, &addr, NULL, 0) != 0 || rmem_read(t->mem, addr, block, sizeof block) != 0 ||
+        pystate_async_offsets_parse(block, sizeof block, &t->layout, &l->o, NULL, 0) != 0)
+        return 0;
+    l->w.t = t;
+    l->w.o = &l->o;
+    l->w.g = &l->g;
+    l->found = 1;
+    return 1;
+}
+
+void pystate__async_labels_use(pystate_async_labels_t *l, const pystate_async_offsets_t *o,
+                               const pystate_dbg_async_t *g)
+{
+    l->o = *o;
+    l->g = *g;
+    memset(&l->w, 0, sizeof l->w);
+    l->w.t = l->t;
+    l->w.o = &l->o;
+    l->w.g = &l->g;
+    l->found = 1;
+}
+
+size_t pystate_async_labels_get(pystate_async_labels_t *l, raddr_t tstate, uint64_t now_ns,
+                                const char **out, size_t max)
+{
+    if (!l || !tstate || !labels_ready(l, now_ns))
+        return 0;
+    const pystate_async_offsets_t *o = &l->o;
+    walk_t *w = &l->w;
+    w->fatal = 0;
+    if (max > PYSTATE_ASYNC_LABEL_DEPTH)
+        max = PYSTATE_ASYNC_LABEL_DEPTH;
+    raddr_t task = 0;
+    if (rd(w, tstate + (uint64_t)o->tstate_running_task, &task, 8) != 0)
+        return 0;
+    size_t n = 0;
+    uint8_t buf[PYSTATE_ASYNC_TASK_READ];
+    size_t len = (size_t)o->task_size;
+    raddr_t seen[PYSTATE_ASYNC_LABEL_DEPTH];
+    while (task && !(task & 7) && n < max) {
+        for (size_t i = 0; i < n; i++)
+            if (seen[i] == task)
+                return n; /* a cycle: a torn read */
+        if (rd(w, task, buf, len) != 0 || buf[o->task_is_task] != 1)
+            break;
+        raddr_t name_obj = pystate__u64_at(buf, len, o->task_name);
+        label_slot_t *slot = &l->cache[(task >> 4) & (LABEL_CACHE - 1)];
+        if (slot->task != task || slot->name_obj != name_obj || !slot->label) {
+            const char *name = task_name(w, name_obj);
+            char lab[ASYNC_NAME_MAX + 8];
+            snprintf(lab, sizeof lab, "task %s", name ? name : "?");
+            slot->task = task;
+            slot->name_obj = name_obj;
+            slot->label = strtab_intern(l->t->strings, lab);
+            if (!slot->label)
+                break;
+        }
+        seen[n] = task;
+        out[n++] = slot->label;
+        if (pystate__u8_at(buf, len, o->task_awaited_by_is_set))
+            break;
+        task = pystate__u64_at(buf, len, o->task_awaited_by);
+    }
+    return n;
 }

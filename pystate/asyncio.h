@@ -109,6 +109,34 @@ int pystate_async_read(pystate_target_t *t, pystate_async_snapshot_t **out, char
 int pystate__async_walk(pystate_target_t *t, const pystate_async_offsets_t *o,
                         const pystate_dbg_async_t *g, pystate_async_snapshot_t **out);
 
+/* 0 when T's version has the asyncio debug offsets (3.14+, layout from _Py_DebugOffsets),
+ * else SCRY_E_UNSUPPORTED with a sentence naming the version in ERRBUF. */
+int pystate_async_check(const pystate_target_t *t, char *errbuf, size_t errlen);
+
+/* Task labels for samples (record --async): the name of a thread's running task and of the
+ * tasks awaiting it. Keeps the block once found (looked for again at most once a second
+ * until the target loads _asyncio) and a cache of task names validated on every use. */
+typedef struct pystate_async_labels pystate_async_labels_t;
+
+#define PYSTATE_ASYNC_LABEL_DEPTH 8 /* tasks per label chain */
+
+/* A labeller for T (valid while T lives). NULL when out of memory. On a version that
+ * pystate_async_check refuses it gives no labels. */
+pystate_async_labels_t *pystate_async_labels_new(pystate_target_t *t);
+void pystate_async_labels_free(pystate_async_labels_t *l);
+
+/* Fills OUT (MAX entries at most, PYSTATE_ASYNC_LABEL_DEPTH at most) with "task NAME" labels
+ * (interned in T's strings) of the thread state TSTATE: its running task first, then the
+ * task awaiting it, and so on (through single awaiters; a set of awaiters ends the chain).
+ * NOW_NS is CLOCK_MONOTONIC time (paces the search for the block). Returns the count: 0
+ * when the thread runs no task or anything read does not validate (never an error). */
+size_t pystate_async_labels_get(pystate_async_labels_t *l, raddr_t tstate, uint64_t now_ns,
+                                const char **out, size_t max);
+
+/* For tests and fuzzing: makes L use O and G as if it had found them in the target. */
+void pystate__async_labels_use(pystate_async_labels_t *l, const pystate_async_offsets_t *o,
+                               const pystate_dbg_async_t *g);
+
 /* Frees S and everything it owns. NULL is a no-op. */
 void pystate_async_snapshot_free(pystate_async_snapshot_t *s);
 

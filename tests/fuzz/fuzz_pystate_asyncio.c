@@ -98,5 +98,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         pystate_async_snapshot_free(s);
     }
+    /* record --async's labels: the running task of a thread state and its awaiters */
+    pystate_async_labels_t *l = pystate_async_labels_new(t);
+    if (l) {
+        const char *lab[PYSTATE_ASYNC_LABEL_DEPTH];
+        pystate__async_labels_use(l, &o, &g);
+        size_t n = pystate_async_labels_get(l, IMG + 0x8000u, 1, lab, PYSTATE_ASYNC_LABEL_DEPTH);
+        FUZZ_ASSERT(n <= PYSTATE_ASYNC_LABEL_DEPTH);
+        for (size_t i = 0; i < n; i++)
+            FUZZ_ASSERT(lab[i] && !strncmp(lab[i], "task ", 5));
+        pystate_async_labels_free(l);
+    }
     return 0;
 }

@@ -216,6 +216,7 @@ def asyncio_blocks():
     q(0x1000 + 10880, base + 0x1000 + 10880)    # interp task list: empty (points to itself)
     q(0x8000 + 160, 4242)                       # native thread id
     q(0x8000 + 304, base + 0x9000)              # running loop
+    q(0x8000 + 312, base + 0xA000)              # running task (record --async labels)
     q(0x8000 + 320, base + 0xA000 + 152)        # thread task list -> task 1
     for name, at in ((b"Task", 0xC000), (b"Future", 0xC200), (b"coroutine", 0xC400),
                      (b"str", 0xC600), (b"int", 0xC800), (b"Loop", 0xCA00)):

@@ -9,7 +9,9 @@ and a plain 'await task', plus one running task; it writes the graph it built an
 threads' native ids. Each graph.<version> test (3.14, 3.15 from the Debian sid root) runs
 'scry dump --async --json' and the text form and asserts every task (name, loop, thread,
 state, the tasks awaiting it, its own coroutine chain innermost first, what it awaits) and
-nothing more. refused.<version> (3.12, 3.13) checks the clear refusal of versions without
+nothing more. record.<version> (3.14, 3.15): handlers.py burns 3:2:1 in three gathered
+handler tasks; the task root frames of record --async carry its measured CPU shares.
+refused.<version> (3.12, 3.13) checks the clear refusal of versions without
 the asyncio debug offsets; noasync.3.14 a process that never imported asyncio; options the
 refusal of option combinations that are not implemented. The target must survive every run.
 Stdlib only; prints "PASS|FAIL|SKIP name: detail" lines and "N passed, N failed, N skipped".
@@ -141,6 +143,56 @@ for _label in ("3.12", "3.13"):
     tests.add("refused.%s" % _label, refused(_label), label=_label)
 
 
+def record(label):
+    def run(c):
+        p, truth0, script = start(c, "handlers.py")
+        before = st.load_json(c.path("truth.json"), "truth")
+        res, text = c.record(["-q", "--async", "-r", "400", "-d", "4", "--pid", str(p.pid)],
+                             "collapsed")
+        # the workload rewrites its truth every 0.5 s: take the next one
+        t_end = st.Deadline(3)
+        after = before
+        while not t_end.expired() and after == before:
+            after = st.load_json(c.path("truth.json"), "truth")
+        names = sorted(before["cpu"])
+        spent = dict((k, after["cpu"][k] - before["cpu"][k]) for k in names)
+        truth = st.shares(spent, names)
+        got, n, other = {}, 0, 0
+        for frames, count in st.parse_collapsed(text):
+            roots = [f for f in frames if f.startswith("task ")]
+            # root first: the gathering chain, then the running task
+            if roots[:2] == ["task Task-1", "task front"] and len(roots) == 3:
+                got[roots[2][5:]] = got.get(roots[2][5:], 0) + count
+                n += count
+            elif roots:
+                check(roots[-1] in ("task reporter",) or roots == ["task Task-1"] or
+                      roots == ["task Task-1", "task front"],
+                      "unexpected task chain %s" % roots)
+                other += count
+        check(n >= 300, "only %d samples under the handlers (%d elsewhere)" % (n, other))
+        detail = st.compare_shares(st.shares(got, names), truth, n,
+                                   "handler shares under task Task-1;task front", 8.0)
+        c.check_alive()
+        return detail
+    return run
+
+
+for _label in ("3.14", "3.15"):
+    tests.add("record.%s" % _label, record(_label), label=_label)
+
+
+def record_refused(c):
+    p, truth, script = start(c, "tasks.py")
+    r = c.scry(["record", "--async", "-d", "1", "-o", c.path("x.txt"), "--pid", str(p.pid)])
+    check(r.rc == 1 and "3.14" in r.err and "3.13" in r.err and not os.path.exists(c.path("x.txt")),
+          "record --async on 3.13: exit %d: %s" % (r.rc, r.err))
+    c.check_alive()
+    return "refused: %s" % st.short(r.err.strip(), 120)
+
+
+tests.add("record_refused.3.13", record_refused, label="3.13")
+
+
 def t_noasync(c):
     p, truth, script = start(c, "noasync.py")
     doc = dump_json(c, p.pid)
@@ -157,11 +209,11 @@ tests.add("noasync.3.14", t_noasync, label="3.14")
 def t_options(c):
     for args, what in ((["dump", "--async", "--native", "--pid", "1"], "--native"),
                        (["dump", "--async", "--blocking", "--pid", "1"], "--blocking"),
-                       (["record", "--async", "--pid", "1"], "async")):
+                       (["top", "--async", "--pid", "1"], "async")):
         r = c.scry(args)
         check(r.rc != 0 and what in r.err and "Traceback" not in r.err,
               "%s: exit %d: %s" % (" ".join(args), r.rc, r.err))
-    return "--native/--blocking with --async and record --async refused"
+    return "--native/--blocking with dump --async and top --async refused"
 
 
 tests.add("options", t_options, label=None)
