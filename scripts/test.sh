@@ -16,6 +16,10 @@ status=0
 # Under the sanitizers: every unit test (many of them drive real interpreters).
 (cd "$here/build-asan" && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure --timeout 600 \
     -L unit) || status=1
+# The functional suites' sanitizer subset (label asan, about 100 s): scry under ASan+UBSan
+# and LeakSanitizer against real interpreters, and the fault suite's cycles.
+(cd "$here/build-asan" && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure --timeout 900 \
+    --repeat until-pass:2 -L asan) || status=1
 # libFuzzer targets of every parser of target-controlled input, 15 s each (about 4 min with
 # the clang build); bench/fuzz_long.sh runs them longer.
 "$here/scripts/fuzz.sh" 15 || status=1
