@@ -12,6 +12,8 @@ int cmd_record(const scry_config_t *cfg);
 int cmd_dump(const scry_config_t *cfg);
 int cmd_dump_async(const scry_config_t *cfg); /* dump --async (dump_async.c) */
 int cmd_top(const scry_config_t *cfg);
+/* `scry diff BASE.json NEW.json`: reads two JSON reports, writes their comparison. */
+int cmd_diff(const scry_config_t *cfg);
 
 /* `scry serve` and `scry ctl`: ARGV[0] is the first argument after the command name.
  * They parse their own options (serve/config.h's table, serve/ctl.h). */

@@ -68,6 +68,8 @@ int main(int argc, char **argv)
         return cmd_dump(&cfg);
     case CMD_TOP:
         return cmd_top(&cfg);
+    case CMD_DIFF:
+        return cmd_diff(&cfg);
     default:
         options_usage(CMD_NONE);
         return 2;

@@ -28,6 +28,7 @@ typedef struct opt_spec {
 #define REC   ON(CMD_RECORD)
 #define DMP   ON(CMD_DUMP)
 #define TOP   ON(CMD_TOP)
+#define DIF   ON(CMD_DIFF)
 
 static const opt_spec_t opt_table[] = {
     {"pid", 'p', OPT_PID, offsetof(scry_config_t, pid), REC | DMP | TOP, "PID",
@@ -36,11 +37,12 @@ static const opt_spec_t opt_table[] = {
      "samples per second (default 100)"},
     {"duration", 'd', OPT_DOUBLE, offsetof(scry_config_t, duration_s), REC | TOP, "SECONDS",
      "stop after this long (default: until Ctrl-C or the target exits)"},
-    {"format", 'f', OPT_STRING, offsetof(scry_config_t, format), REC, "FMT",
-     "flamegraph, html, text, json, speedscope, collapsed, pprof (default: from the --output "
-     "name's extension, else flamegraph)"},
-    {"output", 'o', OPT_STRING, offsetof(scry_config_t, output), REC, "PATH",
-     "where to write the profile ('-' for stdout; default scry-PID-TIME.EXT)"},
+    {"format", 'f', OPT_STRING, offsetof(scry_config_t, format), REC | DIF, "FMT",
+     "record: flamegraph, html, text, json, speedscope, collapsed, pprof (default: from the "
+     "--output name's extension, else flamegraph); diff: flamegraph or text (default: from "
+     "--output's extension, else text)"},
+    {"output", 'o', OPT_STRING, offsetof(scry_config_t, output), REC | DIF, "PATH",
+     "where to write ('-' for stdout; record's default scry-PID-TIME.EXT, diff's stdout)"},
     {"idle", 'i', OPT_FLAG, offsetof(scry_config_t, idle), REC | DMP | TOP, NULL,
      "include threads that are not running on a CPU"},
     {"threads", 't', OPT_FLAG, offsetof(scry_config_t, threads), REC, NULL,
@@ -100,6 +102,8 @@ static const char *command_name(enum scry_command c)
         return "dump";
     case CMD_TOP:
         return "top";
+    case CMD_DIFF:
+        return "diff";
     default:
         return "";
     }
@@ -107,7 +111,15 @@ static const char *command_name(enum scry_command c)
 
 void options_usage(enum scry_command command)
 {
-    if (command != CMD_RECORD && command != CMD_DUMP && command != CMD_TOP) {
+    if (command == CMD_DIFF) {
+        printf(
+            "usage: scry diff [options] BASE.json NEW.json\n\n"
+            "Compares two recordings written by 'scry record -f json' (any Python version):\n"
+            "  -f flamegraph  a differential flame graph: the new recording's stacks, each frame\n"
+            "                 red when its share of its profile's total grew over the base's,\n"
+            "                 blue when it shrank (the deeper, the larger the change)\n"
+            "  -f text        the lines whose share of the total changed most\n\noptions:\n");
+    } else if (command != CMD_RECORD && command != CMD_DUMP && command != CMD_TOP) {
         printf("scry - see which lines of a Python program spend time and memory, from outside.\n"
                "\n"
                "usage:\n"
@@ -116,6 +128,7 @@ void options_usage(enum scry_command command)
                "  scry dump --pid PID [--json]           print every thread's stack now\n"
                "  scry dump --pid PID --async [--json]   asyncio tasks, what they await\n"
                "  scry top --pid PID                     live view of the hottest functions\n"
+               "  scry diff BASE.json NEW.json [-f FMT]  what changed between two recordings\n"
                "  scry serve [options]                   the always-on daemon (scry help serve)\n"
                "  scry ctl [--socket PATH] COMMAND       talk to the daemon (scry help ctl)\n"
                "  scry help COMMAND | scry --version\n"
@@ -126,8 +139,9 @@ void options_usage(enum scry_command command)
                "  scry dump --pid 1234\n");
         return;
     }
-    printf("usage: scry %s [options]%s\n\noptions:\n", command_name(command),
-           command != CMD_DUMP ? " (--pid PID | -- COMMAND ARGS...)" : " --pid PID");
+    if (command != CMD_DIFF)
+        printf("usage: scry %s [options]%s\n\noptions:\n", command_name(command),
+               command != CMD_DUMP ? " (--pid PID | -- COMMAND ARGS...)" : " --pid PID");
     for (size_t i = 0; i < sizeof opt_table / sizeof opt_table[0]; i++) {
         const opt_spec_t *o = &opt_table[i];
         if (!(o->commands & ON(command)))
@@ -296,6 +310,25 @@ static int check_conflicts(scry_config_t *cfg)
                             "try 'scry help record'\n");
             return SCRY_E_INVAL;
         }
+    } else if (cfg->command == CMD_DIFF) {
+        if (cfg->argv || !cfg->diff_files[1]) {
+            fprintf(stderr, "scry: diff needs two JSON reports: scry diff BASE.json NEW.json\n");
+            return SCRY_E_INVAL;
+        }
+        int f = REPORT_FORMAT_TEXT;
+        if (cfg->format)
+            f = report_format_parse(cfg->format);
+        else if (cfg->output && strcmp(cfg->output, "-") != 0 &&
+                 report_format_from_path(cfg->output) == REPORT_FORMAT_FLAMEGRAPH)
+            f = REPORT_FORMAT_FLAMEGRAPH;
+        if (f != REPORT_FORMAT_TEXT && f != REPORT_FORMAT_FLAMEGRAPH) {
+            fprintf(stderr, "scry: diff writes flamegraph or text, not '%s'\n", cfg->format);
+            return SCRY_E_INVAL;
+        }
+        cfg->format_id = f;
+        if (cfg->output && strcmp(cfg->output, "-") != 0 && check_output_path(cfg->output) != 0)
+            return SCRY_E_INVAL;
+        return 0;
     } else if (cfg->command == CMD_DUMP || cfg->command == CMD_TOP) {
         if (cfg->argv && cfg->command == CMD_DUMP) {
             fprintf(stderr, "scry: %s takes --pid PID, not a command\n", cmd);
@@ -440,6 +473,8 @@ int options_parse(int argc, char **argv, scry_config_t *cfg)
         cfg->command = CMD_DUMP;
     else if (!strcmp(c, "top"))
         cfg->command = CMD_TOP;
+    else if (!strcmp(c, "diff"))
+        cfg->command = CMD_DIFF;
     else if (!strcmp(c, "help") || !strcmp(c, "--help") || !strcmp(c, "-h")) {
         cfg->command = CMD_HELP;
         if (argc > 2) {
@@ -449,13 +484,16 @@ int options_parse(int argc, char **argv, scry_config_t *cfg)
                 cfg->help_for = CMD_DUMP;
             else if (!strcmp(argv[2], "top"))
                 cfg->help_for = CMD_TOP;
+            else if (!strcmp(argv[2], "diff"))
+                cfg->help_for = CMD_DIFF;
         }
         return 0;
     } else if (!strcmp(c, "--version") || !strcmp(c, "-V") || !strcmp(c, "version")) {
         cfg->command = CMD_VERSION;
         return 0;
     } else {
-        fprintf(stderr, "scry: unknown command '%s' (record, dump, top, serve, ctl, help)\n", c);
+        fprintf(stderr, "scry: unknown command '%s' (record, dump, top, diff, serve, ctl, help)\n",
+                c);
         return SCRY_E_INVAL;
     }
     unsigned mask = ON(cfg->command);
@@ -484,6 +522,13 @@ int options_parse(int argc, char **argv, scry_config_t *cfg)
                 value = eq + 1;
         } else if (a[0] == '-' && a[1] && !a[2]) {
             o = find_short(a[1]);
+        } else if (cfg->command == CMD_DIFF) {
+            if (cfg->diff_files[1]) {
+                fprintf(stderr, "scry: diff compares two reports; '%s' is a third\n", a);
+                return SCRY_E_INVAL;
+            }
+            cfg->diff_files[cfg->diff_files[0] ? 1 : 0] = a;
+            continue;
         } else {
             /* py-spy style: a bare program name starts the command. */
             cfg->argv = &argv[i];

@@ -7,7 +7,7 @@
 
 #include "pystate.h"
 
-enum scry_command { CMD_NONE, CMD_RECORD, CMD_DUMP, CMD_TOP, CMD_HELP, CMD_VERSION };
+enum scry_command { CMD_NONE, CMD_RECORD, CMD_DUMP, CMD_TOP, CMD_HELP, CMD_VERSION, CMD_DIFF };
 
 /* A repeatable pattern option (--include, --exclude): the patterns in the order given. */
 #define SCRY_MAX_GLOBS 32
@@ -47,6 +47,7 @@ typedef struct scry_config {
     int format_id; /* record: enum report_format of --format, else inferred from --output's
                       extension, else flame graph (filled by options_parse) */
     int metric_id; /* SCRY_METRIC_* or REPORT_METRIC_INUSE/PEAK of --metric, or -1 (automatic) */
+    const char *diff_files[2];     /* diff: BASE.json and NEW.json */
     const char *discovery;         /* --discovery: section or disasm (tests of the fallbacks) */
     pystate_open_opts_t open_opts; /* how to open the target: assume_minor (copy of the
                                       field below) and discovery (filled by options_parse) */

@@ -127,6 +127,30 @@ static void color(report__sb_t *b, const report_profile_t *p, const fg_node_t *n
     report__sb_printf(b, "rgb(%d,%d,%d)", r, gr, bl);
 }
 
+/* A differential drawing (report__write_flamegraph_diff): per node, its share of the base
+ * profile and the change of its share (new - base), both fractions of each total. */
+typedef struct fg_diff {
+    const double *bshare;
+    const double *dshare;
+    double dmax; /* largest |dshare| of a drawn frame other than the root */
+} fg_diff_t;
+
+/* Red for a frame whose share grew, blue for one that shrank, the deeper the larger the
+ * change relative to the largest one; near white when unchanged. */
+static void diff_color(report__sb_t *b, double d, double dmax)
+{
+    double k = dmax > 0 ? (d < 0 ? -d : d) / dmax : 0;
+    if (k > 1)
+        k = 1;
+    int lo = 235 - (int)(200 * k);
+    if (d > 0)
+        report__sb_printf(b, "rgb(255,%d,%d)", lo, lo);
+    else if (d < 0)
+        report__sb_printf(b, "rgb(%d,%d,255)", lo, lo);
+    else
+        report__sb_puts(b, "rgb(235,235,235)");
+}
+
 static void fmt_value(report__sb_t *b, uint64_t v, int metric)
 {
     if (metric == SCRY_METRIC_CPU) {
@@ -185,7 +209,7 @@ static uint32_t visible_depth(const fg_t *g, int width)
 }
 
 static void write_frames(report__sb_t *b, const report_profile_t *p, const fg_t *g, int metric,
-                         int width, int height)
+                         int width, int height, const fg_diff_t *diff)
 {
     double total = (double)g->nodes[0].value;
     double scale = (width - 2.0 * FG_XPAD) / (total > 0 ? total : 1.0);
@@ -210,11 +234,18 @@ static void write_frames(report__sb_t *b, const report_profile_t *p, const fg_t 
         report__sb_xml(b, name.buf, 0);
         report__sb_puts(b, " (");
         fmt_value(b, nd->value, metric);
+        report__sb_printf(b, ", %.2f%%", 100.0 * (double)nd->value / total);
+        if (diff)
+            report__sb_printf(b, "; base %.2f%%, change %+.2f%%", 100.0 * diff->bshare[i],
+                              100.0 * diff->dshare[i]);
         report__sb_printf(b,
-                          ", %.2f%%)</title><rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" "
+                          ")</title><rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" "
                           "height=\"%d\" fill=\"",
-                          100.0 * (double)nd->value / total, x, y, w, FG_FRAME_H - 1);
-        color(b, p, nd, metric);
+                          x, y, w, FG_FRAME_H - 1);
+        if (diff)
+            diff_color(b, diff->dshare[i], diff->dmax);
+        else
+            color(b, p, nd, metric);
         report__sb_printf(b, "\" rx=\"2\" ry=\"2\"/><text x=\"%.2f\" y=\"%.1f\">", x + 3,
                           y + FG_FRAME_H - 4.5);
         /* label: as many characters as fit, ".." when cut */
@@ -234,20 +265,25 @@ static void write_frames(report__sb_t *b, const report_profile_t *p, const fg_t 
     report__sb_free(&name);
 }
 
-int report__write_flamegraph(report_profile_t *p, FILE *out, const report_options_t *o)
+/* Builds P's tree for METRIC into G (sorted stacks, DFS order). Returns 0 or SCRY_E_NOMEM. */
+static int fg_tree(fg_t *g, const report_profile_t *p, int metric)
 {
-    int metric = report__pick_metric(p, o);
+    uint32_t *order = report__sorted_stacks(p, 0);
+    if (!order)
+        return SCRY_E_NOMEM;
+    int rc = fg_build(g, p, order, metric);
+    free(order);
+    return rc;
+}
+
+/* Writes the SVG of tree G (of profile P). */
+static int write_svg(const report_profile_t *p, const fg_t *g0, int metric, FILE *out,
+                     const report_options_t *o, const fg_diff_t *diff)
+{
     int width = o->width >= 200 && o->width <= 100000 ? o->width : 1200;
-    fg_t g = {0};
+    const fg_t g = *g0;
     report__sb_t b = {0};
     int rc;
-    uint32_t *order = report__sorted_stacks(p, 0);
-    if (!order) {
-        rc = SCRY_E_NOMEM;
-        goto out;
-    }
-    if ((rc = fg_build(&g, p, order, metric)) < 0)
-        goto out;
     int height = (int)(visible_depth(&g, width) + 1) * FG_FRAME_H + FG_YPAD_TOP + FG_YPAD_BOT;
     uint64_t total = g.nodes[0].value;
 
@@ -285,7 +321,11 @@ int report__write_flamegraph(report_profile_t *p, FILE *out, const report_option
                       "fill=\"url(#background)\"/>\n",
                       width, height);
     report__sb_printf(&b, "<text id=\"title\" x=\"%d\" y=\"%d\">", width / 2, FG_FONT * 2);
-    report__sb_xml(&b, o->title ? o->title : auto_title(metric), 0);
+    report__sb_xml(&b,
+                   o->title ? o->title
+                   : diff ? "Differential Flame Graph: red grew, blue shrank (share of each total)"
+                          : auto_title(metric),
+                   0);
     report__sb_puts(&b, "</text>\n");
     report__sb_printf(&b, "<text id=\"subtitle\" x=\"%d\" y=\"%d\">", width / 2, FG_FONT * 3 + 2);
     {
@@ -312,12 +352,114 @@ int report__write_flamegraph(report_profile_t *p, FILE *out, const report_option
                           width / 2, height / 2);
     report__sb_puts(&b, "<g id=\"frames\">\n");
     if (total)
-        write_frames(&b, p, &g, metric, width, height);
+        write_frames(&b, p, &g, metric, width, height, diff);
     report__sb_puts(&b, "</g>\n</svg>\n");
     rc = report__sb_flush(&b, out);
-out:
-    free(order);
-    free(g.nodes);
     report__sb_free(&b);
+    return rc;
+}
+
+int report__write_flamegraph(report_profile_t *p, FILE *out, const report_options_t *o)
+{
+    int metric = report__pick_metric(p, o);
+    fg_t g = {0};
+    int rc = fg_tree(&g, p, metric);
+    if (rc == 0)
+        rc = write_svg(p, &g, metric, out, o, NULL);
+    free(g.nodes);
+    return rc;
+}
+
+/* Slot of the child of node PARENT with frame F in an open-addressing table of MASK + 1
+ * slots holding node index + 1 (0 = empty) of tree T (frames of profile P). */
+static uint32_t child_slot(const uint32_t *slots, uint32_t mask, const fg_t *t,
+                           const uint32_t *tparent, const report_profile_t *p, uint32_t parent,
+                           const report__frame_t *f)
+{
+    uint64_t h = (uint64_t)parent * 0x9E3779B97F4A7C15ULL;
+    h = (h ^ (uint64_t)(uintptr_t)f->function) * 0xff51afd7ed558ccdULL;
+    h = (h ^ (uint64_t)(uintptr_t)f->file) * 0xc4ceb9fe1a85ec53ULL;
+    h = (h ^ ((uint64_t)(uint32_t)f->line << 8 | f->kind)) * 0x9E3779B97F4A7C15ULL;
+    uint32_t j = (uint32_t)(h >> 32) & mask;
+    for (uint32_t s; (s = slots[j]) != 0; j = (j + 1) & mask) {
+        const report__frame_t *e = &p->frames[t->nodes[s - 1].frame];
+        if (tparent[s - 1] == parent && e->function == f->function && e->file == f->file &&
+            e->line == f->line && e->kind == f->kind)
+            break;
+    }
+    return j;
+}
+
+/* Parent of every node of T (DFS order; the root's is REPORT__NONE) into PARENT. */
+static int fg_parents(const fg_t *t, uint32_t *parent)
+{
+    uint32_t *last = malloc((REPORT__MAX_DEPTH + 2) * sizeof *last);
+    if (!last)
+        return SCRY_E_NOMEM;
+    for (uint32_t i = 0; i < t->n; i++) {
+        uint32_t d = t->nodes[i].depth;
+        parent[i] = d ? last[d - 1] : REPORT__NONE;
+        last[d] = i;
+    }
+    free(last);
+    return 0;
+}
+
+int report__write_flamegraph_diff(report_profile_t *newp, report_profile_t *basep, FILE *out,
+                                  const report_options_t *o)
+{
+    fg_t g = {0}, gb = {0};
+    uint32_t *slots = NULL, *bparent = NULL, *nparent = NULL, *map = NULL;
+    double *shares = NULL;
+    int rc;
+    if ((rc = fg_tree(&g, newp, SCRY_METRIC_CPU)) < 0 ||
+        (rc = fg_tree(&gb, basep, SCRY_METRIC_CPU)) < 0)
+        goto out;
+    uint32_t cap = 64;
+    while (cap < gb.n * 2u && cap < (1u << 31))
+        cap *= 2;
+    rc = SCRY_E_NOMEM;
+    slots = calloc(cap, sizeof *slots);
+    bparent = malloc((size_t)gb.n * sizeof *bparent);
+    nparent = malloc((size_t)g.n * sizeof *nparent);
+    map = malloc((size_t)g.n * sizeof *map);
+    shares = malloc((size_t)g.n * 2 * sizeof *shares);
+    if (!slots || !bparent || !nparent || !map || !shares || fg_parents(&gb, bparent) < 0 ||
+        fg_parents(&g, nparent) < 0)
+        goto out;
+    for (uint32_t i = 1; i < gb.n; i++) {
+        const report__frame_t *f = &basep->frames[gb.nodes[i].frame];
+        slots[child_slot(slots, cap - 1, &gb, bparent, basep, bparent[i], f)] = i + 1;
+    }
+    double ntotal = (double)g.nodes[0].value, btotal = (double)gb.nodes[0].value;
+    fg_diff_t diff = {shares, shares + g.n, 0};
+    double minfrac = min_frac(o->width >= 200 && o->width <= 100000 ? o->width : 1200);
+    for (uint32_t i = 0; i < g.n; i++) {
+        map[i] = 0;
+        if (i) {
+            uint32_t bp = map[nparent[i]];
+            const report__frame_t *f = &newp->frames[g.nodes[i].frame];
+            map[i] = bp == REPORT__NONE
+                         ? REPORT__NONE
+                         : slots[child_slot(slots, cap - 1, &gb, bparent, basep, bp, f)] - 1;
+        }
+        double b =
+            map[i] != REPORT__NONE && btotal > 0 ? (double)gb.nodes[map[i]].value / btotal : 0;
+        double n = ntotal > 0 ? (double)g.nodes[i].value / ntotal : 0;
+        shares[i] = b;
+        shares[g.n + i] = n - b;
+        double a = n - b < 0 ? b - n : n - b;
+        if (i && n >= minfrac && a > diff.dmax)
+            diff.dmax = a;
+    }
+    rc = write_svg(newp, &g, SCRY_METRIC_CPU, out, o, &diff);
+out:
+    free(g.nodes);
+    free(gb.nodes);
+    free(slots);
+    free(bparent);
+    free(nparent);
+    free(map);
+    free(shares);
     return rc;
 }

@@ -145,6 +145,59 @@ static void write_functions(report__sb_t *b, const report__view_t *v)
     report__sb_puts(b, "],\n");
 }
 
+/* The CPU stacks, for tools that rebuild flame graphs (scry diff): every frame once
+ * ("stack_frames"), then each stack with CPU samples as frame indices root first, its
+ * samples and its value in the report's unit. Stacks of several threads with the same frames
+ * are separate entries. */
+static int write_stacks(report__sb_t *b, const report__view_t *v, FILE *out)
+{
+    const report_profile_t *p = v->p;
+    report__sb_puts(b, "\"stack_frames\":[");
+    for (uint32_t i = 0; i < p->nframes; i++) {
+        const report__frame_t *f = &p->frames[i];
+        report__sb_puts(b, i ? ",\n{" : "\n{");
+        kstr(b, "function", f->function);
+        kstr(b, "file", f->file);
+        report__sb_printf(b, "\"line\":%d,", (int)f->line);
+        kstr(b, "kind", kind_name(f->kind));
+        unc(b);
+        report__sb_putc(b, '}');
+        int rc;
+        if (b->len > (1u << 20) && (rc = report__sb_flush(b, out)) < 0)
+            return rc;
+    }
+    report__sb_puts(b, "],\n\"stacks\":[");
+    uint32_t *order = report__sorted_stacks(p, 1);
+    if (!order)
+        return SCRY_E_NOMEM;
+    int first = 1;
+    for (uint32_t k = 0; k < p->nstacks; k++) {
+        const report__stack_t *st = &p->stacks[order[k]];
+        uint64_t count = 0, value = 0;
+        for (int c = 0; c < REPORT__NCLASS; c++) {
+            count += st->count[SCRY_METRIC_CPU][c];
+            value += st->value[SCRY_METRIC_CPU][c];
+        }
+        if (!count)
+            continue;
+        report__sb_puts(b, first ? "\n{\"frames\":[" : ",\n{\"frames\":[");
+        first = 0;
+        const uint32_t *ids = p->ids + st->off;
+        for (uint32_t d = 0; d < st->depth; d++)
+            report__sb_printf(b, d ? ",%" PRIu32 : "%" PRIu32, ids[st->depth - 1 - d]);
+        report__sb_printf(b, "],\"samples\":%" PRIu64 ",\"value\":%" PRIu64 "}", count,
+                          v->use_weight ? value : count);
+        int rc;
+        if (b->len > (1u << 20) && (rc = report__sb_flush(b, out)) < 0) {
+            free(order);
+            return rc;
+        }
+    }
+    free(order);
+    report__sb_puts(b, "],\n");
+    return 0;
+}
+
 static int thread_cmp(const void *x, const void *y)
 {
     const report__thread_t *a = *(report__thread_t *const *)x, *b = *(report__thread_t *const *)y;
@@ -344,6 +397,8 @@ int report__write_json(report_profile_t *p, FILE *out, const report_options_t *o
     if ((rc = write_threads(&b, &v)) < 0)
         goto out;
     if (v.has_memory && (rc = write_memory(&b, &v)) < 0)
+        goto out;
+    if ((rc = write_stacks(&b, &v, out)) < 0)
         goto out;
     unc(&b);
     while (b.len && (b.buf[b.len - 1] == '\n' || b.buf[b.len - 1] == ','))

@@ -382,3 +382,22 @@ uint64_t report_profile_samples(const report_profile_t *p)
 {
     return p ? p->nsamples : 0;
 }
+
+int report__profile_add_cpu(report_profile_t *p, const scry_sample_t *s, uint64_t count,
+                            uint64_t value)
+{
+    if (!p || !s || (s->nframes && !s->frames) || !count)
+        return SCRY_E_INVAL;
+    if (count > UINT64_MAX - p->nsamples || value > UINT64_MAX - p->metric_value[SCRY_METRIC_CPU])
+        return SCRY_E_TOOBIG;
+    uint32_t id = find_stack(p, s);
+    if (id == REPORT__NONE)
+        return SCRY_E_NOMEM;
+    report__stack_t *st = &p->stacks[id];
+    st->count[SCRY_METRIC_CPU][SCRY_CLASS_PYTHON] += count;
+    st->value[SCRY_METRIC_CPU][SCRY_CLASS_PYTHON] += value;
+    p->nsamples += count;
+    p->metric_count[SCRY_METRIC_CPU] += count;
+    p->metric_value[SCRY_METRIC_CPU] += value;
+    return 0;
+}

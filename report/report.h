@@ -199,4 +199,35 @@ int report_dump_write(const report_dump_t *d, enum report_dump_format fmt, FILE 
  * characters escaped). Returns 0, SCRY_E_INVAL (OUT NULL), SCRY_E_NOMEM or SCRY_E_IO. */
 int report_json_fputs(FILE *out, const char *s);
 
+/* --- scry diff: two JSON reports (report_write REPORT_FORMAT_JSON) compared --- */
+
+typedef struct report_diff report_diff_t;
+
+#define REPORT_DIFF_MAX_BYTES (256u << 20) /* largest JSON report accepted */
+
+/* Creates an empty comparison. Returns NULL when out of memory. */
+report_diff_t *report_diff_new(void);
+
+/* Frees D and everything it holds. NULL is a no-op. */
+void report_diff_free(report_diff_t *d);
+
+/* Parses TEXT (LEN bytes, not necessarily NUL-terminated; untrusted: json-c with a bounded
+ * depth, every count, index and string checked) as side WHICH of D: 0 the base, 1 the new
+ * recording. It needs the "lines", "stack_frames" and "stacks" of a version-1 report.
+ * Returns 0; SCRY_E_INVAL (bad argument, side already loaded); SCRY_E_CORRUPT (not JSON, not
+ * a scry report, a field of the wrong type, an index out of range); SCRY_E_UNSUPPORTED
+ * (another report version); SCRY_E_TOOBIG (more than REPORT_DIFF_MAX_BYTES, or more than
+ * 4 M frames, stacks or lines); SCRY_E_NOMEM. On failure MSG (MSGLEN bytes, may be NULL)
+ * says what is wrong and the side stays empty. TEXT is not kept. */
+int report_diff_load(report_diff_t *d, int which, const char *text, size_t len, char *msg,
+                     size_t msglen);
+
+/* Writes the comparison of D's two sides (both loaded) to OUT: REPORT_FORMAT_FLAMEGRAPH, a
+ * differential flame graph (the new recording's stacks, red where a frame's share of its
+ * profile's total grew, blue where it shrank), or REPORT_FORMAT_TEXT, the lines whose share
+ * changed most (OPT->top_lines, default 20; OPT->color). OPT may be NULL. Returns 0,
+ * SCRY_E_INVAL (NULL, a side not loaded, another format), SCRY_E_NOMEM or SCRY_E_IO. */
+int report_diff_write(report_diff_t *d, enum report_format fmt, FILE *out,
+                      const report_options_t *opt);
+
 #endif

@@ -145,6 +145,13 @@ struct report_profile {
     report__point_t foot[REPORT__FOOT_MAX];
 };
 
+/* profile.c: adds COUNT CPU samples of stack S (its frames, interned; tid, class python)
+ * weighing VALUE in all, without thread or time accounting (profiles rebuilt from a JSON
+ * report, diff.c). Returns 0, SCRY_E_INVAL (NULL, COUNT 0), SCRY_E_TOOBIG (totals would
+ * overflow) or SCRY_E_NOMEM. */
+int report__profile_add_cpu(report_profile_t *p, const scry_sample_t *s, uint64_t count,
+                            uint64_t value);
+
 /* scope.c: whether FILE is the user's code under P's include/exclude patterns. */
 int report__user_file(const report_profile_t *p, const char *file);
 /* Copies the include/exclude arrays of META into P (strings duplicated). Returns 0 or
@@ -289,5 +296,11 @@ int report__write_text(report_profile_t *p, FILE *out, const report_options_t *o
 int report__write_flamegraph(report_profile_t *p, FILE *out, const report_options_t *o);
 int report__write_html(report_profile_t *p, FILE *out, const report_options_t *o);
 int report__write_pprof(report_profile_t *p, FILE *out, const report_options_t *o);
+/* fmt_flamegraph.c: the differential flame graph of NEWP against BASEP (CPU metric): widths
+ * are NEWP's, each frame red when its share of NEWP's total grew over its share of BASEP's,
+ * blue when it shrank. The two profiles' strings must come from one string table (frames
+ * are matched by pointer). Returns 0, SCRY_E_NOMEM or SCRY_E_IO. */
+int report__write_flamegraph_diff(report_profile_t *newp, report_profile_t *basep, FILE *out,
+                                  const report_options_t *o);
 
 #endif

@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""Whole-program features of scry (issue 13) against real interpreters: 'scry diff'.
+
+usage: test_whole.py SCRY [PYTHON]
+
+diff: a workload whose hot function changes between two runs (shift_workload.py: grower()
+gets 25% of the CPU in the base run and 75% in the new one, steady() the rest) is recorded
+twice with -f json; 'scry diff -f text' must list grower's line first with a change of
++50 points (within 15) and steady's with -50; 'scry diff -f flamegraph' must draw grower's
+frames red and steady's blue; a report compared with itself shows no change.
+diff_bad_input: hostile or wrong files give a clear message and exit status 1, never a
+crash. The runner is tests/lib/scrytest's: one PASS/FAIL/SKIP line per test.
+"""
+import json
+import os
+import re
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
+import scrytest as st  # noqa: E402
+
+SHIFT = os.path.join(HERE, "shift_workload.py")
+TOL_PP = 15.0  # percentage points: the shares are set by process-CPU quotas
+
+
+def marker(path, tag):
+    with open(path) as f:
+        for n, text in enumerate(f, 1):
+            if text.rstrip().endswith("# " + tag):
+                return n
+    raise st.Fail("no marker %s in %s" % (tag, path))
+
+
+def record_json(c, mode, name):
+    out = c.path(name)
+    res = c.scry_ok(["record", "-q", "-f", "json", "-o", out, "-r", "200", "--"]
+                    + c.interp.argv(c.stage(SHIFT), mode, "2"), timeout=120)
+    st.check(os.path.exists(out), "no %s: %s" % (name, res))
+    return out
+
+
+ROW = re.compile(r"^\s*([\d.]+)%\s+([\d.]+)%\s+([+-][\d.]+)%\s+(.*)$")
+
+
+def text_rows(out):
+    rows = []
+    for line in out.splitlines():
+        m = ROW.match(line)
+        if m:
+            rows.append((float(m.group(1)), float(m.group(2)), float(m.group(3)), m.group(4)))
+    return rows
+
+
+FRAME = re.compile(r'<g class="f"[^>]*><title>([^<]*)</title><rect [^>]*fill="rgb\((\d+),(\d+),(\d+)\)"')
+
+
+def run_diff(c):
+    check = c.expect
+    base = record_json(c, "base", "base.json")
+    new = record_json(c, "new", "new.json")
+    gl, sl = marker(SHIFT, "GROWER_LINE"), marker(SHIFT, "STEADY_LINE")
+    res = c.scry_ok(["diff", base, new, "-f", "text"])
+    rows = text_rows(res.out)
+    check(len(rows) >= 2, "text: at least two changed lines\n%s" % res.out)
+    if len(rows) < 2:
+        return
+    first = rows[0]
+    check("grower (" in first[3] and (":%d)" % gl) in first[3],
+          "text: grower's line %d is first: %s" % (gl, first[3]))
+    check(abs(first[2] - 50) <= TOL_PP, "text: grower's share grew by %.1f points "
+          "(truth +50 +- %.0f)" % (first[2], TOL_PP))
+    st_rows = [r for r in rows if "steady (" in r[3] and (":%d)" % sl) in r[3]]
+    check(st_rows and abs(st_rows[0][2] + 50) <= TOL_PP,
+          "text: steady's share shrank by about 50 points: %s" % (st_rows[:1],))
+    # the base share in the diff is the base report's own figure
+    with open(base) as f:
+        b = json.load(f)
+    bl = [x for x in b["lines"] if x["line"] == gl and x["function"].endswith("grower")]
+    check(bl and abs(bl[0]["total_pct"] - first[0]) < 0.01,
+          "text: base share %.2f is the base report's %s" % (first[0], bl[:1]))
+
+    svg = c.path("diff.svg")
+    c.scry_ok(["diff", base, new, "-o", svg])  # the format from the .svg name
+    with open(svg) as f:
+        doc = f.read()
+    check("Differential Flame Graph" in doc, "flamegraph: titled as a differential graph")
+    frames = FRAME.findall(doc)
+    grow = [f for f in frames if f[0].startswith("grower (")]
+    shrink = [f for f in frames if f[0].startswith("steady (")]
+    red = lambda f: int(f[1]) == 255 and int(f[2]) == int(f[3]) < 200  # noqa: E731
+    blue = lambda f: int(f[3]) == 255 and int(f[1]) == int(f[2]) < 200  # noqa: E731
+    check(grow and all(red(f) for f in grow), "flamegraph: grower is red %s" % grow[:2])
+    check(shrink and all(blue(f) for f in shrink), "flamegraph: steady is blue %s" % shrink[:2])
+
+    res = c.scry_ok(["diff", new, new])
+    check(not text_rows(res.out), "text: a report against itself shows no change\n%s" % res.out)
+    return "grower +%.1f points, first; red/blue in the flame graph" % first[2]
+
+
+def run_bad_input(c):
+    check = c.expect
+    good = record_json(c, "base", "good.json")
+    with open(good) as f:
+        doc = json.load(f)
+    cases = {}
+
+    def case(name, text):
+        p = c.path(name)
+        with open(p, "w") as f:
+            f.write(text)
+        cases[name] = p
+
+    case("empty.json", "")
+    case("notjson.json", "{not json")
+    case("deep.json", "[" * 100000 + "]" * 100000)
+    case("other.json", json.dumps({"format": "speedscope"}))
+    old = dict(doc)
+    del old["stacks"]
+    case("nostacks.json", json.dumps(old))
+    bad = dict(doc)
+    bad["stacks"] = [{"frames": [0, 10 ** 9], "samples": 1, "value": 1}]
+    case("badindex.json", json.dumps(bad))
+    bad = dict(doc)
+    bad["stacks"] = [{"frames": [0], "samples": -5, "value": 1}]
+    case("negative.json", json.dumps(bad))
+    bad = dict(doc)
+    bad["stacks"] = [{"frames": [0] * 5000, "samples": 1, "value": 1}]
+    case("toodeep.json", json.dumps(bad))
+    bad = dict(doc)
+    bad["version"] = 7
+    case("version.json", json.dumps(bad))
+    bad = dict(doc)
+    bad["lines"] = [{"file": 3, "line": 1, "function": "f", "kind": "python", "total_pct": 1}]
+    case("badline.json", json.dumps(bad))
+    cases["missing.json"] = c.path("missing.json")
+    cases["directory"] = c.tmp
+    for name, p in sorted(cases.items()):
+        for args in (["diff", p, good], ["diff", good, p, "-f", "flamegraph"]):
+            res = c.scry(args)
+            msg = res.err.strip()
+            check(res.rc == 1 and msg.startswith("scry: ") and "\n" not in msg,
+                  "%s: exit 1 with one message (rc %d: %s)" % (name, res.rc, st.short(msg, 160)))
+    for args, what in ((["diff", good], "one file"), (["diff", good, good, good], "three files"),
+                       (["diff", good, good, "-f", "html"], "format html"),
+                       (["diff", good, good, "--pid", "1"], "--pid")):
+        res = c.scry(args)
+        check(res.rc == 2 and res.err.startswith("scry: "),
+              "refused: %s (rc %d: %s)" % (what, res.rc, st.short(res.err, 160)))
+    return "%d bad files refused" % len(cases)
+
+
+def main():
+    if len(sys.argv) < 2:
+        print(__doc__)
+        return 2
+    scry = os.path.abspath(sys.argv[1])
+    python = sys.argv[2] if len(sys.argv) > 2 else "/usr/bin/python3"
+    try:
+        interp = st.from_path(python)
+    except st.Skip as e:
+        return st.skip_all("whole", e, 2)
+    tests = st.Tests()
+    tests.add("diff", run_diff)
+    tests.add("diff_bad_input", run_bad_input)
+    patterns = [a for a in sys.argv[3:]]
+    return st.run(tests.select(patterns), lambda t: st.Ctx(t.name, interp, scry,
+                                                           prefix="scry-whole"), "whole")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
