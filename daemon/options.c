@@ -73,6 +73,9 @@ static const opt_spec_t opt_table[] = {
      "repeatable)"},
     {"all-lines", 0, OPT_FLAG, offsetof(scry_config_t, all_lines), REC, NULL,
      "line views charge the innermost Python line (library lines too), not the user's line"},
+    {"function", 'F', OPT_FLAG, offsetof(scry_config_t, function), REC, NULL,
+     "aggregate by function instead of line: every Python frame at its function's first line "
+     "(stack formats: flamegraph, collapsed, speedscope, pprof, json)"},
     {"quiet", 'q', OPT_FLAG, offsetof(scry_config_t, quiet), REC, NULL,
      "do not print the summary line"},
     {"window", 'w', OPT_DOUBLE, offsetof(scry_config_t, window_s), TOP, "SECONDS",
@@ -428,6 +431,15 @@ static int check_conflicts(scry_config_t *cfg)
                         "use --sampler ptrace (or leave --sampler out)\n");
         return SCRY_E_INVAL;
     }
+    if (cfg->function &&
+        (cfg->format_id == REPORT_FORMAT_TEXT || cfg->format_id == REPORT_FORMAT_HTML)) {
+        fprintf(stderr,
+                "scry: --function is for stack formats (flamegraph, collapsed, speedscope, "
+                "pprof, json); the %s report already lists its hottest functions\n",
+                report_format_name((enum report_format)cfg->format_id));
+        return SCRY_E_INVAL;
+    }
+    cfg->open_opts.function_lines = cfg->function;
     cfg->open_opts.assume_minor = cfg->assume_minor;
     cfg->open_opts.discovery = PYSTATE_DISCOVERY_ALL;
     if (cfg->discovery) {

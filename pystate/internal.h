@@ -36,7 +36,8 @@ typedef struct pystate_codecache {
 
 struct pystate_target {
     pid_t pid;
-    int discovery; /* enum pystate_discovery */
+    int discovery;      /* enum pystate_discovery */
+    int function_lines; /* pystate_open_opts_t.function_lines */
     rmem_t *mem;
     strtab_t *strings;
     pystate_layout_t layout;

@@ -89,8 +89,11 @@ enum pystate_discovery {
 };
 
 typedef struct pystate_open_opts {
-    int assume_minor; /* as pystate_target_open_as; 0 = none */
-    int discovery;    /* enum pystate_discovery */
+    int assume_minor;   /* as pystate_target_open_as; 0 = none */
+    int discovery;      /* enum pystate_discovery */
+    int function_lines; /* every Python frame (stacks and pystate_resolve_code) carries its
+                           function's first line (co_firstlineno) instead of the line being
+                           run: samples aggregate by function (--function) */
 } pystate_open_opts_t;
 
 /* pystate_target_open with options (OPTS NULL: the defaults, all zero). An unknown

@@ -454,7 +454,9 @@ static int resolve_thread(pystate_target_t *t, pystate_snapshot_t *s, size_t i)
             scry_frame_t *f = &th->frames[n];
             f->function = code->function;
             f->file = code->file;
-            f->line = r->has_offset ? pystate__code_line(t, code, r->offset) : 0;
+            f->line = t->function_lines ? code->firstlineno
+                      : r->has_offset   ? pystate__code_line(t, code, r->offset)
+                                        : 0;
             f->kind = SCRY_FRAME_PYTHON;
             th->entry[n] = r->entry;
             if (n == 0) {

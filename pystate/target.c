@@ -266,6 +266,7 @@ int pystate_target_open_opts(pid_t pid, strtab_t *strings, const pystate_open_op
         return SCRY_E_NOMEM;
     t->pid = pid;
     t->discovery = opts->discovery;
+    t->function_lines = opts->function_lines != 0;
     t->strings = strings;
     t->pthread_tid_offset = -1;
     t->info.pid = pid;
@@ -463,7 +464,7 @@ int pystate_resolve_code(pystate_target_t *t, raddr_t code, uint32_t offset, scr
         return SCRY_E_FAULT;
     out->function = c->function;
     out->file = c->file;
-    out->line = pystate__code_line(t, c, offset);
+    out->line = t->function_lines ? c->firstlineno : pystate__code_line(t, c, offset);
     out->kind = SCRY_FRAME_PYTHON;
     return 0;
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Whole-program features of scry (issue 13) against real interpreters: 'scry diff'.
+"""Whole-program features of scry (issue 13) against real interpreters.
 
-usage: test_whole.py SCRY [PYTHON]
+usage: test_whole.py SCRY PYTHON [TEST...]   (PYTHON a path or a scrytest label: 3.12, 3.14d)
 
 diff: a workload whose hot function changes between two runs (shift_workload.py: grower()
 gets 25% of the CPU in the base run and 75% in the new one, steady() the rest) is recorded
@@ -9,7 +9,11 @@ twice with -f json; 'scry diff -f text' must list grower's line first with a cha
 +50 points (within 15) and steady's with -50; 'scry diff -f flamegraph' must draw grower's
 frames red and steady's blue; a report compared with itself shows no change.
 diff_bad_input: hostile or wrong files give a clear message and exit status 1, never a
-crash. The runner is tests/lib/scrytest's: one PASS/FAIL/SKIP line per test.
+crash.
+function: spread_workload.py gives hot() 70% and cold() 30% of its CPU, each spread over
+several lines; 'record -F -f collapsed' must show each function as frames at its def line
+only (a line profile shows several lines), with shares 70/30 within 15 points.
+The runner is tests/lib/scrytest's: one PASS/FAIL/SKIP line per test.
 """
 import json
 import os
@@ -21,6 +25,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
 import scrytest as st  # noqa: E402
 
 SHIFT = os.path.join(HERE, "shift_workload.py")
+SPREAD = os.path.join(HERE, "spread_workload.py")
 TOL_PP = 15.0  # percentage points: the shares are set by process-CPU quotas
 
 
@@ -150,20 +155,63 @@ def run_bad_input(c):
     return "%d bad files refused" % len(cases)
 
 
+def function_frames(text, script):
+    """{function: {line: samples}} of SCRIPT's frames hot and cold in collapsed TEXT (each
+    stack counted once per distinct frame of the function)."""
+    base = os.path.basename(script)
+    out = {"hot": {}, "cold": {}}
+    for row in text.splitlines():
+        stack, _, n = row.rpartition(" ")
+        seen = set()
+        for fr in stack.split(";"):
+            m = re.match(r"^(hot|cold) \((.*):(\d+)\)$", fr)
+            if m and os.path.basename(m.group(2)) == base and (m.group(1), m.group(3)) not in seen:
+                seen.add((m.group(1), m.group(3)))
+                d = out[m.group(1)]
+                d[int(m.group(3))] = d.get(int(m.group(3)), 0) + int(n)
+    return out
+
+
+def run_function(c):
+    check = c.expect
+    script = c.stage(SPREAD)
+    hot_def, cold_def = marker(SPREAD, "HOT_DEF"), marker(SPREAD, "COLD_DEF")
+    _, fn_text = c.record(["-q", "-F", "-r", "200", "--"] + c.interp.argv(script, "2"),
+                          "collapsed", name="function.txt", timeout=120)
+    _, line_text = c.record(["-q", "-r", "200", "--"] + c.interp.argv(script, "1"),
+                            "collapsed", name="lines.txt", timeout=120)
+    fn, ln = function_frames(fn_text, script), function_frames(line_text, script)
+    check(set(fn["hot"]) == {hot_def}, "-F: hot() only at its def line %d: %s"
+          % (hot_def, fn["hot"]))
+    check(set(fn["cold"]) == {cold_def}, "-F: cold() only at its def line %d: %s"
+          % (cold_def, fn["cold"]))
+    check(len(ln["hot"]) >= 2 and hot_def not in ln["hot"],
+          "without -F: hot() at its lines (several, not the def line): %s" % ln["hot"])
+    h, co = sum(fn["hot"].values()), sum(fn["cold"].values())
+    share = 100.0 * h / (h + co) if h + co else 0
+    check(abs(share - 70) <= TOL_PP, "-F: hot() %.1f%% of hot+cold (truth 70 +- %.0f)"
+          % (share, TOL_PP))
+    res = c.scry(["record", "-F", "-f", "html", "-o", c.path("x.html"), "--pid", "1"])
+    check(res.rc == 2 and "stack formats" in res.err, "-F with html refused: %s" % res.err.strip())
+    return "hot %.1f%% at line %d" % (share, hot_def)
+
+
 def main():
     if len(sys.argv) < 2:
         print(__doc__)
         return 2
     scry = os.path.abspath(sys.argv[1])
     python = sys.argv[2] if len(sys.argv) > 2 else "/usr/bin/python3"
-    try:
-        interp = st.from_path(python)
-    except st.Skip as e:
-        return st.skip_all("whole", e, 2)
     tests = st.Tests()
     tests.add("diff", run_diff)
     tests.add("diff_bad_input", run_bad_input)
+    tests.add("function", run_function)
     patterns = [a for a in sys.argv[3:]]
+    try:
+        interp = st.from_path(python) if python.startswith("/") else st.find(python)
+    except st.Skip as e:
+        return st.skip_all("whole" if python.startswith("/") else python, e,
+                           len(tests.select(patterns)))
     return st.run(tests.select(patterns), lambda t: st.Ctx(t.name, interp, scry,
                                                            prefix="scry-whole"), "whole")
 
