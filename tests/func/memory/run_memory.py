@@ -352,11 +352,13 @@ def t_exit(c, mode):
 @test("tail_keep")
 def t_tail(c, mode):
     """The last 20 MB the main module allocates, a few milliseconds before it ends, are
-    part of what it keeps (truth: 2000 x getsizeof(bytes(10000)) = 19.1 MiB)."""
-    run = cached(c, "tail", mode)
+    part of what it keeps (truth: 2000 x getsizeof(bytes(10000)) = 19.1 MiB). Sampled every
+    4 KiB on average: nearly every 10 kB block is sampled (relative error under 1%), so 5%
+    is a real failure; at the default 128 KiB it would be 8% (two CI failures in a row)."""
+    run = cached(c, "tail", mode, scry_extra=("--memory-sample-bytes", 4096))
     want = 2000 * (10000 + 33) / MB  # written before the allocation (it ends the program)
     e = run.line("tail_keep")
-    return within(e["net_mb"], want, TOL_KEEP, "net of the last line")
+    return within(e["net_mb"], want, 0.05, "net of the last line")
 
 
 @test("overflow_1byte", modes=("launch",))
@@ -481,6 +483,18 @@ def t_sigkill(c, mode):
                               c.tpath(ready), "--max-seconds", 100), log_name="speed.log")
     info = c.wait_json(ready, p, "workload speed ready")
     pid = info["pid"]
+    # An untouched twin on the same CPU as the target: the two take turns on it, so what the
+    # machine does to that CPU meanwhile (frequency, a busy sibling) slows both alike, and
+    # the target's speed after the kill is judged against the twin's over the same windows.
+    tlog, tstop = os.path.join(c.tmp, "twin-rates.jsonl"), os.path.join(c.tmp, "twin-stop")
+    tready = os.path.join(c.tmp, "twin-ready.json")
+    twin = c.spawn(c.interp.argv(c.workload, "speed", "--log", c.tpath(tlog), "--stop",
+                                 c.tpath(tstop), "--truth", c.tpath(tlog + ".truth"), "--ready",
+                                 c.tpath(tready), "--max-seconds", 100), log_name="twin.log")
+    tpid = c.wait_json(tready, twin, "twin speed ready")["pid"]
+    cpu = max(os.sched_getaffinity(0))
+    for x in (pid, tpid):
+        os.sched_setaffinity(x, {cpu})
     time.sleep(3.0)
     t_before = now()
     out = os.path.join(c.tmp, "killed.json")
@@ -516,8 +530,9 @@ def t_sigkill(c, mode):
     state = re.search(r"State:\s*(\S)", status).group(1)
     check(tracer == "0", "target still traced by %s after scry's death" % tracer)
     check(state not in ("T", "t"), "target left stopped (state %s)" % state)
-    with open(stop, "w"):
-        pass
+    for x in (stop, tstop):
+        with open(x, "w"):
+            pass
     try:
         rc = p.wait(30)
     except subprocess.TimeoutExpired:
@@ -526,17 +541,20 @@ def t_sigkill(c, mode):
     with open(truth) as f:
         tr = json.load(f)
     check(tr.get("total_ok"), "target computed a wrong result after the kill: %s" % tr)
-    rows = read_windows(log)
+    twin.wait(30)
+    rows, trows = read_windows(log), read_windows(tlog)
     before = per_iter(rows, 0, t_before)
     during = per_iter(rows, t_before + 0.5, t_kill)
     after = per_iter(rows, t_after, t_end)
-    ratio = after[0] / before[0]
+    tbefore, tafter = per_iter(trows, 0, t_before), per_iter(trows, t_after, t_end)
+    ratio = (after[0] / before[0]) / (tafter[0] / tbefore[0])
     wall_ratio = after[1] / before[1]
     plain = path.replace(" (deleted)", "") if path else path
     left = " ring file %s left in /dev/shm" % plain if plain and os.path.exists(plain) else ""
-    detail = ("CPU us/iteration before %.1f, profiled %.1f, after SIGKILL %.1f (x%.2f; wall "
-              "x%.2f); target finished, result right;%s" % (
-                  before[0], during[0], after[0], ratio, wall_ratio, left))
+    detail = ("CPU us/iteration before %.1f, profiled %.1f, after SIGKILL %.1f; untouched twin "
+              "%.1f -> %.1f; x%.2f against the twin (wall x%.2f alone); target finished, result "
+              "right;%s" % (before[0], during[0], after[0], tbefore[0], tafter[0], ratio,
+                            wall_ratio, left))
     check(ratio <= SPEED_RATIO, "slower after the kill: " + detail)
     return detail
 
