@@ -354,7 +354,7 @@ def t_tail(c, mode):
     """The last 20 MB the main module allocates, a few milliseconds before it ends, are
     part of what it keeps (truth: 2000 x getsizeof(bytes(10000)) = 19.1 MiB). Sampled every
     4 KiB on average: nearly every 10 kB block is sampled (relative error under 1%), so 5%
-    is a real failure; at the default 128 KiB it would be 8% (two CI failures in a row)."""
+    is a real failure (at the default 128 KiB the sampling error alone was 8%)."""
     run = cached(c, "tail", mode, scry_extra=("--memory-sample-bytes", 4096))
     want = 2000 * (10000 + 33) / MB  # written before the allocation (it ends the program)
     e = run.line("tail_keep")
