@@ -8,6 +8,7 @@ usage: run_lines.py --scry PATH --python LABEL [-k PATTERN] [--smoke] [-v]
 --smoke runs only the torn-stack test. Harness: tests/lib/scrytest (docs/testing.md).
 """
 import json
+import math
 import os
 import sys
 
@@ -52,14 +53,28 @@ def line_shares(report, truth):
     return dict((n, 100.0 * v / s if s else 0.0) for n, v in got.items()), s / total * 100 if total else 0
 
 
-def check_shares(report, truth, out, min_hold):
+HOLD_TOL = 6.0  # percentage points: the measured lines' share of all samples vs their CPU
+
+
+def check_shares(report, truth, out, min_hold=None):
+    """Each measured line's share of the measured lines within SHARE_TOL points of its CPU
+    time. The measured lines' share of all samples: within HOLD_TOL of their share of the
+    loop's CPU time (attach: scry sees the loop only), or at least MIN_HOLD (launch: the
+    start-up is in the profile too)."""
     cpu = out["cpu"]
     tsum = sum(cpu.values())
     want = dict((n, 100.0 * v / tsum) for n, v in cpu.items())
     got, hold = line_shares(report, dict(truth, measured=list(cpu)))
+    hold_truth = 100.0 * tsum / out["loop_cpu"]
     detail = ", ".join("%s %.1f%% (truth %.1f%%)" % (n, got[n], want[n]) for n in sorted(cpu))
-    detail += "; measured lines hold %.1f%% of the samples (%d)" % (hold, report["samples"])
-    check(hold >= min_hold, "the user's lines hold only %.1f%% (< %.0f%%): %s" % (hold, min_hold, detail))
+    detail += "; measured lines hold %.1f%% of the samples (%d; truth %.1f%% of the loop)" % (
+        hold, report["samples"], hold_truth)
+    if min_hold is None:
+        check(abs(hold - hold_truth) <= HOLD_TOL, "the measured lines hold %.1f%% of the samples, "
+              "truth %.1f%%: %s" % (hold, hold_truth, detail))
+    else:
+        check(hold >= min_hold, "the user's lines hold only %.1f%% (< %.0f%%): %s" % (
+            hold, min_hold, detail))
     for n in cpu:
         check(abs(got[n] - want[n]) <= SHARE_TOL, "line %s: %.1f%% vs truth %.1f%%: %s" % (n, got[n], want[n], detail))
     return detail
@@ -69,7 +84,9 @@ def run_libheavy(c, launch, memory):
     out_path = c.path("out.json")
     rep_path = c.path("report.json")
     args = ["--seconds", "6", "--out", out_path]
-    flags = ["--rate", "200"] + (["--memory"] if memory else [])
+    # 1 kHz: about 6,000 samples, so a line's share has a sampling error under 1 point
+    # (at 200 Hz on a loaded 2-core machine: ~300 samples, 2.7 points, and 5-point misses).
+    flags = ["--rate", "1000"] + (["--memory"] if memory else [])
     if launch:
         ready = c.path("ready.json")
         c.scry_ok(["record", "-q", "-f", "json", "-o", rep_path] + flags + ["--"] +
@@ -89,9 +106,10 @@ def run_libheavy(c, launch, memory):
 @TESTS("lines_attach")
 def t_lines_attach(c):
     """csv/json/re (and np.concatenate) lines: each line's share of the measured lines within
-    5 points of its CPU time, the lines of this file holding >= 80% of the samples."""
+    5 points of its CPU time; their share of all samples within 6 points of their share of
+    the loop's CPU time."""
     report, truth, out = run_libheavy(c, launch=False, memory=False)
-    return check_shares(report, truth, out, 80.0)
+    return check_shares(report, truth, out)
 
 
 def mem_net(report, truth, name):
@@ -226,13 +244,23 @@ def torn_kind(frames, truth):
     return None
 
 
+def poisson_tail(k, lam):
+    """P(X >= K) for X ~ Poisson(LAM)."""
+    term = cdf = math.exp(-lam)
+    for i in range(1, k):
+        term *= lam / i
+        cdf += term
+    return max(0.0, 1.0 - cdf) if k > 0 else 1.0
+
+
 @TESTS("torn_attach", smoke=True)
 def t_torn_attach(c):
-    """A call-heavy program sampled at 500 Hz for 4 s without stopping it: < 0.5% of the
-    samples are truncated, start at a stray root, have an impossible depth or a caller the
-    program cannot have; what was dropped is counted in the report's errors."""
+    """A call-heavy program sampled at 1 kHz for 4 s without stopping it: at most 0.5% of
+    the samples (2.5% on 3.12+ for now) are truncated, start at a stray root, have an
+    impossible depth or a caller the program cannot have (a one-sided Poisson test at 1%);
+    what was dropped is counted in the report's errors."""
     p, truth = workload(c, "calls.py", ["--seconds", "30"])
-    _, text = c.record(["-q", "--pid", p.pid, "--rate", "500", "--duration", "4"], "collapsed",
+    _, text = c.record(["-q", "--pid", p.pid, "--rate", "1000", "--duration", "4"], "collapsed",
                        "calls.txt")
     rep = c.path("calls.json")
     stacks = st.parse_collapsed(text)
@@ -247,7 +275,10 @@ def t_torn_attach(c):
     detail = "%d samples, %d bad (%.2f%%) %s" % (total, nbad, pct, bad)
     check(total >= 300, "too few samples: " + detail)
     limit = TORN_MAX_PCT_312 if tuple(c.interp.version[:2]) >= (3, 12) else TORN_MAX_PCT
-    check(pct < limit, detail + " (limit %.1f%%)" % limit)
+    # A few bad samples out of a few thousand: judged as a count, not a ratio. It fails when
+    # a true rate at the limit would give this many bad samples less than 1% of the time.
+    p_value = poisson_tail(nbad, limit / 100.0 * total)
+    check(p_value >= 0.01, detail + " (limit %.1f%%: P=%.4f at the limit)" % (limit, p_value))
     # the report says what was dropped, by kind
     c.scry_ok(["record", "-q", "-f", "json", "-o", rep, "--pid", p.pid, "--rate", "500",
                "--duration", "1"])

@@ -4,7 +4,7 @@ through __array_function__, np.ones), so a profiler that charges the leaf line p
 csv.py, json/decoder.py, re.py, base64.py or numpy's files instead of here.
 
 Truth: each measured line's thread CPU time (time.thread_time around it), summed over the
-run and written to --out at exit; the bytes kept by the KEEP lines (launch mode sees every
+run, and the whole loop's, written to --out at exit; the bytes kept by the KEEP lines (launch mode sees every
 allocation: the runner checks memory there). Line numbers through #@NAME@ markers, in
 --ready.
 """
@@ -83,6 +83,7 @@ def main():
              "lines": dict((n, _wl.marker_line(me, n)) for n in names + ["KEEP", "ONES"])}
     _wl.write_json(args.ready, truth)
     deadline = time.time() + args.seconds if args.seconds > 0 else None
+    loop0 = time.thread_time()
     while not _wl.Stop.flag and (deadline is None or time.time() < deadline):
         for n in names:
             t0 = time.thread_time()
@@ -93,7 +94,7 @@ def main():
             kept["KEEP"] = work_keep(kept["KEEP"])
         if np is not None and kept["ONES"] < KEEP_CAP:
             kept["ONES"] = work_ones(kept["ONES"])
-    _wl.write_json(args.out, {"cpu": cpu, "kept": kept})
+    _wl.write_json(args.out, {"cpu": cpu, "kept": kept, "loop_cpu": time.thread_time() - loop0})
 
 
 main()
