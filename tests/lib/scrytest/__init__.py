@@ -17,6 +17,6 @@ from .clock import Deadline, now, since  # noqa: F401
 from .interp import Interpreter, find, from_path, pyenv_root, sid_root  # noqa: F401
 from .interp import HOST_LABELS, LABELS, PYENV_LABELS, SID_LABELS  # noqa: F401
 from .known import compare_shares, load_json, parse_collapsed, rel_err, shares, within  # noqa: F401
-from .procs import Ctx, Result, clean_env, task_states, task_tids  # noqa: F401
+from .procs import Ctx, Result, clean_env, cpu_seconds, task_states, task_tids  # noqa: F401
 from .runner import Fail, Skip, Tests, XFail, add_common_args, check, run, short  # noqa: F401
 from .runner import setup_failed, skip_all  # noqa: F401

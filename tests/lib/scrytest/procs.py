@@ -70,6 +70,13 @@ def task_states(pid):
     return out
 
 
+def cpu_seconds(pid):
+    """User + system CPU seconds PID has used so far (all its threads; /proc/PID/stat)."""
+    with open("/proc/%d/stat" % pid, "rb") as f:
+        fields = f.read().rsplit(b")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def kill_stray(pid):
     """SIGKILL to PID and to its process group unless that group is ours."""
     try:
