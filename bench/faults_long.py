@@ -67,7 +67,7 @@ def report(runs, seconds, cycles_asked, seed):
                    ", ".join(label for label, _ in runs)),
         "",
         "| mode | cycles | %s | %s |" % (" | ".join(sigs), " | ".join(outs)),
-        "|---|---:|%s|%s|" % ("---:|" * len(sigs), "---:|" * len(outs)),
+        "|---|---:|" + "---:|" * (len(sigs) + len(outs)),
     ]
     for name in sorted(modes):
         row = modes[name]

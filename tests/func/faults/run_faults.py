@@ -447,6 +447,9 @@ def main():
     ap.add_argument("--signal", action="append", default=[], choices=SIGNALS,
                     help="only this signal (repeatable; default: all)")
     a = ap.parse_args()
+    # scry must start with SIGINT at its default action even when this runner was started
+    # with it ignored (a background job): a handler of ours is reset at exec, SIG_IGN is not.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     seed = a.seed if a.seed is not None else int(time.time() * 1000) % 1000000007
     print("seed %d (replay: --seed %d --cycles %d)" % (seed, seed, a.cycles))
     sel = tests.select(a.k)
