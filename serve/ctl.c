@@ -2,6 +2,7 @@
 #include "ctl.h"
 #include "log.h"
 #include "scry_err.h"
+#include "scry_time.h"
 #include "store.h"
 
 #include <errno.h>
@@ -226,9 +227,7 @@ const serve_ctl_stats_t *serve_ctl_stats(const serve_ctl_t *c)
 
 static uint64_t now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+    return scry_now_ns() / 1000000u;
 }
 
 /* Writes all of BUF within the deadline. Returns 0 or -1. */

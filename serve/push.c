@@ -2,6 +2,7 @@
 #include "push.h"
 #include "log.h"
 #include "scry_err.h"
+#include "scry_time.h"
 #include "store.h"
 
 #include <curl/curl.h>
@@ -542,16 +543,14 @@ int serve_push_enqueue(serve_push_t *p, const char *service, const serve_push_la
 
 int serve_push_drain(serve_push_t *p, double timeout_s)
 {
-    struct timespec t0, t;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    uint64_t t0 = scry_now_ns();
     for (;;) {
         spool_ent_t *list;
         int n = spool_list(p->spool_dir, &list, NULL);
         free(list);
         if (n <= 0)
             return 0;
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        if ((double)(t.tv_sec - t0.tv_sec) + (double)(t.tv_nsec - t0.tv_nsec) * 1e-9 >= timeout_s)
+        if ((double)(scry_now_ns() - t0) * 1e-9 >= timeout_s)
             return SCRY_E_TIMEOUT;
         struct timespec nap = {0, 50 * 1000 * 1000};
         nanosleep(&nap, NULL);
