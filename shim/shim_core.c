@@ -661,7 +661,14 @@ __attribute__((constructor)) static void shim_init(void)
     debug_enabled = dbg && *dbg && *dbg != '0';
     pthread_atfork(NULL, NULL, atfork_child);
     const char *path = getenv("SCRY_RING");
-    if (path && *path) {
+    if (preloaded < 0)
+        preloaded = shim__interposed();
+    /* SCRY_RING is launch mode's, for a preloaded shim. Loaded by an injector into a
+     * program that inherited it (launch mode's fallback for a program in another root),
+     * the ring is not ours to take, and waiting for it would hold the borrowed thread. */
+    if (path && *path && !preloaded) {
+        debug("loaded by an injector: ignoring SCRY_RING=", path);
+    } else if (path && *path) {
         int err = scry_shim_attach(path);
         if (err)
             debug("not attached to ", path);
