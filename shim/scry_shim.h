@@ -26,7 +26,7 @@
  * thread is inside it). Never blocks: a concurrent attach returns SCRY_E_AGAIN.
  * Never calls into the interpreter except Py_IsInitialized/Py_AddPendingCall and the
  * lookups of Python's symbols (dlsym: needs the loader lock, like the dlopen before it).
- * Threads start sampling within 16 MiB of their next allocations.
+ * Threads start sampling within 64 KiB of their next allocations (SHIM_IDLE_STRIDE).
  *
  * Returns 0, or SCRY_E_INVAL (bad path), SCRY_E_NOTFOUND (cannot open), SCRY_E_CORRUPT
  * (not a valid ring), SCRY_E_IO (mmap failed), SCRY_E_PERM (ring claimed by another

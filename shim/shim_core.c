@@ -201,6 +201,14 @@ static void emit(const shim_ring_view_t *v, uint8_t kind, uint8_t origin, uint64
     shim__ring_count(v, kind, weight, lost);
 }
 
+/* Nonzero when no ring is active and none is to be let go of: the slow paths only restart
+ * the idle countdown (two relaxed loads, no clock, no shared counter). */
+static int nothing_to_do(void)
+{
+    return !__atomic_load_n(&active_view, __ATOMIC_RELAXED) &&
+           !__atomic_load_n(&release_pending, __ATOMIC_RELAXED);
+}
+
 /* Common entry of the sampling slow paths. Returns the active view, counted in (give it
  * back with leave()), with t->busy set; or NULL (busy left as it was) when not recording.
  * A thread that finds no ring while one is still to be let go of asks for the teardown. */
@@ -259,6 +267,11 @@ void shim__alloc_slow(void *p, size_t n, uint8_t origin, uint8_t flags)
         return; /* the PyMem hook around us counts these bytes (it restores the countdown) */
     if (t->busy)
         return; /* our own allocations; stays negative, sampled on the next call */
+    if (nothing_to_do()) {
+        t->alloc_left = SHIM_IDLE_STRIDE;
+        t->alloc_armed = 0;
+        return;
+    }
     uint64_t now;
     const shim_ring_view_t *v = enter(t, &now);
     uint64_t mean = v ? __atomic_load_n(&v->hdr->alloc_mean, __ATOMIC_RELAXED) : 0;
@@ -315,6 +328,11 @@ void shim__copy_slow(void *dst, size_t n)
     shim_tls_t *t = &shim__tls;
     if (t->busy)
         return;
+    if (nothing_to_do()) {
+        t->copy_left = SHIM_IDLE_STRIDE;
+        t->copy_armed = 0;
+        return;
+    }
     uint64_t now;
     const shim_ring_view_t *v = enter(t, &now);
     uint64_t mean = v ? __atomic_load_n(&v->hdr->copy_mean, __ATOMIC_RELAXED) : 0;

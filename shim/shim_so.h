@@ -8,9 +8,12 @@
 
 #include "shim_internal.h"
 
-/* While no ring is active, threads re-enter the slow path only every this many bytes, to
- * notice a (re-)attach: the cost is a few loads per 16 MiB allocated. */
-#define SHIM_IDLE_STRIDE ((int64_t)16 << 20)
+/* While no ring is usable, threads re-enter the slow path every this many bytes, to notice
+ * a (re-)attach: a thread cannot be reached from another, so this bounds what a session
+ * misses of each thread that existed before it (less than one sample at the default mean;
+ * 16 MiB hid a whole slowly allocating thread pool from a second session). Without any
+ * ring the slow path is two loads (shim__alloc_slow), so the cost is nil. */
+#define SHIM_IDLE_STRIDE ((int64_t)64 << 10)
 /* Until the PyMem hooks are scheduled, slow paths run at least every this many bytes (the
  * stride is split, not shortened: no bias), so the hooks go in right after Py init. */
 #define SHIM_POLL_STRIDE ((int64_t)32 << 10)

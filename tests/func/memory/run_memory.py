@@ -307,6 +307,36 @@ def t_threads(c, mode):
     return "4 threads: %s; %s" % (d, d2)
 
 
+@test("reattach_pool", modes=("attach",))
+def t_reattach(c, mode):
+    """Threads that existed before the shim was injected and allocated through the end of a
+    first session are all sampled in a second: the line they keep memory on has its bytes
+    (within 15%), and every worker thread has memory samples."""
+    out1, out2 = os.path.join(c.tmp, "reattach1.json"), os.path.join(c.tmp, "reattach2.json")
+    truth = os.path.join(c.tmp, "reattach-truth.json")
+    ready = os.path.join(c.tmp, "reattach-ready.json")
+    p = c.spawn(c.workload_args("reattach", truth, ["--ready", c.tpath(ready)]),
+                log_name="reattach.log")
+    info = c.wait_json(ready, p, "workload reattach ready")
+    pid = c.interp.host_pid(p.pid) if c.interp.isolation else info["pid"]
+    r1 = c.scry(["record", "--memory", "-q", "-d", "1.5", "-f", "json", "-o", out1, "--pid", pid])
+    check(r1.rc == 0, "first session: scry exited %d: %s" % (r1.rc, short(r1.err)))
+    r2 = c.scry(["record", "--memory", "-f", "json", "-o", out2, "--pid", pid])
+    try:
+        wrc = p.wait(60)
+    except subprocess.TimeoutExpired:
+        raise Fail("the attached workload did not finish 60 s after scry ended")
+    check(wrc == 0, "the workload exited %s: %s" % (wrc, short(c.proc_log(p))))
+    run = Run(c, "reattach", mode, out2, truth, r2.rc, r2.err, wrc, "json")
+    e = run.line("reattach_keep")
+    d = within(e["alloc_mb"], run.truth["reattach_keep_bytes"] / MB, TOL_ALLOC, "alloc")
+    per = dict((t["name"], t.get("memory_samples", 0)) for t in run.doc.get("threads", []))
+    workers = dict(("W%d" % i, per.get("W%d" % i, 0)) for i in range(4))
+    check(all(workers.values()), "worker threads without memory samples: %s; %s" % (
+        workers, d))
+    return "second session: %s; memory samples per worker %s" % (d, workers)
+
+
 @test("fork_subprocess")
 def t_fork(c, mode):
     run = cached(c, "fork", mode)

@@ -180,6 +180,51 @@ def thread_keep(out, i):
     out[i] = mine
 
 
+def reattach(truth, ready, truth_path, limit):
+    """A pool whose threads exist before scry's first session and churn through its end,
+    then keep memory in a second session (issue 11: an attached --memory session must see
+    every thread, whatever that thread did before). Truth: the bytes the second phase kept."""
+    go, keep_go = threading.Event(), threading.Event()
+    stop = [False]
+    out = [None] * 4
+
+    def worker(i):
+        go.wait(limit)
+        while not stop[0]:
+            b = bytes(10000)  # churned: the threads pass the first session's end
+            del b
+            time.sleep(0.0005)
+        keep_go.wait(limit)
+        mine = []
+        for _ in range(2000):
+            b = bytes(10000)  # MARK:reattach_keep
+            mine.append(b)
+        out[i] = mine
+
+    ts = [threading.Thread(target=worker, args=(i,), name="W%d" % i) for i in range(4)]
+    for t in ts:
+        t.start()
+    write_json(ready, truth)
+    truth["ring1"], truth["ring1_wait_s"], _ = wait_ring(limit)  # the first session
+    go.set()
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < limit:  # until the first session is over
+        ring = find_ring()
+        h = ring_header(ring) if ring else None
+        if not h or h[3] != 1:
+            break
+        time.sleep(0.005)
+    time.sleep(0.3)  # the workers allocate after its end
+    stop[0] = True
+    truth["ring"], truth["ring_wait_s"], truth["ring_header"] = wait_ring(limit)  # the second
+    keep_go.set()
+    for t in ts:
+        t.join()
+    truth["reattach_keep_bytes"] = sum(sys.getsizeof(b) for o in out for b in o)
+    write_json(truth_path, truth)
+    return out
+
+
 def parent_keep():
     out = []
     for _ in range(1000):
@@ -292,6 +337,8 @@ def main():
     np = None
     if case in ("numpy", "bench_numpy"):
         import numpy as np
+    if case == "reattach":
+        return reattach(truth, ready, truth_path, wait_limit)
     write_json(ready, truth)
     if wait_limit > 0:
         ring, waited, header = wait_ring(wait_limit)
