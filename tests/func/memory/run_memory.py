@@ -334,7 +334,9 @@ def t_reattach(c, mode):
     workers = dict(("W%d" % i, per.get("W%d" % i, 0)) for i in range(4))
     check(all(workers.values()), "worker threads without memory samples: %s; %s" % (
         workers, d))
-    return "second session: %s; memory samples per worker %s" % (d, workers)
+    hooks = bool(run.truth["ring_header"][5] & 0x8)  # SCRY_RING_SHIM_PY_HOOKS
+    return "second session: %s; memory samples per worker %s; PyMem hooks %s" % (
+        d, workers, "in" if hooks else "not in (yet) when the keeping began")
 
 
 @test("fork_subprocess")
