@@ -44,6 +44,8 @@ typedef struct scry_sample {
     uint64_t bytes;          /* memory metrics: bytes it stands for */
     uint64_t address;        /* memory metrics: the block's address (alloc/free matching) */
     int32_t tid;             /* OS thread id */
+    int32_t ns_tid;          /* the id the target knows the thread by, when it differs
+                                from tid (its own PID namespace: a container); else 0 */
     const char *thread_name; /* interned; "" when unknown */
     uint8_t metric;          /* enum scry_metric */
     uint8_t cls;             /* enum scry_class (CPU); for ALLOC 0=python 1=native origin */

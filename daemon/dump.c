@@ -6,6 +6,7 @@
 #include "report.h"
 #include "sampler.h"
 #include "scry_err.h"
+#include "scry_proc.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -32,6 +33,7 @@ static void collect(const scry_sample_t *s, void *ctx)
     memcpy(frames, s->frames, s->nframes * sizeof *frames);
     t->frames = frames;
     t->tid = s->tid;
+    t->ns_tid = s->ns_tid;
     t->name = s->thread_name;
     t->gil = s->gil;
     t->running = s->running;
@@ -76,7 +78,12 @@ int cmd_dump(const scry_config_t *cfg)
     const pystate_info_t *info = pystate_target_info(t);
     char what[600];
     procinfo_describe(info->pid, what, sizeof what);
+    proc_container_t ct;
+    report_container_t rct;
+    int in_container = procinfo_container(info->pid, &ct, &rct);
     report_dump_t doc = {.pid = info->pid,
+                         .ns_pid = info->ns_pid != info->pid ? info->ns_pid : 0,
+                         .container = in_container ? &rct : NULL,
                          .process = what,
                          .version = info->version,
                          .interp_path = info->interp_path,

@@ -9,6 +9,7 @@
 #include "report.h"
 #include "sampler.h"
 #include "scry_err.h"
+#include "scry_proc.h"
 #include "scry_time.h"
 #include "srcread.h"
 
@@ -200,8 +201,13 @@ int cmd_record(const scry_config_t *cfg)
         fprintf(stderr, "scry: the report will show no source: %s\n", scry_strerror(serr));
     struct timespec wall;
     clock_gettime(CLOCK_REALTIME, &wall);
+    proc_container_t ct;
+    report_container_t rct;
+    int in_container = procinfo_container(info->pid, &ct, &rct);
     report_meta_t meta = {
         .pid = info->pid,
+        .ns_pid = info->ns_pid != info->pid ? info->ns_pid : 0,
+        .container = in_container ? &rct : NULL,
         .python_version = info->version,
         .command = command,
         .rate_hz = cfg->rate_hz,
@@ -329,12 +335,16 @@ int cmd_record(const scry_config_t *cfg)
                      " (%llu unreadable ticks, %llu torn stacks dropped, %llu bad memory records)",
                      (unsigned long long)end.err_rounds, (unsigned long long)end.err_torn,
                      (unsigned long long)end.err_records);
+        char where[128] = "";
+        if (in_container)
+            snprintf(where, sizeof where, " in container %s%s%.12s", ct.runtime,
+                     ct.runtime[0] ? ":" : "", ct.id);
         fprintf(stderr,
-                "scry: %llu samples in %.1f s at %.0f Hz (%.0f Hz achieved) from pid %d (Python "
+                "scry: %llu samples in %.1f s at %.0f Hz (%.0f Hz achieved) from pid %d%s (Python "
                 "%s), %llu errors%s, late %llu of %llu ticks (max %.1f ms), %.1f us per tick; "
                 "sampler: %s%s%s; wrote %s\n",
                 (unsigned long long)st->samples, elapsed, cfg->rate_hz, end.rate_achieved_hz,
-                (int)info->pid, info->version, (unsigned long long)end.errors, errs,
+                (int)info->pid, where, info->version, (unsigned long long)end.errors, errs,
                 (unsigned long long)st->late, (unsigned long long)st->ticks, end.late_max_ms,
                 busy_us, sampler_backend_desc(smp), lostbuf,
                 end.target_exited ? "; the target exited while sampling, kept what was collected"

@@ -118,7 +118,8 @@ const sampler_stats_t *sampler_stats(const sampler_t *s)
 
 /* A thread's name and its root-frame label, cached per tid and refreshed about once a
  * second (names change rarely; reading /proc each sample would cost three syscalls). */
-static const thread_label_t *thread_label(sampler_t *s, pid_t tid, const char *pyname, uint64_t now)
+static const thread_label_t *thread_label(sampler_t *s, pid_t tid, pid_t ns_tid, const char *pyname,
+                                          uint64_t now)
 {
     thread_label_t *l = &s->labels[((uint32_t)tid * 2654435761u) % SAMPLER_LABELS];
     if (l->tid == tid && l->pyname == pyname && now - l->stamp < 1000000000ull)
@@ -127,7 +128,10 @@ static const thread_label_t *thread_label(sampler_t *s, pid_t tid, const char *p
     /* The Python thread name (threading) when there is one, else the OS one (comm). */
     if (!pyname)
         procinfo_thread_name(pystate_target_info(s->target)->pid, tid, name, sizeof name);
-    snprintf(label, sizeof label, "thread %d (%s)", (int)tid, pyname ? pyname : name);
+    char own[48] = ""; /* a container's own id of the thread, when it differs */
+    if (ns_tid > 0 && ns_tid != tid)
+        snprintf(own, sizeof own, " [tid %d in its namespace]", (int)ns_tid);
+    snprintf(label, sizeof label, "thread %d%s (%s)", (int)tid, own, pyname ? pyname : name);
     l->tid = tid;
     l->stamp = now;
     l->pyname = pyname;
@@ -191,13 +195,14 @@ void sampler__emit(sampler_t *s, const pystate_thread_t *th, const unwind_frame_
         for (size_t i = 0; i < nt; i++)
             s->frames[n++] = (scry_frame_t){tl[i], s->s_empty, 0, SCRY_FRAME_OTHER};
     }
-    const thread_label_t *label = thread_label(s, th->tid, th->name, time_ns);
+    const thread_label_t *label = thread_label(s, th->tid, th->ns_tid, th->name, time_ns);
     if (s->cfg.threads)
         s->frames[n++] = (scry_frame_t){label->label, s->s_empty, 0, SCRY_FRAME_THREAD};
     scry_sample_t smp = {
         .time_ns = time_ns,
         .weight_ns = weight,
         .tid = th->tid,
+        .ns_tid = th->ns_tid != th->tid ? th->ns_tid : 0,
         .thread_name = label->name,
         .metric = SCRY_METRIC_CPU,
         .cls = cls,

@@ -90,6 +90,68 @@ char proc_threads_state(proc_threads_t *p, pid_t tid, uint64_t *wall_delta_ns);
  * PROC_NO_DELTA on the first call. Returns 0 or SCRY_E_GONE. */
 int proc_threads_cpu(proc_threads_t *p, pid_t tid, uint64_t *cpu_delta_ns);
 
+/* ---- thread ids across PID namespaces (tidmap.c) --------------------------------------
+ * A process in its own PID namespace (a container) stores its own thread ids
+ * (threading.get_native_id(), glibc's struct pthread): those are the last column of NSpid;
+ * /proc and ptrace take the first. The map of one process, from
+ * /proc/PID/task/TID/status. For a process in the namespace of scry's /proc, every
+ * lookup is the identity and reads nothing. */
+typedef struct proc_tidmap proc_tidmap_t;
+
+/* Creates the map of process PID (reads its NSpid once). NULL when out of memory or PID
+ * is not positive. A process that cannot be read is taken as not nested. */
+proc_tidmap_t *proc_tidmap_new(pid_t pid);
+
+/* Frees. NULL is a no-op. */
+void proc_tidmap_free(proc_tidmap_t *m);
+
+/* 1 when the process's PID namespace is not the one /proc shows (ids differ), else 0. */
+int proc_tidmap_nested(const proc_tidmap_t *m);
+
+/* The process id as the process itself sees it (its PID when not nested; 0 for NULL). */
+pid_t proc_tidmap_ns_pid(const proc_tidmap_t *m);
+
+/* Rereads the thread list, keeping the pairs of threads still listed and reading the
+ * status of new ones. Returns 0, SCRY_E_GONE, SCRY_E_NOMEM or SCRY_E_INVAL. */
+int proc_tidmap_refresh(proc_tidmap_t *m);
+
+/* The host id of the thread the process knows as NS_TID (proc_tidmap_to_host), or the
+ * process's own id of host thread HOST_TID (proc_tidmap_to_ns); 0 when no thread has it
+ * now. A miss rereads the list (at most every 10 ms, so a thread that just started is
+ * found and a stale id costs little). */
+pid_t proc_tidmap_to_host(proc_tidmap_t *m, pid_t ns_tid);
+pid_t proc_tidmap_to_ns(proc_tidmap_t *m, pid_t host_tid);
+
+/* Stores the process's own ids of its threads (rereading the list) in OUT, at most CAP;
+ * returns the count (0 on failure). */
+size_t proc_tidmap_ns_tids(proc_tidmap_t *m, pid_t *out, size_t cap);
+
+/* ---- container identity (cgroup.c) -------------------------------------------------- */
+#define PROC_CONTAINER_ID_LEN 64
+
+typedef struct proc_container {
+    char cgroup[1024]; /* the cgroup v2 path (the "0::" line), else the first line's */
+    char id[PROC_CONTAINER_ID_LEN + 1]; /* the 64-hex container id (lower case), or "" */
+    char runtime[16];     /* "docker", "containerd", "cri-o", "podman" by the path's pattern,
+                             "" when no id or an unknown pattern */
+    char id_cgroup[1024]; /* the path the id was found in (v1 systems: not cgroup) */
+} proc_container_t;
+
+/* Finds the last run of exactly 64 hex digits in the LEN bytes at CG (docker, containerd,
+ * CRI-O and podman name their cgroups after the container id: docker-ID.scope, /docker/ID,
+ * cri-containerd-ID.scope, crio-ID.scope, libpod-ID.scope) and stores it lower case in
+ * OUT. Returns 1 when found, else 0 (OUT = ""). */
+int proc_container_id(const char *cg, size_t len, char out[PROC_CONTAINER_ID_LEN + 1]);
+
+/* Parses /proc/PID/cgroup content (LEN bytes, need not be terminated) into *OUT: the id is
+ * the v2 line's when it has one, else the first v1 line's. Returns 0, SCRY_E_INVAL or
+ * SCRY_E_CORRUPT (no "ID:CONTROLLERS:PATH" line). Paths are cut to fit. */
+int proc_parse_cgroup(const char *text, size_t len, proc_container_t *out);
+
+/* Reads /proc/PID/cgroup (at most 8 KiB) into *OUT. Returns 0, SCRY_E_GONE, SCRY_E_PERM,
+ * SCRY_E_IO, SCRY_E_INVAL or SCRY_E_CORRUPT. */
+int proc_read_container(pid_t pid, proc_container_t *out);
+
 /* ---- ptrace primitives ---------------------------------------------------------------
  * Everything uses PTRACE_SEIZE (never PTRACE_ATTACH): seizing sends no SIGSTOP, the target
  * cannot observe it, and a tracer that dies detaches its tracees automatically. Waits are

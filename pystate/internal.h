@@ -4,6 +4,7 @@
 
 #include "prefetch.h"
 #include "pystate.h"
+#include "scry_proc.h"
 
 #include <string.h>
 #include "threadnames.h"
@@ -56,6 +57,7 @@ struct pystate_target {
     pystate_stats_t stats;
     const char *s_unknown; /* interned "<unknown>" */
     const char *s_empty;
+    proc_tidmap_t *tidmap; /* the process's own thread ids to host ids (containers) */
     pystate_names_t names; /* Python thread names (threadnames.h; sample.c refreshes) */
 };
 

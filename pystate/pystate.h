@@ -29,6 +29,8 @@ typedef struct pystate_target pystate_target_t;
 
 typedef struct pystate_info {
     pid_t pid;
+    pid_t ns_pid; /* the pid the process knows itself by (its own PID namespace: a
+                     container's); equal to pid when scry shares its namespace */
     int major, minor, micro;
     uint32_t version_hex;          /* PY_VERSION_HEX when known, else 0 */
     char version[32];              /* "3.11.7" (micro may be "?" when only the minor is known) */
@@ -44,7 +46,9 @@ typedef struct pystate_info {
 typedef struct pystate_thread {
     raddr_t tstate;
     uint64_t pthread_id;
-    int32_t tid; /* OS thread id; 0 when it could not be found */
+    int32_t tid;    /* OS thread id (scry's /proc and ptrace view); 0 when not found */
+    int32_t ns_tid; /* the id the process itself stores (threading.get_native_id()): in a
+                       container its own PID namespace's; else equal to tid */
     int32_t interp_id;
     uint8_t gil;          /* holds the GIL (last holder while the GIL is locked) */
     uint8_t truncated;    /* the depth bound (PYSTATE_MAX_DEPTH) cut the stack */

@@ -429,7 +429,8 @@ static int resolve_thread(pystate_target_t *t, pystate_snapshot_t *s, size_t i)
         }
         th->tstate = w->tstate;
         th->pthread_id = w->pthread_id;
-        th->tid = w->tid ? w->tid : pystate__tid_from_pthread(t, w->pthread_id);
+        th->ns_tid = w->tid ? w->tid : pystate__tid_from_pthread(t, w->pthread_id);
+        th->tid = proc_tidmap_to_host(t->tidmap, th->ns_tid);
         th->interp_id = w->interp_id;
         th->gil = 0;
         th->truncated = w->truncated;
@@ -658,20 +659,8 @@ int32_t pystate__tid_from_pthread(pystate_target_t *t, uint64_t pthread_id)
         return 0;
     /* Learn the offset of 'tid' in glibc's struct pthread once: the first 4-byte aligned
      * field that holds one of the process's thread ids. */
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/task", (int)t->pid);
-    DIR *d = opendir(path);
-    if (!d)
-        return 0;
-    int32_t tids[4096];
-    size_t ntids = 0;
-    struct dirent *de;
-    while ((de = readdir(d)) && ntids < 4096) {
-        int v = atoi(de->d_name);
-        if (v > 0)
-            tids[ntids++] = v;
-    }
-    closedir(d);
+    pid_t tids[4096]; /* as the process knows them: in a container, its namespace's */
+    size_t ntids = proc_tidmap_ns_tids(t->tidmap, tids, 4096);
     for (int64_t off = 0; off + 4 <= (int64_t)sizeof buf; off += 4) {
         int32_t v = (int32_t)pystate__u32_at(buf, sizeof buf, off);
         for (size_t i = 0; i < ntids; i++)

@@ -274,7 +274,10 @@ int pystate_target_open_opts(pid_t pid, strtab_t *strings, const pystate_open_op
     t->s_unknown = strtab_intern(strings, "<unknown>");
     t->s_empty = strtab_intern(strings, "");
     t->prefetch = pystate__pf_new();
-    if (!t->mem || !t->prefetch || !t->s_unknown || !t->s_empty ||
+    t->tidmap = proc_tidmap_new(pid);
+    if (t->tidmap)
+        t->info.ns_pid = proc_tidmap_ns_pid(t->tidmap);
+    if (!t->mem || !t->prefetch || !t->tidmap || !t->s_unknown || !t->s_empty ||
         pystate__codecache_init(&t->codes) != 0) {
         err = SCRY_E_NOMEM;
         goto fail;
@@ -428,6 +431,7 @@ void pystate_target_free(pystate_target_t *t)
         return;
     pystate__codecache_fini(&t->codes);
     pystate__pf_free(t->prefetch);
+    proc_tidmap_free(t->tidmap);
     rmem_free(t->mem);
     free(t);
 }

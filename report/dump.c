@@ -18,11 +18,21 @@ static const char *state_word(const report_dump_thread_t *t)
 
 static void write_text(const report_dump_t *d, FILE *out)
 {
-    fprintf(out, "Process %d: %s\nPython v%s (%s; runtime found by %s)\n", (int)d->pid,
+    char nsbuf[48] = "";
+    if (d->ns_pid)
+        snprintf(nsbuf, sizeof nsbuf, " [pid %d in its namespace]", (int)d->ns_pid);
+    fprintf(out, "Process %d%s: %s\nPython v%s (%s; runtime found by %s)\n", (int)d->pid, nsbuf,
             str(d->process), str(d->version), str(d->interp_path), str(d->how_found));
+    if (d->container)
+        fprintf(out, "Container %s%s%s (cgroup %s)\n", str(d->container->runtime),
+                d->container->runtime && d->container->runtime[0] ? " " : "", str(d->container->id),
+                str(d->container->cgroup));
     for (size_t i = 0; i < d->nthreads; i++) {
         const report_dump_thread_t *t = &d->threads[i];
-        fprintf(out, "\nThread %d (%s%s): \"%s\"%s\n", (int)t->tid, state_word(t),
+        nsbuf[0] = 0;
+        if (t->ns_tid)
+            snprintf(nsbuf, sizeof nsbuf, " [tid %d in its namespace]", (int)t->ns_tid);
+        fprintf(out, "\nThread %d%s (%s%s): \"%s\"%s\n", (int)t->tid, nsbuf, state_word(t),
                 t->gil ? "+gil" : "", str(t->name), t->truncated ? " [truncated]" : "");
         for (uint32_t k = 0; k < t->nframes; k++) {
             const scry_frame_t *f = &t->frames[k];
@@ -43,12 +53,27 @@ static const char *boolean(int b)
 
 static void write_json(const report_dump_t *d, FILE *out)
 {
-    fprintf(out, "{\"pid\": %d, \"python_version\": ", (int)d->pid);
+    fprintf(out, "{\"pid\": %d, ", (int)d->pid);
+    if (d->ns_pid)
+        fprintf(out, "\"ns_pid\": %d, ", (int)d->ns_pid);
+    if (d->container) {
+        fprintf(out, "\"container\": {\"id\": ");
+        report_json_fputs(out, d->container->id);
+        fprintf(out, ", \"runtime\": ");
+        report_json_fputs(out, d->container->runtime);
+        fprintf(out, ", \"cgroup\": ");
+        report_json_fputs(out, d->container->cgroup);
+        fprintf(out, "}, ");
+    }
+    fprintf(out, "\"python_version\": ");
     report_json_fputs(out, d->version);
     fprintf(out, ", \"threads\": [");
     for (size_t i = 0; i < d->nthreads; i++) {
         const report_dump_thread_t *t = &d->threads[i];
-        fprintf(out, "%s\n  {\"tid\": %d, \"name\": ", i ? "," : "", (int)t->tid);
+        fprintf(out, "%s\n  {\"tid\": %d, ", i ? "," : "", (int)t->tid);
+        if (t->ns_tid)
+            fprintf(out, "\"ns_tid\": %d, ", (int)t->ns_tid);
+        fprintf(out, "\"name\": ");
         report_json_fputs(out, t->name);
         fprintf(out,
                 ", \"gil\": %s, \"gil_wait\": %s, \"state\": \"%s\", \"truncated\": %s, "

@@ -348,6 +348,17 @@ int report__write_json(report_profile_t *p, FILE *out, const report_options_t *o
         report__sb_puts(&b, "null");
     report__sb_putc(&b, ',');
     kstr(&b, "command", m->command ? m->command : "");
+    if (m->ns_pid)
+        report__sb_printf(&b, "\"ns_pid\":%d,", (int)m->ns_pid);
+    if (m->container) {
+        key(&b, "container");
+        report__sb_putc(&b, '{');
+        kstr(&b, "id", m->container->id);
+        kstr(&b, "runtime", m->container->runtime);
+        kstr(&b, "cgroup", m->container->cgroup);
+        unc(&b);
+        report__sb_puts(&b, "},");
+    }
     unc(&b);
     report__sb_puts(&b, "},\n");
     if (m->start_unix_ns > 0) {

@@ -24,7 +24,7 @@ typedef Perftools__Profiles__Function pb_func_t;
 typedef Perftools__Profiles__Mapping pb_map_t;
 
 #define PP_MAX_TYPES  5
-#define PP_MAX_LABELS 3
+#define PP_MAX_LABELS 4
 #define PP_CHUNK      65536
 #define PP_STR_MAX    (1u << 20) /* bytes of one string kept (longer ones are cut) */
 
@@ -324,6 +324,10 @@ static int build_samples(pp_t *x)
     if (!x->samples || !x->samplep || !x->locids || !x->values || !x->labels || !x->labelp)
         goto out;
     int64_t k_tid = pp_str(&x->strs, "thread_id"), k_tname = pp_str(&x->strs, "thread_name");
+    /* Every sample of a containerised target carries its container id (a label, so
+     * profiles of several containers can be merged and split again). */
+    int64_t k_container = pp_str(&x->strs, "container_id");
+    int64_t v_container = p->meta.container ? pp_str(&x->strs, p->meta.container->id) : 0;
     int64_t k_class = pp_str(&x->strs, "class"), v_class[REPORT__NCLASS];
     for (int c = 0; c < REPORT__NCLASS; c++)
         v_class[c] = pp_str(&x->strs, class_name(c));
@@ -379,6 +383,13 @@ static int build_samples(pp_t *x)
             lb[nl].str = v_class[c];
             lp[nl] = &lb[nl];
             nl++;
+            if (v_container) {
+                perftools__profiles__label__init(&lb[nl]);
+                lb[nl].key = k_container;
+                lb[nl].str = v_container;
+                lp[nl] = &lb[nl];
+                nl++;
+            }
             s->label = lp;
             s->n_label = nl;
             x->samplep[si++] = s;

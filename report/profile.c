@@ -297,7 +297,17 @@ report_profile_t *report_profile_new(const report_meta_t *meta)
     p->strs = strtab_new();
     p->end.gil_fraction = -1.0;
     p->foot_bucket_ns = 10000000; /* 10 ms, doubled as the run grows */
-    if (!p->strs || report__scope_copy(p, meta) < 0 ||
+    int copied = 1;
+    if (p->strs && meta->container) {
+        p->container.id = strtab_intern(p->strs, meta->container->id ? meta->container->id : "");
+        p->container.runtime =
+            strtab_intern(p->strs, meta->container->runtime ? meta->container->runtime : "");
+        p->container.cgroup =
+            strtab_intern(p->strs, meta->container->cgroup ? meta->container->cgroup : "");
+        p->meta.container = &p->container;
+        copied = p->container.id && p->container.runtime && p->container.cgroup;
+    }
+    if (!p->strs || !copied || report__scope_copy(p, meta) < 0 ||
         (meta->python_version && !p->meta.python_version) || (meta->command && !p->meta.command)) {
         report_profile_free(p);
         return NULL;

@@ -42,15 +42,25 @@ enum report_format {
 #define REPORT_METRIC_INUSE 4 /* bytes of sampled blocks still held at the end (leaks view) */
 #define REPORT_METRIC_PEAK  5 /* bytes held at the moment of the highest footprint (within 1%) */
 
+/* A target's container (proc_read_container): strings copied by the report. */
+typedef struct report_container {
+    const char *id;      /* 64 hex digits */
+    const char *runtime; /* "docker", "containerd", "cri-o", "podman" or "" */
+    const char *cgroup;  /* the cgroup path the id was found in */
+} report_container_t;
+
 typedef struct report_meta {
-    int32_t pid;                /* target pid */
-    const char *python_version; /* "3.12.1"; NULL when unknown */
-    const char *command;        /* target command line, arguments joined by spaces; NULL ok */
-    double rate_hz;             /* sampling rate */
-    int64_t start_unix_ns;      /* wall clock (CLOCK_REALTIME) at start; 0 when unknown */
-    uint64_t start_mono_ns;     /* CLOCK_MONOTONIC at start (time base of time_ns); 0: first
-                                   sample's time */
-    unsigned flags;             /* REPORT_F_* */
+    int32_t pid;    /* target pid */
+    int32_t ns_pid; /* its own pid when it differs (a container's PID namespace),
+                       else 0 */
+    const report_container_t *container; /* NULL: not in a container; copied */
+    const char *python_version;          /* "3.12.1"; NULL when unknown */
+    const char *command;    /* target command line, arguments joined by spaces; NULL ok */
+    double rate_hz;         /* sampling rate */
+    int64_t start_unix_ns;  /* wall clock (CLOCK_REALTIME) at start; 0 when unknown */
+    uint64_t start_mono_ns; /* CLOCK_MONOTONIC at start (time base of time_ns); 0: first
+                               sample's time */
+    unsigned flags;         /* REPORT_F_* */
     /* Which files are the user's code (line views charge a sample to its innermost frame in
      * the user's code; docs/usage.md "Whose line"). fnmatch(3) patterns on co_filename, '*'
      * matching '/' too: a file matching an EXCLUDE pattern is not the user's; else one
@@ -167,6 +177,7 @@ void report_format_names(char *buf, size_t len);
 /* One thread of a 'scry dump' (a snapshot of every thread's stack, leaf first). */
 typedef struct report_dump_thread {
     int32_t tid;
+    int32_t ns_tid; /* the target's own id when it differs from tid (a container), else 0 */
     const char *name;
     uint8_t gil;      /* holds the GIL */
     uint8_t running;  /* on a CPU (else idle) */
@@ -178,10 +189,12 @@ typedef struct report_dump_thread {
 
 typedef struct report_dump {
     int32_t pid;
-    const char *process;     /* "NAME (EXE)" */
-    const char *version;     /* Python version */
-    const char *interp_path; /* the interpreter's file */
-    const char *how_found;   /* how the runtime was found */
+    const char *process;                 /* "NAME (EXE)" */
+    const char *version;                 /* Python version */
+    const char *interp_path;             /* the interpreter's file */
+    const char *how_found;               /* how the runtime was found */
+    int32_t ns_pid;                      /* the target's own pid when it differs from pid, else 0 */
+    const report_container_t *container; /* NULL: not in a container */
     const report_dump_thread_t *threads;
     size_t nthreads;
 } report_dump_t;

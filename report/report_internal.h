@@ -93,7 +93,8 @@ typedef struct report__point {
 } report__point_t;
 
 struct report_profile {
-    report_meta_t meta; /* strings owned (duplicated) */
+    report_meta_t meta;           /* strings owned (duplicated) */
+    report_container_t container; /* meta.container points here; strings in strs */
     report_end_t end;
     int have_end;
     strtab_t *strs;            /* synthetic strings ("<unknown>") */

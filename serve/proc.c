@@ -1,6 +1,7 @@
 /* proc.c - process facts for target selection, from /proc. */
 #include "proc.h"
 #include "scry_err.h"
+#include "scry_proc.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -72,30 +73,6 @@ int serve_proc_uid(pid_t pid, uid_t *uid)
     return 0;
 }
 
-int serve_proc_container_id(const char *cg, char out[65])
-{
-    out[0] = '\0';
-    size_t run = 0;
-    const char *found = NULL;
-    for (const char *p = cg;; p++) {
-        if (*p && isxdigit((unsigned char)*p)) {
-            run++;
-            continue;
-        }
-        if (run == 64)
-            found = p - 64;
-        run = 0;
-        if (!*p)
-            break;
-    }
-    if (!found)
-        return 0;
-    for (int i = 0; i < 64; i++)
-        out[i] = (char)tolower((unsigned char)found[i]);
-    out[64] = '\0';
-    return 1;
-}
-
 static const char *base_name(const char *s)
 {
     const char *b = strrchr(s, '/');
@@ -131,34 +108,6 @@ static int maps_have_libpython(pid_t pid)
     return found;
 }
 
-/* The cgroup v2 path (the "0::PATH" line) of a /proc/PID/cgroup text, else the first
- * line's path. */
-static void cgroup_path(const char *text, char *out, size_t outlen)
-{
-    const char *first = NULL;
-    out[0] = '\0';
-    for (const char *line = text; line && *line;) {
-        const char *nl = strchr(line, '\n');
-        size_t len = nl ? (size_t)(nl - line) : strlen(line);
-        const char *c1 = memchr(line, ':', len);
-        const char *c2 = c1 ? memchr(c1 + 1, ':', len - (size_t)(c1 + 1 - line)) : NULL;
-        if (c2) {
-            const char *path = c2 + 1;
-            size_t plen = len - (size_t)(path - line);
-            if (strncmp(line, "0::", 3) == 0 || !first) {
-                if (plen >= outlen)
-                    plen = outlen - 1;
-                memcpy(out, path, plen);
-                out[plen] = '\0';
-                if (strncmp(line, "0::", 3) == 0)
-                    return;
-                first = path;
-            }
-        }
-        line = nl ? nl + 1 : NULL;
-    }
-}
-
 int serve_proc_read_command(pid_t pid, serve_proc_t *p)
 {
     char path[64];
@@ -188,7 +137,6 @@ int serve_proc_read_command(pid_t pid, serve_proc_t *p)
 
 int serve_proc_read(pid_t pid, serve_proc_t *p, int maps)
 {
-    char path[64];
     memset(p, 0, sizeof *p);
     p->pid = pid;
     if (serve_proc_identity(pid, &p->start_time, p->comm, sizeof p->comm) != 0)
@@ -197,11 +145,11 @@ int serve_proc_read(pid_t pid, serve_proc_t *p, int maps)
         return SCRY_E_NOPROC;
     if (serve_proc_read_command(pid, p) != 0)
         return SCRY_E_NOPROC;
-    char cg[4096];
-    snprintf(path, sizeof path, "/proc/%d/cgroup", (int)pid);
-    if (read_small(path, cg, sizeof cg) > 0)
-        cgroup_path(cg, p->cgroup, sizeof p->cgroup);
-    serve_proc_container_id(p->cgroup, p->container);
+    proc_container_t ct;
+    if (proc_read_container(pid, &ct) == 0) {
+        snprintf(p->cgroup, sizeof p->cgroup, "%s", ct.cgroup);
+        memcpy(p->container, ct.id, sizeof p->container);
+    }
     p->is_python = is_python_name(base_name(p->exe[0] ? p->exe : p->comm)) ||
                    is_python_name(p->comm) || (maps && maps_have_libpython(pid));
     return 0;

@@ -23,7 +23,7 @@ typedef struct serve_proc {
     size_t argc;
     char argbuf[SERVE_PROC_CMDLINE_MAX];
     char cgroup[1024];  /* the cgroup v2 path ("0::" line), else the first hierarchy's */
-    char container[65]; /* the 64-hex container id found in the cgroup path, or "" */
+    char container[65]; /* the 64-hex container id (proc_read_container), or "" */
     int is_python;      /* the executable is python* or libpython is mapped */
 } serve_proc_t;
 
@@ -43,11 +43,6 @@ int serve_proc_read_command(pid_t pid, serve_proc_t *p);
 
 /* The real uid of PID; returns 0 or SCRY_E_NOPROC. */
 int serve_proc_uid(pid_t pid, uid_t *uid);
-
-/* Finds the last run of exactly 64 hex digits in the cgroup path CG (docker, containerd,
- * cri-o and podman name their scopes after it) and copies it to OUT (65 bytes). Returns 1
- * when found, else 0 (OUT = ""). */
-int serve_proc_container_id(const char *cg, char out[65]);
 
 /* Derives a service name from a command line: "python3 -m pkg.mod" gives "pkg.mod",
  * "python3 /srv/app/web.py" gives "web", "/usr/bin/python3 /usr/bin/gunicorn app" gives

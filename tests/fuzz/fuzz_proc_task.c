@@ -1,4 +1,5 @@
-/* fuzz_proc_task.c - /proc/PID/task/TID/stat, syscall, schedstat and status (NSpid) parsers. Input:
+/* fuzz_proc_task.c - /proc/PID/task/TID/stat, syscall, schedstat, status (NSpid) and
+ * /proc/PID/cgroup parsers. Input:
  * one selector byte, then the file content. */
 #include "fuzz.h"
 #include "scry_err.h"
@@ -13,7 +14,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     memcpy(text, data, size);
     int rc;
-    switch (which % 4) {
+    switch (which % 5) {
     case 0: {
         char state = 0;
         rc = proc_parse_stat_state(text, size, &state);
@@ -31,6 +32,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_ASSERT(rc != 0 || (n >= 1 && n <= PROC_NSPID_MAX));
         if (rc == SCRY_E_NOTFOUND)
             rc = 0;
+        break;
+    }
+    case 4: {
+        proc_container_t ct;
+        rc = proc_parse_cgroup(text, size, &ct);
+        FUZZ_ASSERT(strlen(ct.cgroup) < sizeof ct.cgroup && strlen(ct.id) <= 64);
         break;
     }
     default: {

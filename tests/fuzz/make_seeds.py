@@ -91,6 +91,9 @@ def proc_files():
             put("common_status", status)
             put("proc_task", b"\x03" + status)
         put("proc_task", b"\x03NSpid:\t31337\t120\t1\n")
+        with open("/proc/%d/cgroup" % p.pid, "rb") as f:
+            put("proc_task", b"\x04" + f.read())
+        put("proc_task", b"\x04" + b"4:memory:/docker/" + b"ab" * 32 + b"\n0::/\n")
     finally:
         p.kill()
         p.wait()

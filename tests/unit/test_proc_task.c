@@ -165,11 +165,94 @@ static void test_listing(void)
     proc_threads_free(NULL);
 }
 
+static void test_cgroup(void)
+{
+    const char *id = "4f3c2b1a00112233445566778899aabbccddeeff00112233445566778899aabb";
+    char cg[1024], out[PROC_CONTAINER_ID_LEN + 1];
+    proc_container_t ct;
+    static const struct {
+        const char *fmt, *runtime;
+    } v2[] = {
+        {"0::/system.slice/docker-%s.scope\n", "docker"},
+        {"0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod12_34.slice/"
+         "cri-containerd-%s.scope\n",
+         "containerd"},
+        {"0::/kubepods/burstable/pod1234/crio-%s.scope", "cri-o"},
+        {"0::/machine.slice/libpod-%s.scope/container\n", "podman"},
+        {"0::/scry-test/docker-%s.scope\n", "docker"},
+    };
+    for (size_t i = 0; i < sizeof v2 / sizeof v2[0]; i++) {
+        int len = snprintf(cg, sizeof cg, v2[i].fmt, id);
+        CHECK_INT(proc_parse_cgroup(cg, (size_t)len, &ct), ==, 0, "case %zu", i);
+        CHECK_STR(ct.id, ==, id, "case %zu", i);
+        CHECK_STR(ct.runtime, ==, v2[i].runtime, "case %zu", i);
+        CHECK(strncmp(ct.cgroup, cg + 3, strlen(ct.cgroup)) == 0 && ct.cgroup[0] == '/',
+              "case %zu path %s", i, ct.cgroup);
+    }
+    /* cgroup v1 (Docker's cgroupfs driver), and a hybrid system whose v2 line is the root:
+     * the path stays the v2 one (what 'cgroup' rules match), the id comes from v1. */
+    int len = snprintf(cg, sizeof cg,
+                       "12:pids:/docker/%s\n4:memory:/docker/%s\n1:name=systemd:/docker/%s\n0::/\n",
+                       id, id, id);
+    CHECK_INT(proc_parse_cgroup(cg, (size_t)len, &ct), ==, 0);
+    CHECK_STR(ct.id, ==, id);
+    CHECK_STR(ct.runtime, ==, "docker");
+    CHECK_STR(ct.cgroup, ==, "/");
+    CHECK(strstr(ct.id_cgroup, "/docker/") == ct.id_cgroup, "%s", ct.id_cgroup);
+    /* Upper-case hex is folded; no id on a host session; 65 digits is not an id. */
+    static const char upper[] =
+        "0::/docker/4F3C2B1A00112233445566778899AABBCCDDEEFF00112233445566778899AABB\n";
+    CHECK_INT(proc_parse_cgroup(upper, sizeof upper - 1, &ct), ==, 0);
+    CHECK_STR(ct.id, ==, id);
+    static const char host[] = "0::/user.slice/user-0.slice/session-1.scope\n";
+    CHECK_INT(proc_parse_cgroup(host, sizeof host - 1, &ct), ==, 0);
+    CHECK_STR(ct.id, ==, "");
+    CHECK_STR(ct.runtime, ==, "");
+    CHECK_STR(ct.cgroup, ==, "/user.slice/user-0.slice/session-1.scope");
+    len = snprintf(cg, sizeof cg, "/x/%sa", id);
+    CHECK_INT(proc_container_id(cg, (size_t)len, out), ==, 0);
+    CHECK_STR(out, ==, "");
+    /* Bad input: no line with two colons; NULL. A path longer than the field is cut. */
+    CHECK_INT(proc_parse_cgroup("garbage\n", 8, &ct), ==, SCRY_E_CORRUPT);
+    CHECK_INT(proc_parse_cgroup(NULL, 0, &ct), ==, SCRY_E_INVAL);
+    char longp[3000] = "0::/";
+    memset(longp + 4, 'a', sizeof longp - 5);
+    longp[sizeof longp - 1] = 0;
+    CHECK_INT(proc_parse_cgroup(longp, strlen(longp), &ct), ==, 0);
+    CHECK_INT((int)strlen(ct.cgroup), ==, (int)sizeof ct.cgroup - 1);
+    /* Our own cgroup file reads. */
+    CHECK_INT(proc_read_container(getpid(), &ct), ==, 0);
+    CHECK_INT(ct.cgroup[0], ==, '/');
+    CHECK_INT(proc_read_container(0x7ffffff0, &ct), ==, SCRY_E_GONE);
+}
+
+/* In our own PID namespace the map is the identity and reads nothing per lookup. */
+static void test_tidmap_identity(void)
+{
+    pid_t me = getpid(), tid = (pid_t)syscall(SYS_gettid);
+    proc_tidmap_t *m = proc_tidmap_new(me);
+    CHECK(m != NULL);
+    CHECK_INT(proc_tidmap_nested(m), ==, 0);
+    CHECK_INT(proc_tidmap_ns_pid(m), ==, me);
+    CHECK_INT(proc_tidmap_to_host(m, tid), ==, tid);
+    CHECK_INT(proc_tidmap_to_ns(m, tid), ==, tid);
+    CHECK_INT(proc_tidmap_to_host(m, 0), ==, 0);
+    pid_t tids[8];
+    CHECK_INT((int)proc_tidmap_ns_tids(m, tids, 8), >=, 1);
+    CHECK_INT(tids[0], ==, me);
+    proc_tidmap_free(m);
+    proc_tidmap_free(NULL);
+    CHECK(proc_tidmap_new(0) == NULL);
+    CHECK_INT(proc_tidmap_nested(NULL), ==, 0);
+}
+
 int main(void)
 {
     test_parsers();
     test_nspid();
     test_readers();
     test_listing();
+    test_cgroup();
+    test_tidmap_identity();
     return check_summary("test_proc_task");
 }

@@ -37,24 +37,6 @@ static void test_service_names(void)
     }
 }
 
-static void test_container_ids(void)
-{
-    const char *id = "4f3c2b1a00112233445566778899aabbccddeeff00112233445566778899aabb";
-    char cg[512], out[65];
-    snprintf(cg, sizeof cg, "/system.slice/docker-%s.scope", id);
-    CHECK(serve_proc_container_id(cg, out) == 1 && strcmp(out, id) == 0, "docker: %s", out);
-    snprintf(cg, sizeof cg, "/kubepods/burstable/pod1234/cri-containerd-%s.scope", id);
-    CHECK(serve_proc_container_id(cg, out) == 1 && strcmp(out, id) == 0, "containerd: %s", out);
-    snprintf(cg, sizeof cg, "/docker/%s", id);
-    CHECK(serve_proc_container_id(cg, out) == 1 && strcmp(out, id) == 0, "v1: %s", out);
-    CHECK(serve_proc_container_id("/user.slice/user-0.slice/session-1.scope", out) == 0 &&
-              out[0] == 0,
-          "no container");
-    /* 65 hex digits is not an id */
-    snprintf(cg, sizeof cg, "/x/%sa", id);
-    CHECK(serve_proc_container_id(cg, out) == 0, "65 digits");
-}
-
 static pid_t spawn(const char *const argv[])
 {
     pid_t pid = fork();
@@ -161,7 +143,6 @@ static void test_real_processes(void)
 int main(void)
 {
     test_service_names();
-    test_container_ids();
     test_real_processes();
     return test_summary("test_serve_select");
 }

@@ -1,0 +1,299 @@
+#!/usr/bin/env python3
+"""scry on containerised targets, from the host (issue 8): real namespaces, no Docker.
+
+usage: run_containers.py --scry PATH [-k PATTERN] [-v]
+
+Each test starts Debian sid's python3.14 (the cached root of scripts/sid-root.sh) the way
+Docker starts a container: `unshare --pid --mount --uts --ipc --fork` with its own /proc,
+chrooted into the root, inside a cgroup named like Docker's (cgroup v2
+`.../docker-<64 hex>.scope`, or cgroup v1 `/docker/<64 hex>` in the pids hierarchy). The
+target (ctr_work.py) is pid 1 of its namespace and stores its own thread ids; scry runs on
+the host with the host pid. Checks: dump (host and container tids of every thread, thread
+names, idle flags, --native frames named, --json), record with known-answer CPU shares and
+exact lines (perf, ptrace and --blocking), the container id in the summary line, dump
+header, JSON (`target.container`) and pprof labels. Needs root, unshare and a writable
+cgroup hierarchy; without them every test is skipped with the reason. About 25 s.
+Stdlib only; one line "PASS|FAIL|SKIP name: detail" per test, then "N passed, N failed, N
+skipped"; exit 1 on a failure.
+"""
+import gzip
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "lib"))
+import scrytest as st  # noqa: E402
+from scrytest import Fail, Skip, check  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORK = os.path.join(HERE, "ctr_work.py")
+LABEL = "3.14"
+SHARE_TOL = 8.0  # points: burn_a/burn_b are 75/25 of the burner's own CPU time
+tests = st.Tests()
+
+
+class Cgroups(object):
+    """The suite's cgroups: a v2 group docker-<id>.scope and a v1 group docker/<id>."""
+
+    def __init__(self):
+        self.made = []
+        self.v2 = self.v1 = None
+        self.id2 = os.urandom(32).hex()
+        self.id1 = os.urandom(32).hex()
+        mounts = []
+        with open("/proc/self/mounts") as f:
+            for line in f:
+                dev, mnt, fstype, opts = line.split()[:4]
+                mounts.append((mnt, fstype, opts.split(",")))
+        v2 = [m for m, t, _ in mounts if t == "cgroup2"]
+        v1 = [m for m, t, o in mounts if t == "cgroup" and "pids" in o]
+        if v2:
+            self.v2 = self.make(v2[0], "scry-test.slice", "docker-%s.scope" % self.id2)
+        if v1:
+            self.v1 = self.make(v1[0], "docker", self.id1)
+
+    def make(self, mnt, parent, leaf):
+        path = os.path.join(mnt, parent)
+        try:
+            if not os.path.isdir(path):
+                os.mkdir(path)
+                self.made.append(path)
+            leafp = os.path.join(path, leaf)
+            os.mkdir(leafp)
+            self.made.append(leafp)
+            return leafp
+        except OSError as e:
+            print("    (no cgroup under %s: %s)" % (mnt, e))
+            return None
+
+    def remove(self):
+        """Removes what it made, deepest first (waits up to 5 s for the groups to empty)."""
+        for path in reversed(self.made):
+            d = st.Deadline(5)
+            while True:
+                try:
+                    os.rmdir(path)
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    if d.expired():
+                        print("    (could not remove %s)" % path)
+                        break
+                    time.sleep(0.1)
+
+
+CG = None
+
+
+def nspid_map(hpid):
+    """{own tid: host tid} of process HPID, from the host's /proc (NSpid: host first)."""
+    out = {}
+    for t in os.listdir("/proc/%d/task" % hpid):
+        with open("/proc/%d/task/%s/status" % (hpid, t)) as f:
+            for line in f:
+                if line.startswith("NSpid:"):
+                    ids = [int(x) for x in line.split()[1:]]
+                    out[ids[-1]] = ids[0]
+    return out
+
+
+def start_container(c, cgroup):
+    """Starts ctr_work.py as pid 1 of new PID/mount/UTS/IPC namespaces, chrooted into the sid
+    root with its own /proc, in cgroup CGROUP (a directory). Returns (host pid, truth)."""
+    root = c.interp.root
+    script = c.stage(WORK)
+    ready, out = c.path("ready.json"), c.path("out.json")
+    inner = ["unshare", "--pid", "--mount", "--uts", "--ipc", "--fork",
+             "--mount-proc=%s" % os.path.join(root, "proc")] + c.interp.argv(
+                 script, c.tpath(ready), c.tpath(out))
+    shell = 'echo $$ > "$1/cgroup.procs" && shift && exec "$@"'
+    p = c.spawn(["sh", "-c", shell, "sh", cgroup] + inner)
+    c.targets.append(("container", p))
+    c.out_path = out
+    truth = c.wait_json(ready, p, "container target")
+    check(truth["pid"] == 1, "the target is not pid 1 of its namespace: %s" % truth["pid"])
+    with open("/proc/%d/task/%d/children" % (p.pid, p.pid)) as f:
+        kids = [int(x) for x in f.read().split()]
+    check(len(kids) == 1, "unshare has children %s" % kids)
+    c.wrapper = p
+    return kids[0], truth
+
+
+def stop_container(c):
+    """SIGTERM to the target (the wrapper forwards nothing: signal the pid 1 directly),
+    then its truth."""
+    os.kill(c.hpid, 15)
+    c.wait(c.wrapper, 20, "container target")
+    c.release(c.wrapper)
+    return st.load_json(c.out_path, "truth")
+
+
+def needs(cg_attr):
+    path = getattr(CG, cg_attr) if CG else None
+    if not path:
+        raise Skip("no writable %s cgroup hierarchy" % ("v2" if cg_attr == "v2" else "v1"))
+    return path
+
+
+def dump_checks(c, hpid, truth, want_id):
+    """dump --json, three times: host tids mapped from the target's own, names, the
+    container; the burner running and the sleepers idle in most dumps (a thread read
+    through a wrong tid would have another thread's state). Returns a detail string."""
+    m = nspid_map(hpid)
+    states = dict((name, []) for name in truth["tids"])
+    for _ in range(3):
+        res = c.scry_ok(["dump", "--json", "--pid", hpid])
+        doc = json.loads(res.out)
+        check(doc.get("ns_pid") == 1, "dump ns_pid %r" % doc.get("ns_pid"))
+        ctr = doc.get("container") or {}
+        check(ctr.get("id") == want_id and ctr.get("runtime") == "docker",
+              "dump container %r, want docker %s" % (ctr, want_id))
+        by_name = dict((t["name"], t) for t in doc["threads"])
+        for name, own in truth["tids"].items():
+            t = by_name.get(name)
+            check(t is not None, "no thread %r in the dump: %s" % (name, sorted(by_name)))
+            check(t.get("ns_tid") == own and t["tid"] == m.get(own),
+                  "thread %s: dump tid %s ns_tid %s, want host %s (own %s)"
+                  % (name, t["tid"], t.get("ns_tid"), m.get(own), own))
+            check(t["tid"] != own, "thread %s: host and own tid are equal (%d)" % (name, own))
+            states[name].append(t["state"])
+        nap = by_name["napper"]["frames"]
+        check(nap and nap[0]["function"] == "nap" and nap[0]["line"] == truth["lines"]["nap"],
+              "napper's leaf %r" % (nap[:1],))
+    for name, want in (("burner", "running"), ("napper", "idle"), ("MainThread", "idle")):
+        check(states[name].count(want) >= 2, "%s: states %s, want mostly %s"
+              % (name, states[name], want))
+    return "tids %s" % ", ".join("%s %d->%d" % (n, o, m[o])
+                                 for n, o in sorted(truth["tids"].items()))
+
+
+@tests("dump")
+def t_dump(c):
+    """dump from the host: every thread by host tid with its own tid, names, idle flags,
+    --native frames named through the target's root, the container in the header."""
+    cg = needs("v2")
+    c.hpid, truth = start_container(c, cg)
+    detail = dump_checks(c, c.hpid, truth, CG.id2)
+    text = c.scry_ok(["dump", "--pid", c.hpid]).out
+    check("[pid 1 in its namespace]" in text, "text header: %s" % st.short(text, 300))
+    check(("Container docker %s" % CG.id2) in text, "no container line: %s" % st.short(text, 300))
+    tid = truth["tids"]["napper"]
+    check(re.search(r"^Thread \d+ \[tid %d in its namespace\] \(idle\): \"napper\"$" % tid,
+                    text, re.M), "no napper line: %s" % st.short(text, 600))
+    # --native: the native frames of a thread in time.sleep are named from the root's files.
+    nat = json.loads(c.scry_ok(["dump", "--json", "--native", "--pid", c.hpid]).out)
+    frames = [f for t in nat["threads"] if t["name"] == "napper" for f in t["frames"]]
+    natives = [f for f in frames if f["kind"] == "native"]
+    named = [f for f in natives if not f["function"].startswith("??")]
+    check(any(f["function"] == "nap" for f in frames), "no Python frame nap: %s" % frames[:8])
+    check(any(f["function"] == "clock_nanosleep" and f["file"] == "libc.so.6" for f in named),
+          "clock_nanosleep (libc.so.6) not named: %s" % [(f["function"], f["file"])
+                                                          for f in natives])
+    # The interpreter's own symbols (sid's python3.14 is stripped of most: PyEval_EvalCode
+    # below the main thread's module frame is exported) come from the root's executable.
+    every = [f for t in nat["threads"] for f in t["frames"] if f["kind"] == "native"]
+    exe = [f["function"] for f in every
+           if f["file"] == "python3.14" and not f["function"].startswith("??")]
+    check(exe, "no named python3.14 frame: %s" % [(f["function"], f["file"]) for f in every])
+    return "%s; napper: %d of %d native frames named; python3.14: %s" % (
+        detail, len(named), len(natives), ", ".join(sorted(set(exe))[:3]))
+
+
+def shares_of(doc, lines):
+    """({burn_a, burn_b: self_pct}, their samples) of a JSON report; FAILs unless each
+    function's hottest line is its marked line."""
+    pct, n = {"burn_a": 0.0, "burn_b": 0.0}, 0
+    for fn in doc["functions"]:
+        if fn["file"].endswith("ctr_work.py") and fn["function"] in pct:
+            pct[fn["function"]] += fn["self_pct"]
+            n += fn["self_samples"]
+    for k in pct:
+        best = max((ln for ln in doc["lines"] if ln["file"].endswith("ctr_work.py")
+                    and ln["function"] == k), key=lambda ln: ln["samples"], default=None)
+        check(best is not None and best["line"] == lines[k],
+              "%s: hottest line %s, want %d" % (k, best and best["line"], lines[k]))
+    return pct, n
+
+
+@tests("record")
+def t_record(c):
+    """record from the host with each sampler: CPU shares and exact lines match the target's
+    own thread-time truth; the container id in the summary, JSON and pprof."""
+    cg = needs("v2")
+    c.hpid, truth = start_container(c, cg)
+    runs = []
+    for extra in (["--sampler", "perf"], ["--sampler", "ptrace"], ["--blocking"]):
+        res, text = c.record(["-d", "2", "--pid", c.hpid] + extra, "json",
+                             name="rec%d.json" % len(runs))
+        doc = json.loads(text)
+        runs.append((" ".join(extra), res, doc, shares_of(doc, truth["lines"])))
+    _, ptext = c.record(["-d", "0.5", "--pid", c.hpid], "pprof", name="rec.pb.gz")
+    with open(c.path("rec.pb.gz"), "rb") as f:
+        pb = gzip.decompress(f.read())
+    out = stop_container(c)
+    cpu = out["cpu_s"]
+    want = st.shares(cpu, ("burn_a", "burn_b"))
+    details = []
+    for what, res, doc, (got, n) in runs:
+        check(n >= 20, "%s: %d samples on the burn lines (want >= 20): %s"
+              % (what, n, st.short(res.err, 300)))
+        details.append(st.compare_shares(st.shares(got, ("burn_a", "burn_b")), want, n, what,
+                                         SHARE_TOL))
+        tgt = doc["target"]
+        check(tgt.get("ns_pid") == 1, "%s: target %r" % (what, tgt))
+        ctr = tgt.get("container") or {}
+        check(ctr.get("id") == CG.id2 and ctr.get("runtime") == "docker"
+              and ctr.get("cgroup", "").endswith("/docker-%s.scope" % CG.id2),
+              "%s: target.container %r" % (what, ctr))
+        check(("in container docker:%s" % CG.id2[:12]) in res.err,
+              "%s: summary without the container: %s" % (what, st.short(res.err, 300)))
+        names = set(t.get("name") for t in doc.get("threads", []))
+        check("burner" in names, "%s: threads %s" % (what, sorted(names)))
+    check(b"container_id" in pb and CG.id2.encode() in pb, "pprof has no container_id label")
+    return "; ".join(details)
+
+
+@tests("cgroup_v1")
+def t_cgroup_v1(c):
+    """A target in a cgroup v1 group /docker/<id> (Docker's cgroupfs driver on v1 hosts):
+    the id is found there (the v2 line is the root), dump maps its threads."""
+    cg = needs("v1")
+    c.hpid, truth = start_container(c, cg)
+    detail = dump_checks(c, c.hpid, truth, CG.id1)
+    return "%s; id from %s" % (detail, "/docker/" + CG.id1[:12])
+
+
+def main():
+    global CG
+    ap = st.add_common_args(st.runner.parser(__doc__))
+    a = ap.parse_args()
+    sel = tests.select(a.k)
+    if os.geteuid() != 0:
+        return st.skip_all("containers", "needs root (namespaces, cgroups, chroot)", len(sel))
+    if not shutil.which("unshare"):
+        return st.skip_all("containers", "no unshare (util-linux)", len(sel))
+    try:
+        interp = st.find(LABEL)
+    except Skip as e:
+        return st.skip_all("containers", "%s: %s" % (LABEL, e), len(sel))
+    probe = subprocess.run(["unshare", "--pid", "--mount", "--fork", "true"],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    if probe.returncode != 0:
+        return st.skip_all("containers", "unshare cannot make namespaces here: %s"
+                           % probe.stdout.decode("utf-8", "replace").strip(), len(sel))
+    CG = Cgroups()
+    try:
+        return st.run(sel, lambda t: st.Ctx(t.name, interp=interp, scry=os.path.abspath(a.scry),
+                                            verbose=a.v, prefix="scry-ctr"),
+                      "containers", verbose=a.v)
+    finally:
+        CG.remove()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
