@@ -2,16 +2,29 @@
  * one tick with every thread included (idle ones too), printed instead of aggregated. */
 #include "commands.h"
 
+#include "proc.h"
 #include "procinfo.h"
 #include "report.h"
 #include "sampler.h"
 #include "scry_err.h"
 #include "scry_proc.h"
 
+#include <dirent.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <unistd.h>
 
 #define DUMP_MAX_THREADS 8192
+#define DUMP_MAX_PROCS   4096 /* processes of one container */
+
+static int cmp_pid(const void *a, const void *b)
+{
+    pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+    return x < y ? -1 : x > y;
+}
 
 typedef struct dump_state {
     report_dump_thread_t *threads;
@@ -43,7 +56,8 @@ static void collect(const scry_sample_t *s, void *ctx)
     d->n++;
 }
 
-int cmd_dump(const scry_config_t *cfg)
+/* Dumps process PID to stdout (JSON when cfg->json). Returns 0 or 1 after a message. */
+static int dump_one(const scry_config_t *cfg, pid_t pid)
 {
     strtab_t *strings = strtab_new();
     pystate_target_t *t = NULL;
@@ -52,15 +66,18 @@ int cmd_dump(const scry_config_t *cfg)
     int rc = 1;
     if (cfg->async_tasks) {
         strtab_free(strings);
-        return cmd_dump_async(cfg);
+        scry_config_t one = *cfg;
+        one.pid = pid;
+        return cmd_dump_async(&one);
     }
     if (!strings || !(d.threads = calloc(DUMP_MAX_THREADS, sizeof *d.threads))) {
         fprintf(stderr, "scry: out of memory\n");
         goto out;
     }
-    if (cmd_open_target(cfg->pid, strings, &cfg->open_opts, &t) != 0)
+    if (cmd_open_target(pid, strings, &cfg->open_opts, &t) != 0)
         goto out;
     scry_config_t one = *cfg;
+    one.pid = pid;
     one.idle = 1; /* every thread, whatever it is doing */
     one.gil = 0;
     smp = sampler_new(&one, t, strings);
@@ -71,7 +88,7 @@ int cmd_dump(const scry_config_t *cfg)
     }
     int err = sampler_tick(smp, collect, &d);
     if (err || d.oom) {
-        fprintf(stderr, "scry: could not read the threads of process %d: %s\n", (int)cfg->pid,
+        fprintf(stderr, "scry: could not read the threads of process %d: %s\n", (int)pid,
                 d.oom ? "out of memory" : scry_strerror(err));
         goto out;
     }
@@ -104,4 +121,79 @@ out:
     pystate_target_free(t);
     strtab_free(strings);
     return rc;
+}
+
+/* 1 when process PID belongs to the container WHICH: an id prefix or a cgroup path (the
+ * process's cgroup is it or below it). */
+static int in_container(pid_t pid, const char *which)
+{
+    proc_container_t ct;
+    if (proc_read_container(pid, &ct) != 0)
+        return 0;
+    if (which[0] != '/')
+        return ct.id[0] && strncasecmp(ct.id, which, strlen(which)) == 0;
+    size_t n = strlen(which);
+    while (n > 1 && which[n - 1] == '/')
+        n--;
+    const char *paths[2] = {ct.cgroup, ct.id_cgroup};
+    for (int i = 0; i < 2; i++)
+        if (strncmp(paths[i], which, n) == 0 && (paths[i][n] == 0 || paths[i][n] == '/' || n == 1))
+            return 1;
+    return 0;
+}
+
+/* 1 when PID runs Python by its executable's or comm's name or a mapped libpython (the
+ * daemon's rule, serve_proc_read). */
+static int is_python(pid_t pid)
+{
+    static serve_proc_t p; /* 12 KiB: not on the stack; dump is single-threaded */
+    return serve_proc_read(pid, &p, 1) == 0 && p.is_python;
+}
+
+/* scry dump --container: every Python process of the container, in pid order; with --json
+ * one array of dump documents. */
+static int dump_container(const scry_config_t *cfg)
+{
+    pid_t *pids = malloc(DUMP_MAX_PROCS * sizeof *pids);
+    if (!pids) {
+        fprintf(stderr, "scry: out of memory\n");
+        return 1;
+    }
+    size_t n = 0;
+    DIR *d = opendir("/proc");
+    struct dirent *de;
+    while (d && (de = readdir(d)) && n < DUMP_MAX_PROCS) {
+        char *end;
+        long v = strtol(de->d_name, &end, 10);
+        if (*end || v <= 0 || v > INT32_MAX || v == (long)getpid())
+            continue;
+        if (in_container((pid_t)v, cfg->container) && is_python((pid_t)v))
+            pids[n++] = (pid_t)v;
+    }
+    if (d)
+        closedir(d);
+    qsort(pids, n, sizeof *pids, cmp_pid);
+    int rc = 0;
+    if (n == 0) {
+        fprintf(stderr, "scry: no Python process in container %s%s\n", cfg->container,
+                d ? "" : " (/proc is not readable)");
+        rc = 1;
+    }
+    if (cfg->json && n)
+        fputs("[\n", stdout);
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            fputs(cfg->json ? ",\n" : "\n", stdout);
+        fflush(stdout);
+        rc |= dump_one(cfg, pids[i]);
+    }
+    if (cfg->json && n)
+        fputs("]\n", stdout);
+    free(pids);
+    return rc;
+}
+
+int cmd_dump(const scry_config_t *cfg)
+{
+    return cfg->container ? dump_container(cfg) : dump_one(cfg, cfg->pid);
 }

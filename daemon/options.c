@@ -58,6 +58,8 @@ static const opt_spec_t opt_table[] = {
      "asyncio (Python 3.14+; older versions are refused): dump shows each event loop's tasks, "
      "their coroutine stacks and the await graph instead of threads; record puts each sample "
      "under its thread's running task and the tasks awaiting it (root frames 'task NAME')"},
+    {"container", 0, OPT_STRING, offsetof(scry_config_t, container), DMP, "ID|CGROUP",
+     "every Python process of a container: its id (at least 12 hex digits) or cgroup path"},
     {"memory", 'm', OPT_FLAG, offsetof(scry_config_t, memory), REC, NULL,
      "sample allocations, frees and copies per line (preloads or injects libscry-shim.so)"},
     {"memory-sample-bytes", 0, OPT_BYTES, offsetof(scry_config_t, memory_sample_bytes), REC,
@@ -300,6 +302,15 @@ static int check_output_path(const char *path)
     return 0;
 }
 
+/* A container id prefix of 12 to 64 hex digits, or an absolute cgroup path. */
+static int container_arg_ok(const char *s)
+{
+    if (s[0] == '/')
+        return strlen(s) < 1024;
+    size_t n = strspn(s, "0123456789abcdefABCDEF");
+    return s[n] == 0 && n >= 12 && n <= 64;
+}
+
 static int check_conflicts(scry_config_t *cfg)
 {
     const char *cmd = command_name(cfg->command);
@@ -337,8 +348,20 @@ static int check_conflicts(scry_config_t *cfg)
             fprintf(stderr, "scry: %s takes --pid PID, not a command\n", cmd);
             return SCRY_E_INVAL;
         }
-        if (!cfg->pid && !(cfg->command == CMD_TOP && cfg->argv)) {
-            fprintf(stderr, "scry: %s needs --pid PID\n", cmd);
+        if (cfg->container && cfg->pid) {
+            fprintf(stderr, "scry: give either --pid or --container, not both\n");
+            return SCRY_E_INVAL;
+        }
+        if (cfg->container && !container_arg_ok(cfg->container)) {
+            fprintf(stderr,
+                    "scry: --container takes a container id (at least 12 hex digits) or a "
+                    "cgroup path (starting with '/'), not '%s'\n",
+                    cfg->container);
+            return SCRY_E_INVAL;
+        }
+        if (!cfg->pid && !cfg->container && !(cfg->command == CMD_TOP && cfg->argv)) {
+            fprintf(stderr, "scry: %s needs --pid PID%s\n", cmd,
+                    cfg->command == CMD_DUMP ? " or --container ID" : "");
             return SCRY_E_INVAL;
         }
     }

@@ -20,19 +20,20 @@ typedef struct scry_config {
     enum scry_command command;
     enum scry_command help_for; /* with CMD_HELP: which command's help */
     pid_t pid;                  /* --pid; 0 when launching */
-    char **argv;        /* the program to launch (after --), NULL-terminated; NULL with --pid */
-    double rate_hz;     /* --rate */
-    double duration_s;  /* --duration; 0 = until interrupted or the target exits */
-    const char *format; /* --format; NULL = the command's default */
-    const char *output; /* --output; NULL = a generated name; "-" = stdout */
-    int idle;           /* --idle */
-    int threads;        /* --threads */
-    int blocking;       /* --blocking */
-    int native;         /* --native */
-    int gil;            /* --gil */
-    int json;           /* dump --json */
-    int async_tasks;    /* dump --async */
-    int memory;         /* --memory */
+    char **argv;           /* the program to launch (after --), NULL-terminated; NULL with --pid */
+    double rate_hz;        /* --rate */
+    double duration_s;     /* --duration; 0 = until interrupted or the target exits */
+    const char *format;    /* --format; NULL = the command's default */
+    const char *output;    /* --output; NULL = a generated name; "-" = stdout */
+    int idle;              /* --idle */
+    int threads;           /* --threads */
+    int blocking;          /* --blocking */
+    int native;            /* --native */
+    int gil;               /* --gil */
+    int json;              /* dump --json */
+    int async_tasks;       /* dump --async */
+    int memory;            /* --memory */
+    const char *container; /* dump --container: an id (12+ hex digits) or a cgroup path */
     uint64_t memory_sample_bytes; /* --memory-sample-bytes */
     int quiet;                    /* --quiet: no summary line */
     const char *metric;           /* --metric: what flame graphs and stacks weigh */

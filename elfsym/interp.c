@@ -33,8 +33,11 @@ int elfsym_map_open_path(pid_t pid, const elfsym_map_t *e, char *buf, size_t siz
             pick = mf;
         else if (root_ok)
             pick = root;
+        else if (stat(e->path, &st) == 0 && (uint64_t)st.st_ino == e->inode)
+            pick = e->path; /* the target's root is not readable: scry's own file, if it
+                               is the mapped one (a container's libc is not the host's) */
         else
-            pick = e->path;
+            return SCRY_E_NOTFOUND;
     }
     size_t len = strlen(pick);
     if (len >= size)

@@ -33,8 +33,10 @@ typedef struct elfsym_module {
 /* Fills BUF with the path scry should open for mapping E of process PID: /proc/PID/root
  * + path when that file still has the mapping's inode (works across mount namespaces),
  * else /proc/PID/map_files/START-END (needs CAP_SYS_ADMIN; works for deleted files),
- * else /proc/PID/root + path, else the path itself. Returns 0, SCRY_E_INVAL (not a file
- * mapping) or SCRY_E_TRUNC (BUF too small). */
+ * else /proc/PID/root + path, else the path itself in scry's root when it has the
+ * mapping's inode. Returns 0, SCRY_E_INVAL (not a file mapping), SCRY_E_NOTFOUND (none of
+ * these can be opened: scry would otherwise read another file of the same name, e.g. the
+ * host's libc for a container's) or SCRY_E_TRUNC (BUF too small). */
 int elfsym_map_open_path(pid_t pid, const elfsym_map_t *e, char *buf, size_t size);
 
 /* The one load-bias rule. SEGS are an object's N PT_LOAD segments (file order); a mapping

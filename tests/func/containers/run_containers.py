@@ -90,6 +90,18 @@ class Cgroups(object):
 CG = None
 
 
+def mount_of(path):
+    """The cgroup mount point that holds PATH."""
+    best = ""
+    with open("/proc/self/mounts") as f:
+        for line in f:
+            mnt, fstype = line.split()[1:3]
+            if fstype in ("cgroup", "cgroup2") and path.startswith(mnt + "/") \
+                    and len(mnt) > len(best):
+                best = mnt
+    return best
+
+
 def nspid_map(hpid):
     """{own tid: host tid} of process HPID, from the host's /proc (NSpid: host first)."""
     out = {}
@@ -200,6 +212,20 @@ def t_dump(c):
     exe = [f["function"] for f in every
            if f["file"] == "python3.14" and not f["function"].startswith("??")]
     check(exe, "no named python3.14 frame: %s" % [(f["function"], f["file"]) for f in every])
+    # --container: by id, id prefix and cgroup path, every Python process of it (unshare,
+    # also in the group, is not Python); a wrong id and a malformed one are refused.
+    cgpath = "/" + os.path.relpath(cg, mount_of(cg))
+    for which in (CG.id2, CG.id2[:12].upper(), cgpath, os.path.dirname(cgpath)):
+        res = c.scry_ok(["dump", "--json", "--container", which])
+        docs = json.loads(res.out)
+        check(isinstance(docs, list) and [d["pid"] for d in docs] == [c.hpid],
+              "--container %s: pids %s, want [%d]" % (which, [d.get("pid") for d in docs],
+                                                       c.hpid))
+    text = c.scry_ok(["dump", "--container", CG.id2[:16]]).out
+    check(text.startswith("Process %d [pid 1 in its namespace]" % c.hpid), st.short(text, 200))
+    for bad, why in ((CG.id1, "no Python process in container"), ("xyz", "--container takes")):
+        res = c.scry(["dump", "--container", bad])
+        check(res.rc != 0 and why in res.err, "--container %s: %s" % (bad, res))
     return "%s; napper: %d of %d native frames named; python3.14: %s" % (
         detail, len(named), len(natives), ", ".join(sorted(set(exe))[:3]))
 
