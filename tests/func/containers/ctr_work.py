@@ -30,7 +30,7 @@ def burn_a(quota):
     end = t0 + quota
     x = 0
     while time.thread_time() < end:
-        for i in range(300): x += i  #@burn_a@  # noqa: E701
+        for i in range(3000): x += i  #@burn_a@  # noqa: E701
     return time.thread_time() - t0
 
 
@@ -39,7 +39,7 @@ def burn_b(quota):
     end = t0 + quota
     x = 0
     while time.thread_time() < end:
-        for i in range(300): x += i  #@burn_b@  # noqa: E701
+        for i in range(3000): x += i  #@burn_b@  # noqa: E701
     return time.thread_time() - t0
 
 
