@@ -204,9 +204,10 @@ def t_dump(c):
     natives = [f for f in frames if f["kind"] == "native"]
     named = [f for f in natives if not f["function"].startswith("??")]
     check(any(f["function"] == "nap" for f in frames), "no Python frame nap: %s" % frames[:8])
-    check(any(f["function"] == "clock_nanosleep" and f["file"] == "libc.so.6" for f in named),
-          "clock_nanosleep (libc.so.6) not named: %s" % [(f["function"], f["file"])
-                                                          for f in natives])
+    # clock_nanosleep in time.sleep, or pthread_cond_timedwait when caught waking up and
+    # waiting for the GIL: either way a libc symbol read from the root's libc.
+    check(any(f["file"] == "libc.so.6" for f in named),
+          "no libc.so.6 frame named: %s" % [(f["function"], f["file"]) for f in natives])
     # The interpreter's own symbols (sid's python3.14 is stripped of most: PyEval_EvalCode
     # below the main thread's module frame is exported) come from the root's executable.
     every = [f for t in nat["threads"] for f in t["frames"] if f["kind"] == "native"]
