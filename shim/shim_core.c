@@ -378,11 +378,16 @@ static int ring_fd_number(const char *path)
     return digits && n < (1 << 20) ? n : -1;
 }
 
-static int map_ring(const char *path, shim_ring_view_t *out)
+/* Maps the ring at PATH into OUT. *KEPT_FD: the inherited descriptor of an "fd:N" ring that
+ * was mapped (closed when the view is reclaimed), else -1. */
+static int map_ring(const char *path, shim_ring_view_t *out, int *kept_fd)
 {
-    /* An inherited descriptor stays open (not close-on-exec): the programs this one execs
-     * into (a wrapper's Python) map it again. Anything there that is not a ring is
-     * refused below (type, size, header), and a ring only by its target_pid. */
+    /* An inherited descriptor stays open (not close-on-exec) while the ring is in use: the
+     * programs this one execs into (a wrapper's Python) map it again. Once the ring is
+     * retired (scry detached or died), reclaim() closes it, so the memfd's memory is not
+     * held for the rest of the program's life. Anything there that is not a ring is refused
+     * below (type, size, header), and a ring only by its target_pid. */
+    *kept_fd = -1;
     int inherited = ring_fd_number(path);
     if (strncmp(path, "fd:", 3) == 0 && inherited < 0)
         return SCRY_E_INVAL;
@@ -404,6 +409,7 @@ static int map_ring(const char *path, shim_ring_view_t *out)
         goto out;
     }
     err = 0;
+    *kept_fd = inherited;
 out:
     if (inherited < 0)
         close(fd);
@@ -464,7 +470,8 @@ SHIM_API int scry_shim_attach(const char *ring_path)
         goto out;
     }
     shim_ring_view_t v;
-    err = map_ring(ring_path, &v);
+    int kept_fd;
+    err = map_ring(ring_path, &v, &kept_fd);
     if (err) {
         debug("cannot map ring ", ring_path);
         goto out;
@@ -481,7 +488,7 @@ SHIM_API int scry_shim_attach(const char *ring_path)
         goto out;
     }
     views[slot] = v;
-    view_fd[slot] = -1;
+    view_fd[slot] = kept_fd;
     __atomic_store_n(&view_enabled_seen[slot], 0, __ATOMIC_RELAXED);
     view_state[slot] = VIEW_ACTIVE;
     strcpy(active_path, ring_path);

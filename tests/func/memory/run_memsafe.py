@@ -14,6 +14,8 @@ exit 1 on a failure. Every process a test starts is killed at its end (tests/lib
             and the twin at once and taken as their ratio (median of 5 windows).
   kill      scry SIGKILLed at random moments of its start and injection: nothing left in
             /dev/shm, the target alive, not stopped, not traced.
+  launch_kill  a launched program keeps neither ring mapping nor ring descriptor once scry
+            was SIGKILLed and the shim retired the ring.
   signals   SIGRTMIN at ~3000/s to the target during attach sessions: every signal sent
             (kill() returned 0) is delivered to it (counted by the target).
 """
@@ -190,6 +192,42 @@ def t_kill(c):
     session(c, a.pid, "a session after the kills")
     return "%d kills in the first %.1f s: nothing in /dev/shm, target alive and untraced" % (
         KILLS, KILL_WINDOW)
+
+
+@tests("launch_kill")
+def t_launch_kill(c):
+    """scry --memory launches a program and is SIGKILLed while recording: once the shim
+    retires the ring (heartbeat stale for 10 s), the program holds neither its mapping nor
+    the inherited memfd descriptor (which kept 7 MiB alive for the program's life)."""
+    ctl = c.path("launched")
+    os.mkdir(ctl)
+    s = c.scry_start(["record", "--memory", "-q", "-f", "json", "-o", c.path("launched.json"),
+                      "--"] + c.interp.argv(c.stage(WORKLOAD), "twin", c.tpath(ctl)))
+    pid = c.wait_json(os.path.join(ctl, "ready"), s, "the launched program")["pid"]
+    try:
+        d = st.Deadline(10)
+        while not ring_leftovers(pid) and not d.expired():
+            time.sleep(0.05)
+        held = ring_leftovers(pid)
+        check(held, "the launched program never mapped its ring")
+        os.kill(s.pid, signal.SIGKILL)  # scry only: the program runs on
+        s.wait(10)
+        t0 = st.now()
+        d = st.Deadline(20)
+        while ring_leftovers(pid) and not d.expired():
+            time.sleep(0.1)
+        left = ring_leftovers(pid)
+        check(not left, "20 s after scry's death the program still holds %s" % left)
+        st_ = proc_status(pid)
+        check(st_.get("TracerPid") == "0" and not st_.get("State", "").startswith(("T", "t")),
+              "the program is traced or stopped: %s" % st_.get("State"))
+        return "held %s while recorded; nothing %.1f s after scry's SIGKILL" % (
+            ", ".join(x.split(" ", 1)[0] for x in held), st.since(t0))
+    finally:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 @tests("signals")
