@@ -41,25 +41,13 @@ void procinfo_why_unreadable(pid_t pid, char *buf, size_t len)
              (int)pid);
 }
 
-static int read_small(const char *path, char *buf, size_t len)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    ssize_t n = read(fd, buf, len - 1);
-    close(fd);
-    if (n < 0)
-        return -1;
-    buf[n] = 0;
-    return (int)n;
-}
-
 void procinfo_describe(pid_t pid, char *buf, size_t len)
 {
     char path[64], comm[64] = "?", exe[512] = "?";
-    snprintf(path, sizeof path, "/proc/%d/comm", (int)pid);
-    if (read_small(path, comm, sizeof comm) > 0)
+    if (proc_read_file(pid, 0, "comm", comm, sizeof comm) > 0)
         comm[strcspn(comm, "\n")] = 0;
+    else
+        snprintf(comm, sizeof comm, "?");
     snprintf(path, sizeof path, "/proc/%d/exe", (int)pid);
     ssize_t n = readlink(path, exe, sizeof exe - 1);
     if (n > 0)
@@ -71,14 +59,13 @@ void procinfo_describe(pid_t pid, char *buf, size_t len)
 
 void procinfo_cmdline(pid_t pid, char *buf, size_t len)
 {
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
-    int n = read_small(path, buf, len);
+    long n = len > 1 ? proc_read_file(pid, 0, "cmdline", buf, len) : -1;
     if (n <= 0) {
-        buf[0] = 0;
+        if (len)
+            buf[0] = 0;
         return;
     }
-    for (int i = 0; i + 1 < n; i++)
+    for (long i = 0; i + 1 < n; i++)
         if (buf[i] == 0)
             buf[i] = ' ';
 }
@@ -94,7 +81,9 @@ void procinfo_join_argv(char **argv, char *buf, size_t len)
 void procinfo_permission_hint(pid_t pid, char *buf, size_t len)
 {
     char scope[16] = "";
-    int has = read_small("/proc/sys/kernel/yama/ptrace_scope", scope, sizeof scope) > 0;
+    int has = proc_read_file(0, 0, "sys/kernel/yama/ptrace_scope", scope, sizeof scope) > 0;
+    if (!has)
+        scope[0] = 0;
     scope[strcspn(scope, "\n")] = 0;
     snprintf(buf, len,
              "reading process %d needs root or the CAP_SYS_PTRACE capability%s%s%s "
@@ -106,10 +95,9 @@ void procinfo_permission_hint(pid_t pid, char *buf, size_t len)
 
 void procinfo_thread_name(pid_t pid, pid_t tid, char *buf, size_t len)
 {
-    char path[96];
-    snprintf(path, sizeof path, "/proc/%d/task/%d/comm", (int)pid, (int)tid);
-    if (read_small(path, buf, len) <= 0) {
-        buf[0] = 0;
+    if (len < 2 || proc_read_file(pid, tid, "comm", buf, len) <= 0) {
+        if (len)
+            buf[0] = 0;
         return;
     }
     buf[strcspn(buf, "\n")] = 0;

@@ -9,6 +9,7 @@
  */
 #include "log.h"
 #include "proc.h"
+#include "scry_proc.h"
 #include "select.h"
 #include "serve_state.h"
 #include "scry_time.h"
@@ -146,7 +147,7 @@ void serve_targets_consider(serve_state_t *st, pid_t pid, int exec, int maps)
         return;
     uint64_t start = 0;
     char comm[32];
-    if (serve_proc_identity(pid, &start, comm, sizeof comm) != 0) {
+    if (proc_read_identity(pid, &start, comm, sizeof comm) != 0) {
         serve_targets_exited(st, pid);
         return;
     }
@@ -253,7 +254,7 @@ void serve_targets_scan(serve_state_t *st)
         uint64_t start;
         char comm[32];
         serve_target_t *t = st->targets[i];
-        if (serve_proc_identity(t->pid, &start, comm, sizeof comm) != 0) {
+        if (proc_read_identity(t->pid, &start, comm, sizeof comm) != 0) {
             remove_target(st, i, "exited");
             continue;
         }
@@ -391,7 +392,7 @@ void serve_targets_open_pending(serve_state_t *st, uint64_t now)
             err == SCRY_E_UNSUPPORTED) {
             uint64_t start;
             char comm[32] = "";
-            if (serve_proc_identity(pd->pid, &start, comm, sizeof comm) == 0) {
+            if (proc_read_identity(pd->pid, &start, comm, sizeof comm) == 0) {
                 serve_log("process %d (%s) not profiled: %s", (int)pd->pid, comm,
                           msg[0] ? msg : scry_strerror(err));
                 add_rejected(st, pd->pid, start, comm, 1);

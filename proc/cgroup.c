@@ -109,22 +109,11 @@ int proc_read_container(pid_t pid, proc_container_t *out)
     if (!out || pid <= 0)
         return SCRY_E_INVAL;
     memset(out, 0, sizeof *out);
-    char path[64], buf[CGROUP_FILE_MAX];
-    snprintf(path, sizeof path, "/proc/%d/cgroup", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return errno == ENOENT || errno == ESRCH ? SCRY_E_GONE : scry_err_from_errno(errno);
-    size_t got = 0;
-    while (got < sizeof buf) {
-        ssize_t n = read(fd, buf + got, sizeof buf - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        got += (size_t)n;
-    }
-    close(fd);
+    char buf[CGROUP_FILE_MAX + 1];
+    long got = proc_read_file(pid, 0, "cgroup", buf, sizeof buf);
+    if (got < 0)
+        return (int)got;
     if (got == 0)
         return SCRY_E_GONE;
-    return proc_parse_cgroup(buf, got, out);
+    return proc_parse_cgroup(buf, (size_t)got, out);
 }

@@ -126,6 +126,30 @@ pid_t proc_tidmap_to_ns(proc_tidmap_t *m, pid_t host_tid);
  * returns the count (0 on failure). */
 size_t proc_tidmap_ns_tids(proc_tidmap_t *m, pid_t *out, size_t cap);
 
+/* ---- small /proc files and process facts (pidfile.c) ----------------------------------- */
+
+/* Reads /proc/PID/NAME, or /proc/PID/task/TID/NAME when TID > 0, or /proc/NAME when PID is
+ * 0 (e.g. "sys/kernel/yama/ptrace_scope"), into BUF: at most CAP-1 bytes, NUL-terminated
+ * (the file may hold NULs: cmdline). The one reader of such files. Returns the length read,
+ * SCRY_E_GONE (no such process, thread or file), SCRY_E_PERM, SCRY_E_INVAL or SCRY_E_IO. */
+long proc_read_file(pid_t pid, pid_t tid, const char *name, char *buf, size_t cap);
+
+/* Parses /proc/PID/stat (LEN bytes, need not be terminated): the start time (field 22,
+ * clock ticks after boot; with the pid it names a process across pid reuse) into
+ * *START_TIME and the comm (between the first '(' and the last ')', cut to COMMLEN-1 bytes)
+ * into COMM unless COMMLEN is 0. Returns 0, SCRY_E_INVAL or SCRY_E_CORRUPT. */
+int proc_parse_stat_identity(const char *buf, size_t len, uint64_t *start_time, char *comm,
+                             size_t commlen);
+
+/* Parses the real uid (first number of the "Uid:" line) of /proc/PID/status content.
+ * Returns 0, SCRY_E_NOTFOUND, SCRY_E_INVAL or SCRY_E_CORRUPT. */
+int proc_parse_status_uid(const char *buf, size_t len, uid_t *uid);
+
+/* Readers of the two above for process PID. Return 0 or a negative code (SCRY_E_GONE when
+ * the process does not exist). */
+int proc_read_identity(pid_t pid, uint64_t *start_time, char *comm, size_t commlen);
+int proc_read_uid(pid_t pid, uid_t *uid);
+
 /* ---- container identity (cgroup.c) -------------------------------------------------- */
 #define PROC_CONTAINER_ID_LEN 64
 

@@ -129,27 +129,10 @@ int proc_parse_schedstat(const char *buf, size_t len, uint64_t *run_ns, uint64_t
     return 0;
 }
 
-/* Reads a small /proc file of thread TID into BUF; returns its length or a negative code. */
-static long read_task_file(pid_t pid, pid_t tid, const char *name, char *buf, size_t cap)
-{
-    char path[96];
-    snprintf(path, sizeof path, "/proc/%d/task/%d/%s", (int)pid, (int)tid, name);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return errno == ENOENT || errno == ESRCH ? SCRY_E_GONE : scry_err_from_errno(errno);
-    ssize_t got = read(fd, buf, cap - 1);
-    int err = errno;
-    close(fd);
-    if (got < 0)
-        return err == ESRCH ? SCRY_E_GONE : scry_err_from_errno(err);
-    buf[got] = '\0';
-    return (long)got;
-}
-
 int proc_read_task_state(pid_t pid, pid_t tid, char *state)
 {
     char buf[TASK_FILE_MAX];
-    long n = read_task_file(pid, tid, "stat", buf, sizeof buf);
+    long n = proc_read_file(pid, tid, "stat", buf, sizeof buf);
     if (n < 0)
         return (int)n;
     return proc_parse_stat_state(buf, (size_t)n, state);
@@ -158,7 +141,7 @@ int proc_read_task_state(pid_t pid, pid_t tid, char *state)
 int proc_read_task_syscall(pid_t pid, pid_t tid, proc_syscall_t *out)
 {
     char buf[TASK_FILE_MAX];
-    long n = read_task_file(pid, tid, "syscall", buf, sizeof buf);
+    long n = proc_read_file(pid, tid, "syscall", buf, sizeof buf);
     if (n < 0)
         return (int)n;
     return proc_parse_syscall(buf, (size_t)n, out);
@@ -167,7 +150,7 @@ int proc_read_task_syscall(pid_t pid, pid_t tid, proc_syscall_t *out)
 int proc_read_task_schedstat(pid_t pid, pid_t tid, uint64_t *run_ns, uint64_t *wait_ns)
 {
     char buf[TASK_FILE_MAX];
-    long n = read_task_file(pid, tid, "schedstat", buf, sizeof buf);
+    long n = proc_read_file(pid, tid, "schedstat", buf, sizeof buf);
     if (n < 0)
         return (int)n;
     return proc_parse_schedstat(buf, (size_t)n, run_ns, wait_ns, NULL);
@@ -207,7 +190,7 @@ int proc_parse_status_nspid(const char *buf, size_t len, pid_t *ids, size_t cap,
 int proc_read_task_nspid(pid_t pid, pid_t tid, pid_t *ids, size_t cap, size_t *n)
 {
     char buf[4096]; /* status is about 1.5 KiB */
-    long got = read_task_file(pid, tid, "status", buf, sizeof buf);
+    long got = proc_read_file(pid, tid, "status", buf, sizeof buf);
     if (got < 0)
         return (int)got;
     return proc_parse_status_nspid(buf, (size_t)got, ids, cap, n);

@@ -1,4 +1,4 @@
-/* proc.c - process facts for target selection, from /proc. */
+/* proc.c - process facts for target selection, read through the proc/ layer. */
 #include "proc.h"
 #include "scry_err.h"
 #include "scry_proc.h"
@@ -10,68 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-/* Reads at most LEN-1 bytes of a small /proc file into BUF (NUL-terminated). Returns the
- * byte count or -1. */
-static ssize_t read_small(const char *path, char *buf, size_t len)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    size_t got = 0;
-    while (got + 1 < len) {
-        ssize_t n = read(fd, buf + got, len - 1 - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        got += (size_t)n;
-    }
-    close(fd);
-    buf[got] = '\0';
-    return (ssize_t)got;
-}
-
-int serve_proc_identity(pid_t pid, uint64_t *start_time, char *comm, size_t commlen)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    if (read_small(path, buf, sizeof buf) <= 0)
-        return SCRY_E_NOPROC;
-    char *open_paren = strchr(buf, '(');
-    char *close_paren = strrchr(buf, ')');
-    if (!open_paren || !close_paren || close_paren < open_paren)
-        return SCRY_E_NOPROC;
-    if (comm && commlen) {
-        size_t n = (size_t)(close_paren - open_paren - 1);
-        if (n >= commlen)
-            n = commlen - 1;
-        memcpy(comm, open_paren + 1, n);
-        comm[n] = '\0';
-    }
-    /* after ") " come fields 3..; start time is field 22 */
-    char *s = close_paren + 1;
-    for (int field = 3; field < 22; field++) {
-        s = strchr(s + 1, ' ');
-        if (!s)
-            return SCRY_E_NOPROC;
-    }
-    *start_time = strtoull(s + 1, NULL, 10);
-    return 0;
-}
-
-int serve_proc_uid(pid_t pid, uid_t *uid)
-{
-    char path[64], buf[4096];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    if (read_small(path, buf, sizeof buf) <= 0)
-        return SCRY_E_NOPROC;
-    const char *u = strstr(buf, "\nUid:");
-    if (!u)
-        return SCRY_E_NOPROC;
-    *uid = (uid_t)strtoul(u + 5, NULL, 10);
-    return 0;
-}
 
 static const char *base_name(const char *s)
 {
@@ -113,13 +51,12 @@ int serve_proc_read_command(pid_t pid, serve_proc_t *p)
     char path[64];
     p->pid = pid;
     p->argc = 0;
-    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
-    ssize_t n = read_small(path, p->argbuf, sizeof p->argbuf);
+    long n = proc_read_file(pid, 0, "cmdline", p->argbuf, sizeof p->argbuf);
     if (n <= 0)
         return SCRY_E_NOPROC; /* kernel thread or gone */
-    for (ssize_t i = 0; i < n && p->argc < SERVE_PROC_ARGS_MAX;) {
+    for (long i = 0; i < n && p->argc < SERVE_PROC_ARGS_MAX;) {
         p->argv[p->argc++] = p->argbuf + i;
-        i += (ssize_t)strlen(p->argbuf + i) + 1;
+        i += (long)strlen(p->argbuf + i) + 1;
     }
     size_t off = 0;
     for (size_t i = 0; i < p->argc && off + 1 < sizeof p->cmdline; i++) {
@@ -139,9 +76,9 @@ int serve_proc_read(pid_t pid, serve_proc_t *p, int maps)
 {
     memset(p, 0, sizeof *p);
     p->pid = pid;
-    if (serve_proc_identity(pid, &p->start_time, p->comm, sizeof p->comm) != 0)
+    if (proc_read_identity(pid, &p->start_time, p->comm, sizeof p->comm) != 0)
         return SCRY_E_NOPROC;
-    if (serve_proc_uid(pid, &p->uid) != 0)
+    if (proc_read_uid(pid, &p->uid) != 0)
         return SCRY_E_NOPROC;
     if (serve_proc_read_command(pid, p) != 0)
         return SCRY_E_NOPROC;

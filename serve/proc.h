@@ -1,6 +1,7 @@
 /* proc.h - what the daemon needs to know about a process to select it: identity (pid and
  * start time, so PID reuse is noticed), owner, executable, command line, cgroup and
- * container id. Read from /proc; every field is bounded.
+ * container id. Read through the proc/ layer (proc_read_identity etc.); every field is
+ * bounded.
  */
 #ifndef SCRY_SERVE_PROC_H
 #define SCRY_SERVE_PROC_H
@@ -27,10 +28,6 @@ typedef struct serve_proc {
     int is_python;      /* the executable is python* or libpython is mapped */
 } serve_proc_t;
 
-/* Reads PID's identity only: start time and comm (one read of /proc/PID/stat).
- * Returns 0 or SCRY_E_NOPROC. */
-int serve_proc_identity(pid_t pid, uint64_t *start_time, char *comm, size_t commlen);
-
 /* Fills P with everything above for PID. With MAPS, is_python also looks for a mapped
  * libpython (embedded interpreters: uwsgi, ...; the costly part: /proc/PID/maps); without,
  * only the executable's and comm's names count. Returns 0, SCRY_E_NOPROC when the process
@@ -40,9 +37,6 @@ int serve_proc_read(pid_t pid, serve_proc_t *p, int maps);
 /* Fills only pid, cmdline, argv, argc and exe of P (two reads): enough for match rules.
  * Returns 0 or SCRY_E_NOPROC. */
 int serve_proc_read_command(pid_t pid, serve_proc_t *p);
-
-/* The real uid of PID; returns 0 or SCRY_E_NOPROC. */
-int serve_proc_uid(pid_t pid, uid_t *uid);
 
 /* Derives a service name from a command line: "python3 -m pkg.mod" gives "pkg.mod",
  * "python3 /srv/app/web.py" gives "web", "/usr/bin/python3 /usr/bin/gunicorn app" gives

@@ -1,5 +1,5 @@
-/* fuzz_proc_task.c - /proc/PID/task/TID/stat, syscall, schedstat, status (NSpid) and
- * /proc/PID/cgroup parsers. Input:
+/* fuzz_proc_task.c - /proc/PID/task/TID/stat (state, identity), syscall, schedstat, status
+ * (NSpid, Uid) and /proc/PID/cgroup parsers. Input:
  * one selector byte, then the file content. */
 #include "fuzz.h"
 #include "scry_err.h"
@@ -14,7 +14,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     memcpy(text, data, size);
     int rc;
-    switch (which % 5) {
+    switch (which % 7) {
     case 0: {
         char state = 0;
         rc = proc_parse_stat_state(text, size, &state);
@@ -38,6 +38,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         proc_container_t ct;
         rc = proc_parse_cgroup(text, size, &ct);
         FUZZ_ASSERT(strlen(ct.cgroup) < sizeof ct.cgroup && strlen(ct.id) <= 64);
+        break;
+    }
+    case 5: {
+        uint64_t start = 0;
+        char comm[16];
+        rc = proc_parse_stat_identity(text, size, &start, comm, sizeof comm);
+        FUZZ_ASSERT(rc != 0 || strlen(comm) < sizeof comm);
+        break;
+    }
+    case 6: {
+        uid_t uid;
+        rc = proc_parse_status_uid(text, size, &uid);
+        if (rc == SCRY_E_NOTFOUND)
+            rc = 0;
         break;
     }
     default: {

@@ -113,6 +113,43 @@ static void test_readers(void)
     CHECK_INT(ids[0], ==, tid);
 }
 
+/* Process facts (pidfile.c): the one small-file reader, identity and owner. */
+static void test_pidfile(void)
+{
+    uint64_t start = 0;
+    char comm[16] = "";
+    const char *stat = "42 (a) b) c) S 1 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 "
+                       "123456 1000 200 18446744073709551615";
+    CHECK_INT(proc_parse_stat_identity(stat, strlen(stat), &start, comm, sizeof comm), ==, 0);
+    CHECK_STR(comm, ==, "a) b) c");
+    CHECK_UINT(start, ==, 123456);
+    CHECK_INT(proc_parse_stat_identity(stat, 30, &start, comm, sizeof comm), ==, SCRY_E_CORRUPT);
+    CHECK_INT(proc_parse_stat_identity("42 (x", 5, &start, NULL, 0), ==, SCRY_E_CORRUPT);
+    uid_t uid = 7;
+    const char *status = "Name:\tx\nUid:\t1000\t1000\t1000\t1000\nGid:\t5\n";
+    CHECK_INT(proc_parse_status_uid(status, strlen(status), &uid), ==, 0);
+    CHECK_INT(uid, ==, 1000);
+    CHECK_INT(proc_parse_status_uid("Name:\tx\n", 8, &uid), ==, SCRY_E_NOTFOUND);
+    CHECK_INT(proc_parse_status_uid("Uid:\t99999999999\n", 17, &uid), ==, SCRY_E_CORRUPT);
+    /* our own process: the reader against what the kernel says */
+    pid_t me = getpid();
+    char self[64];
+    CHECK_INT(proc_read_identity(me, &start, comm, sizeof comm), ==, 0);
+    CHECK(start > 0, "start time %llu", (unsigned long long)start);
+    CHECK(proc_read_file(me, 0, "comm", self, sizeof self) > 0);
+    self[strcspn(self, "\n")] = 0;
+    CHECK_STR(comm, ==, self);
+    CHECK_INT(proc_read_uid(me, &uid), ==, 0);
+    CHECK_INT(uid, ==, getuid());
+    char big[8];
+    CHECK_INT(proc_read_file(me, 0, "cmdline", big, sizeof big), ==, 7); /* cut, terminated */
+    CHECK_INT(big[7], ==, 0);
+    CHECK_INT(proc_read_file(me, 0, "no-such-file", big, sizeof big), ==, SCRY_E_GONE);
+    CHECK_INT(proc_read_file(0x7ffffff0, 0, "stat", big, sizeof big), ==, SCRY_E_GONE);
+    CHECK_INT(proc_read_file(me, 0, "stat", big, 1), ==, SCRY_E_INVAL);
+    CHECK(proc_read_file(0, 0, "self/stat", self, sizeof self) > 0);
+}
+
 static void test_listing(void)
 {
     enum { NW = 5 };
@@ -251,6 +288,7 @@ int main(void)
     test_parsers();
     test_nspid();
     test_readers();
+    test_pidfile();
     test_listing();
     test_cgroup();
     test_tidmap_identity();

@@ -2,6 +2,7 @@
  * selection rules, on real processes (a real Python among them). */
 #include "config.h"
 #include "proc.h"
+#include "scry_proc.h"
 #include "scry_err.h"
 #include "select.h"
 #include "test_serve_util.h"
@@ -72,7 +73,7 @@ static void test_real_processes(void)
     CHECK(strcmp(p->exe, py) == 0, "exe %s", p->exe);
     CHECK(p->argc == 4 && strcmp(p->argv[3], "--tag=serve-select") == 0, "argv");
     uint64_t st = 0;
-    CHECK(serve_proc_identity(child, &st, NULL, 0) == 0 && st == p->start_time, "identity stable");
+    CHECK(proc_read_identity(child, &st, NULL, 0) == 0 && st == p->start_time, "identity stable");
 
     char msg[256], name[80];
     double rate;

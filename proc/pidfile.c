@@ -1,0 +1,135 @@
+/* pidfile.c - the one reader of small /proc files, and the process-level facts scry reads
+ * from them: identity (start time and comm, from stat) and owner (real uid, from status). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "scry_err.h"
+#include "scry_proc.h"
+
+long proc_read_file(pid_t pid, pid_t tid, const char *name, char *buf, size_t cap)
+{
+    if (!name || !buf || cap < 2 || pid < 0 || tid < 0 || (tid > 0 && pid == 0))
+        return SCRY_E_INVAL;
+    char path[256];
+    int w = pid == 0  ? snprintf(path, sizeof path, "/proc/%s", name)
+            : tid > 0 ? snprintf(path, sizeof path, "/proc/%d/task/%d/%s", (int)pid, (int)tid, name)
+                      : snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, name);
+    if (w < 0 || (size_t)w >= sizeof path)
+        return SCRY_E_INVAL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT || errno == ESRCH ? SCRY_E_GONE : scry_err_from_errno(errno);
+    size_t got = 0;
+    int err = 0;
+    while (got + 1 < cap) { /* a /proc file may come in several reads (cmdline, cgroup) */
+        ssize_t n = read(fd, buf + got, cap - 1 - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            err = errno == ESRCH ? SCRY_E_GONE : scry_err_from_errno(errno);
+            break;
+        }
+        if (n == 0)
+            break;
+        got += (size_t)n;
+    }
+    close(fd);
+    if (err && got == 0)
+        return err;
+    buf[got] = '\0';
+    return (long)got;
+}
+
+int proc_parse_stat_identity(const char *buf, size_t len, uint64_t *start_time, char *comm,
+                             size_t commlen)
+{
+    if (!buf || !start_time || (commlen && !comm))
+        return SCRY_E_INVAL;
+    const char *end = buf + len;
+    const char *open_paren = memchr(buf, '(', len);
+    const char *close_paren = NULL;
+    for (const char *p = end; p > buf; p--) /* comm may hold ')': the last one ends it */
+        if (p[-1] == ')') {
+            close_paren = p - 1;
+            break;
+        }
+    if (!open_paren || !close_paren || close_paren < open_paren)
+        return SCRY_E_CORRUPT;
+    if (commlen) {
+        size_t n = (size_t)(close_paren - open_paren - 1);
+        if (n >= commlen)
+            n = commlen - 1;
+        memcpy(comm, open_paren + 1, n);
+        comm[n] = '\0';
+    }
+    /* after ") " come fields 3, 4, ...: the start time is field 22 */
+    const char *p = close_paren + 1;
+    for (int field = 3; field <= 22; field++) {
+        while (p < end && *p == ' ')
+            p++;
+        if (p >= end)
+            return SCRY_E_CORRUPT;
+        if (field == 22) {
+            uint64_t v = 0;
+            int digits = 0;
+            for (; p < end && *p >= '0' && *p <= '9' && digits < 20; p++, digits++)
+                v = v * 10 + (uint64_t)(*p - '0');
+            if (!digits)
+                return SCRY_E_CORRUPT;
+            *start_time = v;
+            return 0;
+        }
+        while (p < end && *p != ' ')
+            p++;
+    }
+    return SCRY_E_CORRUPT;
+}
+
+int proc_parse_status_uid(const char *buf, size_t len, uid_t *uid)
+{
+    if (!buf || !uid)
+        return SCRY_E_INVAL;
+    const char *end = buf + len;
+    for (const char *line = buf; line < end;) {
+        const char *eol = memchr(line, '\n', (size_t)(end - line));
+        if (!eol)
+            eol = end;
+        if (eol - line > 4 && memcmp(line, "Uid:", 4) == 0) {
+            const char *p = line + 4;
+            while (p < eol && (*p == ' ' || *p == '\t'))
+                p++;
+            uint64_t v = 0;
+            int digits = 0;
+            for (; p < eol && *p >= '0' && *p <= '9' && digits < 11; p++, digits++)
+                v = v * 10 + (uint64_t)(*p - '0');
+            if (!digits || v > UINT32_MAX)
+                return SCRY_E_CORRUPT;
+            *uid = (uid_t)v;
+            return 0;
+        }
+        line = eol + 1;
+    }
+    return SCRY_E_NOTFOUND;
+}
+
+int proc_read_identity(pid_t pid, uint64_t *start_time, char *comm, size_t commlen)
+{
+    char buf[1024];
+    long n = proc_read_file(pid, 0, "stat", buf, sizeof buf);
+    if (n < 0)
+        return (int)n;
+    return proc_parse_stat_identity(buf, (size_t)n, start_time, comm, commlen);
+}
+
+int proc_read_uid(pid_t pid, uid_t *uid)
+{
+    char buf[4096];
+    long n = proc_read_file(pid, 0, "status", buf, sizeof buf);
+    if (n < 0)
+        return (int)n;
+    return proc_parse_status_uid(buf, (size_t)n, uid);
+}
