@@ -1,6 +1,8 @@
 #include "scry_err.h"
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 
 const char *scry_strerror(int err)
 {
@@ -46,4 +48,14 @@ int scry_err_from_errno(int errnum)
     default:
         return SCRY_E_IO;
     }
+}
+
+void scry_errmsg(char *buf, size_t len, const char *fmt, ...)
+{
+    if (!buf || !len)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, len, fmt, ap);
+    va_end(ap);
 }

@@ -6,6 +6,8 @@
 #ifndef SCRY_ERR_H
 #define SCRY_ERR_H
 
+#include <stddef.h>
+
 #define SCRY_ERRNO_MAP(X)                                                                          \
     X(NOMEM, -1, "out of memory")                                                                  \
     X(INVAL, -2, "invalid argument")                                                               \
@@ -42,5 +44,9 @@ const char *scry_err_name(int err);
 /* Maps an errno value from a failed system call on a target to a scry code:
  * ESRCH -> GONE, EPERM/EACCES -> PERM, EFAULT/EIO -> FAULT, ENOMEM -> NOMEM, else IO. */
 int scry_err_from_errno(int errnum);
+
+/* Writes a message for the caller (printf FMT) into BUF of LEN bytes, cut to fit; does
+ * nothing when BUF is NULL or LEN 0 (the callers' "char *msg, size_t msglen" arguments). */
+void scry_errmsg(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 #endif

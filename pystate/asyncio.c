@@ -17,16 +17,6 @@
 #define ASYNC_TYPES      64   /* type names cached per walk */
 #define ASYNC_NAME_MAX   256  /* bytes of a task or type name kept */
 
-static void say(char *buf, size_t len, const char *fmt, ...)
-{
-    if (!buf || !len)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, len, fmt, ap);
-    va_end(ap);
-}
-
 const char *pystate_task_state_name(int state)
 {
     switch (state) {
@@ -80,7 +70,7 @@ int pystate_async_offsets_parse(const void *buf, size_t len, const pystate_layou
              t_head < (uint64_t)L->tstate_size)
         bad = "asyncio_thread_state";
     if (bad) {
-        say(why, whylen, "%s is out of bounds", bad);
+        scry_errmsg(why, whylen, "%s is out of bounds", bad);
         return SCRY_E_CORRUPT;
     }
     pystate_async_offsets_t o = {
@@ -139,7 +129,7 @@ static int find_block(pystate_target_t *t, raddr_t *addr, char *source, size_t s
         if (elfsym_obj_section(mod.obj, ".AsyncioDebug", &sec) == 0 && sec.addr &&
             sec.size >= PYSTATE_ASYNC_DEBUG_SIZE) {
             *addr = mod.bias + sec.addr;
-            say(source, srclen, "%s section .AsyncioDebug", e->path);
+            scry_errmsg(source, srclen, "%s section .AsyncioDebug", e->path);
             rc = 0;
         }
         elfsym_obj_free(mod.obj);
@@ -151,7 +141,8 @@ static int find_block(pystate_target_t *t, raddr_t *addr, char *source, size_t s
 int pystate_async_check(const pystate_target_t *t, char *errbuf, size_t errlen)
 {
     if (t->info.major != 3 || t->info.minor < 14 || !t->info.layout_from_debug_offsets) {
-        say(errbuf, errlen,
+        scry_errmsg(
+            errbuf, errlen,
             "asyncio tasks are read through the _asyncio module's debug offsets, which CPython "
             "exports from 3.14 on; process %d runs Python %s",
             (int)t->pid, t->info.version);
@@ -172,8 +163,9 @@ int pystate_async_read(pystate_target_t *t, pystate_async_snapshot_t **out, char
     pystate_dbg_async_t g;
     rc = pystate_debug_offsets_read_async(t->mem, t->runtime, t->info.assumed_minor, &g);
     if (rc != 0) {
-        say(errbuf, errlen, "the _Py_DebugOffsets of process %d lack what asyncio needs: %s",
-            (int)t->pid, scry_strerror(rc));
+        scry_errmsg(errbuf, errlen,
+                    "the _Py_DebugOffsets of process %d lack what asyncio needs: %s", (int)t->pid,
+                    scry_strerror(rc));
         return rc == SCRY_E_GONE || rc == SCRY_E_PERM ? rc : SCRY_E_UNSUPPORTED;
     }
     raddr_t addr = 0;
@@ -187,28 +179,29 @@ int pystate_async_read(pystate_target_t *t, pystate_async_snapshot_t **out, char
         return 0;
     }
     if (rc != 0) {
-        say(errbuf, errlen, "cannot read the mappings of process %d: %s", (int)t->pid,
-            scry_strerror(rc));
+        scry_errmsg(errbuf, errlen, "cannot read the mappings of process %d: %s", (int)t->pid,
+                    scry_strerror(rc));
         return rc;
     }
     uint8_t block[PYSTATE_ASYNC_DEBUG_SIZE];
     rc = rmem_read(t->mem, addr, block, sizeof block);
     if (rc != 0) {
-        say(errbuf, errlen, "cannot read the asyncio debug offsets (%s): %s", source,
-            scry_strerror(rc));
+        scry_errmsg(errbuf, errlen, "cannot read the asyncio debug offsets (%s): %s", source,
+                    scry_strerror(rc));
         return rc == SCRY_E_FAULT ? SCRY_E_UNSUPPORTED : rc;
     }
     pystate_async_offsets_t o;
     rc = pystate_async_offsets_parse(block, sizeof block, L, &o, why, sizeof why);
     if (rc != 0) {
-        say(errbuf, errlen, "the asyncio debug offsets (%s) do not validate: %s", source, why);
+        scry_errmsg(errbuf, errlen, "the asyncio debug offsets (%s) do not validate: %s", source,
+                    why);
         return SCRY_E_UNSUPPORTED;
     }
     pystate_async_snapshot_t *s = NULL;
     rc = pystate__async_walk(t, &o, &g, &s);
     if (rc != 0) {
-        say(errbuf, errlen, "cannot read the asyncio tasks of process %d: %s", (int)t->pid,
-            scry_strerror(rc));
+        scry_errmsg(errbuf, errlen, "cannot read the asyncio tasks of process %d: %s", (int)t->pid,
+                    scry_strerror(rc));
         return rc;
     }
     s->loaded = 1;

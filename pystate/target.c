@@ -15,16 +15,6 @@
 #include <string.h>
 #include <unistd.h>
 
-static void say(char *buf, size_t len, const char *fmt, ...)
-{
-    if (!buf || !len)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, len, fmt, ap);
-    va_end(ap);
-}
-
 static int sym_addr(const elfsym_obj_t *obj, uint64_t bias, const char *name, raddr_t *out)
 {
     elfsym_sym_t s;
@@ -152,11 +142,11 @@ void pystate__choose_code_key(pystate_target_t *t)
 static int classify_open_error(pid_t pid, int err, char *errbuf, size_t errlen)
 {
     if (err == SCRY_E_NOPROC || err == SCRY_E_GONE) {
-        say(errbuf, errlen, "no such process: %d", (int)pid);
+        scry_errmsg(errbuf, errlen, "no such process: %d", (int)pid);
         return SCRY_E_NOPROC;
     }
     if (err == SCRY_E_PERM) {
-        say(errbuf, errlen, "cannot read the memory maps of process %d", (int)pid);
+        scry_errmsg(errbuf, errlen, "cannot read the memory maps of process %d", (int)pid);
         return SCRY_E_PERM;
     }
     return err;
@@ -176,8 +166,8 @@ static int use_debug_offsets(pystate_target_t *t, const pystate_layout_t *known,
     int minor = t->info.minor;
 
     if (assume_minor > 0 && assume_minor != newest) {
-        say(errbuf, errlen, "--assume-version takes 3.%d (the newest block layout scry knows)",
-            newest);
+        scry_errmsg(errbuf, errlen,
+                    "--assume-version takes 3.%d (the newest block layout scry knows)", newest);
         return SCRY_E_INVAL;
     }
     int derr = pystate_debug_offsets_read_as(t->mem, t->runtime, minor > newest ? assume_minor : 0,
@@ -206,7 +196,8 @@ static int use_debug_offsets(pystate_target_t *t, const pystate_layout_t *known,
         int v = pystate_debug_offsets_read_as(t->mem, t->runtime, newest, &dbg, &dhex, why2,
                                               sizeof why2);
         if (v == 0)
-            say(errbuf, errlen,
+            scry_errmsg(
+                errbuf, errlen,
                 "process %d runs Python %s: scry knows the _Py_DebugOffsets layouts of 3.%d to "
                 "3.%d only (the 3.%d member order is missing: regenerate pystate/gen with its "
                 "headers); its block validates against the 3.%d layout, so "
@@ -214,7 +205,8 @@ static int use_debug_offsets(pystate_target_t *t, const pystate_layout_t *known,
                 (int)t->info.pid, t->info.version, pystate_debug_offsets_oldest_minor(), newest,
                 minor, newest, newest);
         else
-            say(errbuf, errlen,
+            scry_errmsg(
+                errbuf, errlen,
                 "process %d runs Python %s: scry knows the _Py_DebugOffsets layouts of 3.%d to "
                 "3.%d only (the 3.%d member order is missing: regenerate pystate/gen with its "
                 "headers); read as 3.%d its block does not validate (%s)",
@@ -223,14 +215,15 @@ static int use_debug_offsets(pystate_target_t *t, const pystate_layout_t *known,
         return SCRY_E_UNSUPPORTED;
     }
     if (minor > newest)
-        say(errbuf, errlen,
+        scry_errmsg(
+            errbuf, errlen,
             "process %d runs Python %s; read with --assume-version 3.%d its _Py_DebugOffsets "
             "block does not validate (%s)",
             (int)t->info.pid, t->info.version, assume_minor, why[0] ? why : scry_strerror(derr));
     else
-        say(errbuf, errlen,
-            "process %d runs Python %s, whose _Py_DebugOffsets scry cannot use (%s)",
-            (int)t->info.pid, t->info.version, why[0] ? why : scry_strerror(derr));
+        scry_errmsg(errbuf, errlen,
+                    "process %d runs Python %s, whose _Py_DebugOffsets scry cannot use (%s)",
+                    (int)t->info.pid, t->info.version, why[0] ? why : scry_strerror(derr));
     return derr == SCRY_E_CORRUPT ? SCRY_E_CORRUPT
            : derr == SCRY_E_INVAL ? SCRY_E_INVAL
                                   : SCRY_E_UNSUPPORTED;
@@ -299,8 +292,8 @@ int pystate_target_open_opts(pid_t pid, strtab_t *strings, const pystate_open_op
     err = elfsym_find_interpreter(pid, NULL, &mod);
     if (err) {
         if (err == SCRY_E_NOTPY || err == SCRY_E_NOTFOUND) {
-            say(errbuf, errlen, "process %d is not a Python process (its executable is %s)",
-                (int)pid, t->info.exe_path[0] ? t->info.exe_path : "unknown");
+            scry_errmsg(errbuf, errlen, "process %d is not a Python process (its executable is %s)",
+                        (int)pid, t->info.exe_path[0] ? t->info.exe_path : "unknown");
             err = SCRY_E_NOTPY;
         } else {
             err = classify_open_error(pid, err, errbuf, errlen);
@@ -318,7 +311,7 @@ int pystate_target_open_opts(pid_t pid, strtab_t *strings, const pystate_open_op
     if (sym_addr(obj, bias, "Py_Version", &pyver_addr) == 0) {
         err = rmem_read(t->mem, pyver_addr, &hex, sizeof hex);
         if (err == SCRY_E_PERM || err == SCRY_E_GONE) {
-            say(errbuf, errlen, "cannot read the memory of process %d", (int)pid);
+            scry_errmsg(errbuf, errlen, "cannot read the memory of process %d", (int)pid);
             goto fail;
         }
         if (err == 0 && (hex >> 24) == 3) {
@@ -341,8 +334,9 @@ int pystate_target_open_opts(pid_t pid, strtab_t *strings, const pystate_open_op
             micro = fv.micro;
     }
     if (!major) {
-        say(errbuf, errlen, "process %d looks like Python (%s) but its version cannot be found",
-            (int)pid, mod.path);
+        scry_errmsg(errbuf, errlen,
+                    "process %d looks like Python (%s) but its version cannot be found", (int)pid,
+                    mod.path);
         err = SCRY_E_NOTPY;
         goto fail;
     }
@@ -357,18 +351,18 @@ int pystate_target_open_opts(pid_t pid, strtab_t *strings, const pystate_open_op
 
     const pystate_layout_t *known = pystate_layout_for(major, minor);
     if (major != 3 || minor < 6 || (!known && minor < 13)) {
-        say(errbuf, errlen,
-            "process %d runs Python %s, which scry does not support (it reads CPython "
-            "3.6 and newer)",
-            (int)pid, t->info.version);
+        scry_errmsg(errbuf, errlen,
+                    "process %d runs Python %s, which scry does not support (it reads CPython "
+                    "3.6 and newer)",
+                    (int)pid, t->info.version);
         err = SCRY_E_UNSUPPORTED;
         goto fail;
     }
     if (minor == 6) {
         t->layout = *known;
         if ((err = find_roots_36(t, obj, bias)) != 0) {
-            say(errbuf, errlen, "cannot find the interpreter list in %s (Python %s)", mod.path,
-                t->info.version);
+            scry_errmsg(errbuf, errlen, "cannot find the interpreter list in %s (Python %s)",
+                        mod.path, t->info.version);
             err = SCRY_E_NOTPY;
             goto fail;
         }
@@ -389,8 +383,8 @@ int pystate_target_open_opts(pid_t pid, strtab_t *strings, const pystate_open_op
             t->layout = *known;
         }
         if ((err = find_runtime(t, obj, bias)) != 0) {
-            say(errbuf, errlen, "cannot find _PyRuntime in %s (Python %s)", mod.path,
-                t->info.version);
+            scry_errmsg(errbuf, errlen, "cannot find _PyRuntime in %s (Python %s)", mod.path,
+                        t->info.version);
             err = SCRY_E_NOTPY;
             goto fail;
         }
@@ -412,7 +406,7 @@ int pystate_target_open_opts(pid_t pid, strtab_t *strings, const pystate_open_op
     uint64_t probe;
     err = rmem_read_u64(t->mem, t->info.runtime_addr, &probe);
     if (err == SCRY_E_PERM || err == SCRY_E_GONE) {
-        say(errbuf, errlen, "cannot read the memory of process %d", (int)pid);
+        scry_errmsg(errbuf, errlen, "cannot read the memory of process %d", (int)pid);
         goto fail;
     }
     err = 0;

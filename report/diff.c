@@ -138,29 +138,18 @@ static int get_loc(report_diff_t *d, json_object *o, scry_frame_t *f)
     return 0;
 }
 
-static void say(char *msg, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static void say(char *msg, size_t len, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    if (msg && len)
-        vsnprintf(msg, len, fmt, ap);
-    va_end(ap);
-}
-
 static int load_stacks(report_diff_t *d, diff_side_t *s, json_object *root, char *msg,
                        size_t msglen)
 {
     json_object *jf = field(root, "stack_frames", json_type_array);
     json_object *js = field(root, "stacks", json_type_array);
     if (!jf || !js) {
-        say(msg, msglen, "it has no \"stacks\" (written by an older scry?)");
+        scry_errmsg(msg, msglen, "it has no \"stacks\" (written by an older scry?)");
         return SCRY_E_CORRUPT;
     }
     size_t nf = json_object_array_length(jf), ns = json_object_array_length(js);
     if (nf > DIFF_MAX_ITEMS || ns > DIFF_MAX_ITEMS) {
-        say(msg, msglen, "more than 4000000 stacks or frames (%zu)", nf > ns ? nf : ns);
+        scry_errmsg(msg, msglen, "more than 4000000 stacks or frames (%zu)", nf > ns ? nf : ns);
         return SCRY_E_TOOBIG;
     }
     report_meta_t meta = {.pid = s->pid, .command = s->command};
@@ -171,7 +160,7 @@ static int load_stacks(report_diff_t *d, diff_side_t *s, json_object *root, char
         goto out;
     for (size_t i = 0; i < nf; i++)
         if ((rc = get_loc(d, json_object_array_get_idx(jf, i), &frames[i])) < 0) {
-            say(msg, msglen, "stack_frames[%zu] is not a frame", i);
+            scry_errmsg(msg, msglen, "stack_frames[%zu] is not a frame", i);
             goto out;
         }
     for (size_t i = 0; i < ns; i++) {
@@ -181,19 +170,19 @@ static int load_stacks(report_diff_t *d, diff_side_t *s, json_object *root, char
         rc = SCRY_E_CORRUPT;
         if (!ids || get_int(e, "samples", 0, (int64_t)DIFF_MAX_COUNT, &count) < 0 ||
             get_int(e, "value", 0, INT64_MAX / 4, &value) < 0) {
-            say(msg, msglen, "stacks[%zu] is not a stack", i);
+            scry_errmsg(msg, msglen, "stacks[%zu] is not a stack", i);
             goto out;
         }
         size_t depth = json_object_array_length(ids);
         if (depth > REPORT__MAX_DEPTH) {
-            say(msg, msglen, "stacks[%zu] is deeper than 4096 frames", i);
+            scry_errmsg(msg, msglen, "stacks[%zu] is deeper than 4096 frames", i);
             goto out;
         }
         for (size_t k = 0; k < depth; k++) {
             json_object *x = json_object_array_get_idx(ids, k);
             int64_t id = json_object_is_type(x, json_type_int) ? json_object_get_int64(x) : -1;
             if (id < 0 || (uint64_t)id >= nf) {
-                say(msg, msglen, "stacks[%zu] names a frame that does not exist", i);
+                scry_errmsg(msg, msglen, "stacks[%zu] names a frame that does not exist", i);
                 goto out;
             }
             stack[depth - 1 - k] = frames[id]; /* the file is root first, samples leaf first */
@@ -205,7 +194,7 @@ static int load_stacks(report_diff_t *d, diff_side_t *s, json_object *root, char
                              .frames = stack,
                              .thread_name = ""};
         if ((rc = report__profile_add_cpu(s->prof, &smp, (uint64_t)count, (uint64_t)value)) < 0) {
-            say(msg, msglen, "stacks[%zu]: totals too large or out of memory", i);
+            scry_errmsg(msg, msglen, "stacks[%zu]: totals too large or out of memory", i);
             goto out;
         }
     }
@@ -221,12 +210,12 @@ static int load_lines(report_diff_t *d, diff_side_t *s, int which, json_object *
 {
     json_object *jl = field(root, "lines", json_type_array);
     if (!jl) {
-        say(msg, msglen, "it has no \"lines\"");
+        scry_errmsg(msg, msglen, "it has no \"lines\"");
         return SCRY_E_CORRUPT;
     }
     size_t n = json_object_array_length(jl);
     if (n > DIFF_MAX_ITEMS) {
-        say(msg, msglen, "more than 4000000 lines (%zu)", n);
+        scry_errmsg(msg, msglen, "more than 4000000 lines (%zu)", n);
         return SCRY_E_TOOBIG;
     }
     if (!(s->lines = malloc((n + 1) * sizeof *s->lines)))
@@ -240,7 +229,7 @@ static int load_lines(report_diff_t *d, diff_side_t *s, int which, json_object *
         int rc = get_loc(d, e, &f);
         double pct = p ? json_object_get_double(p) : NAN;
         if (rc < 0 || !(pct >= 0 && pct <= 101)) {
-            say(msg, msglen, "lines[%zu] is not a line", i);
+            scry_errmsg(msg, msglen, "lines[%zu] is not a line", i);
             return rc < 0 ? rc : SCRY_E_CORRUPT;
         }
         s->lines[s->nlines++] =
@@ -257,7 +246,7 @@ int report_diff_load(report_diff_t *d, int which, const char *text, size_t len, 
     if (!d || !text || (which != 0 && which != 1) || d->side[which].loaded)
         return SCRY_E_INVAL;
     if (len > REPORT_DIFF_MAX_BYTES || len > INT32_MAX) {
-        say(msg, msglen, "larger than 256 MB (%zu bytes)", len);
+        scry_errmsg(msg, msglen, "larger than 256 MB (%zu bytes)", len);
         return SCRY_E_TOOBIG;
     }
     diff_side_t *s = &d->side[which];
@@ -274,12 +263,12 @@ int report_diff_load(report_diff_t *d, int which, const char *text, size_t len, 
            (text[used] == ' ' || text[used] == '\n' || text[used] == '\t' || text[used] == '\r'))
         used++;
     if (!root || jerr != json_tokener_success || used != len) {
-        say(msg, msglen, "not valid JSON (%s, at byte %zu)",
-            !root && jerr == json_tokener_success ? "empty"
-            : jerr == json_tokener_continue       ? "incomplete"
-            : jerr != json_tokener_success        ? json_tokener_error_desc(jerr)
-                                                  : "text after the document",
-            used);
+        scry_errmsg(msg, msglen, "not valid JSON (%s, at byte %zu)",
+                    !root && jerr == json_tokener_success ? "empty"
+                    : jerr == json_tokener_continue       ? "incomplete"
+                    : jerr != json_tokener_success        ? json_tokener_error_desc(jerr)
+                                                          : "text after the document",
+                    used);
         rc = SCRY_E_CORRUPT;
         goto out;
     }
@@ -287,12 +276,12 @@ int report_diff_load(report_diff_t *d, int which, const char *text, size_t len, 
     int64_t version, pid = 0, samples = 0;
     if (!fmt || strcmp(json_object_get_string(fmt), "scry-report") != 0 ||
         get_int(root, "version", 0, 1000, &version) < 0) {
-        say(msg, msglen, "not a scry JSON report (scry record -f json)");
+        scry_errmsg(msg, msglen, "not a scry JSON report (scry record -f json)");
         rc = SCRY_E_CORRUPT;
         goto out;
     }
     if (version != 1) {
-        say(msg, msglen, "report version %" PRId64 " is not 1", version);
+        scry_errmsg(msg, msglen, "report version %" PRId64 " is not 1", version);
         rc = SCRY_E_UNSUPPORTED;
         goto out;
     }
@@ -300,7 +289,7 @@ int report_diff_load(report_diff_t *d, int which, const char *text, size_t len, 
     if (target)
         get_int(target, "pid", 0, INT32_MAX, &pid);
     if (get_int(root, "samples", 0, INT64_MAX, &samples) < 0) {
-        say(msg, msglen, "its \"samples\" is not a count");
+        scry_errmsg(msg, msglen, "its \"samples\" is not a count");
         rc = SCRY_E_CORRUPT;
         goto out;
     }
@@ -309,7 +298,7 @@ int report_diff_load(report_diff_t *d, int which, const char *text, size_t len, 
     s->command = "";
     if (target && field(target, "command", json_type_string) &&
         (rc = get_str(d, target, "command", &s->command)) < 0) {
-        say(msg, msglen, "its command line is not a string of at most 64 KB");
+        scry_errmsg(msg, msglen, "its command line is not a string of at most 64 KB");
         goto out;
     }
     if ((rc = load_lines(d, s, which, root, msg, msglen)) < 0 ||
