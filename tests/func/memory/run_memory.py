@@ -498,6 +498,18 @@ def read_windows(path):
     return rows
 
 
+def check_survived(c, p, pid):
+    """After scry's death: target P (pid PID) alive, not traced, not stopped."""
+    check(p.poll() is None, "target died after scry was killed: exit %s; %s" % (
+        p.returncode, short(c.proc_log(p))))
+    with open("/proc/%d/status" % pid) as f:
+        status = f.read()
+    tracer = re.search(r"TracerPid:\s*(\d+)", status).group(1)
+    state = re.search(r"State:\s*(\S)", status).group(1)
+    check(tracer == "0", "target still traced by %s after scry's death" % tracer)
+    check(state not in ("T", "t"), "target left stopped (state %s)" % state)
+
+
 def per_iter(rows, t0, t1):
     """Median CPU and wall microseconds per iteration of the windows ending in [t0, t1]."""
     sel = [r for r in rows if t0 <= r[0] <= t1 and r[1] > 0]
@@ -554,14 +566,7 @@ def t_sigkill(c, mode):
     t_after = now()
     time.sleep(3.0)
     t_end = now()
-    check(p.poll() is None, "target died after scry was killed: exit %s; %s" % (
-        p.returncode, short(c.proc_log(p))))
-    with open("/proc/%d/status" % pid) as f:
-        status = f.read()
-    tracer = re.search(r"TracerPid:\s*(\d+)", status).group(1)
-    state = re.search(r"State:\s*(\S)", status).group(1)
-    check(tracer == "0", "target still traced by %s after scry's death" % tracer)
-    check(state not in ("T", "t"), "target left stopped (state %s)" % state)
+    check_survived(c, p, pid)
     for x in (stop, tstop):
         with open(x, "w"):
             pass
@@ -645,14 +650,7 @@ def t_leftover(c, mode):
         left = staged_copies(root) - before
         check(not left, "left in the target's root 5 s after scry's SIGKILL: %s" % sorted(left))
         time.sleep(1.0)
-        check(p.poll() is None, "target died after scry was killed: exit %s; %s" % (
-            p.returncode, short(c.proc_log(p))))
-        with open("/proc/%d/status" % pid) as f:
-            status = f.read()
-        tracer = re.search(r"TracerPid:\s*(\d+)", status).group(1)
-        state = re.search(r"State:\s*(\S)", status).group(1)
-        check(tracer == "0", "target still traced by %s after scry's death" % tracer)
-        check(state not in ("T", "t"), "target left stopped (state %s)" % state)
+        check_survived(c, p, pid)
         with open(stop, "w"):
             pass
         rc = c.wait(p, 30, "workload speed")
