@@ -325,9 +325,16 @@ int cmd_record(const scry_config_t *cfg)
         goto out;
     }
     if (!cfg->quiet) {
-        char lostbuf[64] = "";
+        char lostbuf[160] = "";
+        size_t ll = 0;
         if (st->lost)
-            snprintf(lostbuf, sizeof lostbuf, ", %llu records lost", (unsigned long long)st->lost);
+            ll += (size_t)snprintf(lostbuf, sizeof lostbuf, ", %llu records lost",
+                                   (unsigned long long)st->lost);
+        if (st->read_records && ll < sizeof lostbuf)
+            snprintf(lostbuf + ll, sizeof lostbuf - ll,
+                     ", Python stacks read %.0f us after their record (max %.1f ms)",
+                     (double)st->read_delay_ns / (double)st->read_records / 1e3,
+                     (double)st->read_delay_max_ns / 1e6);
         double busy_us = st->ticks ? (double)st->busy_ns / (double)st->ticks / 1e3 : 0;
         char errs[160] = "";
         if (end.errors)

@@ -30,6 +30,9 @@ typedef struct sampler_stats {
     uint64_t busy_ns;   /* time spent sampling (CPU cost) */
     uint64_t gil_ticks; /* rounds where some thread held the GIL */
     uint64_t lost;      /* perf back end: records the kernel dropped or scry rejected */
+    uint64_t read_records;    /* perf back end: records whose Python stack was read, and */
+    uint64_t read_delay_ns;   /* the time from each record to that read, summed */
+    uint64_t read_delay_max_ns;
     int finalizing;     /* the interpreter was tearing down at the last tick */
     int target_exited;
 } sampler_stats_t;

@@ -63,6 +63,11 @@ void sampler__emit(sampler_t *s, const pystate_thread_t *th, const unwind_frame_
 int sampler__perf_new(sampler_t *s, char *why, size_t whylen);
 void sampler__perf_free(sampler_perf_t *p);
 int sampler__perf_tick(sampler_t *s, sampler_emit_fn emit, void *ctx);
+/* A read between two ticks, woken by a record: drains the rings and reads the Python stacks
+ * of the threads that ran while they are still the ones sampled. Returns as the tick. */
+int sampler__perf_read_early(sampler_t *s, sampler_emit_fn emit, void *ctx);
+/* Waits for a record or DEADLINE_NS (perfev_wait); 1 when a record woke it. */
+int sampler__perf_wait(sampler_t *s, uint64_t deadline_ns);
 /* Counters of the perf back end: records lost by the kernel, rejected. */
 void sampler__perf_counts(const sampler_perf_t *p, uint64_t *lost, uint64_t *bad);
 

@@ -37,8 +37,9 @@
 
 typedef struct perf_thread {
     pid_t tid;              /* 0 = empty */
-    uint64_t gen;           /* tick in which W and CPU are valid */
-    uint64_t w[PERF_KINDS]; /* CPU ns this tick per IP kind, records without stack */
+    uint64_t gen;           /* tick in which CPU is valid */
+    uint64_t rgen;          /* read in which W is valid */
+    uint64_t w[PERF_KINDS]; /* CPU ns this read per IP kind, records without stack */
     uint64_t cpu;           /* CPU ns this tick, all records */
     uint64_t last_wall;     /* --idle: time of the previous tick that looked at it */
 } perf_thread_t;
@@ -57,7 +58,10 @@ struct sampler_perf {
     int own_unw;
     pid_t pid;
     int exclude_kernel;
-    uint64_t gen;
+    uint64_t gen;  /* ticks */
+    uint64_t rgen; /* reads: ticks and the reads between them that a record woke */
+    int gil_seen;  /* a read since the last tick saw a thread holding the GIL */
+    uint64_t rec_n, rec_sum_ns, rec_min_ns; /* this read's records: count, sum, first time */
     uint64_t last_list_ns;
     int stale;
     pid_t *tids;
@@ -124,12 +128,19 @@ static void on_record(const perfev_sample_t *r, void *ctx)
     perf_thread_t *t = slot(p, r->tid);
     if (!t)
         return;
-    if (t->gen != p->gen) {
+    if (t->rgen != p->rgen) {
         memset(t->w, 0, sizeof t->w);
+        t->rgen = p->rgen;
+    }
+    if (t->gen != p->gen) {
         t->cpu = 0;
         t->gen = p->gen;
     }
     p->touched++;
+    p->rec_n++;
+    p->rec_sum_ns += r->time_ns;
+    if (!p->rec_min_ns || r->time_ns < p->rec_min_ns)
+        p->rec_min_ns = r->time_ns;
     int kind = UNWIND_IP_KERNEL;
     if (!r->kernel) {
         unwind_frame_t leaf;
@@ -194,7 +205,8 @@ int sampler__perf_new(sampler_t *s, char *why, size_t whylen)
                        .rate_hz = s->cfg.rate_hz > 0 ? s->cfg.rate_hz : 100,
                        .clock = PERFEV_CLOCK_TASK,
                        .stack_bytes = s->cfg.native ? PERF_STACK_BYTES : 0,
-                       .exclude_kernel = excl};
+                       .exclude_kernel = excl,
+                       .wake_each = 1};
     err = SCRY_E_NOMEM;
     if (!p->tids || !p->tab || !p->unw || (s->cfg.idle && !p->states) ||
         (s->cfg.native && !p->pend) || (err = perfev_open(&o, &p->ev)) != 0) {
@@ -283,35 +295,38 @@ static void emit_idle(sampler_t *s, const pystate_thread_t *th, perf_thread_t *t
     sampler__emit(s, th, NULL, 0, SCRY_CLASS_SYSTEM, 0, w, 0, now, emit, ctx);
 }
 
-int sampler__perf_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
+/* Drains the rings and, when some thread ran (or on a tick with --idle), reads the Python
+ * stacks right after and emits the samples. TICK: a tick of the sampler's clock (not a
+ * read a record woke). T0: when the tick or read began. */
+static int perf_read(sampler_t *s, int tick, uint64_t t0, sampler_emit_fn emit, void *ctx)
 {
     struct sampler_perf *p = s->perf;
-    uint64_t t0 = scry_now_ns();
-    s->stats.ticks++;
-    p->gen++;
+    p->rgen++;
     p->npend = 0;
     p->touched = 0;
-    if (p->stale || t0 - p->last_list_ns >= PERF_LIST_NS) {
-        int n = list_tids(p);
-        if (n < 0) {
-            s->stats.target_exited = 1;
-            return SCRY_E_GONE;
-        }
-        int rc = perfev_set_threads(p->ev, p->tids, (size_t)n, on_record, s);
-        if (rc < 0 && rc != SCRY_E_GONE)
-            s->stats.errors++;
-        p->stale = 0;
-        p->last_list_ns = t0;
-    }
+    p->rec_n = p->rec_sum_ns = p->rec_min_ns = 0;
     perfev_read(p->ev, on_record, s);
     uint64_t lost = 0, bad = 0;
     sampler__perf_counts(p, &lost, &bad);
     s->stats.lost = lost + bad;
-    if (!p->touched && !s->cfg.idle) {
+    int idle = tick && s->cfg.idle;
+    if (!p->touched && !idle) {
+        if (tick && p->gil_seen) {
+            s->stats.gil_ticks++;
+            p->gil_seen = 0;
+        }
         s->stats.busy_ns += scry_now_ns() - t0;
         return 0; /* nothing ran: nothing to read */
     }
     pid_t pid = p->pid;
+    uint64_t t_read = scry_now_ns();
+    if (p->rec_n && t_read >= p->rec_min_ns) {
+        /* How stale the stacks are that these records get: the sooner, the truer. */
+        s->stats.read_records += p->rec_n;
+        s->stats.read_delay_ns += p->rec_n * t_read - p->rec_sum_ns;
+        if (t_read - p->rec_min_ns > s->stats.read_delay_max_ns)
+            s->stats.read_delay_max_ns = t_read - p->rec_min_ns;
+    }
     int err = pystate_sample(s->target, s->snap);
     if (err) {
         if (err == SCRY_E_GONE || procinfo_exists(pid) != 0) {
@@ -337,14 +352,47 @@ int sampler__perf_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
         perf_thread_t *t = slot(p, th->tid);
         if (!t)
             continue;
-        uint64_t cpu = t->gen == p->gen ? t->cpu : 0;
-        if (cpu)
+        if (t->rgen == p->rgen)
             emit_cpu(s, th, t, t0, emit, ctx);
-        if (s->cfg.idle)
-            emit_idle(s, th, t, cpu, t0, emit, ctx);
+        if (idle)
+            emit_idle(s, th, t, t->gen == p->gen ? t->cpu : 0, t0, emit, ctx);
     }
-    if (any_gil)
+    p->gil_seen |= any_gil;
+    if (tick && p->gil_seen) {
         s->stats.gil_ticks++;
+        p->gil_seen = 0;
+    }
     s->stats.busy_ns += scry_now_ns() - t0;
     return 0;
+}
+
+int sampler__perf_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
+{
+    struct sampler_perf *p = s->perf;
+    uint64_t t0 = scry_now_ns();
+    s->stats.ticks++;
+    p->gen++;
+    if (p->stale || t0 - p->last_list_ns >= PERF_LIST_NS) {
+        int n = list_tids(p);
+        if (n < 0) {
+            s->stats.target_exited = 1;
+            return SCRY_E_GONE;
+        }
+        int rc = perfev_set_threads(p->ev, p->tids, (size_t)n, on_record, s);
+        if (rc < 0 && rc != SCRY_E_GONE)
+            s->stats.errors++;
+        p->stale = 0;
+        p->last_list_ns = t0;
+    }
+    return perf_read(s, 1, t0, emit, ctx);
+}
+
+int sampler__perf_read_early(sampler_t *s, sampler_emit_fn emit, void *ctx)
+{
+    return perf_read(s, 0, scry_now_ns(), emit, ctx);
+}
+
+int sampler__perf_wait(sampler_t *s, uint64_t deadline_ns)
+{
+    return perfev_wait(s->perf ? s->perf->ev : NULL, deadline_ns);
 }

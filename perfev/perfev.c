@@ -3,6 +3,7 @@
 #include <linux/perf_event.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -47,7 +48,8 @@ static int open_errno(int e)
 }
 
 static void fill_attr(struct perf_event_attr *a, int clock, uint64_t period, uint64_t regs_mask,
-                      uint32_t stack_bytes, int exclude_kernel, uint64_t ring_bytes)
+                      uint32_t stack_bytes, int exclude_kernel, uint64_t ring_bytes,
+                      int wake_each)
 {
     memset(a, 0, sizeof *a);
     a->size = sizeof *a;
@@ -66,15 +68,19 @@ static void fill_attr(struct perf_event_attr *a, int clock, uint64_t period, uin
     a->exclude_guest = 1;
     a->use_clockid = 1;
     a->clockid = CLOCK_MONOTONIC;
-    /* Nobody polls: ask for a wake-up only when the ring is nearly full. */
-    a->watermark = 1;
-    a->wakeup_watermark = (uint32_t)(ring_bytes - ring_bytes / 8);
+    if (wake_each) {
+        a->wakeup_events = 1; /* every sample wakes the poller */
+    } else {
+        /* Nobody polls: ask for a wake-up only when the ring is nearly full. */
+        a->watermark = 1;
+        a->wakeup_watermark = (uint32_t)(ring_bytes - ring_bytes / 8);
+    }
 }
 
 int perfev_probe(pid_t tid, int exclude_kernel)
 {
     struct perf_event_attr a;
-    fill_attr(&a, PERFEV_CLOCK_TASK, 10000000, 0, 0, exclude_kernel, 4096);
+    fill_attr(&a, PERFEV_CLOCK_TASK, 10000000, 0, 0, exclude_kernel, 4096, 0);
     a.disabled = 1;
     long fd = sys_perf_event_open(&a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
     if (fd < 0)
@@ -121,8 +127,10 @@ int perfev_open(const perfev_opts_t *opts, perfev_t **out)
             pages = 2;
         p->ring_pages = pow2_at_least(pages < RING_MAX_PAGES ? pages : RING_MAX_PAGES);
     }
+    p->epfd = -1;
     p->wrap = malloc(PERFEV_RECORD_MAX);
-    if (!p->wrap) {
+    if (!p->wrap || (opts->wake_each && (p->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0)) {
+        free(p->wrap);
         free(p);
         return SCRY_E_NOMEM;
     }
@@ -146,6 +154,8 @@ void perfev_free(perfev_t *p)
         return;
     for (size_t i = 0; i < p->nthreads; i++)
         thread_close(&p->threads[i]);
+    if (p->epfd >= 0)
+        close(p->epfd);
     free(p->threads);
     free(p->wrap);
     free(p);
@@ -161,7 +171,7 @@ static int thread_open(struct perfev *p, pid_t tid, perfev_thread_t *t)
     uint32_t pages = p->ring_pages;
     struct perf_event_attr a;
     fill_attr(&a, p->opts.clock, p->period_ns, p->regs_mask, p->opts.stack_bytes,
-              p->opts.exclude_kernel, (uint64_t)pages * p->page);
+              p->opts.exclude_kernel, (uint64_t)pages * p->page, p->opts.wake_each);
     long fd = sys_perf_event_open(&a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
     if (fd < 0) {
         p->st.open_failed++;
@@ -194,6 +204,15 @@ static int thread_open(struct perfev *p, pid_t tid, perfev_thread_t *t)
     }
     t->data = t->base + off;
     t->size = size;
+    if (p->epfd >= 0) {
+        struct epoll_event e = {.events = EPOLLIN, .data.fd = t->fd};
+        if (epoll_ctl(p->epfd, EPOLL_CTL_ADD, t->fd, &e) != 0) {
+            int err = scry_err_from_errno(errno);
+            thread_close(t);
+            p->st.open_failed++;
+            return err;
+        }
+    }
     p->st.opened++;
     return 0;
 }
@@ -315,6 +334,36 @@ int perfev_read(perfev_t *p, perfev_sample_fn cb, void *ctx)
     for (size_t i = 0; i < p->nthreads; i++)
         n += perfev__drain(p, &p->threads[i], cb, ctx);
     return n;
+}
+
+int perfev_wait(perfev_t *p, uint64_t deadline_ns)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    uint64_t t = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+    if (deadline_ns <= t)
+        return 0;
+    if (!p || p->epfd < 0 || p->nthreads == 0) {
+        struct timespec ts = {(time_t)(deadline_ns / 1000000000ull),
+                              (long)(deadline_ns % 1000000000ull)};
+        clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+        return 0;
+    }
+    uint64_t left = deadline_ns - t;
+    struct timespec ts = {(time_t)(left / 1000000000ull), (long)(left % 1000000000ull)};
+    struct epoll_event e[8];
+    /* Closed descriptors leave the set by themselves: the rings are ours alone. The event
+     * of a thread that exited reports a hang-up forever: it leaves the set at once (its
+     * ring is read and closed at the next listing), so that it cannot keep us awake. */
+    int n = epoll_pwait2(p->epfd, e, 8, &ts, NULL);
+    int woke = 0;
+    for (int i = 0; i < n; i++) {
+        if (e[i].events & (EPOLLHUP | EPOLLERR))
+            epoll_ctl(p->epfd, EPOLL_CTL_DEL, e[i].data.fd, NULL);
+        if (e[i].events & EPOLLIN)
+            woke = 1;
+    }
+    return woke;
 }
 
 perfev_stats_t perfev_stats(const perfev_t *p)

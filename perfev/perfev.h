@@ -49,6 +49,9 @@ typedef struct perfev_opts {
     uint32_t ring_pages;  /* data pages per thread's ring, a power of two; 0: a default
                              that fits about 20 ms of records at RATE_HZ */
     int exclude_kernel;   /* 1: user mode only (needed when kernel sampling is refused) */
+    int wake_each;        /* 1: every record wakes perfev_wait (read the Python stack while
+                             it still is the one sampled); 0: nobody is woken, the rings
+                             are read on the caller's own clock */
 } perfev_opts_t;
 
 /* Registers in a sample, in this order (the kernel's x86-64 numbering, compacted). */
@@ -136,6 +139,11 @@ int perfev_has_thread(const perfev_t *p, pid_t tid);
  * their room in the rings. Returns the number of samples delivered (>= 0). No system
  * call is made. */
 int perfev_read(perfev_t *p, perfev_sample_fn cb, void *ctx);
+
+/* Waits until some ring holds a record (only with opts.wake_each) or the CLOCK_MONOTONIC
+ * time DEADLINE_NS has come, whichever is first; a signal ends the wait early too.
+ * Returns 1 when a record woke it, 0 otherwise. Reads nothing: perfev_read does. */
+int perfev_wait(perfev_t *p, uint64_t deadline_ns);
 
 /* Counters since perfev_open. */
 perfev_stats_t perfev_stats(const perfev_t *p);

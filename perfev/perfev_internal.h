@@ -32,6 +32,7 @@ struct perfev {
     size_t nthreads, cap;
     uint8_t *wrap; /* PERFEV_RECORD_MAX bytes: records that wrap are copied here */
     perfev_stats_t st;
+    int epfd; /* opts.wake_each: every ring's descriptor, for perfev_wait; else -1 */
 };
 
 /* Reads every record of thread T's ring (ring.c). Returns the samples delivered. */
