@@ -593,7 +593,10 @@ def t_ctrl_z_releases_target(c):
     ptrace sampler) suspends scry only once every thread is let go: while scry is suspended,
     no thread of the target is stopped or traced; fg (SIGCONT) resumes the recording, and
     the profile is written at the end."""
-    p, truth = c.workload("threads.py", ["--count", 3])
+    # The main thread spins: a running thread is sampled (and, with --native, stopped) at
+    # every tick, so the profile cannot be empty by chance (three napping threads alone
+    # gave 4-6 samples in 3 s).
+    p, truth = c.workload("threads.py", ["--count", 3, "--spin"])
     pid = int(truth["pid"])
     cycles, held = 0, []
     for mode in (["--blocking"], ["--native", "--sampler", "ptrace"]):
