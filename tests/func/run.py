@@ -509,7 +509,7 @@ def t_target_exits(c):
                                                             short(said[0], 300))
 
 
-@test("error_no_such_pid")
+@test("error_no_such_pid", common=True)
 def t_error_no_such_pid(c):
     pid_max = int(open("/proc/sys/kernel/pid_max").read())
     pid = next(p for p in range(pid_max - 1, 1, -1) if not os.path.exists("/proc/%d" % p))
@@ -523,7 +523,7 @@ def t_error_no_such_pid(c):
     return "exit != 0: %s" % msgs[0]
 
 
-@test("error_kernel_thread_zombie")
+@test("error_kernel_thread_zombie", common=True)
 def t_error_kernel_thread_zombie(c):
     """PID 2 (kthreadd) and a zombie are named as what they are, not 'no such process'."""
     p = c.spawn(["sh", "-c", "sleep 0 & exec sleep 30"])
@@ -553,7 +553,7 @@ def t_error_kernel_thread_zombie(c):
     return "; ".join(msgs[::2])
 
 
-@test("error_bad_rate_and_output")
+@test("error_bad_rate_and_output", common=True)
 def t_error_bad_rate_and_output(c):
     """A rate below 1 Hz and an output path that cannot be written are refused at once,
     before anything is sampled (--rate 1e-300 once crashed with SIGFPE)."""
@@ -587,7 +587,7 @@ def _task_states(pid):
     return out
 
 
-@test("ctrl_z_releases_target")
+@test("ctrl_z_releases_target", common=True)
 def t_ctrl_z_releases_target(c):
     """Ctrl-Z (SIGTSTP) on a recording that stops threads (--blocking, and --native with the
     ptrace sampler) suspends scry only once every thread is let go: while scry is suspended,
@@ -633,7 +633,7 @@ def t_ctrl_z_releases_target(c):
     return "%d suspensions, no thread held while scry was suspended" % cycles
 
 
-@test("error_not_python")
+@test("error_not_python", common=True)
 def t_error_not_python(c):
     p = c.spawn(["sleep", "30"])
     time.sleep(0.2)
@@ -649,7 +649,7 @@ def t_error_not_python(c):
     return "exit != 0, target alive: %s" % msgs[0]
 
 
-@test("error_permission")
+@test("error_permission", common=True)
 def t_error_permission(c):
     if not shutil.which("setpriv"):
         raise Skip("setpriv not found")
@@ -734,7 +734,7 @@ def t_launch_pyenv_shim(c):
         shim, c.interp.pyenv_name, hits, total)
 
 
-@test("launch_reliability")
+@test("launch_reliability", common=True)
 def t_launch_reliability(c):
     runs = 20
     bad = []
@@ -753,7 +753,7 @@ def t_launch_reliability(c):
         runs, runs, statistics.mean(walls), max(walls))
 
 
-@test("formats")
+@test("formats", common=True)
 def t_formats(c):
     p, truth = c.workload("hot_line.py")
     pid = truth["pid"]
@@ -811,7 +811,7 @@ def t_formats(c):
     return ", ".join(done)
 
 
-@test("option_rate")
+@test("option_rate", common=True)
 def t_option_rate(c):
     p, truth = c.workload("hot_line.py")
     # The ptrace sampler takes a sample per tick of a runnable thread; the perf sampler (the
@@ -844,7 +844,7 @@ def task_cpu_s(pid):
     return (int(fields[11]) + int(fields[12])) / float(os.sysconf("SC_CLK_TCK"))
 
 
-@test("option_quiet")
+@test("option_quiet", common=True)
 def t_option_quiet(c):
     p, truth = c.workload("hot_line.py")
     args = ["--pid", truth["pid"], "--duration", 0.5]
@@ -881,10 +881,14 @@ def t_option_gil(c):
 
 def main():
     ap = st.add_common_args(st.runner.parser(__doc__), VERSIONS)
+    ap.add_argument("--skip-common", action="store_true",
+                    help="leave out the tests marked common (command-line behaviour that does "
+                         "not depend on the interpreter: CMake runs them on a few versions)")
     a = ap.parse_args()
     scry = os.path.abspath(a.scry)
     py2 = a.python == "2.7"
-    tests = TESTS.select(a.k, lambda t: t.meta.get("py2", False) == py2)
+    tests = TESTS.select(a.k, lambda t: t.meta.get("py2", False) == py2 and
+                         not (a.skip_common and t.meta.get("common", False)))
     if not os.access(scry, os.X_OK):
         return st.setup_failed("scry executable %s not found" % scry)
     try:
