@@ -120,6 +120,31 @@ static int show_progress(sampler_t *s, void *ctx)
     return 0;
 }
 
+/* --duration elapsed while the launched program CHILD still runs: ends it with SIGTERM,
+ * then SIGKILL if it has not exited within 3 s, and says so. Returns 1 once it is reaped
+ * (its status in *STATUS), 0 if waitpid failed. */
+static int end_launched(pid_t child, double duration_s, int *status)
+{
+    fprintf(stderr, "scry: --duration %g s elapsed: ending the launched program (pid %d, "
+                    "SIGTERM)\n", duration_s, (int)child);
+    kill(child, SIGTERM);
+    uint64_t give_up = scry_now_ns() + 3000000000ull;
+    for (;;) {
+        pid_t r = waitpid(child, status, WNOHANG);
+        if (r == child)
+            return 1;
+        if (r < 0)
+            return 0;
+        if (scry_now_ns() >= give_up)
+            break;
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+    }
+    fprintf(stderr, "scry: pid %d did not exit within 3 s of SIGTERM: SIGKILL\n", (int)child);
+    kill(child, SIGKILL);
+    return waitpid(child, status, 0) == child;
+}
+
 int cmd_record(const scry_config_t *cfg)
 {
     enum report_format fmt = (enum report_format)cfg->format_id;
@@ -131,7 +156,7 @@ int cmd_record(const scry_config_t *cfg)
     memprof_t *mem = NULL;
     srcread_t *src = NULL;
     pid_t child = 0;
-    int child_status = 0, child_reaped = 0;
+    int child_status = 0, child_reaped = 0, end_child = 0;
     int rc = 1;
     char command[4096] = "";
     if (!strings)
@@ -254,10 +279,14 @@ int cmd_record(const scry_config_t *cfg)
     if (err)
         fprintf(stderr, "scry: sampling stopped: %s\n", scry_strerror(err));
     if (child) {
-        /* The program may still be running (interrupted or --duration): leave it be in
-         * attach-like fashion only when asked to stop; otherwise it has exited. */
-        if (waitpid(child, &child_status, record_stop ? WNOHANG : 0) == child)
+        /* Interrupted: the program got the same Ctrl-C and is waited for at the end. After
+         * --duration, if it still runs, the profile is written first and then the program
+         * is ended (as py-spy does), rather than waiting for a program that may never
+         * exit. */
+        if (waitpid(child, &child_status, WNOHANG) == child)
             child_reaped = 1;
+        else if (!record_stop && cfg->duration_s > 0)
+            end_child = 1;
     }
     report_end_t end = {
         .duration_s = elapsed,
@@ -362,6 +391,8 @@ int cmd_record(const scry_config_t *cfg)
     }
     rc = 0;
 out:
+    if (child && !child_reaped && end_child)
+        child_reaped = end_launched(child, cfg->duration_s, &child_status);
     if (child && !child_reaped) {
         /* Wait for the launched program so it is not left a zombie. */
         waitpid(child, &child_status, 0);

@@ -715,6 +715,30 @@ def t_launch_wrapper(c):
     return "sh wrapper that execs the interpreter: %d of %d samples in short_work" % (hits, total)
 
 
+@test("launch_duration_ends_program", common=True)
+def t_launch_duration(c):
+    """record -d N -- CMD: samples for N s, writes the profile, then ends a program that
+    still runs (SIGTERM; SIGKILL 3 s later if it ignores it), as py-spy does: it used to
+    wait for the program to exit, forever for a server."""
+    rows = []
+    for ignore in (False, True):
+        cmd = c.workload_cmd("threads.py", ["--count", 1, "--spin"] +
+                             (["--ignore-term"] if ignore else []))
+        out = os.path.join(c.tmp, "d%d.txt" % ignore)
+        t0 = time.time()
+        res = c.scry(["record", "-d", 1, "-f", "collapsed", "-o", out, "--"] + cmd, timeout=30)
+        wall = time.time() - t0
+        check(res.rc == 0, "scry exit %s: %s" % (res.rc, short(res.err)))
+        check(os.path.getsize(out) > 0, "empty profile: %s" % short(res.err))
+        check("ending the launched program" in res.err, "not said: %s" % short(res.err))
+        limit = 1 + (3.0 if ignore else 0) + 2.5
+        check(wall < limit, "scry took %.1f s (limit %.1f): %s" % (wall, limit, short(res.err)))
+        if ignore:
+            check("SIGKILL" in res.err, "SIGKILL not said: %s" % short(res.err))
+        rows.append("%s %.1f s" % ("SIGTERM ignored:" if ignore else "ended:", wall))
+    return "; ".join(rows)
+
+
 @test("launch_pyenv_shim")
 def t_launch_pyenv_shim(c):
     if c.interp.pyenv_name is None:

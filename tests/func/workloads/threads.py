@@ -336,7 +336,12 @@ def main_wait():
 
 
 def main():
-    args = _wl.parse([("--count", int, 50), ("--nap", float, 0.05), ("--spin", bool, False)])
+    args = _wl.parse([("--count", int, 50), ("--nap", float, 0.05), ("--spin", bool, False),
+                      ("--ignore-term", bool, False)])
+    if args.ignore_term:
+        import signal
+
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     for i in range(args.count):
         t = threading.Thread(target=WORKERS[i % len(WORKERS)], args=(args.nap,))
         t.daemon = True
