@@ -85,42 +85,28 @@ int launch_wait_python(pid_t child, strtab_t *strings, double timeout_s,
                        void (*on_open)(pystate_target_t *t, void *ctx), void *ctx,
                        pystate_target_t **out, int *status, char *errbuf, size_t errlen)
 {
-    double start = ((double)scry_now_ns() / 1e9);
+    uint64_t start = scry_now_ns();
+    uint64_t timeout_ns = (uint64_t)(timeout_s * 1e9);
     pystate_snapshot_t *snap = pystate_snapshot_new();
     if (!snap)
         return SCRY_E_NOMEM;
-    int last_err = SCRY_E_NOTPY;
-    char exe_seen[512] = "";
+    int last_err = SCRY_E_NOTPY, rc = 0;
+    char exe_seen[512] = "";   /* the program the child runs now */
+    char exe_opened[512] = ""; /* the program HELD (or the last open attempt) was opened for */
+    pystate_target_t *held = NULL;
+    uint64_t last_try = 0;
     for (unsigned round = 0;; round++) {
         int st = 0;
         pid_t w = waitpid(child, &st, WNOHANG);
         if (w == child) {
             if (status)
                 *status = st;
-            pystate_snapshot_free(snap);
-            return SCRY_E_GONE;
+            rc = SCRY_E_GONE;
+            goto done;
         }
-        pystate_target_t *t = NULL;
-        int err = pystate_target_open_opts(child, strings, opts, &t, errbuf, errlen);
-        if (err == 0) {
-            if (on_open) {
-                on_open(t, ctx);
-                on_open = NULL;
-            }
-            if (pystate_sample(t, snap) == 0 && pystate_snapshot_count(snap) > 0) {
-                pystate_snapshot_free(snap);
-                *out = t;
-                return 0;
-            }
-            pystate_target_free(t);
-        } else if (err == SCRY_E_UNSUPPORTED || err == SCRY_E_PERM) {
-            pystate_snapshot_free(snap);
-            return err;
-        }
-        last_err = err;
         /* A wrapper that execs again restarts the clock: only time spent as the final
          * program counts against the timeout. */
-        char exe[512];
+        char exe[512] = "";
         char path[64];
         snprintf(path, sizeof path, "/proc/%d/exe", (int)child);
         ssize_t n = readlink(path, exe, sizeof exe - 1);
@@ -128,19 +114,55 @@ int launch_wait_python(pid_t child, strtab_t *strings, double timeout_s,
             exe[n] = 0;
             if (strcmp(exe, exe_seen) != 0) {
                 snprintf(exe_seen, sizeof exe_seen, "%s", exe);
-                start = ((double)scry_now_ns() / 1e9);
+                start = scry_now_ns();
             }
         }
-        if (((double)scry_now_ns() / 1e9) - start > timeout_s) {
+        /* Opening parses the program's ELF files. In the first 200 ms of a program it is
+         * tried every round (the loader may still be mapping libpython); later at most
+         * every 100 ms. An opened target is sampled each round while the runtime starts,
+         * and opened afresh every 100 ms (nothing read before initialisation is kept
+         * longer), or at once when the program exec'd. */
+        uint64_t now = scry_now_ns();
+        if (held && (strcmp(exe, exe_opened) != 0 || now - last_try >= 100000000ull)) {
+            pystate_target_free(held);
+            held = NULL;
+        }
+        if (!held && (strcmp(exe, exe_opened) != 0 || now - start < 200000000ull ||
+                      now - last_try >= 100000000ull)) {
+            last_try = now;
+            snprintf(exe_opened, sizeof exe_opened, "%s", exe);
+            int err = pystate_target_open_opts(child, strings, opts, &held, errbuf, errlen);
+            if (err == SCRY_E_UNSUPPORTED || err == SCRY_E_PERM) {
+                rc = err;
+                goto done;
+            }
+            if (err) {
+                held = NULL;
+                last_err = err;
+            } else if (on_open) {
+                on_open(held, ctx);
+                on_open = NULL;
+            }
+        }
+        if (held && pystate_sample(held, snap) == 0 && pystate_snapshot_count(snap) > 0) {
+            *out = held;
+            held = NULL;
+            goto done;
+        }
+        if (scry_now_ns() - start > timeout_ns) {
             char what[600];
             procinfo_describe(child, what, sizeof what);
             snprintf(errbuf, errlen,
                      "process %d is not a Python process scry can read after %.0f s: %s",
                      (int)child, timeout_s, what);
-            pystate_snapshot_free(snap);
-            return last_err == SCRY_E_NOTPY ? SCRY_E_NOTPY : last_err;
+            rc = last_err == SCRY_E_NOTPY ? SCRY_E_NOTPY : last_err;
+            goto done;
         }
         /* Poll fast at first: short programs must be caught. */
         sleep_ns(round < 2000 ? 200000 : 5000000);
     }
+done:
+    pystate_target_free(held);
+    pystate_snapshot_free(snap);
+    return rc;
 }

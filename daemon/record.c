@@ -120,13 +120,14 @@ static int show_progress(sampler_t *s, void *ctx)
     return 0;
 }
 
-/* --duration elapsed while the launched program CHILD still runs: ends it with SIGTERM,
- * then SIGKILL if it has not exited within 3 s, and says so. Returns 1 once it is reaped
- * (its status in *STATUS), 0 if waitpid failed. */
-static int end_launched(pid_t child, double duration_s, int *status)
+/* Ends the launched program CHILD, which still runs although the recording is over (WHY:
+ * --duration elapsed, or it never became a Python process scry can read): SIGTERM, then
+ * SIGKILL if it has not exited within 3 s, and says so. Returns 1 once it is reaped (its
+ * status in *STATUS), 0 if waitpid failed. */
+static int end_launched(pid_t child, const char *why, int *status)
 {
-    fprintf(stderr, "scry: --duration %g s elapsed: ending the launched program (pid %d, "
-                    "SIGTERM)\n", duration_s, (int)child);
+    fprintf(stderr, "scry: %s: ending the launched program (pid %d, SIGTERM)\n", why,
+            (int)child);
     kill(child, SIGTERM);
     uint64_t give_up = scry_now_ns() + 3000000000ull;
     for (;;) {
@@ -156,7 +157,8 @@ int cmd_record(const scry_config_t *cfg)
     memprof_t *mem = NULL;
     srcread_t *src = NULL;
     pid_t child = 0;
-    int child_status = 0, child_reaped = 0, end_child = 0;
+    int child_status = 0, child_reaped = 0;
+    int end_child = 0; /* 1: not profilable, 2: --duration elapsed */
     int rc = 1;
     char command[4096] = "";
     if (!strings)
@@ -186,6 +188,7 @@ int cmd_record(const scry_config_t *cfg)
         }
         if (err) {
             fprintf(stderr, "scry: %s\n", msg[0] ? msg : scry_strerror(err));
+            end_child = 1; /* rather than wait for a program scry was to profile */
             goto out;
         }
         if (mem) {
@@ -286,7 +289,7 @@ int cmd_record(const scry_config_t *cfg)
         if (waitpid(child, &child_status, WNOHANG) == child)
             child_reaped = 1;
         else if (!record_stop && cfg->duration_s > 0)
-            end_child = 1;
+            end_child = 2;
     }
     report_end_t end = {
         .duration_s = elapsed,
@@ -391,8 +394,12 @@ int cmd_record(const scry_config_t *cfg)
     }
     rc = 0;
 out:
-    if (child && !child_reaped && end_child)
-        child_reaped = end_launched(child, cfg->duration_s, &child_status);
+    if (child && !child_reaped && end_child) {
+        char why[64] = "scry cannot profile it";
+        if (end_child == 2)
+            snprintf(why, sizeof why, "--duration %g s elapsed", cfg->duration_s);
+        child_reaped = end_launched(child, why, &child_status);
+    }
     if (child && !child_reaped) {
         /* Wait for the launched program so it is not left a zombie. */
         waitpid(child, &child_status, 0);
