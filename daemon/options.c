@@ -95,7 +95,7 @@ static const opt_spec_t opt_table[] = {
      "for tests: find the runtime without its symbol (section) or without symbol and section "
      "(disasm)"},
     {"subprocesses", 's', OPT_FLAG, offsetof(scry_config_t, subprocesses), REC, NULL,
-     "also profile child processes (reserved: not implemented yet)"},
+     "also profile child processes (not implemented yet: refused)"},
 };
 
 static const char *command_name(enum scry_command c)
@@ -314,6 +314,11 @@ static int container_arg_ok(const char *s)
 static int check_conflicts(scry_config_t *cfg)
 {
     const char *cmd = command_name(cfg->command);
+    if (cfg->subprocesses) {
+        fprintf(stderr, "scry: --subprocesses (profiling a program's child processes) is not "
+                        "implemented yet; profile each process with --pid\n");
+        return SCRY_E_INVAL;
+    }
     if (cfg->command == CMD_RECORD) {
         if (cfg->pid && cfg->argv) {
             fprintf(stderr, "scry: give either --pid or a command after --, not both\n");
