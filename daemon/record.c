@@ -294,9 +294,9 @@ int cmd_record(const scry_config_t *cfg)
     report_end_t end = {
         .duration_s = elapsed,
         .ticks = st->ticks,
-        .errors = st->errors + pystate_target_stats(t).dropped,
+        .errors = st->errors + pystate_target_stats(sampler_target(smp)).dropped,
         .err_rounds = st->errors,
-        .err_torn = pystate_target_stats(t).dropped,
+        .err_torn = pystate_target_stats(sampler_target(smp)).dropped,
         .rate_achieved_hz = elapsed > 0 ? (double)st->ticks / elapsed : 0,
         .late = st->late,
         .late_mean_ms = st->late ? (double)st->late_total_ns / (double)st->late / 1e6 : 0,
@@ -357,11 +357,16 @@ int cmd_record(const scry_config_t *cfg)
         goto out;
     }
     if (!cfg->quiet) {
-        char lostbuf[160] = "";
+        char lostbuf[256] = "";
         size_t ll = 0;
         if (st->lost)
             ll += (size_t)snprintf(lostbuf, sizeof lostbuf, ", %llu records lost",
                                    (unsigned long long)st->lost);
+        if (st->execs && ll < sizeof lostbuf)
+            ll += (size_t)snprintf(lostbuf + ll, sizeof lostbuf - ll,
+                                   ", followed %llu exec%s (now Python %s)",
+                                   (unsigned long long)st->execs, st->execs > 1 ? "s" : "",
+                                   pystate_target_info(sampler_target(smp))->version);
         if (st->read_records && ll < sizeof lostbuf)
             snprintf(lostbuf + ll, sizeof lostbuf - ll,
                      ", Python stacks read %.0f us after their record (max %.1f ms)",

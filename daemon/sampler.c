@@ -57,6 +57,9 @@ sampler_t *sampler_new(const scry_config_t *cfg, pystate_target_t *t, strtab_t *
     pid_t pid = pystate_target_info(t)->pid;
     s->cfg = *cfg;
     s->target = t;
+    s->first = t;
+    proc_read_exec_mark(pid, &s->exec_mark);
+    s->exec_checked_ns = scry_now_ns();
     s->strings = strings;
     s->snap = pystate_snapshot_new();
     s->tasks = tasks_new(pid);
@@ -90,7 +93,64 @@ void sampler_free(sampler_t *s)
     unwind_free(s->unwind);
     pystate_async_labels_free(s->async);
     pystate_snapshot_free(s->snap);
+    if (s->target != s->first)
+        pystate_target_free(s->target);
     free(s);
+}
+
+int sampler__follow_exec(sampler_t *s, int after_error)
+{
+    uint64_t now = scry_now_ns();
+    uint64_t every = after_error ? 100000000ull : 500000000ull;
+    if (now - s->exec_checked_ns < every)
+        return 0;
+    s->exec_checked_ns = now;
+    pid_t pid = pystate_target_info(s->target)->pid;
+    uint64_t mark = 0;
+    if (proc_read_exec_mark(pid, &mark) != 0 || mark == 0 || mark == s->exec_mark)
+        return 0;
+    /* Taken only once the new program is whole: its mark the same before and after the
+     * open (the kernel sets it twice during an exec) and its runtime readable (not just
+     * mapped); else looked at again later. */
+    pystate_target_t *nt = NULL;
+    char msg[256];
+    uint64_t mark2 = 0;
+    if (pystate_target_open_opts(pid, s->strings, &s->cfg.open_opts, &nt, msg, sizeof msg) != 0)
+        return 0;
+    if (proc_read_exec_mark(pid, &mark2) != 0 || mark2 != mark ||
+        pystate_sample(nt, s->snap) != 0 || pystate_snapshot_count(s->snap) == 0) {
+        pystate_target_free(nt);
+        return 0;
+    }
+    pystate_async_labels_t *labels = NULL;
+    unwind_t *unw = NULL;
+    if ((s->async && !(labels = pystate_async_labels_new(nt))) ||
+        (s->unwind && !(unw = unwind_new(pid)))) {
+        pystate_async_labels_free(labels);
+        pystate_target_free(nt);
+        return 0;
+    }
+    if (s->async) {
+        pystate_async_labels_free(s->async);
+        s->async = labels;
+    }
+    if (s->unwind) {
+        unwind_free(s->unwind);
+        s->unwind = unw;
+    }
+    if (s->target != s->first)
+        pystate_target_free(s->target);
+    s->target = nt;
+    s->exec_mark = mark;
+    s->stats.execs++;
+    if (s->perf)
+        sampler__perf_exec(s);
+    return 1;
+}
+
+const pystate_target_t *sampler_target(const sampler_t *s)
+{
+    return s ? s->target : NULL;
 }
 
 int sampler_refused(const scry_config_t *cfg)
@@ -268,12 +328,16 @@ int sampler_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
                 tasks_stop(s->tasks, ti);
         }
     }
-    int err = pystate_sample(s->target, s->snap);
+    int err = sampler__follow_exec(s, 0) ? SCRY_E_AGAIN : pystate_sample(s->target, s->snap);
     if (err) {
         tasks_resume_all(s->tasks);
         if (err == SCRY_E_GONE || procinfo_exists(pid) != 0) {
             s->stats.target_exited = 1;
             return SCRY_E_GONE;
+        }
+        if (err == SCRY_E_AGAIN || sampler__follow_exec(s, 1)) {
+            s->stats.busy_ns += scry_now_ns() - t0;
+            return 0; /* it exec'd: the next tick reads the new program */
         }
         s->stats.errors++;
         s->stats.busy_ns += scry_now_ns() - t0;

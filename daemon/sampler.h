@@ -30,6 +30,7 @@ typedef struct sampler_stats {
     uint64_t busy_ns;   /* time spent sampling (CPU cost) */
     uint64_t gil_ticks; /* rounds where some thread held the GIL */
     uint64_t lost;      /* perf back end: records the kernel dropped or scry rejected */
+    uint64_t execs;           /* times the process exec'd a new Python program, followed */
     uint64_t read_records;    /* perf back end: records whose Python stack was read, and */
     uint64_t read_delay_ns;   /* the time from each record to that read, summed */
     uint64_t read_delay_max_ns;
@@ -56,6 +57,10 @@ int sampler_refused(const scry_config_t *cfg);
 
 /* The back end in use (enum sampler_backend). */
 int sampler_backend(const sampler_t *s);
+
+/* The target read now: the caller's, or the program the process exec'd into since
+ * (stats.execs). Valid while S lives. */
+const pystate_target_t *sampler_target(const sampler_t *s);
 
 /* A short description of the back end for the summary, e.g. "perf events (task-clock)" or
  * "ptrace and /proc (perf events refused: ...)". Valid while S lives. */

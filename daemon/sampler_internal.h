@@ -47,6 +47,9 @@ struct sampler {
     int backend;              /* enum sampler_backend */
     sampler_perf_t *perf;     /* SAMPLER_PERF */
     const char *backend_note; /* why the fallback was chosen, or NULL */
+    pystate_target_t *first;  /* the caller's target (theirs to free) */
+    uint64_t exec_mark;       /* proc_read_exec_mark of the program TARGET reads */
+    uint64_t exec_checked_ns;
     char note[300];
     char desc[400]; /* sampler_backend_desc */
 };
@@ -56,6 +59,12 @@ struct sampler {
 void sampler__emit(sampler_t *s, const pystate_thread_t *th, const unwind_frame_t *nat, size_t nn,
                    uint8_t cls, uint8_t flags, uint64_t weight, int running, uint64_t time_ns,
                    sampler_emit_fn emit, void *ctx);
+
+/* After a failed read, and every 500 ms otherwise: when the process exec'd (its exec
+ * mark changed) and is a Python program scry can read, makes TARGET that program (the
+ * readers, unwinders and asyncio labels follow) and returns 1; else 0. Checks at most
+ * every 100 ms. */
+int sampler__follow_exec(sampler_t *s, int after_error);
 
 /* The perf back end (sampler_perf.c). sampler__perf_new returns 0 and sets S->perf, or a
  * negative code (SCRY_E_PERM/SCRY_E_NOSYS: perf events refused) after writing why into
@@ -68,6 +77,8 @@ int sampler__perf_tick(sampler_t *s, sampler_emit_fn emit, void *ctx);
 int sampler__perf_read_early(sampler_t *s, sampler_emit_fn emit, void *ctx);
 /* Waits for a record or DEADLINE_NS (perfev_wait); 1 when a record woke it. */
 int sampler__perf_wait(sampler_t *s, uint64_t deadline_ns);
+/* The process exec'd: the IP describer reads the new program's objects. */
+void sampler__perf_exec(sampler_t *s);
 /* Counters of the perf back end: records lost by the kernel, rejected. */
 void sampler__perf_counts(const sampler_perf_t *p, uint64_t *lost, uint64_t *bad);
 

@@ -327,11 +327,15 @@ static int perf_read(sampler_t *s, int tick, uint64_t t0, sampler_emit_fn emit, 
         if (t_read - p->rec_min_ns > s->stats.read_delay_max_ns)
             s->stats.read_delay_max_ns = t_read - p->rec_min_ns;
     }
-    int err = pystate_sample(s->target, s->snap);
+    int err = sampler__follow_exec(s, 0) ? SCRY_E_AGAIN : pystate_sample(s->target, s->snap);
     if (err) {
         if (err == SCRY_E_GONE || procinfo_exists(pid) != 0) {
             s->stats.target_exited = 1;
             return SCRY_E_GONE;
+        }
+        if (err == SCRY_E_AGAIN || sampler__follow_exec(s, 1)) {
+            s->stats.busy_ns += scry_now_ns() - t0;
+            return 0; /* it exec'd: its records since are read with the new program */
         }
         s->stats.errors++;
         s->stats.busy_ns += scry_now_ns() - t0;
@@ -390,6 +394,21 @@ int sampler__perf_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
 int sampler__perf_read_early(sampler_t *s, sampler_emit_fn emit, void *ctx)
 {
     return perf_read(s, 0, scry_now_ns(), emit, ctx);
+}
+
+void sampler__perf_exec(sampler_t *s)
+{
+    struct sampler_perf *p = s->perf;
+    p->stale = 1; /* the other threads died with the old program */
+    if (!p->own_unw) {
+        p->unw = s->unwind;
+        return;
+    }
+    unwind_t *u = unwind_new(p->pid);
+    if (u) {
+        unwind_free(p->unw);
+        p->unw = u;
+    }
 }
 
 int sampler__perf_wait(sampler_t *s, uint64_t deadline_ns)

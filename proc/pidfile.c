@@ -44,19 +44,53 @@ long proc_read_file(pid_t pid, pid_t tid, const char *name, char *buf, size_t ca
     return (long)got;
 }
 
+/* The last ')' of /proc/PID/stat content (comm may hold ')'), or NULL. */
+static const char *stat_comm_end(const char *buf, size_t len)
+{
+    for (const char *p = buf + len; p > buf; p--)
+        if (p[-1] == ')')
+            return p - 1;
+    return NULL;
+}
+
+int proc_parse_stat_u64(const char *buf, size_t len, int field, uint64_t *out)
+{
+    if (!buf || !out || field < 3 || field > 52)
+        return SCRY_E_INVAL;
+    const char *end = buf + len;
+    const char *close_paren = stat_comm_end(buf, len);
+    if (!close_paren)
+        return SCRY_E_CORRUPT;
+    /* after ") " come fields 3, 4, ... */
+    const char *p = close_paren + 1;
+    for (int f = 3; f <= field; f++) {
+        while (p < end && *p == ' ')
+            p++;
+        if (p >= end)
+            return SCRY_E_CORRUPT;
+        if (f == field) {
+            uint64_t v = 0;
+            int digits = 0;
+            for (; p < end && *p >= '0' && *p <= '9' && digits < 20; p++, digits++)
+                v = v * 10 + (uint64_t)(*p - '0');
+            if (!digits)
+                return SCRY_E_CORRUPT;
+            *out = v;
+            return 0;
+        }
+        while (p < end && *p != ' ')
+            p++;
+    }
+    return SCRY_E_CORRUPT;
+}
+
 int proc_parse_stat_identity(const char *buf, size_t len, uint64_t *start_time, char *comm,
                              size_t commlen)
 {
     if (!buf || !start_time || (commlen && !comm))
         return SCRY_E_INVAL;
-    const char *end = buf + len;
     const char *open_paren = memchr(buf, '(', len);
-    const char *close_paren = NULL;
-    for (const char *p = end; p > buf; p--) /* comm may hold ')': the last one ends it */
-        if (p[-1] == ')') {
-            close_paren = p - 1;
-            break;
-        }
+    const char *close_paren = stat_comm_end(buf, len);
     if (!open_paren || !close_paren || close_paren < open_paren)
         return SCRY_E_CORRUPT;
     if (commlen) {
@@ -66,27 +100,7 @@ int proc_parse_stat_identity(const char *buf, size_t len, uint64_t *start_time, 
         memcpy(comm, open_paren + 1, n);
         comm[n] = '\0';
     }
-    /* after ") " come fields 3, 4, ...: the start time is field 22 */
-    const char *p = close_paren + 1;
-    for (int field = 3; field <= 22; field++) {
-        while (p < end && *p == ' ')
-            p++;
-        if (p >= end)
-            return SCRY_E_CORRUPT;
-        if (field == 22) {
-            uint64_t v = 0;
-            int digits = 0;
-            for (; p < end && *p >= '0' && *p <= '9' && digits < 20; p++, digits++)
-                v = v * 10 + (uint64_t)(*p - '0');
-            if (!digits)
-                return SCRY_E_CORRUPT;
-            *start_time = v;
-            return 0;
-        }
-        while (p < end && *p != ' ')
-            p++;
-    }
-    return SCRY_E_CORRUPT;
+    return proc_parse_stat_u64(buf, len, 22, start_time); /* the start time */
 }
 
 int proc_parse_status_uid(const char *buf, size_t len, uid_t *uid)
@@ -123,6 +137,15 @@ int proc_read_identity(pid_t pid, uint64_t *start_time, char *comm, size_t comml
     if (n < 0)
         return (int)n;
     return proc_parse_stat_identity(buf, (size_t)n, start_time, comm, commlen);
+}
+
+int proc_read_exec_mark(pid_t pid, uint64_t *mark)
+{
+    char buf[1024];
+    long n = proc_read_file(pid, 0, "stat", buf, sizeof buf);
+    if (n < 0)
+        return (int)n;
+    return proc_parse_stat_u64(buf, (size_t)n, 28, mark); /* startstack */
 }
 
 int proc_read_uid(pid_t pid, uid_t *uid)

@@ -141,6 +141,11 @@ long proc_read_file(pid_t pid, pid_t tid, const char *name, char *buf, size_t ca
 int proc_parse_stat_identity(const char *buf, size_t len, uint64_t *start_time, char *comm,
                              size_t commlen);
 
+/* Parses numeric field FIELD (3..52, numbered as in proc(5)) of /proc/PID/stat content
+ * (LEN bytes, need not be terminated; the comm may hold spaces and ')') into *OUT.
+ * Returns 0, SCRY_E_INVAL or SCRY_E_CORRUPT (a missing or non-numeric field). */
+int proc_parse_stat_u64(const char *buf, size_t len, int field, uint64_t *out);
+
 /* Parses the real uid (first number of the "Uid:" line) of /proc/PID/status content.
  * Returns 0, SCRY_E_NOTFOUND, SCRY_E_INVAL or SCRY_E_CORRUPT. */
 int proc_parse_status_uid(const char *buf, size_t len, uid_t *uid);
@@ -149,6 +154,13 @@ int proc_parse_status_uid(const char *buf, size_t len, uid_t *uid);
  * the process does not exist). */
 int proc_read_identity(pid_t pid, uint64_t *start_time, char *comm, size_t commlen);
 int proc_read_uid(pid_t pid, uid_t *uid);
+
+/* A mark of process PID's current program image: the address of its stack's start
+ * (/proc/PID/stat field 28), drawn anew by address-space randomisation at every execve.
+ * A changed mark means the process exec'd (the pid and start time stay). 0 when the kernel
+ * hides it (no ptrace read access) or randomisation is off: then no exec is seen. Returns
+ * 0 or a negative code (SCRY_E_GONE when the process does not exist). */
+int proc_read_exec_mark(pid_t pid, uint64_t *mark);
 
 /* ---- container identity (cgroup.c) -------------------------------------------------- */
 #define PROC_CONTAINER_ID_LEN 64

@@ -1,5 +1,5 @@
 /* fuzz_proc_task.c - /proc/PID/task/TID/stat (state, identity), syscall, schedstat, status
- * (NSpid, Uid) and /proc/PID/cgroup parsers. Input:
+ * (NSpid, Uid), any numeric stat field and /proc/PID/cgroup parsers. Input:
  * one selector byte, then the file content. */
 #include "fuzz.h"
 #include "scry_err.h"
@@ -14,7 +14,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     memcpy(text, data, size);
     int rc;
-    switch (which % 7) {
+    switch (which % 8) {
     case 0: {
         char state = 0;
         rc = proc_parse_stat_state(text, size, &state);
@@ -45,6 +45,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         char comm[16];
         rc = proc_parse_stat_identity(text, size, &start, comm, sizeof comm);
         FUZZ_ASSERT(rc != 0 || strlen(comm) < sizeof comm);
+        break;
+    }
+    case 7: {
+        uint64_t v = 0;
+        rc = proc_parse_stat_u64(text, size, 3 + (int)((which / 8) % 50), &v);
         break;
     }
     case 6: {

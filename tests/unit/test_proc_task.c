@@ -3,7 +3,9 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -113,6 +115,45 @@ static void test_readers(void)
     CHECK_INT(ids[0], ==, tid);
 }
 
+/* The exec mark (pidfile.c) changes when a process execs, and only then. */
+static void test_exec_mark(void)
+{
+    int go[2];
+    CHECK_INT(pipe(go), ==, 0);
+    pid_t child = fork();
+    if (child == 0) {
+        check_child_dies_with_test();
+        char c;
+        if (read(go[0], &c, 1) == 1)
+            execl("/bin/sleep", "sleep", "5", (char *)NULL);
+        _exit(1);
+    }
+    CHECK(child > 0);
+    uint64_t before = 0, again = 0, after = 0;
+    CHECK_INT(proc_read_exec_mark(child, &before), ==, 0);
+    CHECK_INT(proc_read_exec_mark(child, &again), ==, 0);
+    CHECK(before != 0, "no mark");
+    CHECK_UINT(again, ==, before);
+    CHECK_INT(write(go[1], "x", 1), ==, 1);
+    char exe[256] = "";
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/exe", (int)child);
+    for (int i = 0; i < 2000; i++) { /* until the exec is done (2 s at most) */
+        ssize_t n = readlink(path, exe, sizeof exe - 1);
+        exe[n > 0 ? n : 0] = 0;
+        if (strstr(exe, "sleep"))
+            break;
+        usleep(1000);
+    }
+    CHECK_INT(proc_read_exec_mark(child, &after), ==, 0);
+    CHECK(after != before, "mark %llx unchanged after exec", (unsigned long long)after);
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    close(go[0]);
+    close(go[1]);
+    CHECK_INT(proc_read_exec_mark(0x7ffffff0, &after), ==, SCRY_E_GONE);
+}
+
 /* Process facts (pidfile.c): the one small-file reader, identity and owner. */
 static void test_pidfile(void)
 {
@@ -125,6 +166,14 @@ static void test_pidfile(void)
     CHECK_UINT(start, ==, 123456);
     CHECK_INT(proc_parse_stat_identity(stat, 30, &start, comm, sizeof comm), ==, SCRY_E_CORRUPT);
     CHECK_INT(proc_parse_stat_identity("42 (x", 5, &start, NULL, 0), ==, SCRY_E_CORRUPT);
+    uint64_t v = 0;
+    CHECK_INT(proc_parse_stat_u64(stat, strlen(stat), 4, &v), ==, 0); /* ppid */
+    CHECK_UINT(v, ==, 1);
+    CHECK_INT(proc_parse_stat_u64(stat, strlen(stat), 23, &v), ==, 0);
+    CHECK_UINT(v, ==, 1000);
+    CHECK_INT(proc_parse_stat_u64(stat, strlen(stat), 28, &v), ==, SCRY_E_CORRUPT); /* absent */
+    CHECK_INT(proc_parse_stat_u64(stat, strlen(stat), 2, &v), ==, SCRY_E_INVAL);
+    CHECK_INT(proc_parse_stat_u64(stat, strlen(stat), 3, &v), ==, SCRY_E_CORRUPT); /* 'S' */
     uid_t uid = 7;
     const char *status = "Name:\tx\nUid:\t1000\t1000\t1000\t1000\nGid:\t5\n";
     CHECK_INT(proc_parse_status_uid(status, strlen(status), &uid), ==, 0);
@@ -289,6 +338,7 @@ int main(void)
     test_nspid();
     test_readers();
     test_pidfile();
+    test_exec_mark();
     test_listing();
     test_cgroup();
     test_tidmap_identity();
