@@ -46,7 +46,7 @@ NOTES = [
     "and Debian's 3.11 with numpy. Two problems found (open when this was written):",
     "",
     "1. *Off-CPU time is lost when ticks are late or skipped.* `sample_weight()` "
-    "(daemon/sampler.c) weights a running thread's sample by its CPU time since the previous "
+    "(sampler/sampler.c) weights a running thread's sample by its CPU time since the previous "
     "tick (up to 4 intervals) but an off-CPU sample by the nominal interval, so the "
     "sleeping time of every skipped tick disappears while CPU time does not: a thread asleep "
     "for the whole of a 3-s `--idle --native --rate 200` recording weighs 2.78 s (557 ticks "

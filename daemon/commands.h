@@ -20,9 +20,4 @@ int cmd_diff(const scry_config_t *cfg);
 int cmd_serve(int argc, char **argv);
 int cmd_ctl(int argc, char **argv);
 
-/* Opens PID for reading, printing a clear message on failure (no such process, not
- * Python, permission, unsupported version). Returns 0 or the negative code. */
-int cmd_open_target(pid_t pid, strtab_t *strings, const pystate_open_opts_t *opts,
-                    pystate_target_t **out);
-
 #endif

@@ -74,15 +74,17 @@ static int dump_one(const scry_config_t *cfg, pid_t pid)
         fprintf(stderr, "scry: out of memory\n");
         goto out;
     }
-    if (cmd_open_target(pid, strings, &cfg->open_opts, &t) != 0)
+    if (sampler_open_target(pid, strings, &cfg->open_opts, &t) != 0)
         goto out;
     scry_config_t one = *cfg;
     one.pid = pid;
     one.idle = 1; /* every thread, whatever it is doing */
     one.gil = 0;
-    smp = sampler_new(&one, t, strings);
+    sampler_opts_t so;
+    options_sampler(&one, &so);
+    smp = sampler_new(&so, t, strings);
     if (!smp) {
-        if (!sampler_refused(cfg))
+        if (!sampler_refused(&so))
             fprintf(stderr, "scry: out of memory\n");
         goto out;
     }

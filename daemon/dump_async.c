@@ -3,6 +3,7 @@
  * Text: per loop, a tree of tasks (a task under each task that awaits it). JSON: one
  * document (docs/output-formats.md, "scry dump --async --json"). */
 #include "commands.h"
+#include "sampler.h"
 
 #include "asyncio.h"
 #include "procinfo.h"
@@ -170,7 +171,7 @@ int cmd_dump_async(const scry_config_t *cfg)
         fprintf(stderr, "scry: out of memory\n");
         goto out;
     }
-    if (cmd_open_target(cfg->pid, strings, &cfg->open_opts, &t) != 0)
+    if (sampler_open_target(cfg->pid, strings, &cfg->open_opts, &t) != 0)
         goto out;
     int err = pystate_async_read(t, &s, msg, sizeof msg);
     if (err) {

@@ -595,3 +595,19 @@ int options_parse(int argc, char **argv, scry_config_t *cfg)
     }
     return check_conflicts(cfg);
 }
+
+void options_sampler(const scry_config_t *cfg, sampler_opts_t *out)
+{
+    *out = (sampler_opts_t){
+        .rate_hz = cfg->rate_hz,
+        .backend = cfg->sampler,
+        .instant = cfg->command == CMD_DUMP,
+        .idle = cfg->idle,
+        .threads = cfg->threads,
+        .blocking = cfg->blocking,
+        .native = cfg->native,
+        .gil = cfg->gil,
+        .async_labels = cfg->async_tasks && cfg->command == CMD_RECORD,
+        .open_opts = cfg->open_opts,
+    };
+}

@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include "pystate.h"
+#include "sampler.h"
 
 enum scry_command { CMD_NONE, CMD_RECORD, CMD_DUMP, CMD_TOP, CMD_HELP, CMD_VERSION, CMD_DIFF };
 
@@ -60,6 +61,9 @@ typedef struct scry_config {
 /* Parses ARGV into CFG. Returns 0, or a negative code after printing a message to stderr
  * (unknown option, missing value, conflicting options). CMD_HELP/CMD_VERSION need no more. */
 int options_parse(int argc, char **argv, scry_config_t *cfg);
+
+/* The sampler's options for the command CFG describes (record, top, dump). */
+void options_sampler(const scry_config_t *cfg, sampler_opts_t *out);
 
 /* Prints the usage text for COMMAND (CMD_NONE: the overview) to stdout. */
 void options_usage(enum scry_command command);

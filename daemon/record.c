@@ -202,7 +202,7 @@ int cmd_record(const scry_config_t *cfg)
         }
         procinfo_join_argv(cfg->argv, command, sizeof command);
     } else {
-        if (cmd_open_target(cfg->pid, strings, &cfg->open_opts, &t) != 0)
+        if (sampler_open_target(cfg->pid, strings, &cfg->open_opts, &t) != 0)
             goto out;
         procinfo_cmdline(cfg->pid, command, sizeof command);
         if (mem) {
@@ -257,9 +257,11 @@ int cmd_record(const scry_config_t *cfg)
             goto out;
         }
     }
-    smp = sampler_new(cfg, t, strings);
+    sampler_opts_t so;
+    options_sampler(cfg, &so);
+    smp = sampler_new(&so, t, strings);
     if (!prof || !smp) {
-        if (!sampler_refused(cfg))
+        if (!sampler_refused(&so))
             fprintf(stderr, "scry: out of memory\n");
         goto out;
     }

@@ -345,11 +345,9 @@ static int open_target(serve_state_t *st, serve_pending_t *pd, char *msg, size_t
         goto fail;
     }
     t->cpu_ticks_w0 = t->cpu_ticks;
-    scry_config_t scfg;
-    memset(&scfg, 0, sizeof scfg);
-    scfg.rate_hz = serve_target_rate(st, t);
+    sampler_opts_t so = {.rate_hz = serve_target_rate(st, t)};
     err = SCRY_E_NOMEM;
-    if (!(t->sampler = sampler_new(&scfg, t->py, t->strings)))
+    if (!(t->sampler = sampler_new(&so, t->py, t->strings)))
         goto fail;
     t->busy = 1; /* take a first sample at once */
     t->next_ns = 0;

@@ -420,7 +420,7 @@ static int open_target(const scry_config_t *cfg, strtab_t *strings, pystate_targ
                        pid_t *child, char *command, size_t clen)
 {
     if (!cfg->argv) {
-        if (cmd_open_target(cfg->pid, strings, &cfg->open_opts, target) != 0)
+        if (sampler_open_target(cfg->pid, strings, &cfg->open_opts, target) != 0)
             return -1;
         procinfo_cmdline(cfg->pid, command, clen);
         return 0;
@@ -478,9 +478,11 @@ int cmd_top(const scry_config_t *cfg)
                  (cfg->gil ? REPORT_F_GIL : 0),
     };
     t.live = report_live_new(&meta, start);
-    t.smp = sampler_new(cfg, target, strings);
+    sampler_opts_t so;
+    options_sampler(cfg, &so);
+    t.smp = sampler_new(&so, target, strings);
     if (!t.live || !t.smp) {
-        if (!sampler_refused(cfg))
+        if (!sampler_refused(&so))
             fprintf(stderr, "scry: out of memory\n");
         goto out;
     }

@@ -11,7 +11,7 @@
 #ifndef SCRY_SHIM_H
 #define SCRY_SHIM_H
 
-/* Maps the ring file RING_PATH (created by the daemon, see ring.h), checks its header,
+/* Maps the ring file RING_PATH (created by the daemon, see scry_ring.h), checks its header,
  * claims it for this process (header.owner_pid: CAS from 0, or already this pid; and
  * target_pid must be 0 or this pid), makes it the active ring and, when the interpreter
  * is initialised, schedules the PyMem hook installation with Py_AddPendingCall (run by

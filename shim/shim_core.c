@@ -569,7 +569,7 @@ SHIM_API int scry_shim_attach_new(const char *spec)
     none.py_major = none.py_minor = 0;
     int32_t me = (int32_t)getpid();
     shim_ring_view_t v;
-    if (shim__ring_init(mem, len, a[0], a[1], a[2], me, &none, scry_now_ns(), 0) != 0 ||
+    if (scry_ring_init(mem, len, a[0], a[1], a[2], me, &none, scry_now_ns(), 0) != 0 ||
         shim__ring_view(mem, len, &v) != 0) {
         rc = SCRY_E_INVAL;
         goto out;

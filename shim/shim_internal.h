@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ring.h"
+#include "scry_ring.h"
 
 #define SHIM_LIKELY(x)   __builtin_expect(!!(x), 1)
 #define SHIM_UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -81,15 +81,6 @@ typedef struct shim_ring_view {
 /* Checks that the LEN bytes at MEM hold a usable ring header (magic, version, sizes,
  * power-of-two count, file size <= LEN) and fills VIEW. Returns 0 or SCRY_E_INVAL-like -1. */
 int shim__ring_view(void *mem, uint64_t len, shim_ring_view_t *view);
-
-/* Fills a new ring of NRECORDS records (a power of two, SCRY_RING_MIN_RECORDS..
- * SCRY_RING_MAX_RECORDS) in the zeroed LEN bytes at MEM: header (geometry, means,
- * TARGET_PID, LAYOUT, heartbeat NOW_NS, ENABLED), every record's seq word, and the magic
- * last (release). Used by the daemon (ringc_create) and by the shim when it makes the ring
- * itself (scry_shim_attach_new). Returns 0, or -1 when LEN is too small or NRECORDS bad. */
-int shim__ring_init(void *mem, uint64_t len, uint64_t nrecords, uint64_t alloc_mean,
-                    uint64_t copy_mean, int32_t target_pid, const struct scry_ring_layout *layout,
-                    uint64_t now_ns, int enabled);
 
 /* Claims the next record. Returns it (and its position in *POS), or NULL when the ring
  * is full or too contended (bounded retries; never blocks). */

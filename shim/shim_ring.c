@@ -1,4 +1,4 @@
-/* shim_ring.c - the producer side of the ring (see ring.h for the protocol). */
+/* shim_ring.c - the producer side of the ring (see common/scry_ring.h for the protocol). */
 #include "shim_internal.h"
 
 #define CLAIM_TRIES 16
@@ -22,34 +22,6 @@ int shim__ring_view(void *mem, uint64_t len, shim_ring_view_t *view)
     view->recs = (struct scry_ring_record *)((char *)mem + SCRY_RING_HEADER_SIZE);
     view->nrecords = n;
     view->map_len = len;
-    return 0;
-}
-
-int shim__ring_init(void *mem, uint64_t len, uint64_t nrecords, uint64_t alloc_mean,
-                    uint64_t copy_mean, int32_t target_pid, const struct scry_ring_layout *layout,
-                    uint64_t now_ns, int enabled)
-{
-    uint64_t need = SCRY_RING_HEADER_SIZE + nrecords * sizeof(struct scry_ring_record);
-    if (!mem || nrecords < SCRY_RING_MIN_RECORDS || nrecords > SCRY_RING_MAX_RECORDS ||
-        (nrecords & (nrecords - 1)) != 0 || need > len)
-        return -1;
-    struct scry_ring_header *h = mem;
-    struct scry_ring_record *recs =
-        (struct scry_ring_record *)((char *)mem + SCRY_RING_HEADER_SIZE);
-    h->version = SCRY_RING_VERSION;
-    h->header_size = SCRY_RING_HEADER_SIZE;
-    h->record_size = sizeof(struct scry_ring_record);
-    h->nrecords = nrecords;
-    h->file_size = need;
-    h->alloc_mean = alloc_mean;
-    h->copy_mean = copy_mean;
-    h->target_pid = target_pid;
-    h->layout = *layout;
-    h->heartbeat_ns = now_ns;
-    h->enabled = enabled ? 1 : 0;
-    for (uint64_t i = 0; i < nrecords; i++)
-        recs[i].seq = i;
-    __atomic_store_n(&h->magic, SCRY_RING_MAGIC, __ATOMIC_RELEASE);
     return 0;
 }
 

@@ -1,4 +1,4 @@
-/* fuzz_shim_ringconsumer.c - the daemon's ring consumer (daemon/ring_consumer.c) over a ring
+/* fuzz_shim_ringconsumer.c - the daemon's ring consumer (memprof/ring_consumer.c) over a ring
  * whose every byte the target wrote: header, commit words, records. The ring is handed over
  * as in attach mode (ringc_adopt of a sealed memfd), then drained: any content gives a
  * usable ring or SCRY_E_CORRUPT, polls that end (bounded work) and events whose fields are

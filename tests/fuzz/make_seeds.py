@@ -162,7 +162,7 @@ def image():
 
 
 def ring_records(n, base_time):
-    """N records as the shim writes them for lap 0 (ring.h): ALLOC, FREE and COPY events with
+    """N records as the shim writes them for lap 0 (common/scry_ring.h): ALLOC, FREE and COPY events with
     a few Python frames (code addresses of a 3.12 heap), one truncated, one native."""
     out = b""
     for i in range(n):

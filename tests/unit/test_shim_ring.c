@@ -1,5 +1,5 @@
 /* test_shim_ring.c - the ring protocol end to end: the shim's producer (shim_ring.c)
- * against the daemon's consumer (daemon/ring_consumer.c), and the consumer against
+ * against the daemon's consumer (memprof/ring_consumer.c), and the consumer against
  * hostile rings: random bytes, wrong magic, absurd counts, torn records, wraparound,
  * full ring, many producers. */
 #include "ring_consumer.h"
@@ -484,7 +484,7 @@ static void test_create_errors(void)
     ringc_free(r);
 }
 
-/* A ring made by the target's shim (sealed memfd, shim__ring_init) is adopted; an unsealed
+/* A ring made by the target's shim (sealed memfd, scry_ring_init) is adopted; an unsealed
  * memfd or a regular file is refused (the target could shrink it under our mapping). */
 static void test_adopt(void)
 {
@@ -496,9 +496,9 @@ static void test_adopt(void)
         CHECK(fd >= 0 && ftruncate(fd, (off_t)len) == 0);
         void *mem = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         CHECK(mem != MAP_FAILED);
-        CHECK(shim__ring_init(mem, len, n, 1000, 2000, (int32_t)getpid(), &L, 1, 0) == 0);
-        CHECK(shim__ring_init(mem, len, n + 1, 1000, 2000, 0, &L, 1, 0) == -1);
-        CHECK(shim__ring_init(mem, len - 1, n, 1000, 2000, 0, &L, 1, 0) == -1);
+        CHECK(scry_ring_init(mem, len, n, 1000, 2000, (int32_t)getpid(), &L, 1, 0) == 0);
+        CHECK(scry_ring_init(mem, len, n + 1, 1000, 2000, 0, &L, 1, 0) == -1);
+        CHECK(scry_ring_init(mem, len - 1, n, 1000, 2000, 0, &L, 1, 0) == -1);
         if (sealed)
             CHECK(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0);
         int err = 0;

@@ -1,5 +1,5 @@
 /* shim_harness.c - runs a command under LD_PRELOAD=libscry-shim.so with a ring made by
- * daemon/ring_consumer.c, drains it like the daemon would, and prints totals that
+ * memprof/ring_consumer.c, drains it like the daemon would, and prints totals that
  * run_shim_tests.py checks against known answers.
  *
  * usage: shim_harness --shim PATH [--pyver 3.11] [--ring-bytes N] [--mean N]

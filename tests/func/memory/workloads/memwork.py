@@ -11,7 +11,7 @@ scry's per-line numbers with what this line really did.
 --wait-ring S: before the measured work, wait (at most S seconds) until scry's memory ring
 is mapped into this process (/dev/shm/scry-* or memfd:scry-ring in /proc/self/maps: preloaded at start in
 launch mode, injected in attach mode), enabled by the daemon, and the shim's PyMem hooks
-are installed (header bits, see shim/ring.h); then warm up (64 MiB allocated and copied),
+are installed (header bits, see common/scry_ring.h); then warm up (64 MiB allocated and copied),
 so that every thread's countdown has left the idle stride. Runs on Python 3.6+.
 """
 import json
@@ -27,7 +27,7 @@ import time
 MB = 1 << 20
 FILE = os.path.abspath(__file__)
 
-# shim/ring.h: offsets in struct scry_ring_header (checked by run_memory.py's self-test)
+# common/scry_ring.h: offsets in struct scry_ring_header (checked by run_memory.py's self-test)
 RING_MAGIC = 0x474E495259524353
 OFF_NRECORDS, OFF_FILE_SIZE, OFF_ENABLED, OFF_OWNER, OFF_STATE = 24, 32, 264, 320, 324
 RING_HEADER_SIZE, RING_RECORD_SIZE = 4096, 448

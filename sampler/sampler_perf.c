@@ -148,7 +148,7 @@ static void on_record(const perfev_sample_t *r, void *ctx)
         kind = unwind_ip_kind(0, &leaf);
     }
     t->cpu += r->period_ns;
-    if (s->cfg.native && r->has_regs && r->stack && p->npend < PERF_MAX_PENDING) {
+    if (s->opts.native && r->has_regs && r->stack && p->npend < PERF_MAX_PENDING) {
         perf_pending_t *pd = &p->pend[p->npend];
         unwind_regs_t regs;
         to_unwind_regs(r, &regs);
@@ -192,9 +192,9 @@ int sampler__perf_new(sampler_t *s, char *why, size_t whylen)
     p->stale = 1;
     p->tids = calloc(TASKS_MAX, sizeof *p->tids);
     p->tab = calloc(PERF_SLOTS, sizeof *p->tab);
-    if (s->cfg.idle)
+    if (s->opts.idle)
         p->states = proc_threads_new(pid);
-    if (s->cfg.native) {
+    if (s->opts.native) {
         p->unw = s->unwind;
         p->pend = malloc(PERF_MAX_PENDING * sizeof *p->pend);
     } else {
@@ -202,14 +202,14 @@ int sampler__perf_new(sampler_t *s, char *why, size_t whylen)
         p->own_unw = 1;
     }
     perfev_opts_t o = {.pid = pid,
-                       .rate_hz = s->cfg.rate_hz > 0 ? s->cfg.rate_hz : 100,
+                       .rate_hz = s->opts.rate_hz > 0 ? s->opts.rate_hz : 100,
                        .clock = PERFEV_CLOCK_TASK,
-                       .stack_bytes = s->cfg.native ? PERF_STACK_BYTES : 0,
+                       .stack_bytes = s->opts.native ? PERF_STACK_BYTES : 0,
                        .exclude_kernel = excl,
                        .wake_each = 1};
     err = SCRY_E_NOMEM;
-    if (!p->tids || !p->tab || !p->unw || (s->cfg.idle && !p->states) ||
-        (s->cfg.native && !p->pend) || (err = perfev_open(&o, &p->ev)) != 0) {
+    if (!p->tids || !p->tab || !p->unw || (s->opts.idle && !p->states) ||
+        (s->opts.native && !p->pend) || (err = perfev_open(&o, &p->ev)) != 0) {
         snprintf(why, whylen, "%s", scry_strerror(err));
         sampler__perf_free(p);
         return err;
@@ -309,7 +309,7 @@ static int perf_read(sampler_t *s, int tick, uint64_t t0, sampler_emit_fn emit, 
     uint64_t lost = 0, bad = 0;
     sampler__perf_counts(p, &lost, &bad);
     s->stats.lost = lost + bad;
-    int idle = tick && s->cfg.idle;
+    int idle = tick && s->opts.idle;
     if (!p->touched && !idle) {
         if (tick && p->gil_seen) {
             s->stats.gil_ticks++;
@@ -349,7 +349,7 @@ static int perf_read(sampler_t *s, int tick, uint64_t t0, sampler_emit_fn emit, 
         any_gil |= th->gil;
         if (th->tid > 0 && !perfev_has_thread(p->ev, th->tid))
             p->stale = 1; /* a new thread: list them again next tick */
-        if (s->cfg.gil && !th->gil)
+        if (s->opts.gil && !th->gil)
             continue;
         if (th->nframes == 0 && !th->truncated)
             continue;

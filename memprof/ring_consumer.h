@@ -1,4 +1,4 @@
-/* ring_consumer.h - the daemon's side of the shim ring (protocol: shim/ring.h).
+/* ring_consumer.h - the daemon's side of the shim ring (protocol: common/scry_ring.h).
  *
  * The daemon creates the ring file, fills its header (sampling means and the frame
  * offsets of the target's Python version), beats the heartbeat while recording, and
@@ -14,7 +14,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "../shim/ring.h"
+#include "scry_ring.h"
 
 typedef struct ringc ringc_t;
 

@@ -299,7 +299,7 @@ int memprof_start(memprof_t *m, pystate_target_t *t)
 }
 
 static void emit_event(memprof_t *m, pystate_target_t *t, const ringc_event_t *e,
-                       sampler_emit_fn emit, void *ctx)
+                       memprof_emit_fn emit, void *ctx)
 {
     uint32_t n = 0;
     for (uint32_t i = 0; i < e->nframes && i < SCRY_RING_MAX_FRAMES; i++) {
@@ -329,7 +329,7 @@ static void emit_event(memprof_t *m, pystate_target_t *t, const ringc_event_t *e
     emit(&s, ctx);
 }
 
-int memprof_drain(memprof_t *m, pystate_target_t *t, sampler_emit_fn emit, void *ctx)
+int memprof_drain(memprof_t *m, pystate_target_t *t, memprof_emit_fn emit, void *ctx)
 {
     if (!m->ring)
         return 0;

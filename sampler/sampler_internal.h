@@ -28,7 +28,7 @@ typedef struct thread_label {
 typedef struct sampler_perf sampler_perf_t;
 
 struct sampler {
-    scry_config_t cfg;
+    sampler_opts_t opts;
     pystate_target_t *target;
     strtab_t *strings;
     pystate_snapshot_t *snap;

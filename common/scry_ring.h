@@ -1,5 +1,6 @@
-/* ring.h - the shared-memory protocol between libscry-shim.so (producer, in the target)
- * and the scry daemon (consumer, daemon/ring_consumer.c).
+/* scry_ring.h - the shared-memory protocol (the ring's wire format) between libscry-shim.so
+ * (producer, in the target: shim/) and the scry daemon (consumer: memprof/ring_consumer.c).
+ * The only definition of the format: both sides include this header, nothing else.
  *
  * One file in /dev/shm, created and sized by the daemon, mmap'd MAP_SHARED by both:
  *
@@ -21,8 +22,8 @@
  * All multi-byte fields are native-endian (x86_64). Shared words are accessed with
  * __atomic builtins.
  */
-#ifndef SCRY_SHIM_RING_H
-#define SCRY_SHIM_RING_H
+#ifndef SCRY_RING_H
+#define SCRY_RING_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -177,5 +178,40 @@ _Static_assert(sizeof(struct scry_ring_header) <= SCRY_RING_HEADER_SIZE, "header
 _Static_assert(sizeof(struct scry_ring_record) == 448, "record layout changed");
 _Static_assert(sizeof(struct scry_ring_layout) == 144, "layout changed");
 _Static_assert(offsetof(struct scry_ring_header, head) == 512, "header layout changed");
+
+/* Fills a new ring of NRECORDS records (a power of two, SCRY_RING_MIN_RECORDS..
+ * SCRY_RING_MAX_RECORDS) in the zeroed LEN bytes at MEM: header (geometry, means,
+ * TARGET_PID, LAYOUT, heartbeat NOW_NS, ENABLED), every record's seq word, and the magic
+ * last (release). Used by the daemon (ringc_create) and by the shim when it makes the ring
+ * itself (scry_shim_attach_new); inline because the shim links nothing of scry's.
+ * Returns 0, or -1 when LEN is too small or NRECORDS bad. */
+static inline int scry_ring_init(void *mem, uint64_t len, uint64_t nrecords, uint64_t alloc_mean,
+                                 uint64_t copy_mean, int32_t target_pid,
+                                 const struct scry_ring_layout *layout, uint64_t now_ns,
+                                 int enabled)
+{
+    uint64_t need = SCRY_RING_HEADER_SIZE + nrecords * sizeof(struct scry_ring_record);
+    if (!mem || nrecords < SCRY_RING_MIN_RECORDS || nrecords > SCRY_RING_MAX_RECORDS ||
+        (nrecords & (nrecords - 1)) != 0 || need > len)
+        return -1;
+    struct scry_ring_header *h = mem;
+    struct scry_ring_record *recs =
+        (struct scry_ring_record *)((char *)mem + SCRY_RING_HEADER_SIZE);
+    h->version = SCRY_RING_VERSION;
+    h->header_size = SCRY_RING_HEADER_SIZE;
+    h->record_size = sizeof(struct scry_ring_record);
+    h->nrecords = nrecords;
+    h->file_size = need;
+    h->alloc_mean = alloc_mean;
+    h->copy_mean = copy_mean;
+    h->target_pid = target_pid;
+    h->layout = *layout;
+    h->heartbeat_ns = now_ns;
+    h->enabled = enabled ? 1 : 0;
+    for (uint64_t i = 0; i < nrecords; i++)
+        recs[i].seq = i;
+    __atomic_store_n(&h->magic, SCRY_RING_MAGIC, __ATOMIC_RELEASE);
+    return 0;
+}
 
 #endif

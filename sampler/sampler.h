@@ -8,7 +8,6 @@
 #ifndef SCRY_SAMPLER_H
 #define SCRY_SAMPLER_H
 
-#include "options.h"
 #include "pystate.h"
 #include "sample.h"
 #include "strtab.h"
@@ -17,6 +16,21 @@
 #include <stdint.h>
 
 typedef struct sampler sampler_t;
+
+/* What to sample and how; zero is a valid default (100 Hz, auto back end, on-CPU threads
+ * only, nothing stopped). */
+typedef struct sampler_opts {
+    double rate_hz;      /* rounds per second; <= 0: 100 */
+    const char *backend; /* "perf", "ptrace", "auto" or NULL (= auto) */
+    int instant;         /* one instant of every thread (dump): auto chooses ptrace */
+    int idle;            /* threads off CPU too */
+    int threads;         /* a root frame per thread (its name) */
+    int blocking;        /* stop the threads while reading (consistent stacks) */
+    int native;          /* native frames merged with Python's */
+    int gil;             /* only threads holding the GIL */
+    int async_labels;    /* asyncio task root frames (record --async) */
+    pystate_open_opts_t open_opts; /* how to open the program a target execs */
+} sampler_opts_t;
 
 typedef void (*sampler_emit_fn)(const scry_sample_t *sample, void *ctx);
 
@@ -44,16 +58,22 @@ enum sampler_backend {
     SAMPLER_PERF = 2,   /* perf events: the kernel's CPU clock per thread; nothing stopped */
 };
 
-/* Creates a sampler over target T (not owned). The back end is CFG->sampler ("perf",
- * "ptrace"), or when NULL/"auto": perf where perf_event_open is allowed and the command
- * samples over time (record, top; not dump, not --blocking), else ptrace. Returns NULL
- * when out of memory, or when "perf" was forced and perf events are refused (a message
- * saying why has been printed to stderr). */
-sampler_t *sampler_new(const scry_config_t *cfg, pystate_target_t *t, strtab_t *strings);
+/* Creates a sampler over target T (not owned) with OPTS (copied). The back end is
+ * OPTS->backend ("perf", "ptrace"), or when NULL/"auto": perf where perf_event_open is
+ * allowed and the run samples over time (not OPTS->instant, not blocking), else ptrace.
+ * Returns NULL when out of memory, or when "perf" was forced and perf events are refused
+ * (a message saying why has been printed to stderr). */
+sampler_t *sampler_new(const sampler_opts_t *opts, pystate_target_t *t, strtab_t *strings);
 
-/* True when CFG forces the perf back end: a NULL from sampler_new then means perf events
+/* True when OPTS forces the perf back end: a NULL from sampler_new then means perf events
  * were refused (and the message was printed), not a lack of memory. */
-int sampler_refused(const scry_config_t *cfg);
+int sampler_refused(const sampler_opts_t *opts);
+
+/* Opens PID for reading (pystate_target_open_opts with OPTS, may be NULL), printing a
+ * clear message to stderr on failure (no such process, not Python, permission,
+ * unsupported version). Returns 0 and *OUT, or the negative code. */
+int sampler_open_target(pid_t pid, strtab_t *strings, const pystate_open_opts_t *opts,
+                        pystate_target_t **out);
 
 /* The back end in use (enum sampler_backend). */
 int sampler_backend(const sampler_t *s);

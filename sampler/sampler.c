@@ -23,15 +23,15 @@
 /* Chooses the back end; returns 0, or SCRY_E_PERM when perf was forced and refused. */
 static int choose_backend(sampler_t *s)
 {
-    const char *want = s->cfg.sampler ? s->cfg.sampler : "auto";
+    const char *want = s->opts.backend ? s->opts.backend : "auto";
     s->backend = SAMPLER_PTRACE;
     if (!strcmp(want, "ptrace"))
         return 0;
     int forced = !strcmp(want, "perf");
     /* A dump is one instant of every thread, and --blocking stops threads: the kernel's
      * CPU clock has nothing to say about either. */
-    if (!forced && (s->cfg.command == CMD_DUMP || s->cfg.blocking)) {
-        s->backend_note = s->cfg.blocking ? "--blocking" : NULL;
+    if (!forced && (s->opts.instant || s->opts.blocking)) {
+        s->backend_note = s->opts.blocking ? "--blocking" : NULL;
         return 0;
     }
     char why[256] = "";
@@ -49,13 +49,13 @@ static int choose_backend(sampler_t *s)
     return 0;
 }
 
-sampler_t *sampler_new(const scry_config_t *cfg, pystate_target_t *t, strtab_t *strings)
+sampler_t *sampler_new(const sampler_opts_t *opts, pystate_target_t *t, strtab_t *strings)
 {
     sampler_t *s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
     pid_t pid = pystate_target_info(t)->pid;
-    s->cfg = *cfg;
+    s->opts = *opts;
     s->target = t;
     s->first = t;
     proc_read_exec_mark(pid, &s->exec_mark);
@@ -66,14 +66,14 @@ sampler_t *sampler_new(const scry_config_t *cfg, pystate_target_t *t, strtab_t *
     s->s_truncated = strtab_intern(strings, "<truncated>");
     s->s_empty = strtab_intern(strings, "");
     s->s_gil_wait = strtab_intern(strings, "<waiting for the GIL>");
-    s->interval_ns = (uint64_t)(1e9 / (cfg->rate_hz > 0 ? cfg->rate_hz : 100));
-    if (cfg->native)
+    s->interval_ns = (uint64_t)(1e9 / (opts->rate_hz > 0 ? opts->rate_hz : 100));
+    if (opts->native)
         s->unwind = unwind_new(pid);
-    if (cfg->async_tasks && cfg->command == CMD_RECORD)
+    if (opts->async_labels)
         s->async = pystate_async_labels_new(t);
     if (!s->snap || !s->tasks || !s->s_truncated || !s->s_empty || !s->s_gil_wait ||
-        (cfg->native && !s->unwind) ||
-        (cfg->async_tasks && cfg->command == CMD_RECORD && !s->async)) {
+        (opts->native && !s->unwind) ||
+        (opts->async_labels && !s->async)) {
         sampler_free(s);
         return NULL;
     }
@@ -115,7 +115,7 @@ int sampler__follow_exec(sampler_t *s, int after_error)
     pystate_target_t *nt = NULL;
     char msg[256];
     uint64_t mark2 = 0;
-    if (pystate_target_open_opts(pid, s->strings, &s->cfg.open_opts, &nt, msg, sizeof msg) != 0)
+    if (pystate_target_open_opts(pid, s->strings, &s->opts.open_opts, &nt, msg, sizeof msg) != 0)
         return 0;
     if (proc_read_exec_mark(pid, &mark2) != 0 || mark2 != mark ||
         pystate_sample(nt, s->snap) != 0 || pystate_snapshot_count(s->snap) == 0) {
@@ -153,9 +153,9 @@ const pystate_target_t *sampler_target(const sampler_t *s)
     return s ? s->target : NULL;
 }
 
-int sampler_refused(const scry_config_t *cfg)
+int sampler_refused(const sampler_opts_t *opts)
 {
-    return cfg->sampler && !strcmp(cfg->sampler, "perf");
+    return opts->backend && !strcmp(opts->backend, "perf");
 }
 
 int sampler_backend(const sampler_t *s)
@@ -259,7 +259,7 @@ void sampler__emit(sampler_t *s, const pystate_thread_t *th, const unwind_frame_
             s->frames[n++] = (scry_frame_t){tl[i], s->s_empty, 0, SCRY_FRAME_OTHER};
     }
     const thread_label_t *label = thread_label(s, th->tid, th->ns_tid, th->name, time_ns);
-    if (s->cfg.threads)
+    if (s->opts.threads)
         s->frames[n++] = (scry_frame_t){label->label, s->s_empty, 0, SCRY_FRAME_THREAD};
     scry_sample_t smp = {
         .time_ns = time_ns,
@@ -299,7 +299,7 @@ static void emit_thread(sampler_t *s, const pystate_thread_t *th, const task_inf
 /* Whether a thread in STATE is sampled this tick (its Python stack decides the rest). */
 static int wanted(const sampler_t *s, char state)
 {
-    return s->cfg.idle || state == 'R';
+    return s->opts.idle || state == 'R';
 }
 
 int sampler_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
@@ -315,9 +315,9 @@ int sampler_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
     }
     /* Threads are stopped only for --blocking (all of them) or --native (those that will
      * be unwound), and all are resumed before this function returns. */
-    if (s->cfg.blocking) {
+    if (s->opts.blocking) {
         tasks_stop_all(s->tasks);
-    } else if (s->cfg.native) {
+    } else if (s->opts.native) {
         /* Stop the threads that will be unwound before reading their Python stacks, so
          * both stacks come from the same instant and merge exactly. */
         for (size_t i = 0;; i++) {
@@ -353,7 +353,7 @@ int sampler_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
         if (!task && th->tid > 0)
             tasks_mark_stale(s->tasks); /* a new thread: list them again next tick */
         char state = task ? task->state : 0;
-        if (s->cfg.gil && !th->gil)
+        if (s->opts.gil && !th->gil)
             continue;
         if (!wanted(s, state))
             continue;

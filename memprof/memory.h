@@ -6,13 +6,17 @@
 #define SCRY_MEMORY_H
 
 #include "pystate.h"
-#include "sampler.h"
+#include "sample.h"
 
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
 typedef struct memprof memprof_t;
+
+/* Where memory samples go (the same signature as the sampler's sampler_emit_fn, so one
+ * callback takes both). */
+typedef void (*memprof_emit_fn)(const scry_sample_t *sample, void *ctx);
 
 /* Prepares a recording: finds libscry-shim.so (SCRY_SHIM, then
  * next to the scry executable: ../shim/, ../lib/scry/, ./). ALLOC_MEAN and COPY_MEAN are
@@ -62,7 +66,7 @@ int memprof_start(memprof_t *m, pystate_target_t *t);
 /* Beats the heartbeat and turns every pending event into a sample for EMIT (frames
  * resolved through T's code cache). Returns the number of events, or a negative code when
  * the ring is corrupt (recording stops; CPU profiling goes on). */
-int memprof_drain(memprof_t *m, pystate_target_t *t, sampler_emit_fn emit, void *ctx);
+int memprof_drain(memprof_t *m, pystate_target_t *t, memprof_emit_fn emit, void *ctx);
 
 /* Stops recording (the shim passes through from now on); events already queued are still
  * drained. (The shim itself stops at the interpreter's teardown, exactly.) */

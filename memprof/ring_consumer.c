@@ -2,9 +2,9 @@
 #include "ring_consumer.h"
 
 #include "scry_err.h"
-#include "../pystate/layout.h"
+#include "layout.h"
 #include "scry_time.h"
-#include "../shim/shim_internal.h"
+
 
 #include <errno.h>
 #include <fcntl.h>
@@ -130,7 +130,7 @@ ringc_t *ringc_create(const ringc_params_t *p, int *err)
     fd = -1;
     r->hdr = r->mem;
     r->recs = (struct scry_ring_record *)((char *)r->mem + SCRY_RING_HEADER_SIZE);
-    shim__ring_init(r->mem, r->len, r->nrecords, p->alloc_mean, p->copy_mean, p->target_pid,
+    scry_ring_init(r->mem, r->len, r->nrecords, p->alloc_mean, p->copy_mean, p->target_pid,
                     &p->layout, scry_now_ns(), p->enabled);
     r->st.nrecords = r->nrecords;
     set_err(err, 0);
