@@ -4,7 +4,10 @@
 
 #include "options.h"
 #include "pystate.h"
+#include "report.h"
+#include "sampler.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 /* Each returns the process exit code. */
@@ -12,6 +15,14 @@ int cmd_record(const scry_config_t *cfg);
 int cmd_dump(const scry_config_t *cfg);
 int cmd_dump_async(const scry_config_t *cfg); /* dump --async (dump_async.c) */
 int cmd_top(const scry_config_t *cfg);
+
+/* Writes the dump of every thread of the open target T (one sampler tick with every thread,
+ * idle ones too, over OPTS otherwise; STRINGS is T's string table) to OUT in FMT, through
+ * report_dump_write: what 'scry dump' prints, also answered by the daemon (ctl dump).
+ * Returns 0, or a negative code with why in MSG (empty when sampler_new already printed it:
+ * a forced perf back end refused). */
+int dump_target_write(pystate_target_t *t, strtab_t *strings, const sampler_opts_t *opts,
+                      enum report_dump_format fmt, FILE *out, char *msg, size_t msglen);
 /* `scry diff BASE.json NEW.json`: reads two JSON reports, writes their comparison. */
 int cmd_diff(const scry_config_t *cfg);
 

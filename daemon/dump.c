@@ -56,42 +56,30 @@ static void collect(const scry_sample_t *s, void *ctx)
     d->n++;
 }
 
-/* Dumps process PID to stdout (JSON when cfg->json). Returns 0 or 1 after a message. */
-static int dump_one(const scry_config_t *cfg, pid_t pid)
+int dump_target_write(pystate_target_t *t, strtab_t *strings, const sampler_opts_t *opts,
+                      enum report_dump_format fmt, FILE *out, char *msg, size_t msglen)
 {
-    strtab_t *strings = strtab_new();
-    pystate_target_t *t = NULL;
     sampler_t *smp = NULL;
     dump_state_t d = {0};
-    int rc = 1;
-    if (cfg->async_tasks) {
-        strtab_free(strings);
-        scry_config_t one = *cfg;
-        one.pid = pid;
-        return cmd_dump_async(&one);
-    }
-    if (!strings || !(d.threads = calloc(DUMP_MAX_THREADS, sizeof *d.threads))) {
-        fprintf(stderr, "scry: out of memory\n");
+    sampler_opts_t so = *opts;
+    so.instant = 1; /* one instant */
+    so.idle = 1;    /* every thread, whatever it is doing */
+    so.gil = 0;
+    msg[0] = 0;
+    int err = SCRY_E_NOMEM;
+    if (!(d.threads = calloc(DUMP_MAX_THREADS, sizeof *d.threads)) ||
+        !(smp = sampler_new(&so, t, strings))) {
+        if (d.threads && sampler_refused(&so))
+            err = SCRY_E_PERM; /* sampler_new said why */
+        else
+            snprintf(msg, msglen, "out of memory");
         goto out;
     }
-    if (sampler_open_target(pid, strings, &cfg->open_opts, &t) != 0)
-        goto out;
-    scry_config_t one = *cfg;
-    one.pid = pid;
-    one.idle = 1; /* every thread, whatever it is doing */
-    one.gil = 0;
-    sampler_opts_t so;
-    options_sampler(&one, &so);
-    smp = sampler_new(&so, t, strings);
-    if (!smp) {
-        if (!sampler_refused(&so))
-            fprintf(stderr, "scry: out of memory\n");
-        goto out;
-    }
-    int err = sampler_tick(smp, collect, &d);
+    err = sampler_tick(smp, collect, &d);
     if (err || d.oom) {
-        fprintf(stderr, "scry: could not read the threads of process %d: %s\n", (int)pid,
-                d.oom ? "out of memory" : scry_strerror(err));
+        err = err ? err : SCRY_E_NOMEM;
+        snprintf(msg, msglen, "could not read the threads of process %d: %s",
+                 (int)pystate_target_info(t)->pid, scry_strerror(err));
         goto out;
     }
     const pystate_info_t *info = pystate_target_info(t);
@@ -109,17 +97,45 @@ static int dump_one(const scry_config_t *cfg, pid_t pid)
                          .how_found = info->how_found,
                          .threads = d.threads,
                          .nthreads = d.n};
-    err = report_dump_write(&doc, cfg->json ? REPORT_DUMP_JSON : REPORT_DUMP_TEXT, stdout);
-    if (err) {
-        fprintf(stderr, "scry: could not write the dump: %s\n", scry_strerror(err));
-        goto out;
-    }
-    rc = 0;
+    err = report_dump_write(&doc, fmt, out);
+    if (err)
+        snprintf(msg, msglen, "could not write the dump: %s", scry_strerror(err));
 out:
     for (size_t i = 0; i < d.n; i++)
         free((void *)d.threads[i].frames);
     free(d.threads);
     sampler_free(smp);
+    return err;
+}
+
+/* Dumps process PID to stdout (JSON when cfg->json). Returns 0 or 1 after a message. */
+static int dump_one(const scry_config_t *cfg, pid_t pid)
+{
+    if (cfg->async_tasks) {
+        scry_config_t one = *cfg;
+        one.pid = pid;
+        return cmd_dump_async(&one);
+    }
+    strtab_t *strings = strtab_new();
+    pystate_target_t *t = NULL;
+    int rc = 1;
+    if (!strings) {
+        fprintf(stderr, "scry: out of memory\n");
+        goto out;
+    }
+    if (sampler_open_target(pid, strings, &cfg->open_opts, &t) != 0)
+        goto out;
+    sampler_opts_t so;
+    options_sampler(cfg, &so);
+    char msg[512];
+    if (dump_target_write(t, strings, &so, cfg->json ? REPORT_DUMP_JSON : REPORT_DUMP_TEXT, stdout,
+                          msg, sizeof msg) != 0) {
+        if (msg[0])
+            fprintf(stderr, "scry: %s\n", msg);
+        goto out;
+    }
+    rc = 0;
+out:
     pystate_target_free(t);
     strtab_free(strings);
     return rc;

@@ -10,7 +10,8 @@ N skipped`):
   push      a loopback Pyroscope receiver checks every push; stopped for a while, it gets
             every spooled window exactly once when it is back
   ctl       scry ctl as root and as another user (created for the test): a user sees and
-            acts on their own processes only; malformed and oversized requests
+            acts on their own processes only; ctl dump prints what scry dump does;
+            malformed and oversized requests
   reload    --check-config, SIGHUP with a new rule, SIGHUP with a broken file
   budget    --max-cpu lowers the rates and says so
   sigkill   SIGKILL of the daemon leaves every target running, never stopped
@@ -448,6 +449,33 @@ def t_ctl(ctx):
         check(rc == 1 and "permission denied" in err, "user %s: rc %d %s %s" % (
             " ".join(map(str, args)), rc, out_, err))
         refused.append(args[0])
+    # ctl dump from the warm daemon: what scry dump prints (text and --json), for root on any
+    # target and for a user on their own; the idle workload sleeps at a known line
+    sleep_line = [i for i, l in enumerate(open(os.path.join(WORKLOADS, "svc.py")), 1)
+                  if "time.sleep(a.idle_sleep)" in l][0]
+    for who, pid, as_user in (("root", rp, None), ("user", up, user)):
+        for attempt in range(3):  # the two dumps are two instants: a rare wake-up differs
+            rc, text, err = ctl(ctx, sock, "dump", pid, user=as_user)
+            check(rc == 0, "%s ctl dump %d: rc %d %s" % (who, pid, rc, err))
+            rc, rep, err = ctl_json(ctx, sock, "dump", pid, user=as_user)
+            check(rc == 0 and rep.get("ok") and "dump" in rep, "%s ctl --json dump: %s %s" % (
+                who, short(json.dumps(rep)), err))
+            direct = subprocess.run([ctx.scry_path, "dump", "--pid", str(pid)],
+                                    stdout=subprocess.PIPE, timeout=60).stdout.decode()
+            direct_json = json.loads(subprocess.run(
+                [ctx.scry_path, "dump", "--json", "--pid", str(pid)], stdout=subprocess.PIPE,
+                timeout=60).stdout.decode() or "{}")
+            if text == direct and rep["dump"] == direct_json and rep["text"] == text:
+                break
+        check(text == direct, "%s: ctl dump differs from scry dump:\n%s\n---\n%s" % (
+            who, text, direct))
+        check(rep["dump"] == direct_json, "%s: ctl --json dump differs: %s vs %s" % (
+            who, short(json.dumps(rep["dump"])), short(json.dumps(direct_json))))
+        main_thread = [t for t in rep["dump"]["threads"] if t["tid"] == pid]
+        check(main_thread and main_thread[0]["frames"][0]["function"] == "main" and
+              main_thread[0]["frames"][0]["line"] == sleep_line,
+              "%s: the main thread is not in main() at svc.py:%d: %s" % (
+                  who, sleep_line, short(json.dumps(rep["dump"]))))
     rc, out_, err = ctl(ctx, sock, "set-rate", up, 7, user=user)
     check(rc == 0 and "7" in out_, "user set-rate on own: %d %s %s" % (rc, out_, err))
     rc, lst, _ = ctl_json(ctx, sock, "list")
