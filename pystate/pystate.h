@@ -51,6 +51,8 @@ typedef struct pystate_thread {
                        container its own PID namespace's; else equal to tid */
     int32_t interp_id;
     uint8_t gil;          /* holds the GIL (last holder while the GIL is locked) */
+    uint8_t gil_known;    /* the GIL's holder was read this sample (so !gil means released
+                             or held by another thread) */
     uint8_t truncated;    /* the depth bound (PYSTATE_MAX_DEPTH) cut the stack */
     uint8_t dropped;      /* the stack never read consistently (the thread ran on while it was
                              read, PYSTATE_TORN_RETRIES times): no frames, do not emit it */

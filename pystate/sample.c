@@ -432,7 +432,7 @@ static int resolve_thread(pystate_target_t *t, pystate_snapshot_t *s, size_t i)
         th->ns_tid = w->tid ? w->tid : pystate__tid_from_pthread(t, w->pthread_id);
         th->tid = proc_tidmap_to_host(t->tidmap, th->ns_tid);
         th->interp_id = w->interp_id;
-        th->gil = 0;
+        th->gil = th->gil_known = 0;
         th->truncated = w->truncated;
         th->leaf_opclass = PYSTATE_OP_UNKNOWN;
         uint32_t n = 0;
@@ -490,13 +490,15 @@ static int resolve_thread(pystate_target_t *t, pystate_snapshot_t *s, size_t i)
     return 0;
 }
 
-/* GIL holder: marks the thread whose tstate holds the GIL. */
+/* GIL holder: marks the thread whose tstate holds the GIL, and every thread's gil_known
+ * when the holder (or that nobody holds it) was read. */
 static void mark_gil(pystate_target_t *t, pystate_snapshot_t *s)
 {
     const pystate_layout_t *L = &t->layout;
     raddr_t holder = 0;
+    int known = 0;
     if (t->tstate_current_addr) {
-        pf(t, t->tstate_current_addr, &holder, 8);
+        known = pf(t, t->tstate_current_addr, &holder, 8) == 0;
     } else {
         raddr_t gil = 0;
         if (L->runtime_gil >= 0 && t->runtime)
@@ -505,13 +507,16 @@ static void mark_gil(pystate_target_t *t, pystate_snapshot_t *s)
             pf(t, s->work[0].interp + (uint64_t)L->interp_gil_ptr, &gil, 8);
         if (gil && L->gil_locked >= 0 && L->gil_last_holder >= 0) {
             int32_t locked = 0;
-            if (pf(t, gil + (uint64_t)L->gil_locked, &locked, 4) != 0 ||
-                pf(t, gil + (uint64_t)L->gil_last_holder, &holder, 8) != 0 || !locked)
+            known = pf(t, gil + (uint64_t)L->gil_locked, &locked, 4) == 0 &&
+                    pf(t, gil + (uint64_t)L->gil_last_holder, &holder, 8) == 0;
+            if (!known || !locked)
                 holder = 0;
         }
     }
-    for (size_t i = 0; i < s->count; i++)
+    for (size_t i = 0; i < s->count; i++) {
         s->threads[i].gil = holder && s->threads[i].tstate == holder;
+        s->threads[i].gil_known = (uint8_t)known;
+    }
 }
 
 /* Python thread names: the map of every interpreter's threading._active, reread when older

@@ -289,6 +289,13 @@ static void emit_thread(sampler_t *s, const pystate_thread_t *th, const task_inf
         unwind_thread(s->unwind, th->tid, s->native, UNWIND_MAX_DEPTH, &nn) != 0)
         nn = 0;
     unwind_task_t ut = {.state = state, .sc = {.nr = PROC_SYSCALL_UNKNOWN}};
+    if (th->gil_known)
+        ut.gil = th->gil ? UNWIND_GIL_HELD : UNWIND_GIL_RELEASED;
+    /* Running without the GIL and not unwound: C code that let go of it, unless the thread
+     * is on its way into or out of a wait (a GIL wait, a sleep): its system call says. */
+    if (!nn && ut.gil == UNWIND_GIL_RELEASED && state == 'R' &&
+        proc_read_task_syscall(pystate_target_info(s->target)->pid, th->tid, &ut.sc) != 0)
+        ut.sc.nr = PROC_SYSCALL_UNKNOWN;
     unwind_classification_t cls = {.cls = SCRY_CLASS_PYTHON};
     unwind_classify(&ut, nn ? s->native : NULL, nn, th->leaf_opclass, &cls);
     int running = state == 'R' || state == 0;

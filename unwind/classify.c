@@ -171,16 +171,17 @@ int unwind_classify(const unwind_task_t *task, const unwind_frame_t *native, siz
                 out->flags |= UNWIND_CLASSIFY_GIL_WAIT;
             return 0;
         }
-        for (size_t i = 0; i < nn; i++) {
-            if (unwind_frame_is_runtime(&native[i]))
-                continue;
-            out->cls = native[i].in_python ? SCRY_CLASS_PYTHON : SCRY_CLASS_NATIVE;
-            return 0;
-        }
-        out->cls = SCRY_CLASS_NATIVE; /* only runtime frames */
-        return 0;
+        /* The leaf frame plays the sampled instruction pointer: the same rule as the perf
+         * sampler's, so a line's split does not depend on --native or the sampler. */
+        return unwind_classify_ip(unwind_ip_kind(0, &native[0]), opclass, out);
     }
     out->flags |= UNWIND_CLASSIFY_NOSTACK;
+    /* Running Python code needs the GIL: a running thread that does not hold it runs C
+     * code that released it (BLAS under a @, a numpy ufunc), whatever the instruction. */
+    if (task->gil == UNWIND_GIL_RELEASED && (task->state == 'R' || task->state == 0)) {
+        out->cls = SCRY_CLASS_NATIVE;
+        return 0;
+    }
     out->cls = opclass == UNWIND_OP_CALL ? SCRY_CLASS_NATIVE : SCRY_CLASS_PYTHON;
     return 0;
 }
@@ -189,7 +190,7 @@ int unwind_ip_kind(int kernel, const unwind_frame_t *leaf)
 {
     if (kernel)
         return UNWIND_IP_KERNEL;
-    if (!leaf || leaf->in_python || unwind_frame_is_runtime(leaf))
+    if (!leaf || leaf->in_python)
         return UNWIND_IP_CPYTHON;
     return UNWIND_IP_NATIVE;
 }

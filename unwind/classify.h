@@ -10,11 +10,14 @@
  *     (take_gil, PyCOND_WAIT, PyEval_RestoreThread, PyEval_AcquireThread,
  *     PyGILState_Ensure, or the eval loop itself dropping/taking the GIL) is flagged
  *     UNWIND_CLASSIFY_GIL_WAIT;
- *  2. R with a native stack: skip the leaf frames in the C runtime (libc, libm, ld.so,
- *     vdso); the first frame in libpython / the python executable -> PYTHON, in any other
- *     object -> NATIVE (all runtime -> NATIVE);
- *  3. R without a native stack: the current instruction is a call (PYSTATE_OP_CALL) ->
- *     NATIVE; else (MAYCALL, OTHER, UNKNOWN) -> PYTHON.
+ *  2. R with a native stack: leaf frames in a C-runtime wait (futex, condition variable,
+ *     sleep, poll) -> SYSTEM; else the leaf frame decides as the perf sampler's
+ *     instruction pointer does (unwind_ip_kind + unwind_classify_ip): in libpython / the
+ *     python executable -> NATIVE when the leaf Python instruction is a call, else
+ *     PYTHON; anywhere else (an extension, BLAS, the C runtime's memcpy) -> NATIVE;
+ *  3. R without a native stack: the GIL known to be released by this thread (it runs C
+ *     code that let go of it) -> NATIVE; the current instruction is a call
+ *     (PYSTATE_OP_CALL) -> NATIVE; else (MAYCALL, OTHER, UNKNOWN) -> PYTHON.
  */
 #ifndef SCRY_UNWIND_CLASSIFY_H
 #define SCRY_UNWIND_CLASSIFY_H
@@ -37,9 +40,17 @@
 #define UNWIND_OP_CALL 1 /* PYSTATE_OP_CALL, until pystate/opcodes.h exists */
 #endif
 
+/* unwind_task_t.gil: what the target's GIL says about the thread. */
+enum unwind_gil {
+    UNWIND_GIL_UNKNOWN = 0,  /* not read (or no GIL) */
+    UNWIND_GIL_HELD = 1,     /* the thread holds the GIL */
+    UNWIND_GIL_RELEASED = 2, /* read, and the thread does not hold it */
+};
+
 typedef struct unwind_task {
     char state;        /* /proc/.../stat state: 'R', 'S', 'D', 'T', 't', 'Z'...; 0 unknown */
     proc_syscall_t sc; /* .nr = PROC_SYSCALL_UNKNOWN when not read */
+    uint8_t gil;       /* enum unwind_gil */
 } unwind_task_t;
 
 /* Flags of unwind_classification_t. */
@@ -63,10 +74,9 @@ int unwind_classify(const unwind_task_t *task, const unwind_frame_t *native, siz
 /* What the instruction pointer of a sample taken by the kernel (perf events) says. */
 enum unwind_ip_kind {
     UNWIND_IP_KERNEL = 1,  /* in the kernel: a system call, a page fault, an interrupt */
-    UNWIND_IP_NATIVE = 2,  /* in code outside CPython and the C runtime (an extension,
-                              BLAS, libcrypto, libz...) */
-    UNWIND_IP_CPYTHON = 3, /* in libpython / the python executable, or in the C runtime
-                              (libc, libm, ld.so, vdso) it calls, or unknown */
+    UNWIND_IP_NATIVE = 2,  /* in code outside CPython (an extension, BLAS, libcrypto,
+                              libz..., and the C runtime: the memcpy of bytes * n) */
+    UNWIND_IP_CPYTHON = 3, /* in libpython / the python executable, or unknown */
 };
 
 /* The kind of IP from the kernel's flag KERNEL and LEAF, the IP described by

@@ -33,10 +33,10 @@ static void test_read_task(void)
 static void test_rules(void)
 {
     unwind_classification_t c;
-    unwind_task_t running = {'R', {PROC_SYSCALL_RUNNING, {0}, 0, 0}};
-    unwind_task_t sleeping = {'S', {230, {0}, 0, 0}};
-    unwind_task_t futex = {'S', {202, {0}, 0, 0}};
-    unwind_task_t disk = {'D', {PROC_SYSCALL_UNKNOWN, {0}, 0, 0}};
+    unwind_task_t running = {'R', {PROC_SYSCALL_RUNNING, {0}, 0, 0}, 0};
+    unwind_task_t sleeping = {'S', {230, {0}, 0, 0}, 0};
+    unwind_task_t futex = {'S', {202, {0}, 0, 0}, 0};
+    unwind_task_t disk = {'D', {PROC_SYSCALL_UNKNOWN, {0}, 0, 0}, 0};
 
     /* Off CPU. */
     CHECK(unwind_classify(&sleeping, NULL, 0, UNWIND_OP_CALL, &c) == 0);
@@ -61,15 +61,23 @@ static void test_rules(void)
 
     /* Running, with a native stack. */
     unwind_frame_t eval[] = {nat("_PyEval_EvalFrameDefault", "libpython3.11.so.1.0", 1)};
-    CHECK(unwind_classify(&running, eval, 1, UNWIND_OP_CALL, &c) == 0);
+    CHECK(unwind_classify(&running, eval, 1, 0, &c) == 0);
     CHECK_INT(c.cls, ==, SCRY_CLASS_PYTHON);
+    /* CPython's own code under a call instruction: a C method (ndarray.tolist making
+     * floats), as the perf sampler's instruction-pointer rule says. */
+    CHECK(unwind_classify(&running, eval, 1, UNWIND_OP_CALL, &c) == 0);
+    CHECK_INT(c.cls, ==, SCRY_CLASS_NATIVE);
     unwind_frame_t ext[] = {nat("SHA256_Update", "libcrypto.so.3", 0),
                             nat("_PyEval_EvalFrameDefault", "libpython3.11.so.1.0", 1)};
     CHECK(unwind_classify(&running, ext, 2, 0, &c) == 0 && c.cls == SCRY_CLASS_NATIVE);
-    /* libc under CPython is interpreter work; libc under an extension is native. */
+    /* The C runtime is native, under CPython (bytes * n) as under an extension: the perf
+     * sampler, with no caller, sees only the memcpy. */
     unwind_frame_t memcpy_py[] = {nat("__memmove_avx_unaligned", "libc.so.6", 0),
-                                  nat("list_extend", "libpython3.11.so.1.0", 1)};
-    CHECK(unwind_classify(&running, memcpy_py, 2, 0, &c) == 0 && c.cls == SCRY_CLASS_PYTHON);
+                                  nat("bytes_repeat", "libpython3.11.so.1.0", 1)};
+    CHECK(unwind_classify(&running, memcpy_py, 2, 0, &c) == 0 && c.cls == SCRY_CLASS_NATIVE);
+    CHECK_INT(unwind_ip_kind(0, &memcpy_py[0]), ==, UNWIND_IP_NATIVE);
+    CHECK_INT(unwind_ip_kind(0, &eval[0]), ==, UNWIND_IP_CPYTHON);
+    CHECK_INT(unwind_ip_kind(1, &eval[0]), ==, UNWIND_IP_KERNEL);
     unwind_frame_t memcpy_np[] = {nat("memcpy", "libc.so.6", 0),
                                   nat(NULL, "_multiarray_umath.so", 0)};
     CHECK(unwind_classify(&running, memcpy_np, 2, 0, &c) == 0 && c.cls == SCRY_CLASS_NATIVE);
@@ -82,7 +90,19 @@ static void test_rules(void)
     CHECK(c.cls == SCRY_CLASS_NATIVE && (c.flags & UNWIND_CLASSIFY_NOSTACK));
     CHECK(unwind_classify(&running, NULL, 0, UNWIND_OP_CALL + 1, &c) == 0);
     CHECK_INT(c.cls, ==, SCRY_CLASS_PYTHON);
-    unwind_task_t unknown = {0, {PROC_SYSCALL_UNKNOWN, {0}, 0, 0}};
+    /* Running without the GIL: C code that released it (a @ b in BLAS), any instruction;
+     * holding it, or not known, the instruction decides; in a futex, the system's. */
+    unwind_task_t nogil = running, held = running, nogil_futex = {'R', {202, {0}, 0, 0}, 0};
+    nogil.gil = nogil_futex.gil = UNWIND_GIL_RELEASED;
+    held.gil = UNWIND_GIL_HELD;
+    CHECK(unwind_classify(&nogil, NULL, 0, UNWIND_OP_CALL + 1, &c) == 0);
+    CHECK_INT(c.cls, ==, SCRY_CLASS_NATIVE);
+    CHECK(unwind_classify(&held, NULL, 0, UNWIND_OP_CALL + 1, &c) == 0);
+    CHECK_INT(c.cls, ==, SCRY_CLASS_PYTHON);
+    CHECK(unwind_classify(&nogil_futex, NULL, 0, UNWIND_OP_CALL + 1, &c) == 0);
+    CHECK_INT(c.cls, ==, SCRY_CLASS_SYSTEM);
+    CHECK(unwind_classify(&sleeping, NULL, 0, 0, &c) == 0 && c.cls == SCRY_CLASS_SYSTEM);
+    unwind_task_t unknown = {0, {PROC_SYSCALL_UNKNOWN, {0}, 0, 0}, 0};
     CHECK(unwind_classify(&unknown, NULL, 0, 99, &c) == 0 && c.cls == SCRY_CLASS_PYTHON);
     CHECK(unwind_classify(NULL, NULL, 0, 0, &c) == SCRY_E_INVAL);
 

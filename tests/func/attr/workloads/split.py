@@ -8,6 +8,13 @@ One loop over lines of known class (each line ending with a #@name@ marker):
          the method, not numpy.dot: that one runs through a Python-level dispatcher frame
          (<__array_function__ internals>) in numpy 1.24, which would own the samples
   mm     a @ b (--numpy): BLAS reached through an operator, no call instruction -> native
+  add    x + y on large float arrays (--numpy): a ufunc loop through an operator -> native
+  idx    x[idx], fancy indexing with an integer array (--numpy): numpy's gather -> native
+  tolist pts.tolist() (--numpy): a C method that makes Python floats in CPython's
+         allocator (the leaf is mostly CPython's own code, the instruction a call) -> native
+  bmul   bytes * n: CPython's bytes_repeat, a memcpy in the C runtime -> native
+         (the lines add, idx and bmul repeat their operator a few times: one operation
+         is a millisecond and its result is kept below glibc's mmap threshold)
   sleep  time.sleep                                        -> system (needs scry --idle)
   fill   an unmeasured Python line after the sleep (see the runner: it absorbs the CPU
          time scry carries over a sleep boundary, so that no measured line pays for it)
@@ -28,8 +35,11 @@ import zlib
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import Stop, marker_lines, parse, write_json  # noqa: E402
 
-NAMES = ["py", "sha", "zlib", "np", "sleep", "mm"]
-WEIGHTS = {"py": 1.5, "sha": 1.0, "zlib": 0.75, "np": 1.0, "sleep": 2.0, "mm": 1.0}
+NAMES = ["py", "sha", "zlib", "np", "sleep", "mm", "add", "idx", "tolist", "bmul"]
+NUMPY_NAMES = ("np", "mm", "add", "idx", "tolist")
+WEIGHTS = {"py": 1.5, "sha": 1.0, "zlib": 0.75, "np": 1.0, "sleep": 2.0, "mm": 1.0, "add": 0.75,
+           "idx": 0.75, "tolist": 0.75, "bmul": 0.75}
+BIG = 1 << 20  # elements of the add / idx arrays, bytes of the bmul result: 8 and 1 MiB
 CPU_ID = time.CLOCK_THREAD_CPUTIME_ID
 
 
@@ -78,6 +88,16 @@ def calibrate(unit, use_numpy):
         m = np.ones((160, 160))
         t = cpu_min(lambda: np.dot(m, m))
         cal["np_n"] = max(32, int(160 * (unit * WEIGHTS["np"] / t) ** (1.0 / 3)))
+        x = np.ones(BIG)
+        cal["add_k"] = max(1, int(round(unit * WEIGHTS["add"] / cpu_min(lambda: x + x))))
+        ix = np.arange(BIG)[::-1].copy()
+        cal["idx_k"] = max(1, int(round(unit * WEIGHTS["idx"] / cpu_min(lambda: x[ix]))))
+        p0 = np.ones((1 << 15, 2))
+        t = cpu_min(lambda: p0.tolist())
+        cal["tolist_n"] = max(1024, int((1 << 15) * unit * WEIGHTS["tolist"] / t))
+    chunk = b"0123456789abcdef"
+    t = cpu_min(lambda: chunk * (BIG // 16))
+    cal["bmul_k"] = max(1, int(round(unit * WEIGHTS["bmul"] / t)))
     cal["n_fill"] = int(n0 * unit * 0.5 / cpu_min(lambda: pyloop(n0)))
     return cal, text
 
@@ -100,6 +120,14 @@ def work(cal, text, unit, deadline, use_numpy, log):
         rnd = np.random.RandomState(1)
         np_a = rnd.rand(cal["np_n"], cal["np_n"])
         np_b = rnd.rand(cal["np_n"], cal["np_n"])
+        np_x = rnd.rand(BIG)
+        np_ix = rnd.randint(0, BIG, BIG)
+        pts = rnd.rand(cal["tolist_n"], 2)
+        add_r = range(cal["add_k"])
+        idx_r = range(cal["idx_k"])
+    chunk = b"0123456789abcdef"
+    n16 = BIG // 16
+    bmul_r = range(cal["bmul_k"])
     sleep_s = unit * WEIGHTS["sleep"]
     n_fill = cal["n_fill"]
     acc = 0
@@ -116,6 +144,16 @@ def work(cal, text, unit, deadline, use_numpy, log):
             st = rec(log, 3, st, stamp)
             r = np_a @ np_b  #@mm@
             st = rec(log, 5, st, stamp)
+            for _ in add_r: r = np_x + np_x  # noqa: E701 #@add@
+            st = rec(log, 6, st, stamp)
+            for _ in idx_r: r = np_x[np_ix]  # noqa: E701 #@idx@
+            st = rec(log, 7, st, stamp)
+            t = pts.tolist()  #@tolist@
+            st = rec(log, 8, st, stamp)
+            t = r = None  # (freeing them is not the measured lines' work)
+            st = stamp()
+        for _ in bmul_r: b = chunk * n16  # noqa: E701 #@bmul@
+        st = rec(log, 9, st, stamp)
         time.sleep(sleep_s)  #@sleep@
         st = rec(log, 4, st, stamp)
         for i in range(n_fill): pass  # noqa: E701 #@fill@
@@ -127,7 +165,7 @@ def main():
     args = parse([("--seconds", float, 10.0), ("--unit", float, 0.04), ("--numpy", bool, False)])
     cal, text = calibrate(args.unit, args.numpy)
     lines = marker_lines(os.path.abspath(__file__))
-    names = [n for n in NAMES if args.numpy or n not in ("np", "mm")]
+    names = [n for n in NAMES if args.numpy or n not in NUMPY_NAMES]
     write_json(args.ready, {"pid": os.getpid(), "lines": lines, "names": names, "calib": cal,
                             "file": os.path.abspath(__file__)})
     log = []
