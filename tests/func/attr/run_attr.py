@@ -163,6 +163,10 @@ EXPECTED = {"py": "python", "sha": "native", "zlib": "native", "np": "native", "
             "sleep": "system"}
 
 
+# Native lines whose page faults (system) count with their class: see split_check.
+ALSO_SYSTEM = ("add", "tolist")
+
+
 def split_check(c, native):
     numpy = c.interp.has_module("numpy")
     args = ["--seconds", SPLIT_SECONDS, "--out", c.tpath(os.path.join(c.tmp, "truth.json")),
@@ -205,6 +209,10 @@ def split_check(c, native):
         g = got[n]
         s_all = 100.0 * (g["python"] + g["native"] + g["system"]) / scry_total
         s_cls = 100.0 * g[EXPECTED[n]] / scry_total
+        if n in ALSO_SYSTEM:
+            # their fresh results fault pages in: kernel time, system by the rules, that
+            # the thread's CPU clock (the truth) does not tell apart; python is still wrong
+            s_cls += 100.0 * g["system"] / scry_total
         if n == "bmul" and not native and c.sampler == "ptrace":
             # Known limit of the fallback: without --native nothing tells the interpreter's
             # own work from C code that keeps the GIL under an operator (bytes * n in
