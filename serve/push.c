@@ -1,11 +1,10 @@
 /* push.c - the Pyroscope push: spool on disk, one sending thread, libcurl. */
 #include "push.h"
+#include "curl_dl.h"
 #include "log.h"
 #include "scry_err.h"
 #include "scry_time.h"
 #include "store.h"
-
-#include <curl/curl.h>
 
 #include <ctype.h>
 #include <dirent.h>
@@ -331,11 +330,6 @@ static void *push_thread(void *arg)
     return NULL;
 }
 
-static void curl_init_once(void)
-{
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-}
-
 static char *dup_or_null(const char *s)
 {
     return s && s[0] ? strdup(s) : NULL;
@@ -343,13 +337,13 @@ static char *dup_or_null(const char *s)
 
 serve_push_t *serve_push_new(const serve_push_opts_t *o, char *msg, size_t msglen)
 {
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    if (serve_curl_load(msg, msglen) != 0)
+        return NULL;
     serve_push_t *p = calloc(1, sizeof *p);
     if (!p) {
         snprintf(msg, msglen, "out of memory");
         return NULL;
     }
-    pthread_once(&once, curl_init_once);
     p->url = dup_or_null(o->url);
     p->user = dup_or_null(o->user);
     p->password_file = dup_or_null(o->password_file);
