@@ -67,13 +67,13 @@ static const opt_spec_t opt_table[] = {
     {"metric", 0, OPT_STRING, offsetof(scry_config_t, metric), REC, "WHAT",
      "what flame graphs and stack formats weigh: cpu (default), alloc, copy, free, inuse (bytes "
      "still held at the end), peak (bytes held at the highest footprint)"},
-    {"include", 0, OPT_GLOB, offsetof(scry_config_t, include), REC, "GLOB",
-     "line views: files matching GLOB are the user's code (fnmatch on the whole path, '*' "
+    {"include", 0, OPT_GLOB, offsetof(scry_config_t, include), REC | TOP, "GLOB",
+     "line views (top: the lines view): files matching GLOB are the user's code (fnmatch on the whole path, '*' "
      "crosses '/'; repeatable)"},
-    {"exclude", 0, OPT_GLOB, offsetof(scry_config_t, exclude), REC, "GLOB",
+    {"exclude", 0, OPT_GLOB, offsetof(scry_config_t, exclude), REC | TOP, "GLOB",
      "line views: files matching GLOB are not the user's code (wins over --include; "
      "repeatable)"},
-    {"all-lines", 0, OPT_FLAG, offsetof(scry_config_t, all_lines), REC, NULL,
+    {"all-lines", 0, OPT_FLAG, offsetof(scry_config_t, all_lines), REC | TOP, NULL,
      "line views charge the innermost Python line (library lines too), not the user's line"},
     {"function", 'F', OPT_FLAG, offsetof(scry_config_t, function), REC, NULL,
      "aggregate by function instead of line: every Python frame at its function's first line "

@@ -475,7 +475,12 @@ int cmd_top(const scry_config_t *cfg)
         .start_unix_ns = (int64_t)wall.tv_sec * 1000000000ll + wall.tv_nsec,
         .start_mono_ns = start,
         .flags = (cfg->idle ? REPORT_F_IDLE : 0) | (cfg->native ? REPORT_F_NATIVE : 0) |
-                 (cfg->gil ? REPORT_F_GIL : 0),
+                 (cfg->gil ? REPORT_F_GIL : 0) | (cfg->all_lines ? REPORT_F_ALL_LINES : 0),
+        /* the lines view charges each sample to its innermost frame in the user's code */
+        .include = cfg->include.pat,
+        .ninclude = cfg->include.n,
+        .exclude = cfg->exclude.pat,
+        .nexclude = cfg->exclude.n,
     };
     t.live = report_live_new(&meta, start);
     sampler_opts_t so;

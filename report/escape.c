@@ -222,25 +222,44 @@ static void put_frame_text(report__sb_t *b, const char *s)
     }
 }
 
-void report__sb_frame(report__sb_t *b, const report__frame_t *f)
+const char *report__base_name(const char *path)
+{
+    if (!path)
+        return "";
+    const char *s = strrchr(path, '/');
+    return s ? s + 1 : path;
+}
+
+static void sb_frame(report__sb_t *b, const report__frame_t *f, int base)
 {
     put_frame_text(b, f->function && f->function[0] ? f->function : "<unknown>");
+    const char *file = base ? report__base_name(f->file) : f->file;
     switch (f->kind) {
     case SCRY_FRAME_PYTHON:
         report__sb_puts(b, " (");
-        put_frame_text(b, f->file);
+        put_frame_text(b, file);
         report__sb_printf(b, ":%d)", (int)f->line);
         break;
     case SCRY_FRAME_NATIVE:
-        if (f->file && f->file[0]) {
+        if (file && file[0]) {
             report__sb_puts(b, " (");
-            put_frame_text(b, f->file);
+            put_frame_text(b, file);
             report__sb_putc(b, ')');
         }
         break;
     default:
         break;
     }
+}
+
+void report__sb_frame(report__sb_t *b, const report__frame_t *f)
+{
+    sb_frame(b, f, 0);
+}
+
+void report__sb_frame_short(report__sb_t *b, const report__frame_t *f)
+{
+    sb_frame(b, f, 1);
 }
 
 void report__sb_num(report__sb_t *b, double x, int digits)

@@ -1,6 +1,6 @@
 /* flamegraph_js.h - the script embedded in the SVG flame graph (inside CDATA: never write
  * the CDATA end marker here). Expects globals TOTAL, W, XPAD and the frame groups
- * <g class="f" data-s data-v data-d> inside <g id="frames">. */
+ * <g class="f" data-s data-v data-d data-n (label)> inside <g id="frames">. */
 #ifndef SCRY_REPORT_FLAMEGRAPH_JS_H
 #define SCRY_REPORT_FLAMEGRAPH_JS_H
 
@@ -14,7 +14,7 @@ static const char report__flamegraph_js[] =
     "  var r = g.getElementsByTagName('rect')[0], t = g.getElementsByTagName('text')[0];\n"
     "  r.setAttribute('x', x.toFixed(2)); r.setAttribute('width', Math.max(w, 0).toFixed(2));\n"
     "  t.setAttribute('x', (x + 3).toFixed(2));\n"
-    "  var n = fname(g), max = Math.floor((w - 6) / (FONT * 0.59));\n"
+    "  var n = g.getAttribute('data-n') || fname(g), max = Math.floor((w - 6) / (FONT * 0.59));\n"
     "  t.textContent = max < 3 ? '' : (n.length > max ? n.substring(0, max - 2) + '..' : n);\n"
     "}\n"
     "function init(evt) {\n"

@@ -164,10 +164,14 @@ static void fmt_value(report__sb_t *b, uint64_t v, int metric)
     }
 }
 
-static void node_name(report__sb_t *b, const report_profile_t *p, const fg_node_t *nd)
+/* The node's text: with the file's full path (BASE 0: the tooltip) or its base name (the
+ * label, so that "function (file:line)" fits; the full path is on hover). */
+static void node_name(report__sb_t *b, const report_profile_t *p, const fg_node_t *nd, int base)
 {
     if (nd->frame == REPORT__NONE)
         report__sb_puts(b, "all");
+    else if (base)
+        report__sb_frame_short(b, &p->frames[nd->frame]);
     else
         report__sb_frame(b, &p->frames[nd->frame]);
 }
@@ -214,23 +218,26 @@ static void write_frames(report__sb_t *b, const report_profile_t *p, const fg_t 
     double total = (double)g->nodes[0].value;
     double scale = (width - 2.0 * FG_XPAD) / (total > 0 ? total : 1.0);
     double minfrac = min_frac(width);
-    report__sb_t name = {0};
+    report__sb_t name = {0}, label = {0};
     for (uint32_t i = 0; i < g->n; i++) {
         const fg_node_t *nd = &g->nodes[i];
         if ((double)nd->value < minfrac * total)
             continue; /* elided: too narrow to see (its children are narrower) */
         double x = FG_XPAD + (double)nd->start * scale, w = (double)nd->value * scale;
         int y = height - FG_YPAD_BOT - (int)(nd->depth + 1) * FG_FRAME_H;
-        name.len = 0;
-        node_name(&name, p, nd);
-        if (name.oom) {
+        name.len = label.len = 0;
+        node_name(&name, p, nd, 0);
+        node_name(&label, p, nd, 1);
+        if (name.oom || label.oom) {
             b->oom = 1;
             break;
         }
         report__sb_printf(b,
                           "<g class=\"f\" data-s=\"%" PRIu64 "\" data-v=\"%" PRIu64
-                          "\" data-d=\"%" PRIu32 "\"><title>",
+                          "\" data-d=\"%" PRIu32 "\" data-n=\"",
                           nd->start, nd->value, nd->depth);
+        report__sb_xml(b, label.buf, 0); /* the label redrawn on zoom */
+        report__sb_puts(b, "\"><title>");
         report__sb_xml(b, name.buf, 0);
         report__sb_puts(b, " (");
         fmt_value(b, nd->value, metric);
@@ -251,18 +258,19 @@ static void write_frames(report__sb_t *b, const report_profile_t *p, const fg_t 
         /* label: as many characters as fit, ".." when cut */
         size_t fit = w > 6 ? (size_t)((w - 6) / (FG_FONT * 0.59)) : 0;
         size_t cps = 0;
-        for (const char *s = name.buf; *s;) {
+        for (const char *s = label.buf; *s;) {
             report__utf8_next(&s);
             cps++;
         }
         if (fit >= 3) {
-            report__sb_xml(b, name.buf, cps > fit ? fit - 2 : 0);
+            report__sb_xml(b, label.buf, cps > fit ? fit - 2 : 0);
             if (cps > fit)
                 report__sb_puts(b, "..");
         }
         report__sb_puts(b, "</text></g>\n");
     }
     report__sb_free(&name);
+    report__sb_free(&label);
 }
 
 /* Builds P's tree for METRIC into G (sorted stacks, DFS order). Returns 0 or SCRY_E_NOMEM. */

@@ -19,17 +19,6 @@ static double pct(uint64_t part, uint64_t whole)
     return whole ? 100.0 * (double)part / (double)whole : 0.0;
 }
 
-static const char *nz(const char *s)
-{
-    return s ? s : "";
-}
-
-static const char *base_name(const char *path)
-{
-    const char *s = strrchr(nz(path), '/');
-    return s ? s + 1 : nz(path);
-}
-
 static void meta_item(report__sb_t *b, const char *dt, const char *dd_html)
 {
     report__sb_printf(b, "<div><dt>%s</dt><dd>%s</dd></div>", dt, dd_html);
@@ -159,7 +148,7 @@ static void loc_cell(report__html_t *h, const char *file, int32_t line, uint8_t 
     int fi = kind == SCRY_FRAME_PYTHON && line > 0 ? report__html_file_index(h, file) : -1;
     if (fi >= 0)
         report__sb_printf(b, "<a class=\"sc-goto\" href=\"#L%d-%d\">", fi, (int)line);
-    report__sb_xml(b, base_name(file), 200);
+    report__sb_xml(b, report__base_name(file), 200);
     if (kind == SCRY_FRAME_PYTHON)
         report__sb_printf(b, ":%d", (int)line);
     if (fi >= 0)

@@ -213,8 +213,52 @@ static uint32_t new_stack(report_profile_t *p, const scry_sample_t *s, uint32_t 
     return p->nstacks - 1;
 }
 
+/* 1 when F is a native frame with no symbol ("??", named by its library only). */
+static int unknown_native(const scry_frame_t *f)
+{
+    return f->kind == SCRY_FRAME_NATIVE && f->function && strcmp(f->function, "??") == 0;
+}
+
+/* 1 when A and B are "??" frames of the same library. */
+static int same_unknown(const scry_frame_t *a, const scry_frame_t *b)
+{
+    return unknown_native(a) && unknown_native(b) && a->file && b->file &&
+           strcmp(a->file, b->file) == 0;
+}
+
+/* S with each run of consecutive "??" frames of one library folded into one frame (the
+ * unwinder gives one per return address; a flame graph would draw a tower of identical
+ * boxes): S itself when it has no such run, else TMP over P's scratch frames; NULL when
+ * out of memory. */
+static const scry_sample_t *fold_unknown(report_profile_t *p, const scry_sample_t *s,
+                                         scry_sample_t *tmp)
+{
+    uint32_t n = s->nframes > REPORT__MAX_DEPTH ? REPORT__MAX_DEPTH : s->nframes;
+    const scry_frame_t *f = s->frames;
+    uint32_t i = 1;
+    while (i < n && !same_unknown(&f[i], &f[i - 1]))
+        i++;
+    if (i >= n)
+        return s;
+    if (!p->fold && !(p->fold = malloc(REPORT__MAX_DEPTH * sizeof *p->fold)))
+        return NULL;
+    uint32_t k = 0;
+    for (i = 0; i < n; i++) {
+        if (k && same_unknown(&f[i], &p->fold[k - 1]))
+            continue;
+        p->fold[k++] = f[i];
+    }
+    *tmp = *s;
+    tmp->frames = p->fold;
+    tmp->nframes = k;
+    return tmp;
+}
+
 static uint32_t find_stack(report_profile_t *p, const scry_sample_t *s)
 {
+    scry_sample_t folded;
+    if (!(s = fold_unknown(p, s, &folded)))
+        return REPORT__NONE;
     uint32_t depth = s->nframes > REPORT__MAX_DEPTH ? REPORT__MAX_DEPTH : s->nframes;
     uint64_t h = (uint64_t)(uint32_t)s->tid * K;
     for (uint32_t i = 0; i < depth; i++) {
@@ -323,6 +367,7 @@ void report_profile_free(report_profile_t *p)
     free((char *)p->meta.command);
     strtab_free(p->strs);
     report__scope_free(p);
+    free(p->fold);
     free(p->frames);
     free(p->frame_slots);
     free(p->stacks);

@@ -101,6 +101,7 @@ struct report_profile {
     char **include, **exclude; /* user's-code patterns (scope.c) */
     unsigned ninclude, nexclude;
 
+    scry_frame_t *fold; /* REPORT__MAX_DEPTH frames: a sample with "??" runs folded */
     report__frame_t *frames;
     uint32_t nframes, frames_cap;
     uint32_t *frame_slots; /* id + 1; 0 = empty */
@@ -264,6 +265,10 @@ void report__sb_xml(report__sb_t *b, const char *s, size_t maxcp);
 /* Appends a frame's text ("function (file:line)", "symbol (library)", or the function
  * text for THREAD/OTHER) with ';' and control characters replaced (collapsed-safe). */
 void report__sb_frame(report__sb_t *b, const report__frame_t *f);
+/* Like report__sb_frame with the file's base name only ("run (app.py:12)"): labels. */
+void report__sb_frame_short(report__sb_t *b, const report__frame_t *f);
+/* The part of PATH after its last '/' (PATH itself without one; "" for NULL). */
+const char *report__base_name(const char *path);
 /* Appends a JSON number (finite; non-finite as 0) with up to DIGITS decimals, trimmed. */
 void report__sb_num(report__sb_t *b, double x, int digits);
 /* Writes the buffer to OUT and empties it. Returns 0, SCRY_E_NOMEM (buffer overflowed

@@ -59,6 +59,21 @@ int main(void)
     free(out);
     report_profile_free(p);
 
+    /* a run of "??" frames of one library (addresses without a symbol) is one frame; runs
+     * of different libraries stay apart (issue 11) */
+    p = report_profile_new(&m);
+    scry_frame_t u[] = {NAT("??", "libm.so"), NAT("??", "libm.so"), NAT("??", "libx.so"),
+                        NAT("??", "libm.so"), NAT("??", "libm.so"), NAT("??", "libm.so"),
+                        PY("main", "app.py", 10)};
+    add_cpu(p, u, 7, 0, 1000, 11, 1);
+    add_cpu(p, u + 3, 4, 0, 1000, 11, 2);
+    out = render(p, REPORT_FORMAT_COLLAPSED, NULL, &rc);
+    CHECK(rc == 0 && out &&
+          strcmp(out, "main (app.py:10);?? (libm.so) 1\n"
+                      "main (app.py:10);?? (libm.so);?? (libx.so);?? (libm.so) 1\n") == 0);
+    free(out);
+    report_profile_free(p);
+
     /* without thread roots, the same frames from two threads merge into one line */
     p = report_profile_new(&m);
     scry_frame_t w[] = {PY("work", "w.py", 3)};

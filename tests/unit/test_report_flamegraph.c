@@ -86,6 +86,18 @@ int main(void)
     free(out);
     report_profile_free(p);
 
+    /* labels show the file's base name (they fit); the tooltip and search keep the path */
+    p = report_profile_new(&m);
+    scry_frame_t lp[] = {PY("make_list", "/home/someone/projects/longname/app.py", 12)};
+    add_cpu(p, lp, 1, 0, 1000, 1, 1);
+    out = render(p, REPORT_FORMAT_FLAMEGRAPH, NULL, &rc);
+    CHECK(rc == 0 && out);
+    CHECK(out && strstr(out, ">make_list (app.py:12)</text>"));
+    CHECK(out && strstr(out, "data-n=\"make_list (app.py:12)\""));
+    CHECK(out && strstr(out, "<title>make_list (/home/someone/projects/longname/app.py:12) ("));
+    free(out);
+    report_profile_free(p);
+
     p = report_profile_new(&m);
     out = render(p, REPORT_FORMAT_FLAMEGRAPH, NULL, &rc);
     CHECK(rc == 0 && out);

@@ -1,8 +1,12 @@
 """Two functions sharing one CPU about 70/30: hot() and cold(), single thread.
 
-Each round gives hot() 35 ms and cold() 15 ms of process CPU time. Writes a JSON
-{"pid", "hot_line", "cold_line", "file"} to argv[1] (atomically) once running.
+Each round gives hot() 35 ms and cold() 15 ms of process CPU time, then lib() 10 ms on one
+line of ours (LIB_LINE) that calls the standard library's pure-Python colorsys: top's lines
+view charges that time to LIB_LINE, not to colorsys.py (--all-lines: to colorsys.py).
+Writes a JSON {"pid", "hot_line", "cold_line", "lib_line", "file"} to argv[1] (atomically)
+once running.
 """
+import colorsys
 import json
 import os
 import sys
@@ -27,6 +31,12 @@ def cold(quota):
     return x
 
 
+def lib(quota):
+    end = time.process_time() + quota
+    while time.process_time() < end:
+        colorsys.rgb_to_hls(0.2, 0.4, 0.6); colorsys.hls_to_rgb(0.5, 0.4, 0.6)  # LIB_LINE
+
+
 def marker(tag):
     with open(__file__) as f:
         for n, text in enumerate(f, 1):
@@ -42,6 +52,7 @@ def main():
     while time.time() < limit:
         hot(0.035)
         cold(0.015)
+        lib(0.010)
         rounds += 1
         if rounds == 2 and ready:
             info = {
@@ -49,6 +60,7 @@ def main():
                 "file": os.path.abspath(__file__),
                 "hot_line": marker("HOT_LINE"),
                 "cold_line": marker("COLD_LINE"),
+                "lib_line": marker("LIB_LINE"),
             }
             with open(ready + ".tmp", "w") as f:
                 json.dump(info, f)

@@ -5,7 +5,9 @@ usage: test_top.py --scry PATH [--python PATH] [-v]
 
 A workload (seventy_thirty.py) burns one CPU about 70/30 in hot() and cold(). In a tmux
 pane running a plain shell, the test starts `scry top --pid PID` and checks the screen:
-the header, hot() first with a plausible share, the lines view ('l') showing hot()'s line,
+the header, hot() first with a plausible share, the lines view ('l') showing hot()'s line
+and charging lib()'s calls into colorsys to lib()'s line (with --all-lines, in the second
+run: to colorsys.py's lines),
 a sort key ('2'), a resize to 80x20, 'q' giving back a sane shell prompt (normal screen,
 echo and canonical mode restored), and, in a second run, the target being killed while top
 runs ('process exited' with the data kept until 'q'). Also checks the plain-text mode
@@ -114,6 +116,13 @@ def rows(screen, narrow=False):
     return out
 
 
+def lib_rows(rs, work):
+    """The row of the workload's LIB_LINE (None when absent) and the rows in colorsys.py."""
+    want = "seventy_thirty.py:%d)" % work["lib_line"]
+    lib = [x for x in rs if x["name"].endswith(want)]
+    return (lib[0] if lib else None), [x for x in rs if "colorsys.py:" in x["name"]]
+
+
 def check_shell_back(tm, what):
     """scry has exited and the pane is a sane shell again."""
     tm.wait_for(lambda s: s.rstrip().splitlines()[-1:] == [PROMPT], 10, "the prompt after " + what)
@@ -195,6 +204,17 @@ def test_screen(scry, work, proc, tm):
     check(r and r[0]["name"].startswith("hot ("), "lines: the first row is not in hot()", s)
     log("    ok   lines view: hot line %d shown, first row %s" % (work["hot_line"], r[0]["name"]))
 
+    # the lines view charges the user's line that called the library (since start)
+    tm.keys("w")
+    s = tm.wait_for(lambda s: "[since start]" in s and "lines by %Own" in s and
+                    lib_rows(rows(s), work)[0], 5, "the since-start lines view")
+    lib, libs = lib_rows(rows(s), work)
+    check(lib and lib["own"] >= 0.5, "lines: the line calling colorsys has no own time", s)
+    check(not any(x["own"] > 0 for x in libs), "lines: colorsys.py's lines have own time", s)
+    log("    ok   lines view: line %d (calls colorsys) at %.1f%% own, colorsys.py at 0"
+        % (work["lib_line"], lib["own"]))
+    tm.keys("w")
+
     # sort by %Total ('2'): <module>/main carry every sample
     tm.keys("2")
     s = tm.wait_for(lambda s: "lines by %Total" in s and rows(s), 5, "the %Total sort")
@@ -224,9 +244,18 @@ def test_screen(scry, work, proc, tm):
 
 def test_exit(scry, work, proc, tm):
     pid = work["pid"]
-    tm.type_line("%s top --pid %d" % (scry, pid))
+    tm.type_line("%s top --pid %d --all-lines" % (scry, pid))
     tm.wait_for(lambda s: len(rows(s, narrow=True)) >= 2, 15, "the table")
     time.sleep(1.0)
+    # --all-lines: the lines view charges colorsys.py's own lines, as py-spy top does
+    tm.keys("l", "w")
+    s = tm.wait_for(lambda s: "[since start]" in s and "lines by %Own" in s and
+                    any("colorsys.py:" in x["name"] for x in rows(s, narrow=True)), 6,
+                    "the since-start lines view with --all-lines")
+    lib, libs = lib_rows(rows(s, narrow=True), work)
+    own = sum(x["own"] for x in libs)
+    check(own >= 0.5, "--all-lines: colorsys.py's lines have %.1f%% own time" % own, s)
+    log("    ok   --all-lines: colorsys.py's lines at %.1f%% own" % own)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=10)
     s = tm.wait_for(lambda s: "process exited" in s, 8, "'process exited'")
