@@ -895,7 +895,16 @@ def t_formats(c):
 
     res = c.scry_ok(["record", "--format", "json", "-o", "-"] + base)
     json.loads(res.out)
+    check("wrote -" not in res.err and "wrote to standard output" in res.err,
+          "the summary of a report on stdout says: %s" % short(res.err))
     done.append("json to stdout")
+
+    # -o NAME.html without -f: the extension chooses the format (was an SVG in a .html)
+    html = c.path("report.html")
+    c.scry_ok(["record", "-o", html] + base)
+    with open(html, errors="replace") as f:
+        check(f.read(200).startswith("<!DOCTYPE html>"), "-o report.html did not write HTML")
+    done.append("-o report.html is HTML")
     return ", ".join(done)
 
 
