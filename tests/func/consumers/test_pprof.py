@@ -7,7 +7,7 @@ checks that `go tool pprof -top` reads the file, that its two hottest functions 
 and hot_b with the shares the json report gives (and about 70/30), that the sample types,
 labels and line numbers come through (-raw, -tags, -list).
 
-usage: test_pprof.py SCRY [PYTHON]     prints "SKIP pprof: reason" and exits 0 without go.
+usage: test_pprof.py SCRY [PYTHON]     PYTHON: a path or a scrytest label (3.15); prints "SKIP pprof: reason" and exits 0 without go.
 """
 import glob
 import json
@@ -37,7 +37,7 @@ def record(c, fmt, out):
     cmd = ["record", "-q", "--rate", RATE, "--format", fmt]
     if out:
         cmd += ["-o", out]
-    r = c.scry(cmd + ["--"] + c.interp.argv(WORKLOAD, SECONDS), cwd=c.tmp, timeout=120)
+    r = c.scry(cmd + ["--"] + c.interp.argv(c.stage(WORKLOAD), SECONDS), cwd=c.tmp, timeout=120)
     if r.rc != 0:
         print(r.err)
     return r.rc
@@ -138,7 +138,8 @@ def main():
         return st.skip_all("pprof", "go not found (install Debian's golang-go for "
                            "`go tool pprof`)", 1)
     try:
-        interp = st.from_path(python)
+        # a label of the interpreter registry (e.g. 3.15: the sid root's, under chroot) or a path
+        interp = st.find(python) if python in st.LABELS else st.from_path(python)
     except st.Skip as e:
         return st.skip_all("pprof", e, 1)
     tests = st.Tests()
