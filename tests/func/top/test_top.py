@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Functional test of `scry top` in a real terminal (tmux), against a real interpreter.
 
-usage: test_top.py --scry PATH [--python PATH] [-v]
+usage: test_top.py --scry PATH [--python PATH|LABEL] [-v]
 
 A workload (seventy_thirty.py) burns one CPU about 70/30 in hot() and cold(). In a tmux
 pane running a plain shell, the test starts `scry top --pid PID` and checks the screen:
@@ -280,7 +280,7 @@ class Shared(st.Ctx):
         st.Ctx.__init__(self, "top", interp, scry, prefix="scry-top")
         ready = self.path("ready.json")
         self.proc, self.work = self.start_target(
-            [WORKLOAD, self.tpath(ready), "150"], ready, "seventy_thirty")
+            [self.stage(WORKLOAD), self.tpath(ready), "150"], ready, "seventy_thirty")
         self.tm = None
 
     def cleanup(self):
@@ -304,7 +304,8 @@ def main():
         return st.skip_all("top", "tmux is not installed (apt-get install tmux)", 3)
     scry = os.path.abspath(args.scry)
     try:
-        interp = st.from_path(args.python)
+        # a path or a label of the interpreter registry (e.g. 3.14: the sid root's, chroot)
+        interp = st.find(args.python) if args.python in st.LABELS else st.from_path(args.python)
     except st.Skip as e:
         return st.skip_all("top", e, 3)
     try:
