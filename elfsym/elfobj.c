@@ -39,17 +39,20 @@ const char *elfsym_obj_debuglink(const elfsym_obj_t *obj)
 
 const char *elfsym_obj_debug_path(const elfsym_obj_t *obj)
 {
-    return obj ? obj->debug_path : NULL;
+    return obj ? (elfsym__obj_full(obj), obj->debug_path) : NULL;
 }
 
 size_t elfsym_obj_nsyms(const elfsym_obj_t *obj)
 {
-    return obj ? obj->nsyms : 0;
+    return obj ? elfsym__obj_full(obj)->nsyms : 0;
 }
 
 const elfsym_sym_t *elfsym_obj_sym(const elfsym_obj_t *obj, size_t i)
 {
-    return (obj && i < obj->nsyms) ? &obj->syms[i] : NULL;
+    if (!obj)
+        return NULL;
+    const elfsym_symtab_t *t = elfsym__obj_full(obj);
+    return i < t->nsyms ? &t->syms[i] : NULL;
 }
 
 static uint64_t name_hash(const char *s)
@@ -60,9 +63,10 @@ static uint64_t name_hash(const char *s)
     return h;
 }
 
-int elfsym_obj_lookup(const elfsym_obj_t *obj, const char *name, elfsym_sym_t *out)
+/* NAME in table OBJ. */
+static int tab_lookup(const elfsym_symtab_t *obj, const char *name, elfsym_sym_t *out)
 {
-    if (!obj || !name || !obj->hash_cap)
+    if (!obj->hash_cap)
         return SCRY_E_NOTFOUND;
     size_t mask = obj->hash_cap - 1;
     size_t k = (size_t)name_hash(name) & mask;
@@ -81,6 +85,18 @@ int elfsym_obj_lookup(const elfsym_obj_t *obj, const char *name, elfsym_sym_t *o
     return SCRY_E_NOTFOUND;
 }
 
+int elfsym_obj_lookup(const elfsym_obj_t *obj, const char *name, elfsym_sym_t *out)
+{
+    if (!obj || !name)
+        return SCRY_E_NOTFOUND;
+    const elfsym_symtab_t *full = atomic_load_explicit(&obj->full, memory_order_acquire);
+    if (full)
+        return tab_lookup(full, name, out);
+    if (tab_lookup(&obj->dyn, name, out) == 0)
+        return 0; /* exported: no need to read .symtab */
+    return tab_lookup(elfsym__obj_full(obj), name, out);
+}
+
 static int rank(const elfsym_sym_t *s)
 {
     int t = (s->type == STT_FUNC || s->type == STT_GNU_IFUNC) ? 0 : s->type == STT_OBJECT ? 1 : 2;
@@ -88,10 +104,13 @@ static int rank(const elfsym_sym_t *s)
     return t * 6 + b * 2 + (s->size ? 0 : 1);
 }
 
-int elfsym_obj_addr_lookup(const elfsym_obj_t *obj, uint64_t addr, elfsym_sym_t *out,
+int elfsym_obj_addr_lookup(const elfsym_obj_t *o, uint64_t addr, elfsym_sym_t *out,
                            uint64_t *offset)
 {
-    if (!obj || obj->nsyms == 0)
+    if (!o)
+        return SCRY_E_NOTFOUND;
+    const elfsym_symtab_t *obj = elfsym__obj_full(o);
+    if (obj->nsyms == 0)
         return SCRY_E_NOTFOUND;
     /* First symbol whose value is > addr. */
     size_t lo = 0, hi = obj->nsyms;

@@ -98,12 +98,13 @@ void elfsym__obj_destroy(elfsym_obj_t *obj)
         free(obj->alias[i].path);
     free(obj->debuglink);
     free(obj->debug_path);
-    free(obj->syms);
-    free(obj->span);
-    free(obj->maxend);
-    free(obj->values);
-    free(obj->names);
-    free(obj->hash);
+    elfsym_symtab_t *full = atomic_load(&obj->full);
+    if (full && full != &obj->dyn) {
+        elfsym__symtab_free(full);
+        free(full);
+    }
+    elfsym__symtab_free(&obj->dyn);
+    pthread_mutex_destroy(&obj->full_lock);
     free(obj->secs);
     free(obj->secnames);
     free(obj);
@@ -155,6 +156,8 @@ elfsym_obj_t *elfsym_obj_open(const char *path, int *err)
         goto out;
     }
     obj = calloc(1, sizeof *obj);
+    if (obj)
+        pthread_mutex_init(&obj->full_lock, NULL);
     if (!obj) {
         rc = SCRY_E_NOMEM;
         goto out;
@@ -173,7 +176,7 @@ elfsym_obj_t *elfsym_obj_open(const char *path, int *err)
         if (hit)
             goto out;
     }
-    rc = elfsym__obj_load(obj, elf, path, (uint64_t)st.st_size);
+    rc = elfsym__obj_load(obj, elf, path, (uint64_t)st.st_size, 1);
     if (rc)
         goto out;
     obj->alias[0] = id;
@@ -253,6 +256,8 @@ elfsym_obj_t *elfsym_obj_open_vdso(int *err)
     elfsym__elf_init();
     copy = malloc(size);
     obj = calloc(1, sizeof *obj);
+    if (obj)
+        pthread_mutex_init(&obj->full_lock, NULL);
     if (!copy || !obj) {
         rc = SCRY_E_NOMEM;
         goto out;
@@ -266,7 +271,7 @@ elfsym_obj_t *elfsym_obj_open_vdso(int *err)
     if (elfsym__read_build_id(elf, obj->build_id, &obj->build_id_len) == 0)
         for (size_t i = 0; i < obj->build_id_len; i++)
             snprintf(obj->build_id_hex + 2 * i, 3, "%02x", obj->build_id[i]);
-    rc = elfsym__obj_load(obj, elf, "[vdso]", size);
+    rc = elfsym__obj_load(obj, elf, "[vdso]", size, 0);
     if (rc)
         goto out;
     obj->alias[0].path = strdup("[vdso]");

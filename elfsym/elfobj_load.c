@@ -1,4 +1,5 @@
 /* elfobj_load.c - reading symbols, sections, segments and notes out of an ELF file. */
+#include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <pthread.h>
@@ -67,14 +68,16 @@ static int keep_symbol(const GElf_Sym *s)
     return s->st_value != 0;
 }
 
-/* Adds the symbols of every SHT_SYMTAB and SHT_DYNSYM section of ELF. */
-static int add_symbols(builder_t *b, Elf *elf)
+/* Adds the symbols of every SHT_SYMTAB and SHT_DYNSYM section of ELF (only the sections of
+ * type ONLY when it is not 0). */
+static int add_symbols(builder_t *b, Elf *elf, uint32_t only)
 {
     Elf_Scn *scn = NULL;
     size_t nscn = 0;
     while ((scn = elf_nextscn(elf, scn)) != NULL && nscn++ < ELFSYM_MAX_SECTIONS) {
         GElf_Shdr sh;
-        if (!gelf_getshdr(scn, &sh) || (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM))
+        if (!gelf_getshdr(scn, &sh) || (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM) ||
+            (only && sh.sh_type != only))
             continue;
         Elf_Data *d = elf_getdata(scn, NULL);
         size_t ent = gelf_fsize(elf, ELF_T_SYM, 1, EV_CURRENT);
@@ -142,7 +145,7 @@ static uint64_t name_hash(const char *s)
     return h;
 }
 
-static int build_hash(elfsym_obj_t *obj)
+static int build_hash(elfsym_symtab_t *obj)
 {
     size_t cap = 16;
     while (cap < obj->nsyms * 2)
@@ -174,7 +177,7 @@ static int build_hash(elfsym_obj_t *obj)
 }
 
 /* Sorts, deduplicates, demangles and freezes the builder's symbols into OBJ. */
-static int finish_symbols(elfsym_obj_t *obj, builder_t *b)
+static int finish_symbols(elfsym_symtab_t *obj, builder_t *b)
 {
     int rc = 0;
     if (b->n == 0)
@@ -426,7 +429,7 @@ static int add_debug_symbols(elfsym_obj_t *obj, builder_t *b, const char *path)
         goto out;
     }
     size_t before = b->n;
-    rc = add_symbols(b, elf);
+    rc = add_symbols(b, elf, 0);
     if (rc == 0 && b->n > before)
         obj->debug_path = strdup(path);
 out:
@@ -461,24 +464,11 @@ static int check_extent(const elfsym_obj_t *obj, const GElf_Ehdr *eh, uint64_t s
     return 0;
 }
 
-int elfsym__obj_load(elfsym_obj_t *obj, Elf *elf, const char *path, uint64_t file_size)
+/* Reads every symbol of ELF (opened from PATH) and of its separate debug file into T. */
+static int load_full(elfsym_obj_t *obj, Elf *elf, const char *path, elfsym_symtab_t *t)
 {
     builder_t b = {0};
-    GElf_Ehdr eh;
-    int rc;
-    if (!gelf_getehdr(elf, &eh))
-        return SCRY_E_ELF;
-    obj->type = eh.e_type;
-    obj->elf_class = gelf_getclass(elf);
-    rc = load_sections(obj, elf);
-    if (rc)
-        goto out;
-    load_segments(obj, elf);
-    rc = check_extent(obj, &eh, file_size);
-    if (rc)
-        goto out;
-    load_debuglink(obj, elf);
-    rc = add_symbols(&b, elf);
+    int rc = add_symbols(&b, elf, 0);
     if (rc)
         goto out;
     char *dbg = elfsym__find_debug_file(path, obj->build_id, obj->build_id_len, obj->debuglink,
@@ -489,9 +479,119 @@ int elfsym__obj_load(elfsym_obj_t *obj, Elf *elf, const char *path, uint64_t fil
         if (rc)
             goto out;
     }
-    rc = finish_symbols(obj, &b);
+    rc = finish_symbols(t, &b);
 out:
     free(b.v);
     free(b.pool);
     return rc;
+}
+
+/* 1 when ELF has a non-empty .dynsym. */
+static int has_dynsym(Elf *elf)
+{
+    Elf_Scn *scn = NULL;
+    size_t nscn = 0;
+    while ((scn = elf_nextscn(elf, scn)) != NULL && nscn++ < ELFSYM_MAX_SECTIONS) {
+        GElf_Shdr sh;
+        if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_DYNSYM && sh.sh_entsize &&
+            sh.sh_size / sh.sh_entsize > 1)
+            return 1;
+    }
+    return 0;
+}
+
+int elfsym__obj_load(elfsym_obj_t *obj, Elf *elf, const char *path, uint64_t file_size,
+                     int lazy)
+{
+    GElf_Ehdr eh;
+    int rc;
+    if (!gelf_getehdr(elf, &eh))
+        return SCRY_E_ELF;
+    obj->type = eh.e_type;
+    obj->elf_class = gelf_getclass(elf);
+    rc = load_sections(obj, elf);
+    if (rc)
+        return rc;
+    load_segments(obj, elf);
+    rc = check_extent(obj, &eh, file_size);
+    if (rc)
+        return rc;
+    load_debuglink(obj, elf);
+    if (!lazy || !has_dynsym(elf)) {
+        rc = load_full(obj, elf, path, &obj->dyn);
+        atomic_store_explicit(&obj->full, &obj->dyn, memory_order_release);
+        return rc;
+    }
+    builder_t b = {0};
+    rc = add_symbols(&b, elf, SHT_DYNSYM);
+    if (rc == 0)
+        rc = finish_symbols(&obj->dyn, &b);
+    free(b.v);
+    free(b.pool);
+    return rc;
+}
+
+void elfsym__symtab_free(elfsym_symtab_t *t)
+{
+    if (!t)
+        return;
+    free(t->syms);
+    free(t->span);
+    free(t->maxend);
+    free(t->values);
+    free(t->names);
+    free(t->hash);
+    memset(t, 0, sizeof *t);
+}
+
+/* Reads the full table of OBJ from the file of its first alias into T, when that file is
+ * still the one OBJ was loaded from. */
+static int reload_full(elfsym_obj_t *obj, elfsym_symtab_t *t)
+{
+    const elfsym_alias_t *a = &obj->alias[0];
+    if (obj->nalias == 0 || !a->path)
+        return SCRY_E_NOTFOUND;
+    int fd = open(a->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0)
+        return elfsym__file_err(errno);
+    int rc = SCRY_E_NOTFOUND;
+    Elf *elf = NULL;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_dev != a->dev ||
+        st.st_ino != a->ino || st.st_size != a->size || st.st_mtim.tv_sec != a->mtime.tv_sec ||
+        st.st_mtim.tv_nsec != a->mtime.tv_nsec)
+        goto out; /* replaced since it was opened: keep what was read then */
+    elfsym__elf_init();
+    elf = elf_begin(fd, ELF_C_READ, NULL);
+    if (!elf || elf_kind(elf) != ELF_K_ELF) {
+        rc = SCRY_E_ELF;
+        goto out;
+    }
+    rc = load_full(obj, elf, a->path, t);
+out:
+    if (elf)
+        elf_end(elf);
+    close(fd);
+    return rc;
+}
+
+const elfsym_symtab_t *elfsym__obj_full(const elfsym_obj_t *cobj)
+{
+    elfsym_obj_t *obj = (elfsym_obj_t *)cobj; /* logically const: a cache filled once */
+    elfsym_symtab_t *t = atomic_load_explicit(&obj->full, memory_order_acquire);
+    if (t)
+        return t;
+    pthread_mutex_lock(&obj->full_lock);
+    t = atomic_load_explicit(&obj->full, memory_order_acquire);
+    if (!t) {
+        t = calloc(1, sizeof *t);
+        if (!t || reload_full(obj, t) != 0) {
+            elfsym__symtab_free(t);
+            free(t);
+            t = &obj->dyn;
+        }
+        atomic_store_explicit(&obj->full, t, memory_order_release);
+    }
+    pthread_mutex_unlock(&obj->full_lock);
+    return t;
 }

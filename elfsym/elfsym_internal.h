@@ -5,6 +5,8 @@
 #include <gelf.h>
 #include <libelf.h>
 #include <stddef.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -24,6 +26,18 @@ typedef struct elfsym_alias {
     struct timespec mtime;
 } elfsym_alias_t;
 
+/* One symbol table, sorted by (value, raw name). */
+typedef struct elfsym_symtab {
+    elfsym_sym_t *syms;
+    uint64_t *values; /* syms[i].value, packed for the binary search */
+    uint64_t *span;   /* bytes each symbol covers for address lookup (0: none) */
+    uint64_t *maxend; /* max(value + span) over symbols 0..i: ends the backward walk */
+    size_t nsyms;
+    char *names; /* every symbol name */
+    uint32_t *hash;
+    size_t hash_cap; /* power of two; slots hold index+1, 0 is empty */
+} elfsym_symtab_t;
+
 struct elfsym_obj {
     /* identity */
     elfsym_alias_t alias[ELFSYM_MAX_ALIASES];
@@ -37,15 +51,15 @@ struct elfsym_obj {
     int type;
     int elf_class;
 
-    /* symbols, sorted by (value, raw name) */
-    elfsym_sym_t *syms;
-    uint64_t *values; /* syms[i].value, packed for the binary search */
-    uint64_t *span;   /* bytes each symbol covers for address lookup (0: none) */
-    uint64_t *maxend; /* max(value + span) over symbols 0..i: ends the backward walk */
-    size_t nsyms;
-    char *names; /* every symbol name */
-    uint32_t *hash;
-    size_t hash_cap; /* power of two; slots hold index+1, 0 is empty */
+    /* Symbols. Opening a file reads only .dynsym (a few thousand exported names: what
+     * finding an interpreter needs) into DYN; the full table (.symtab, .dynsym and the
+     * separate debug file) is read on the first address lookup, symbol listing, or name
+     * not in .dynsym (elfsym__obj_full), and published once in FULL. FULL is DYN itself
+     * when everything was read at open (no .dynsym, the vDSO) or the file cannot be read
+     * again. Both stay until the object is destroyed, so lookups need no lock. */
+    elfsym_symtab_t dyn;
+    elfsym_symtab_t *_Atomic full;
+    pthread_mutex_t full_lock;
 
     elfsym_section_t *secs;
     size_t nsecs;
@@ -74,9 +88,19 @@ int elfsym__read_build_id(Elf *elf, uint8_t *id, size_t *len);
 
 /* Loads everything but identity into OBJ from ELF (opened from PATH, used to search for the
  * debug file; FILE_SIZE bytes long). A file whose headers, sections or segments reach past
- * its end (truncated) gives SCRY_E_ELF. Returns 0 or a negative code; OBJ is then
+ * its end (truncated) gives SCRY_E_ELF. LAZY: read only .dynsym when the file has one
+ * (the rest on demand, elfsym__obj_full); 0 reads every table now. Returns 0 or a negative code; OBJ is then
  * partially filled and must be released with elfsym__obj_destroy. */
-int elfsym__obj_load(elfsym_obj_t *obj, Elf *elf, const char *path, uint64_t file_size);
+int elfsym__obj_load(elfsym_obj_t *obj, Elf *elf, const char *path, uint64_t file_size,
+                     int lazy);
+
+/* OBJ's full symbol table, read now from the file of OBJ's first alias when not read yet
+ * (only when that file still has the identity it had at open; else the .dynsym table).
+ * Thread-safe; never NULL. */
+const elfsym_symtab_t *elfsym__obj_full(const elfsym_obj_t *obj);
+
+/* Frees the arrays of T (not T itself). */
+void elfsym__symtab_free(elfsym_symtab_t *t);
 
 /* Frees OBJ and everything it owns, ignoring references. NULL is a no-op. */
 void elfsym__obj_destroy(elfsym_obj_t *obj);
