@@ -206,21 +206,23 @@ def bench_slowdown(a, res):
 
 def bench_dump(a, res):
     p = start_spin(a.python, 25, 100)
-    rows = {"scry dump": [], "austin -w": []}
+    cmds = {"scry dump": [a.scry, "dump", "--pid", str(p.pid)]}
+    if a.scry_base:
+        cmds["scry dump (base)"] = [a.scry_base, "dump", "--pid", str(p.pid)]
+    cmds["austin -w"] = [a.austin, "-w", str(p.pid)]
+    rows = dict((k, []) for k in cmds)
     try:
         for _ in range(10):
-            t0 = st.now()
-            subprocess.run([a.scry, "dump", "--pid", str(p.pid)], stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
-            rows["scry dump"].append(st.now() - t0)
-            t0 = st.now()
-            subprocess.run([a.austin, "-w", str(p.pid)], stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
-            rows["austin -w"].append(st.now() - t0)
+            for k, cmd in cmds.items():  # interleaved: the same load for each
+                cpu, wall, _, _ = profile(cmd)
+                rows[k].append((wall, cpu))
     finally:
         p.kill()
         p.wait()
-    res["dump"] = dict((k, {"ms": med(v) * 1e3, "min_ms": min(v) * 1e3, "max_ms": max(v) * 1e3})
+    res["dump"] = dict((k, {"ms": med([r[0] for r in v]) * 1e3,
+                            "min_ms": min(r[0] for r in v) * 1e3,
+                            "max_ms": max(r[0] for r in v) * 1e3,
+                            "cpu_ms": med([r[1] for r in v]) * 1e3})
                        for k, v in rows.items())
 
 
@@ -248,8 +250,9 @@ def report(res):
         out.append("| slowdown, 1 kHz | target CPU ratio (wall ratio) | %s |" % " | ".join(
             "%s %.3f (%.3f)" % (k, v["cpu_ratio"], v["wall_ratio"]) for k, v in res["slowdown"].items()))
     if "dump" in res:
-        out.append("| dump, 100 threads | wall ms median (min-max) | %s |" % " | ".join(
-            "%s %.1f (%.1f-%.1f)" % (k, v["ms"], v["min_ms"], v["max_ms"]) for k, v in res["dump"].items()))
+        out.append("| dump, 100 threads | wall ms median (min-max); CPU ms median | %s |" % " | ".join(
+            "%s %.1f (%.1f-%.1f); %.1f" % (k, v["ms"], v["min_ms"], v["max_ms"], v["cpu_ms"])
+            for k, v in res["dump"].items()))
     return "\n".join(out)
 
 
@@ -258,6 +261,7 @@ def main():
     ap.add_argument("--scry", required=True)
     ap.add_argument("--austin", required=True)
     ap.add_argument("--austinp", required=True)
+    ap.add_argument("--scry-base", help="dump: a second scry binary (before a change), interleaved")
     ap.add_argument("--python", help="interpreter path (default: scrytest's debian3.11)")
     ap.add_argument("--seconds", type=float, default=5)
     ap.add_argument("--reps", type=int, default=3)

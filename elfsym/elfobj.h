@@ -50,9 +50,11 @@ typedef struct elfsym_segment {
 
 /* Opens the ELF file at PATH (a path scry can open, e.g. /proc/PID/root/usr/lib/x.so),
  * through the cache: a file already loaded (same build-id, or same device+inode+size+
- * mtime) is returned again with one more reference. Loading reads .symtab and .dynsym,
- * merges the separate debug file's symbols when one is found (debug.c), demangles C++
- * names, and sorts by address. Returns NULL on failure with *ERR (may be NULL) set to
+ * mtime) is returned again with one more reference. Opening reads .dynsym only; the
+ * first address lookup, symbol listing, debug-path query or name not in .dynsym reads
+ * .symtab and .dynsym again from PATH (when it is still the same file) and merges the
+ * separate debug file's symbols when one is found (debug.c); names are demangled (C++)
+ * and sorted by address. Returns NULL on failure with *ERR (may be NULL) set to
  * SCRY_E_NOTFOUND (no such file), SCRY_E_PERM, SCRY_E_ELF (not a valid ELF object, or
  * truncated), SCRY_E_NOMEM or SCRY_E_IO. Release with elfsym_obj_free. */
 elfsym_obj_t *elfsym_obj_open(const char *path, int *err);
