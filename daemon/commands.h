@@ -20,9 +20,10 @@ int cmd_top(const scry_config_t *cfg);
  * idle ones too, over OPTS otherwise; STRINGS is T's string table) to OUT in FMT, through
  * report_dump_write: what 'scry dump' prints, also answered by the daemon (ctl dump).
  * Returns 0, or a negative code with why in MSG (empty when sampler_new already printed it:
- * a forced perf back end refused). */
+ * a forced perf back end refused). LOCALS: each Python frame's arguments and locals too
+ * (--locals; read after the stacks, shown where a thread's stack did not change since). */
 int dump_target_write(pystate_target_t *t, strtab_t *strings, const sampler_opts_t *opts,
-                      enum report_dump_format fmt, FILE *out, char *msg, size_t msglen);
+                      int locals, enum report_dump_format fmt, FILE *out, char *msg, size_t msglen);
 /* `scry diff BASE.json NEW.json`: reads two JSON reports, writes their comparison. */
 int cmd_diff(const scry_config_t *cfg);
 

@@ -3,6 +3,7 @@
 #include "commands.h"
 
 #include "proc.h"
+#include "pyrepr.h"
 #include "procinfo.h"
 #include "report.h"
 #include "sampler.h"
@@ -56,8 +57,96 @@ static void collect(const scry_sample_t *s, void *ctx)
     d->n++;
 }
 
+/* --locals of one frame: read at ADDR into L (strings interned in STRINGS). Returns 0,
+ * SCRY_E_NOMEM, or a fatal read error; a torn frame leaves L unread. */
+static int frame_locals(pystate_target_t *t, strtab_t *strings, raddr_t addr, pystate_local_t *buf,
+                        report_dump_locals_t *l)
+{
+    size_t n = 0;
+    int err = pystate_frame_locals(t, addr, buf, PYSTATE_LOCALS_MAX, &n);
+    if (err)
+        return err == SCRY_E_GONE || err == SCRY_E_PERM ? err : 0;
+    report_dump_local_t *vars = calloc(n ? n : 1, sizeof *vars);
+    if (!vars)
+        return SCRY_E_NOMEM;
+    for (size_t j = 0; j < n; j++) {
+        vars[j] = (report_dump_local_t){.name = strtab_intern(strings, buf[j].name),
+                                        .type = strtab_intern(strings, buf[j].value.type),
+                                        .repr = strtab_intern(strings, buf[j].value.repr),
+                                        .len = buf[j].value.len,
+                                        .is_arg = buf[j].is_arg,
+                                        .kind = buf[j].kind,
+                                        .unbound = buf[j].unbound};
+        if (!vars[j].name || !vars[j].type || !vars[j].repr) {
+            free(vars);
+            return SCRY_E_NOMEM;
+        }
+    }
+    l->vars = vars;
+    l->n = (uint32_t)n;
+    l->read = 1;
+    return 0;
+}
+
+/* --locals: reads the threads' stacks again with their frame addresses and, where a
+ * thread's Python frames are still the ones D shows (same functions, same order), each
+ * frame's arguments and locals. A thread that ran on in between keeps its frames without
+ * locals. Returns 0, SCRY_E_NOMEM or a fatal read error. */
+static int add_locals(pystate_target_t *t, strtab_t *strings, dump_state_t *d)
+{
+    pystate_snapshot_t *snap = pystate_snapshot_new();
+    pystate_local_t *buf = malloc(PYSTATE_LOCALS_MAX * sizeof *buf);
+    int err = SCRY_E_NOMEM;
+    if (!snap || !buf)
+        goto out;
+    if ((err = pystate_sample(t, snap)) != 0)
+        goto out;
+    for (size_t i = 0; i < d->n && !err; i++) {
+        report_dump_thread_t *th = &d->threads[i];
+        report_dump_locals_t *ls = calloc(th->nframes ? th->nframes : 1, sizeof *ls);
+        if (!ls) {
+            err = SCRY_E_NOMEM;
+            break;
+        }
+        th->locals = ls;
+        const pystate_thread_t *pt = NULL;
+        for (size_t k = 0; k < pystate_snapshot_count(snap); k++)
+            if (pystate_snapshot_thread(snap, k)->tid == th->tid)
+                pt = pystate_snapshot_thread(snap, k);
+        if (!pt || pt->dropped)
+            continue;
+        uint32_t py = 0, npy = 0;
+        for (uint32_t k = 0; k < th->nframes; k++)
+            npy += th->frames[k].kind == SCRY_FRAME_PYTHON;
+        if (npy != pt->nframes)
+            continue; /* the stack changed */
+        for (uint32_t k = 0; k < th->nframes && !err; k++) {
+            const scry_frame_t *f = &th->frames[k];
+            if (f->kind != SCRY_FRAME_PYTHON)
+                continue;
+            const scry_frame_t *g = &pt->frames[py];
+            if (g->function == f->function && g->file == f->file)
+                err = frame_locals(t, strings, pt->frame_addrs[py], buf, &ls[k]);
+            py++;
+        }
+    }
+out:
+    free(buf);
+    pystate_snapshot_free(snap);
+    return err;
+}
+
+static void free_locals(report_dump_thread_t *th)
+{
+    if (!th->locals)
+        return;
+    for (uint32_t k = 0; k < th->nframes; k++)
+        free((void *)th->locals[k].vars);
+    free((void *)th->locals);
+}
+
 int dump_target_write(pystate_target_t *t, strtab_t *strings, const sampler_opts_t *opts,
-                      enum report_dump_format fmt, FILE *out, char *msg, size_t msglen)
+                      int locals, enum report_dump_format fmt, FILE *out, char *msg, size_t msglen)
 {
     sampler_t *smp = NULL;
     dump_state_t d = {0};
@@ -82,6 +171,11 @@ int dump_target_write(pystate_target_t *t, strtab_t *strings, const sampler_opts
                  (int)pystate_target_info(t)->pid, scry_strerror(err));
         goto out;
     }
+    if (locals && (err = add_locals(t, strings, &d)) != 0) {
+        snprintf(msg, msglen, "could not read the locals of process %d: %s",
+                 (int)pystate_target_info(t)->pid, scry_strerror(err));
+        goto out;
+    }
     const pystate_info_t *info = pystate_target_info(t);
     char what[600];
     procinfo_describe(info->pid, what, sizeof what);
@@ -101,8 +195,10 @@ int dump_target_write(pystate_target_t *t, strtab_t *strings, const sampler_opts
     if (err)
         snprintf(msg, msglen, "could not write the dump: %s", scry_strerror(err));
 out:
-    for (size_t i = 0; i < d.n; i++)
+    for (size_t i = 0; i < d.n; i++) {
+        free_locals(&d.threads[i]);
         free((void *)d.threads[i].frames);
+    }
     free(d.threads);
     sampler_free(smp);
     return err;
@@ -128,8 +224,9 @@ static int dump_one(const scry_config_t *cfg, pid_t pid)
     sampler_opts_t so;
     options_sampler(cfg, &so);
     char msg[512];
-    if (dump_target_write(t, strings, &so, cfg->json ? REPORT_DUMP_JSON : REPORT_DUMP_TEXT, stdout,
-                          msg, sizeof msg) != 0) {
+    if (dump_target_write(t, strings, &so, cfg->locals,
+                          cfg->json ? REPORT_DUMP_JSON : REPORT_DUMP_TEXT, stdout, msg,
+                          sizeof msg) != 0) {
         if (msg[0])
             fprintf(stderr, "scry: %s\n", msg);
         goto out;

@@ -58,6 +58,10 @@ static const opt_spec_t opt_table[] = {
      "asyncio (Python 3.14+; older versions are refused): dump shows each event loop's tasks, "
      "their coroutine stacks and the await graph instead of threads; record puts each sample "
      "under its thread's running task and the tasks awaiting it (root frames 'task NAME')"},
+    {"locals", 'l', OPT_FLAG, offsetof(scry_config_t, locals), DMP, NULL,
+     "each Python frame's arguments and local variables, with short reprs read from outside "
+     "(ints, floats, str, bytes, None/bools, lists and tuples with a few items, dict and set "
+     "sizes; other objects as <Type object>); no code runs in the target"},
     {"container", 0, OPT_STRING, offsetof(scry_config_t, container), DMP, "ID|CGROUP",
      "every Python process of a container: its id (at least 12 hex digits) or cgroup path"},
     {"memory", 'm', OPT_FLAG, offsetof(scry_config_t, memory), REC, NULL,
@@ -446,6 +450,11 @@ static int check_conflicts(scry_config_t *cfg)
     if (cfg->sampler && !strcmp(cfg->sampler, "perf") && cfg->command == CMD_DUMP) {
         fprintf(stderr, "scry: dump reads every thread at one instant; the perf sampler is for "
                         "recordings over time (record, top)\n");
+        return SCRY_E_INVAL;
+    }
+    if (cfg->locals && cfg->async_tasks) {
+        fprintf(stderr, "scry: dump --locals shows the locals of thread stacks; --async shows "
+                        "asyncio tasks instead of threads\n");
         return SCRY_E_INVAL;
     }
     if (cfg->async_tasks && cfg->command == CMD_DUMP &&

@@ -33,6 +33,7 @@ typedef struct scry_config {
     int gil;               /* --gil */
     int json;              /* dump --json */
     int async_tasks;       /* dump --async */
+    int locals;            /* dump --locals */
     int memory;            /* --memory */
     const char *container; /* dump --container: an id (12+ hex digits) or a cgroup path */
     uint64_t memory_sample_bytes; /* --memory-sample-bytes */

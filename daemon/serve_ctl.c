@@ -90,7 +90,7 @@ static int dump_string(serve_target_t *t, int native, enum report_dump_format fm
     }
     /* the daemon's warm reader (the target opened once, its code cache), ptrace back end */
     sampler_opts_t so = {.backend = "ptrace", .native = native};
-    int err = dump_target_write(t->py, t->strings, &so, fmt, f, msg, len);
+    int err = dump_target_write(t->py, t->strings, &so, 0, fmt, f, msg, len);
     if (fclose(f) != 0 && !err) {
         snprintf(msg, len, "out of memory");
         err = SCRY_E_NOMEM;

@@ -266,6 +266,17 @@ static void check_specific(check_t *c, const dbg_block_t *d)
         need_int(c, d, DBGF_CODE_OBJECT_ARGCOUNT, 4, cs);
     if (d->has[DBGF_CODE_OBJECT_LOCALSPLUSNAMES])
         need_ptr(c, d, DBGF_CODE_OBJECT_LOCALSPLUSNAMES, cs);
+    if (d->has[DBGF_CODE_OBJECT_LOCALSPLUSKINDS])
+        need_ptr(c, d, DBGF_CODE_OBJECT_LOCALSPLUSKINDS, cs);
+    /* dump --locals reads these scalars and item arrays */
+    if (d->has[DBGF_FLOAT_OBJECT_OB_FVAL])
+        need_int(c, d, DBGF_FLOAT_OBJECT_OB_FVAL, 8, V(d, DBGF_FLOAT_OBJECT_SIZE));
+    if (d->has[DBGF_TUPLE_OBJECT_OB_ITEM])
+        need_ptr(c, d, DBGF_TUPLE_OBJECT_OB_ITEM, V(d, DBGF_TUPLE_OBJECT_SIZE));
+    if (d->has[DBGF_LIST_OBJECT_OB_ITEM])
+        need_ptr(c, d, DBGF_LIST_OBJECT_OB_ITEM, V(d, DBGF_LIST_OBJECT_SIZE));
+    if (d->has[DBGF_SET_OBJECT_USED])
+        need_int(c, d, DBGF_SET_OBJECT_USED, 8, V(d, DBGF_SET_OBJECT_SIZE));
 
     need_ptr(c, d, DBGF_PYOBJECT_OB_TYPE, V(d, DBGF_PYOBJECT_SIZE));
     need_ptr(c, d, DBGF_TYPE_OBJECT_TP_NAME, V(d, DBGF_TYPE_OBJECT_SIZE));
@@ -358,6 +369,29 @@ static void fill_names(const dbg_block_t *d, const pystate_layout_t *g, pystate_
                                   ? i64(V(d, DBGF_HEAP_TYPE_OBJECT_HT_CACHED_KEYS))
                                   : g->heaptype_cached_keys - g->type_size + o->type_size;
     o->type_flag_managed_dict = g->type_flag_managed_dict;
+    /* dump --locals: from the block where it has the member, else the generated table */
+    o->code_argcount =
+        d->has[DBGF_CODE_OBJECT_ARGCOUNT] ? i64(V(d, DBGF_CODE_OBJECT_ARGCOUNT)) : g->code_argcount;
+    o->code_localsplusnames = d->has[DBGF_CODE_OBJECT_LOCALSPLUSNAMES]
+                                  ? i64(V(d, DBGF_CODE_OBJECT_LOCALSPLUSNAMES))
+                                  : g->code_localsplusnames;
+    o->code_localspluskinds = d->has[DBGF_CODE_OBJECT_LOCALSPLUSKINDS]
+                                  ? i64(V(d, DBGF_CODE_OBJECT_LOCALSPLUSKINDS))
+                                  : g->code_localspluskinds;
+    o->code_posonlyargcount = g->code_posonlyargcount;
+    o->code_kwonlyargcount = g->code_kwonlyargcount;
+    o->code_flags = g->code_flags;
+    o->code_nlocals = o->code_varnames = o->code_cellvars = o->code_freevars = -1;
+    o->frame_localsplus = -1;
+    o->float_fval =
+        d->has[DBGF_FLOAT_OBJECT_OB_FVAL] ? i64(V(d, DBGF_FLOAT_OBJECT_OB_FVAL)) : g->float_fval;
+    o->tuple_items =
+        d->has[DBGF_TUPLE_OBJECT_OB_ITEM] ? i64(V(d, DBGF_TUPLE_OBJECT_OB_ITEM)) : g->tuple_items;
+    o->list_items =
+        d->has[DBGF_LIST_OBJECT_OB_ITEM] ? i64(V(d, DBGF_LIST_OBJECT_OB_ITEM)) : g->list_items;
+    o->dict_used = g->dict_used;
+    o->set_used = d->has[DBGF_SET_OBJECT_USED] ? i64(V(d, DBGF_SET_OBJECT_USED)) : g->set_used;
+    o->cell_ref = g->cell_ref;
     o->type_flag_inline_values = g->type_flag_inline_values;
     o->object_managed_dict_before = g->object_managed_dict_before;
     o->object_managed_values_before = -1;

@@ -83,6 +83,7 @@ typedef struct pystate_layout {
     int64_t frame_code;
     int64_t frame_lasti;  /* int; byte offset <= 3.9, instruction index (x2 for bytes) in 3.10 */
     int64_t frame_lineno; /* int */
+    int64_t frame_localsplus; /* <= 3.10: offsetof(PyFrameObject, f_localsplus), else -1 */
 
     /* _PyInterpreterFrame (3.11+, else -1) */
     int64_t iframe_code; /* f_code (3.11/3.12) or f_executable (3.13+) */
@@ -102,6 +103,17 @@ typedef struct pystate_layout {
     int64_t code_code;        /* co_code bytes object (<=3.10), else -1 */
     int64_t code_adaptive;    /* 3.11+: offsetof(PyCodeObject, co_code_adaptive), else -1 */
     int64_t code_size_field;  /* 3.11+: Py_SIZE(code) counts code units (ob_size offset), else -1 */
+    /* Locals (scry dump --locals): argument counts (int), flags (int), slot names */
+    int64_t code_argcount;        /* co_argcount */
+    int64_t code_posonlyargcount; /* co_posonlyargcount (3.8+), else -1 */
+    int64_t code_kwonlyargcount;  /* co_kwonlyargcount */
+    int64_t code_flags;           /* co_flags (CO_VARARGS 0x4, CO_VARKEYWORDS 0x8) */
+    int64_t code_nlocals;         /* co_nlocals (<= 3.10: varnames only), else -1 */
+    int64_t code_varnames;        /* co_varnames tuple (<= 3.10), else -1 */
+    int64_t code_cellvars;        /* co_cellvars tuple (<= 3.10; slots after varnames), else -1 */
+    int64_t code_freevars;        /* co_freevars tuple (<= 3.10; slots after cellvars), else -1 */
+    int64_t code_localsplusnames; /* co_localsplusnames tuple (3.11+), else -1 */
+    int64_t code_localspluskinds; /* co_localspluskinds bytes (3.11+; CO_FAST_* per slot) */
 
     /* Objects */
     int64_t object_type;          /* offsetof(PyObject, ob_type) */
@@ -163,6 +175,13 @@ typedef struct pystate_layout {
                                              else -1 */
     int64_t object_dict_values_tag;       /* 3.12: the slot holds (values - 1) | this bit
                                              when it holds values, else -1 */
+    /* Containers and scalars shown by scry dump --locals */
+    int64_t float_fval;  /* offsetof(PyFloatObject, ob_fval) (double) */
+    int64_t tuple_items; /* offsetof(PyTupleObject, ob_item) */
+    int64_t list_items;  /* offsetof(PyListObject, ob_item) (PyObject **) */
+    int64_t dict_used;   /* offsetof(PyDictObject, ma_used) (Py_ssize_t) */
+    int64_t set_used;    /* offsetof(PySetObject, used) (Py_ssize_t) */
+    int64_t cell_ref;    /* offsetof(PyCellObject, ob_ref) */
     /* Interpreter teardown */
     int64_t runtime_finalizing; /* 3.7+: offsetof(_PyRuntimeState, finalizing / _finalizing),
                                    the thread state running Py_Finalize (NULL before);

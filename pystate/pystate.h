@@ -61,6 +61,8 @@ typedef struct pystate_thread {
     scry_frame_t *frames; /* leaf first; owned by the snapshot */
     uint8_t *entry;       /* per frame: 1 when it is the first Python frame of a C-level
                              call into the eval loop (for merging with native stacks) */
+    raddr_t *frame_addrs; /* per frame: its PyFrameObject (<= 3.10) or _PyInterpreterFrame
+                             (3.11+), for pystate_frame_locals; valid until the next sample */
     const char *name;     /* Python thread name (threading: "MainThread", name=...), interned
                              in the target's string table; NULL when unknown (no threading,
                              not a threading thread, not read yet). Refreshed at most once a

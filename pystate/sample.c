@@ -29,6 +29,7 @@
 #define NAMES_INTERPS_MAX        8             /* interpreters whose threading module is read */
 
 typedef struct raw_frame {
+    raddr_t frame; /* the PyFrameObject (<= 3.10) or _PyInterpreterFrame */
     raddr_t code;
     uint32_t offset; /* byte offset of the current instruction */
     uint8_t entry;
@@ -75,6 +76,7 @@ void pystate_snapshot_free(pystate_snapshot_t *s)
     for (size_t i = 0; i < s->cap; i++) {
         free(s->threads[i].frames);
         free(s->threads[i].entry);
+        free(s->threads[i].frame_addrs);
         free(s->work[i].raw);
         free(s->work[i].chunk_buf);
     }
@@ -254,7 +256,8 @@ static int frame_bytes(pystate_target_t *t, thread_work_t *w, raddr_t addr, uint
     return pf(t, addr, buf, len);
 }
 
-static int push_raw(thread_work_t *w, raddr_t code, uint32_t offset, int has_offset, int entry)
+static int push_raw(thread_work_t *w, raddr_t frame, raddr_t code, uint32_t offset, int has_offset,
+                    int entry)
 {
     if (!w->raw) {
         w->raw = malloc(PYSTATE_MAX_DEPTH * sizeof *w->raw);
@@ -265,7 +268,7 @@ static int push_raw(thread_work_t *w, raddr_t code, uint32_t offset, int has_off
         w->truncated = 1;
         return SCRY_E_TRUNC;
     }
-    w->raw[w->nraw++] = (raw_frame_t){code, offset, (uint8_t)entry, (uint8_t)has_offset};
+    w->raw[w->nraw++] = (raw_frame_t){frame, code, offset, (uint8_t)entry, (uint8_t)has_offset};
     return 0;
 }
 
@@ -337,7 +340,7 @@ static void walk_frame_objects(pystate_target_t *t, thread_work_t *w)
             t->stats.torn++;
             return;
         }
-        if (push_raw(w, code, offset, 1, 1) != 0)
+        if (push_raw(w, f, code, offset, 1, 1) != 0)
             return;
         f = pystate__u64_at(buf, len, L->frame_back);
     }
@@ -396,7 +399,7 @@ static void walk_interpreter_frames(pystate_target_t *t, thread_work_t *w)
             if (w->nraw == 0) {
                 w->leaf_instr_addr = has ? instr : 0;
             }
-            if (push_raw(w, code, offset, has, entry) != 0)
+            if (push_raw(w, f, code, offset, has, entry) != 0)
                 return;
         }
         f = next;
@@ -424,7 +427,8 @@ static int resolve_thread(pystate_target_t *t, pystate_snapshot_t *s, size_t i)
         if (!th->frames) {
             th->frames = malloc(PYSTATE_MAX_DEPTH * sizeof *th->frames);
             th->entry = malloc(PYSTATE_MAX_DEPTH);
-            if (!th->frames || !th->entry)
+            th->frame_addrs = malloc(PYSTATE_MAX_DEPTH * sizeof *th->frame_addrs);
+            if (!th->frames || !th->entry || !th->frame_addrs)
                 return SCRY_E_NOMEM;
         }
         th->tstate = w->tstate;
@@ -460,6 +464,7 @@ static int resolve_thread(pystate_target_t *t, pystate_snapshot_t *s, size_t i)
                                         : 0;
             f->kind = SCRY_FRAME_PYTHON;
             th->entry[n] = r->entry;
+            th->frame_addrs[n] = r->frame;
             if (n == 0) {
                 int op = -1;
                 if (code->bytecode && r->offset < code->bytecode_len) {

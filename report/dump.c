@@ -16,6 +16,25 @@ static const char *state_word(const report_dump_thread_t *t)
     return t->running ? "running" : "idle";
 }
 
+static const char *kind_word(int kind)
+{
+    return kind == 1 ? "cell" : kind == 2 ? "free" : "local";
+}
+
+/* --locals: one line a variable under its frame. */
+static void write_text_locals(const report_dump_locals_t *l, FILE *out)
+{
+    if (!l->read)
+        return;
+    for (uint32_t j = 0; j < l->n; j++) {
+        const report_dump_local_t *v = &l->vars[j];
+        fprintf(out, "        %s%s = %s", v->is_arg ? "arg " : "", str(v->name), str(v->repr));
+        if (v->kind)
+            fprintf(out, "  [%s]", kind_word(v->kind));
+        fputc('\n', out);
+    }
+}
+
 static void write_text(const report_dump_t *d, FILE *out)
 {
     char nsbuf[48] = "";
@@ -42,6 +61,8 @@ static void write_text(const report_dump_t *d, FILE *out)
                 fprintf(out, "    %s (%s:%d)\n", str(f->function), str(f->file), (int)f->line);
             else
                 fprintf(out, "    %s\n", str(f->function));
+            if (t->locals)
+                write_text_locals(&t->locals[k], out);
         }
     }
 }
@@ -49,6 +70,25 @@ static void write_text(const report_dump_t *d, FILE *out)
 static const char *boolean(int b)
 {
     return b ? "true" : "false";
+}
+
+static void write_json_locals(const report_dump_locals_t *l, FILE *out)
+{
+    fprintf(out, ", \"locals\": [");
+    for (uint32_t j = 0; j < l->n; j++) {
+        const report_dump_local_t *v = &l->vars[j];
+        fprintf(out, "%s{\"name\": ", j ? ", " : "");
+        report_json_fputs(out, v->name);
+        fprintf(out, ", \"arg\": %s, \"kind\": \"%s\", \"type\": ", boolean(v->is_arg),
+                kind_word(v->kind));
+        report_json_fputs(out, v->unbound ? "" : v->type);
+        if (v->len >= 0 && !v->unbound)
+            fprintf(out, ", \"len\": %lld", (long long)v->len);
+        fprintf(out, ", \"unbound\": %s, \"repr\": ", boolean(v->unbound));
+        report_json_fputs(out, v->repr);
+        fputc('}', out);
+    }
+    fputc(']', out);
 }
 
 static void write_json(const report_dump_t *d, FILE *out)
@@ -86,10 +126,13 @@ static void write_json(const report_dump_t *d, FILE *out)
             report_json_fputs(out, f->function);
             fprintf(out, ", \"file\": ");
             report_json_fputs(out, f->file);
-            fprintf(out, ", \"line\": %d, \"kind\": \"%s\"}", (int)f->line,
+            fprintf(out, ", \"line\": %d, \"kind\": \"%s\"", (int)f->line,
                     f->kind == SCRY_FRAME_NATIVE   ? "native"
                     : f->kind == SCRY_FRAME_PYTHON ? "python"
                                                    : "other");
+            if (t->locals && t->locals[k].read)
+                write_json_locals(&t->locals[k], out);
+            fputc('}', out);
         }
         fprintf(out, "]}");
     }

@@ -175,6 +175,25 @@ int report_format_from_path(const char *path);
 void report_format_names(char *buf, size_t len);
 
 /* One thread of a 'scry dump' (a snapshot of every thread's stack, leaf first). */
+/* One argument or local variable of a frame (scry dump --locals), as read by pystate/. */
+typedef struct report_dump_local {
+    const char *name;
+    const char *type; /* the value's type name; "" when unreadable */
+    const char *repr; /* a short repr, UTF-8 */
+    int64_t len;      /* str/bytes/list/tuple/dict/set length, else -1 */
+    uint8_t is_arg;   /* a parameter of the function */
+    uint8_t kind;     /* 0 local, 1 cell (captured by an inner function), 2 free (closure) */
+    uint8_t unbound;  /* no value (not assigned yet, or deleted) */
+} report_dump_local_t;
+
+/* The locals of one frame. */
+typedef struct report_dump_locals {
+    uint8_t read; /* 1: VARS holds them; 0: not read (a native frame, or the thread's stack
+                     changed between the stack read and the locals read) */
+    uint32_t n;
+    const report_dump_local_t *vars;
+} report_dump_locals_t;
+
 typedef struct report_dump_thread {
     int32_t tid;
     int32_t ns_tid; /* the target's own id when it differs from tid (a container), else 0 */
@@ -184,7 +203,8 @@ typedef struct report_dump_thread {
     uint8_t gil_wait; /* off CPU waiting for the GIL */
     uint8_t truncated;
     uint32_t nframes;
-    const scry_frame_t *frames; /* leaf first */
+    const scry_frame_t *frames;         /* leaf first */
+    const report_dump_locals_t *locals; /* --locals: one per frame; NULL when not asked */
 } report_dump_thread_t;
 
 typedef struct report_dump {

@@ -184,6 +184,7 @@ def spec_for(minor):
     for name, f in (("frame_back", "f_back"), ("frame_code", "f_code"),
                     ("frame_lasti", "f_lasti"), ("frame_lineno", "f_lineno")):
         s[name] = OFF(fo, f) if minor <= 10 else NONE
+    s["frame_localsplus"] = OFF(fo, "f_localsplus") if minor <= 10 else NONE
 
     # _PyInterpreterFrame (3.11+)
     fr = "_PyInterpreterFrame"
@@ -210,6 +211,18 @@ def spec_for(minor):
     s["code_adaptive"] = OFF(co, "co_code_adaptive") if minor >= 11 else NONE
     # 3.11+: PyCodeObject starts with PyObject_VAR_HEAD and ob_size counts code units.
     s["code_size_field"] = OFF(co, "ob_base.ob_size") if minor >= 11 else NONE
+    # Locals: 3.11 merged varnames/cellvars/freevars into co_localsplusnames with a kind
+    # byte per slot (CO_FAST_LOCAL/CELL/FREE).
+    s["code_argcount"] = OFF(co, "co_argcount")
+    s["code_posonlyargcount"] = OFF(co, "co_posonlyargcount") if minor >= 8 else NONE
+    s["code_kwonlyargcount"] = OFF(co, "co_kwonlyargcount")
+    s["code_flags"] = OFF(co, "co_flags")
+    for name, f in (("code_nlocals", "co_nlocals"), ("code_varnames", "co_varnames"),
+                    ("code_cellvars", "co_cellvars"), ("code_freevars", "co_freevars")):
+        s[name] = OFF(co, f) if minor <= 10 else NONE
+    for name, f in (("code_localsplusnames", "co_localsplusnames"),
+                    ("code_localspluskinds", "co_localspluskinds")):
+        s[name] = OFF(co, f) if minor >= 11 else NONE
 
     # Objects
     s["object_type"] = OFF("PyObject", "ob_type")
@@ -259,6 +272,14 @@ def spec_for(minor):
         s["long_digits"] = OFF("PyLongObject", "ob_digit")
     s["long_shift"] = "PyLong_SHIFT"
     s["long_digit_size"] = SIZE("digit")
+
+    # Containers and scalars (dump --locals).
+    s["float_fval"] = OFF("PyFloatObject", "ob_fval")
+    s["tuple_items"] = OFF("PyTupleObject", "ob_item")
+    s["list_items"] = OFF("PyListObject", "ob_item")
+    s["dict_used"] = OFF("PyDictObject", "ma_used")
+    s["set_used"] = OFF("PySetObject", "used")
+    s["cell_ref"] = OFF("PyCellObject", "ob_ref")
 
     # Types and instance dicts.
     s["type_size"] = SIZE("PyTypeObject")

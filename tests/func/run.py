@@ -452,6 +452,68 @@ def naming_expected(c, truth):
     return exp
 
 
+LOCALS_WANT = {
+    # name: (arg, kind, type, repr)
+    "flag": (True, "local", "bool", "True"),
+    "label": (True, "local", "str", "'x'"),
+    "text": (False, "local", "str", u"'h\u00e9llo w\u00f6rld \u4e16\u754c \U0001F600'"),
+    "latin": (False, "local", "str", u"'caf\u00e9'"),
+    "long_text": (False, "local", "str", u"'" + u"\u00e9" * 48 + u"'..."),
+    "big": (False, "local", "int", "1606938044258990275541962092341162602522...(61 digits)"),
+    "neg": (False, "local", "int", "-987654321987654321"),
+    "small": (False, "local", "int", "7"),
+    "ratio": (False, "local", "float", "2.5"),
+    "raw": (False, "local", "bytes", "b'ab\\x00\\xff'"),
+    "nested": (False, "local", "list", "[1, [2, <list len=2>], 's', None, ...]"),
+    "table": (False, "local", "dict", "<dict len=3>"),
+    "nothing": (False, "local", "NoneType", "None"),
+    "yes": (False, "local", "bool", "True"),
+    "no": (False, "local", "bool", "False"),
+    "group": (False, "local", "set", "<set len=2>"),
+    "pair": (False, "local", "tuple", "(1, 'two')"),
+    "closed": (False, "local", "str", "'cellval'"),
+    "captured": (False, "free", "str", "'cellval'"),
+}
+LOCALS_OUTER = {"ready": True, "count": True, "rest": True, "opts": True, "captured": False}
+
+
+@test("locals_dump")
+def t_locals_dump(c):
+    p, truth = c.workload("locals_values.py")
+    res, doc = c.dump_json(truth["pid"], ["--locals"])
+    th = thread_by_tid(doc).get(truth["pid"])
+    check(th is not None, "main thread %d missing from dump" % truth["pid"])
+    frames = [f for f in th["frames"] if f.get("kind") == "python"]
+    check(len(frames) >= 3 and frames[0]["function"].endswith("inner"),
+          "leaf frame is not inner: %s" % [f["function"] for f in frames])
+    check("locals" in frames[0], "inner has no locals: %s" % short(json.dumps(frames[0])))
+    got = dict((v["name"], v) for v in frames[0]["locals"])
+    for name, (arg, kind, typ, rep) in sorted(LOCALS_WANT.items()):
+        v = got.get(name)
+        check(v is not None, "local %s missing; got %s" % (name, sorted(got)))
+        check((v["arg"], v["kind"], v["type"], v["repr"]) == (arg, kind, typ, rep),
+              "local %s: %r; expected %r" % (name, (v["arg"], v["kind"], v["type"], v["repr"]),
+                                             (arg, kind, typ, rep)))
+    check(got["long_text"].get("len") == 100 and got["nested"].get("len") == 5,
+          "lengths: long_text %s, nested %s" % (got["long_text"].get("len"),
+                                               got["nested"].get("len")))
+    outer = {}
+    for v in frames[1].get("locals", []):
+        # <= 3.10: a captured argument ('ready') has its argument slot and its cell
+        outer.setdefault(v["name"], v)
+    for name, arg in sorted(LOCALS_OUTER.items()):
+        check(name in outer and outer[name]["arg"] == arg,
+              "outer's %s: %s" % (name, outer.get(name)))
+    check(outer["captured"]["kind"] == "cell" and outer["captured"]["repr"] == "'cellval'",
+          "outer's cell: %s" % outer["captured"])
+    check(outer["count"]["repr"] == "3" and outer["rest"]["repr"] == "('r1',)",
+          "outer's arguments: %s, %s" % (outer["count"], outer["rest"]))
+    text = c.scry_ok(["dump", "--pid", truth["pid"], "--locals"]).out
+    check(u"arg count = 3" in text and u"captured = 'cellval'  [free]" in text,
+          "text dump: %s" % short(text))
+    return "%d locals of inner, %d of outer" % (len(got), len(outer))
+
+
 @test("naming_dump")
 def t_naming_dump(c):
     p, truth = c.workload("naming.py")
