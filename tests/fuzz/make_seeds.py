@@ -161,6 +161,21 @@ def image():
         put("pystate_image", struct.pack("<BHI", v, 0x40, 4) + bytes(512))
 
 
+def repr_images():
+    """fuzz_pystate_repr: per version and type name, an object at 0x40 whose ob_type (offset
+    8) leads to a type at 0x100 whose tp_name (offset 24) is that name at 0x200; the rest
+    zero (the fuzzer builds values, items and code objects)."""
+    clear("pystate_repr")
+    img = 0x100000
+    for v in range(10):
+        for i, name in enumerate([b"int", b"str", b"tuple", b"list", b"float", b"bytes", b"code"]):
+            b = bytearray(1024)
+            struct.pack_into("<Q", b, 0x40 + 8, img + 0x100)
+            struct.pack_into("<Q", b, 0x100 + 24, img + 0x200)
+            b[0x200:0x200 + len(name)] = name
+            put("pystate_repr", struct.pack("<BHH", v + 10 * i, 0x40, 0x40) + bytes(b))
+
+
 def ring_records(n, base_time):
     """N records as the shim writes them for lap 0 (common/scry_ring.h): ALLOC, FREE and COPY events with
     a few Python frames (code addresses of a 3.12 heap), one truncated, one native."""
@@ -270,5 +285,6 @@ if __name__ == "__main__":
     code_and_elf(cc)
     unwind()
     image()
+    repr_images()
     ringconsumer()
     asyncio_blocks()
