@@ -3,6 +3,7 @@
 #include "inject.h"
 #include "ring_consumer.h"
 #include "scry_err.h"
+#include "scry_proc.h"
 #include "scry_time.h"
 #include "shimstage.h"
 
@@ -31,6 +32,8 @@ struct memprof {
     uint64_t nevents;
     int adopted; /* the ring is the target's own (memprof_inject) */
     const char *s_unknown, *s_empty;
+    proc_tidmap_t *tids; /* the target's own thread ids -> host ids (a container) */
+    pid_t tids_pid;
 };
 
 static int file_ok(const char *p)
@@ -90,6 +93,7 @@ void memprof_free(memprof_t *m)
     if (!m)
         return;
     ringc_free(m->ring); /* disables, unmaps, unlinks */
+    proc_tidmap_free(m->tids);
     free(m);
 }
 
@@ -311,6 +315,22 @@ static void emit_event(memprof_t *m, pystate_target_t *t, const ringc_event_t *e
     }
     if (n == 0)
         m->frames[n++] = (scry_frame_t){m->s_unknown, m->s_empty, 0, SCRY_FRAME_OTHER};
+    /* The shim records gettid() as its PID namespace numbers threads: the host's id, as
+     * CPU samples use it, and the target's own where they differ. */
+    const pystate_info_t *info = pystate_target_info(t);
+    if (info && info->pid > 0 && info->pid != m->tids_pid) {
+        proc_tidmap_free(m->tids);
+        m->tids = proc_tidmap_new(info->pid);
+        m->tids_pid = m->tids ? info->pid : 0;
+    }
+    pid_t tid = e->tid, ns_tid = 0;
+    if (proc_tidmap_nested(m->tids)) {
+        pid_t host = proc_tidmap_to_host(m->tids, e->tid);
+        if (host > 0 && host != e->tid) {
+            ns_tid = e->tid;
+            tid = host;
+        }
+    }
     uint8_t metric = e->kind == SCRY_RING_ALLOC  ? SCRY_METRIC_ALLOC
                      : e->kind == SCRY_RING_FREE ? SCRY_METRIC_FREE
                                                  : SCRY_METRIC_COPY;
@@ -318,7 +338,8 @@ static void emit_event(memprof_t *m, pystate_target_t *t, const ringc_event_t *e
         .time_ns = e->time_ns,
         .bytes = e->weight,
         .address = e->addr,
-        .tid = e->tid,
+        .tid = tid,
+        .ns_tid = ns_tid,
         .thread_name = m->s_empty,
         .metric = metric,
         .cls = e->origin == SCRY_RING_ORIGIN_PYTHON ? 0 : 1,

@@ -156,3 +156,15 @@ int proc_read_uid(pid_t pid, uid_t *uid)
         return (int)n;
     return proc_parse_status_uid(buf, (size_t)n, uid);
 }
+
+int proc_other_userns(pid_t pid)
+{
+    char mine[1024], theirs[1024];
+    long a = proc_read_file(0, 0, "self/uid_map", mine, sizeof mine);
+    if (a < 0)
+        return (int)a;
+    long b = proc_read_file(pid, 0, "uid_map", theirs, sizeof theirs);
+    if (b < 0)
+        return (int)b;
+    return a != b || memcmp(mine, theirs, (size_t)a) != 0;
+}

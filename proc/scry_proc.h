@@ -155,6 +155,11 @@ int proc_parse_status_uid(const char *buf, size_t len, uid_t *uid);
 int proc_read_identity(pid_t pid, uint64_t *start_time, char *comm, size_t commlen);
 int proc_read_uid(pid_t pid, uid_t *uid);
 
+/* Whether process PID runs in another user namespace than the caller (a rootless
+ * container): its /proc/PID/uid_map differs from the caller's (readable without ptrace
+ * access). Returns 1, 0, or a negative code when a map cannot be read. */
+int proc_other_userns(pid_t pid);
+
 /* A mark of process PID's current program image: the address of its stack's start
  * (/proc/PID/stat field 28), drawn anew by address-space randomisation at every execve.
  * A changed mark means the process exec'd (the pid and start time stay). 0 when the kernel

@@ -91,6 +91,14 @@ void procinfo_permission_hint(pid_t pid, char *buf, size_t len)
              (int)pid, has ? "; kernel.yama.ptrace_scope is " : "", has ? scope : "",
              has ? (scope[0] == '0' ? "" : ", so a non-root user may only trace its own children")
                  : "");
+    uid_t uid;
+    size_t used = strlen(buf);
+    if (proc_other_userns(pid) == 1 && proc_read_uid(pid, &uid) == 0 && used < len)
+        snprintf(buf + used, len - used,
+                 "; it runs in another user namespace (a rootless container) as host uid %u: "
+                 "run scry as uid %u, or with CAP_SYS_PTRACE in that user namespace or an "
+                 "ancestor of it",
+                 (unsigned)uid, (unsigned)uid);
 }
 
 void procinfo_thread_name(pid_t pid, pid_t tid, char *buf, size_t len)

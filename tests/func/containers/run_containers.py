@@ -296,6 +296,141 @@ def t_cgroup_v1(c):
     return "%s; id from %s" % (detail, "/docker/" + CG.id1[:12])
 
 
+@tests("memory_tids")
+def t_memory_tids(c):
+    """record --memory from the host: the shim records the container's thread ids; the
+    profile shows every thread by its host tid, the burner's memory samples on the same
+    thread entry as its CPU samples (no second entry under its own tid)."""
+    cg = needs("v2")
+    c.hpid, truth = start_container(c, cg)
+    res, text = c.record(["-d", "2", "--memory", "--pid", c.hpid], "json", name="mem.json")
+    doc = json.loads(text)
+    m = nspid_map(c.hpid)
+    threads = doc.get("threads", [])
+    mem = [(t["tid"], t.get("name"), t.get("memory_samples", 0)) for t in threads
+           if t.get("memory_samples", 0) > 0]
+    check(mem, "no thread with memory samples: %s" % st.short(res.err, 300))
+    check(all(tid in m.values() for tid, _, _ in mem),
+          "memory samples under tids %s, want host tids %s" % (mem, sorted(m.values())))
+    burner = [t for t in threads if t["tid"] == m[truth["tids"]["burner"]]]
+    check(burner and burner[0].get("samples", 0) > 0 and burner[0].get("memory_samples", 0) > 0,
+          "burner %d: %s" % (m[truth["tids"]["burner"]], burner))
+    return "memory samples per host tid: %s" % ", ".join("%d %s: %d" % x for x in mem)
+
+
+def scry_inside(c, hpid, args, timeout=None):
+    """Runs scry ARGS inside the target's PID namespace with that namespace's own /proc (as
+    scry installed in the image sees it: `nsenter --pid`, then a private mount namespace
+    with a fresh /proc), the host's file system otherwise and all capabilities: Result."""
+    args = [str(a) for a in args]
+    inner = 'mount -t proc proc /proc && exec "$@"'
+    cmd = ["nsenter", "--target", str(hpid), "--pid", "--", "unshare", "--mount", "--fork",
+           "sh", "-c", inner, "sh", c.scry_path] + args
+    p = c.spawn(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.scry_args = ["(inside)"] + args
+    return c.scry_finish(p, timeout)
+
+
+@tests("inside")
+def t_inside(c):
+    """scry inside the container (its PID namespace and /proc, CAP_SYS_PTRACE): the target
+    is pid 1 and its threads have their own tids only; dump --json (names, idle flags,
+    --native frames named, the container) and record (CPU shares, exact lines)."""
+    cg = needs("v2")
+    c.hpid, truth = start_container(c, cg)
+    res = scry_inside(c, c.hpid, ["dump", "--json", "--native", "--pid", "1"])
+    check(res.rc == 0, str(res))
+    doc = json.loads(res.out)
+    check(doc.get("pid") == 1 and doc.get("ns_pid") in (None, 1), "dump pid %r ns_pid %r"
+          % (doc.get("pid"), doc.get("ns_pid")))
+    ctr = doc.get("container") or {}
+    check(ctr.get("id") == CG.id2 and ctr.get("runtime") == "docker",
+          "dump container %r, want docker %s" % (ctr, CG.id2))
+    by_name = dict((t["name"], t) for t in doc["threads"])
+    for name, own in truth["tids"].items():
+        t = by_name.get(name)
+        check(t is not None and t["tid"] == own and t.get("ns_tid") in (None, own),
+              "thread %s: %r, want tid %d" % (name, t and (t["tid"], t.get("ns_tid")), own))
+    check(by_name["napper"]["state"] == "idle", "napper %s" % by_name["napper"]["state"])
+    nat = [f for f in by_name["napper"]["frames"] if f["kind"] == "native"
+           and f["file"] == "libc.so.6" and not f["function"].startswith("??")]
+    check(nat, "no libc.so.6 frame named: %s" % by_name["napper"]["frames"][:6])
+    out = c.path("inside.json")
+    res = scry_inside(c, c.hpid, ["record", "-d", "2", "-r", "250", "--format", "json",
+                                  "-o", out, "--pid", "1"])
+    check(res.rc == 0, str(res))
+    check(("in container docker:%s" % CG.id2[:12]) in res.err,
+          "summary without the container: %s" % st.short(res.err, 300))
+    rec = st.load_json(out, "record inside")
+    got, n = shares_of("inside", rec, truth["lines"])
+    want = st.shares(stop_container(c)["cpu_s"], ("burn_a", "burn_b"))
+    check(n >= 20, "%d samples on the burn lines (want >= 20): %s" % (n, st.short(res.err, 300)))
+    return st.compare_shares(st.shares(got, ("burn_a", "burn_b")), want, n, "inside", SHARE_TOL)
+
+
+ROOTLESS = """import threading, time
+def nap():
+    while True:
+        time.sleep(0.2)
+threading.Thread(target=nap, name="napper", daemon=True).start()
+time.sleep(120)
+"""
+
+
+@tests("rootless")
+def t_rootless(c):
+    """A rootless container: the target runs as uid 65534 in its own user namespace (root
+    mapped to 65534) and PID namespace. Host root dumps it; the namespace's owner (uid
+    65534, no capabilities) too; another unprivileged user (65533) is refused with a
+    message naming the missing privilege and a non-zero exit, for dump and record."""
+    root = c.interp.root
+    inner = ["unshare", "--user", "--map-root-user", "--pid", "--mount", "--fork",
+             "--mount-proc=%s" % os.path.join(root, "proc"),
+             "chroot", root, c.interp.path, "-c", ROOTLESS]
+    p = c.spawn(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] + inner)
+    c.targets.append(("rootless", p))
+    d = st.Deadline(10)
+    hpid = None
+    while hpid is None:
+        try:
+            with open("/proc/%d/task/%d/children" % (p.pid, p.pid)) as f:
+                kids = [int(x) for x in f.read().split()]
+        except OSError:
+            kids = []
+        if kids and os.path.exists("/proc/%d/task" % kids[0]) and len(
+                os.listdir("/proc/%d/task" % kids[0])) >= 2:
+            hpid = kids[0]
+        elif d.expired() or p.poll() is not None:
+            raise Fail("rootless target did not start: %s" % st.short(c.proc_log(p), 300))
+        else:
+            time.sleep(0.05)
+    for who, as_nobody in (("root", False), ("the owner 65534", True)):
+        res = c.scry(["dump", "--json", "--pid", hpid], as_nobody=as_nobody)
+        check(res.rc == 0, "%s: %s" % (who, res))
+        doc = json.loads(res.out)
+        names = dict((t["name"], t) for t in doc["threads"])
+        check(doc.get("ns_pid") == 1 and "napper" in names
+              and names["napper"].get("ns_tid") == 2 and names["napper"]["tid"] != 2,
+              "%s: ns_pid %r threads %r" % (who, doc.get("ns_pid"),
+                                            [(t["name"], t["tid"], t.get("ns_tid"))
+                                             for t in doc["threads"]]))
+    other = ["setpriv", "--reuid=65533", "--regid=65533", "--clear-groups", c.scry_path]
+    os.mkdir(c.path("out"))
+    os.chmod(c.path("out"), 0o777)  # the output may be written: only the target is refused
+    msgs = []
+    for args in (["dump", "--pid", hpid], ["record", "-d", "1", "-o", c.path("out/no.json"),
+                                           "--format", "json", "--pid", hpid]):
+        q = c.spawn(other + [str(a) for a in args], stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE)
+        q.scry_args = ["(as 65533)"] + [str(a) for a in args]
+        res = c.scry_finish(q)
+        check(res.rc != 0 and not res.out.strip(), "as 65533: %s" % res)
+        check("CAP_SYS_PTRACE" in res.err and "user namespace" in res.err
+              and "65534" in res.err, "as 65533, no clear message: %s" % res)
+        msgs.append(res.err.strip().splitlines()[0])
+    return "refused: %s" % st.short(msgs[0], 200)
+
+
 def main():
     global CG
     ap = st.add_common_args(st.runner.parser(__doc__))
