@@ -273,8 +273,10 @@ static const opt_spec_t *find_short(char c)
     return NULL;
 }
 
-/* Refuses an output path that cannot be written, before any sampling: its directory must
- * exist and be writable, and the path must not be a directory. Prints the reason. */
+/* Refuses an output path that cannot be written, before any sampling: it must not be a
+ * directory; a file that exists is written in place, so it only has to be writable itself
+ * (/dev/null, a FIFO, a file in a read-only directory); a new file needs its directory to
+ * exist and be writable. Prints the reason. */
 static int check_output_path(const char *path)
 {
     char dir[4096];
@@ -283,9 +285,16 @@ static int check_output_path(const char *path)
         fprintf(stderr, "scry: --output path is too long\n");
         return SCRY_E_INVAL;
     }
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-        fprintf(stderr, "scry: cannot write %s: it is a directory\n", path);
-        return SCRY_E_INVAL;
+    if (stat(path, &st) == 0) {
+        if (S_ISDIR(st.st_mode)) {
+            fprintf(stderr, "scry: cannot write %s: it is a directory\n", path);
+            return SCRY_E_INVAL;
+        }
+        if (access(path, W_OK) != 0) {
+            fprintf(stderr, "scry: cannot write %s: %s\n", path, strerror(errno));
+            return SCRY_E_INVAL;
+        }
+        return 0;
     }
     snprintf(dir, sizeof dir, "%s", path);
     char *slash = strrchr(dir, '/');
