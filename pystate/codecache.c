@@ -9,7 +9,7 @@
 int pystate__codecache_init(pystate_codecache_t *c)
 {
     c->slots = calloc(PYSTATE_CODE_CACHE, sizeof *c->slots);
-    c->used = 0;
+    memset(c->filled, 0, sizeof c->filled);
     return c->slots ? 0 : SCRY_E_NOMEM;
 }
 
@@ -24,8 +24,10 @@ void pystate__codecache_fini(pystate_codecache_t *c)
 {
     if (!c->slots)
         return;
-    for (size_t i = 0; i < PYSTATE_CODE_CACHE; i++)
-        code_clear(&c->slots[i]);
+    for (size_t w = 0; w < PYSTATE_CODE_CACHE / 64; w++)
+        for (uint64_t bits = c->filled[w]; bits; bits &= bits - 1)
+            code_clear(&c->slots[w * 64 + (size_t)__builtin_ctzll(bits)]);
+    memset(c->filled, 0, sizeof c->filled);
     free(c->slots);
     c->slots = NULL;
 }
@@ -114,13 +116,15 @@ const pystate_code_t *pystate__code_get(pystate_target_t *t, raddr_t addr, const
 {
     if (!addr || (addr & 7))
         return NULL;
-    pystate_code_t *slot = &t->codes.slots[code_slot(addr)];
+    size_t i = code_slot(addr);
+    pystate_code_t *slot = &t->codes.slots[i];
     if (slot->addr == addr && (!key || memcmp(slot->key, key, (size_t)t->code_key_len) == 0)) {
         t->stats.code_hits++;
         return slot;
     }
     t->stats.code_misses++;
     code_clear(slot);
+    t->codes.filled[i / 64] |= 1ULL << (i % 64);
     if (code_load(t, addr, slot) != 0) {
         code_clear(slot);
         return NULL;
