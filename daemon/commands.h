@@ -6,6 +6,7 @@
 #include "pystate.h"
 #include "report.h"
 #include "sampler.h"
+#include "scry_proc.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +25,11 @@ int cmd_top(const scry_config_t *cfg);
  * (--locals; read after the stacks, shown where a thread's stack did not change since). */
 int dump_target_write(pystate_target_t *t, strtab_t *strings, const sampler_opts_t *opts,
                       int locals, enum report_dump_format fmt, FILE *out, char *msg, size_t msglen);
+/* The container PID runs in, from /proc/PID/cgroup (proc_read_container), for the report:
+ * fills *CT and *OUT (pointing into *CT) and returns 1 when a container id was found, else
+ * 0 (*OUT untouched). (container.c) */
+int cmd_container(pid_t pid, proc_container_t *ct, report_container_t *out);
+
 /* `scry diff BASE.json NEW.json`: reads two JSON reports, writes their comparison. */
 int cmd_diff(const scry_config_t *cfg);
 

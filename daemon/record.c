@@ -231,7 +231,7 @@ int cmd_record(const scry_config_t *cfg)
     clock_gettime(CLOCK_REALTIME, &wall);
     proc_container_t ct;
     report_container_t rct;
-    int in_container = procinfo_container(info->pid, &ct, &rct);
+    int in_container = cmd_container(info->pid, &ct, &rct);
     report_meta_t meta = {
         .pid = info->pid,
         .ns_pid = info->ns_pid != info->pid ? info->ns_pid : 0,

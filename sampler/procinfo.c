@@ -1,5 +1,4 @@
 #include "procinfo.h"
-#include "report.h"
 #include "scry_proc.h"
 
 #include "scry_err.h"
@@ -109,14 +108,4 @@ void procinfo_thread_name(pid_t pid, pid_t tid, char *buf, size_t len)
         return;
     }
     buf[strcspn(buf, "\n")] = 0;
-}
-
-int procinfo_container(pid_t pid, proc_container_t *ct, report_container_t *out)
-{
-    if (proc_read_container(pid, ct) != 0 || !ct->id[0])
-        return 0;
-    out->id = ct->id;
-    out->runtime = ct->runtime;
-    out->cgroup = ct->id_cgroup;
-    return 1;
 }

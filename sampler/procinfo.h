@@ -29,11 +29,4 @@ void procinfo_permission_hint(pid_t pid, char *buf, size_t len);
 /* The thread's name (comm), interned by the caller; writes "" when unknown. */
 void procinfo_thread_name(pid_t pid, pid_t tid, char *buf, size_t len);
 
-/* The container PID runs in, from /proc/PID/cgroup (proc_read_container), for the report:
- * fills *CT and *OUT (pointing into *CT) and returns 1 when a container id was found, else
- * 0 (*OUT untouched). */
-typedef struct proc_container proc_container_t;
-typedef struct report_container report_container_t;
-int procinfo_container(pid_t pid, proc_container_t *ct, report_container_t *out);
-
 #endif
