@@ -155,6 +155,32 @@ static uint32_t intern_line(report_profile_t *p, const report__frame_t *f)
     return p->nlines - 1;
 }
 
+static report__thread_t *find_thread(report_profile_t *p, int32_t tid);
+
+/* 1 when S's root (last) frame is a --threads frame of a known thread: such frames are one
+ * per thread whatever its name was at the time (a thread renamed during the recording, or
+ * named only once it ran, gets one root, not one per name). Without a tid (a profile read
+ * back from a file) the label alone tells threads apart. */
+static int thread_rooted(const scry_sample_t *s, uint32_t depth)
+{
+    return depth > 0 && s->tid != 0 && s->frames[depth - 1].kind == SCRY_FRAME_THREAD;
+}
+
+/* The frame id of S's thread root (see thread_rooted), relabelled with S's label: the
+ * thread's latest name is the one shown. REPORT__NONE when out of memory. */
+static uint32_t thread_root(report_profile_t *p, const scry_sample_t *s, uint32_t depth)
+{
+    report__thread_t *t = find_thread(p, s->tid);
+    if (!t)
+        return REPORT__NONE;
+    const scry_frame_t *f = &s->frames[depth - 1];
+    if (t->root == REPORT__NONE)
+        t->root = intern_frame(p, f);
+    else
+        p->frames[t->root].function = f->function;
+    return t->root;
+}
+
 /* Creates stack entry for S (depth frames) at slot J. Returns its id or REPORT__NONE. */
 static uint32_t new_stack(report_profile_t *p, const scry_sample_t *s, uint32_t depth, uint64_t h,
                           uint32_t j)
@@ -178,8 +204,9 @@ static uint32_t new_stack(report_profile_t *p, const scry_sample_t *s, uint32_t 
     uint32_t *ids = p->ids + p->nids;
     uint32_t attr = REPORT__NONE, uattr = REPORT__NONE;
     int all_lines = (p->meta.flags & REPORT_F_ALL_LINES) != 0;
+    int rooted = thread_rooted(s, depth);
     for (uint32_t i = 0; i < depth; i++) {
-        ids[i] = intern_frame(p, &s->frames[i]);
+        ids[i] = rooted && i == depth - 1 ? thread_root(p, s, depth) : intern_frame(p, &s->frames[i]);
         if (ids[i] == REPORT__NONE)
             return REPORT__NONE;
         if (s->frames[i].kind != SCRY_FRAME_PYTHON)
@@ -260,12 +287,14 @@ static uint32_t find_stack(report_profile_t *p, const scry_sample_t *s)
     if (!(s = fold_unknown(p, s, &folded)))
         return REPORT__NONE;
     uint32_t depth = s->nframes > REPORT__MAX_DEPTH ? REPORT__MAX_DEPTH : s->nframes;
+    /* a thread root matches by tid and kind alone (its label may have changed) */
+    uint32_t rooted = (uint32_t)thread_rooted(s, depth), cmp = depth - rooted;
     uint64_t h = (uint64_t)(uint32_t)s->tid * K;
-    for (uint32_t i = 0; i < depth; i++) {
+    for (uint32_t i = 0; i < cmp; i++) {
         const scry_frame_t *f = &s->frames[i];
         h = hash_frame_into(h, f->function, f->file, f->line, f->kind);
     }
-    h = fmix(h ^ depth);
+    h = fmix(h ^ depth ^ ((uint64_t)rooted << 32));
 
     if ((p->nstacks + 1) * 2 > p->stack_slots_cap &&
         rehash(p, &p->stack_slots, &p->stack_slots_cap, p->nstacks, stack_hash_of) < 0)
@@ -277,16 +306,21 @@ static uint32_t find_stack(report_profile_t *p, const scry_sample_t *s)
         if (st->hash != h || st->depth != depth || st->tid != s->tid)
             continue;
         const uint32_t *ids = p->ids + st->off;
+        if (rooted && p->frames[ids[depth - 1]].kind != SCRY_FRAME_THREAD)
+            continue;
         uint32_t i = 0;
-        for (; i < depth; i++) {
+        for (; i < cmp; i++) {
             const report__frame_t *e = &p->frames[ids[i]];
             const scry_frame_t *f = &s->frames[i];
             if (e->function != f->function || e->file != f->file || e->line != f->line ||
                 e->kind != f->kind)
                 break;
         }
-        if (i == depth)
+        if (i == cmp) {
+            if (rooted) /* the root shows the thread's latest name */
+                p->frames[ids[depth - 1]].function = s->frames[depth - 1].function;
             return slot - 1;
+        }
     }
     return new_stack(p, s, depth, h, j);
 }
@@ -323,6 +357,7 @@ static report__thread_t *find_thread(report_profile_t *p, int32_t tid)
     memset(&nt[p->nthreads], 0, sizeof *nt);
     nt[p->nthreads].tid = tid;
     nt[p->nthreads].name = "";
+    nt[p->nthreads].root = REPORT__NONE;
     p->last_thread = p->nthreads;
     p->thread_slots[j] = ++p->nthreads;
     return &nt[p->nthreads - 1];

@@ -79,6 +79,8 @@ typedef struct report__thread {
     uint64_t gil;     /* CPU samples holding the GIL */
     uint64_t running; /* CPU samples on a CPU */
     uint64_t mem_samples;
+    uint32_t root; /* frame id of its --threads root frame (REPORT__NONE until one came):
+                      one frame per thread, labelled with the latest name it had */
 } report__thread_t;
 
 typedef struct report__addr {

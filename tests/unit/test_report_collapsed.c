@@ -59,6 +59,26 @@ int main(void)
     free(out);
     report_profile_free(p);
 
+    /* a thread renamed during the recording (or named only once it ran) keeps one root,
+     * labelled with its latest name; its samples from before and after stay together */
+    p = report_profile_new(&m);
+    scry_frame_t r1[] = {PY("work", "w.py", 3), THR("thread 11")};
+    scry_frame_t r2[] = {PY("work", "w.py", 3), THR("thread 11 (renamed)")};
+    scry_frame_t r3[] = {PY("idle", "w.py", 9), THR("thread 11 (renamed)")};
+    add_cpu(p, r1, 2, 0, 1000, 11, 1);
+    add_cpu(p, r2, 2, 0, 1000, 11, 2);
+    add_cpu(p, r3, 2, 0, 1000, 11, 3);
+    add_cpu(p, r1, 2, 0, 1000, 11, 4);
+    add_cpu(p, r2, 2, 0, 1000, 11, 5);
+    out = render(p, REPORT_FORMAT_COLLAPSED, NULL, &rc);
+    const char *renamed = "thread 11 (renamed);idle (w.py:9) 1\n"
+                          "thread 11 (renamed);work (w.py:3) 4\n";
+    CHECK(rc == 0 && out && strcmp(out, renamed) == 0);
+    if (out && strcmp(out, renamed) != 0)
+        fprintf(stderr, "got:\n%s", out);
+    free(out);
+    report_profile_free(p);
+
     /* a run of "??" frames of one library (addresses without a symbol) is one frame; runs
      * of different libraries stay apart (issue 11) */
     p = report_profile_new(&m);
