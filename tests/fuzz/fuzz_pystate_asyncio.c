@@ -6,13 +6,10 @@
  * choose the generator/set offsets, then the image. Pointers inside [IMG, IMG + size) lead
  * back into it, so the fuzzer can build lists and chains. */
 #include "asyncio.h"
-#include "fuzz.h"
-#include "internal.h"
+#include "fuzz_pystate.h"
 #include "scry_err.h"
 
-#include <unistd.h>
-
-#define IMG 0x100000ull
+#define IMG FUZZ_IMG
 
 /* The block of Debian's 3.14.10 (_asyncio.cpython-314-x86_64-linux-gnu.so). */
 static const uint64_t real_314[13] = {168, 136,   96,  108, 109, 128, 152,
@@ -26,38 +23,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_take(&data, &size, &vsel, 1);
     fuzz_take(&data, &size, block, sizeof block);
     fuzz_take(&data, &size, gsel, sizeof gsel);
-    if (size > (1u << 16))
-        size = 1u << 16;
     const pystate_layout_t *layout = pystate_layout_for(3, 13);
     if (!layout)
         return 0;
-    static pystate_target_t *t;
-    if (!t) {
-        strtab_t *strings = strtab_new();
-        t = calloc(1, sizeof *t);
-        if (!strings || !t)
-            abort();
-        t->pid = getpid();
-        t->strings = strings;
-        t->s_unknown = strtab_intern(strings, "<unknown>");
-        t->s_empty = strtab_intern(strings, "");
-        t->prefetch = pystate__pf_new();
-        if (!t->prefetch || pystate__codecache_init(&t->codes) != 0)
-            abort();
-    }
-    rmem_free(t->mem);
-    t->mem = rmem_open_image();
-    if (!t->mem || (size && rmem_image_add(t->mem, IMG, data, size) != 0))
-        abort();
-    t->layout = *layout;
-    t->layout.minor = 14 + (vsel & 1); /* frame states and the awaited slot differ */
-    t->pthread_tid_offset = -1;
-    t->code_type = 0;
-    pystate__choose_code_key(t);
-    t->runtime = IMG;
-    t->info.major = 3;
-    t->info.minor = t->layout.minor;
-    t->info.runtime_addr = IMG;
+    /* frame states and the awaited slot differ between 3.14 and 3.15 */
+    pystate_target_t *t = fuzz_pystate_target(data, size, layout, 14 + (vsel & 1));
 
     /* The parser on the input's block; the walk with it when it validates, else with 3.14's
      * task layout and list heads placed after this layout's structs. */
