@@ -72,8 +72,8 @@ static const opt_spec_t opt_table[] = {
      "what flame graphs and stack formats weigh: cpu (default), alloc, copy, free, inuse (bytes "
      "still held at the end), peak (bytes held at the highest footprint)"},
     {"include", 0, OPT_GLOB, offsetof(scry_config_t, include), REC | TOP, "GLOB",
-     "line views (top: the lines view): files matching GLOB are the user's code (fnmatch on the whole path, '*' "
-     "crosses '/'; repeatable)"},
+     "line views (top: the lines view): files matching GLOB are the user's code (fnmatch on "
+     "the whole path, '*' crosses '/'; repeatable)"},
     {"exclude", 0, OPT_GLOB, offsetof(scry_config_t, exclude), REC | TOP, "GLOB",
      "line views: files matching GLOB are not the user's code (wins over --include; "
      "repeatable)"},

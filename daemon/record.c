@@ -126,8 +126,7 @@ static int show_progress(sampler_t *s, void *ctx)
  * status in *STATUS), 0 if waitpid failed. */
 static int end_launched(pid_t child, const char *why, int *status)
 {
-    fprintf(stderr, "scry: %s: ending the launched program (pid %d, SIGTERM)\n", why,
-            (int)child);
+    fprintf(stderr, "scry: %s: ending the launched program (pid %d, SIGTERM)\n", why, (int)child);
     kill(child, SIGTERM);
     uint64_t give_up = scry_now_ns() + 3000000000ull;
     for (;;) {

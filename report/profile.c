@@ -206,7 +206,8 @@ static uint32_t new_stack(report_profile_t *p, const scry_sample_t *s, uint32_t 
     int all_lines = (p->meta.flags & REPORT_F_ALL_LINES) != 0;
     int rooted = thread_rooted(s, depth);
     for (uint32_t i = 0; i < depth; i++) {
-        ids[i] = rooted && i == depth - 1 ? thread_root(p, s, depth) : intern_frame(p, &s->frames[i]);
+        ids[i] =
+            rooted && i == depth - 1 ? thread_root(p, s, depth) : intern_frame(p, &s->frames[i]);
         if (ids[i] == REPORT__NONE)
             return REPORT__NONE;
         if (s->frames[i].kind != SCRY_FRAME_PYTHON)
