@@ -140,10 +140,11 @@ def bench_idle(b, n, seconds):
     got = b.wait_targets(d, n)
     time.sleep(5)
     share = measure(d.pid, seconds)
+    rss = rss_kb(d.pid)
     b.stop_all()
-    return "| %d idle services (%s) | %.3f%% of a core | %d s measured after the %d targets were " \
-           "found; aim < 0.5%% |" % (n, "/".join(it.label for it in b.interps), 100 * share,
-                                   seconds, got)
+    return "| %d idle services (%s) | %.3f%% of a core, RSS %.1f MB | %d s measured after the " \
+           "%d targets were found; aim < 0.5%% |" % (n, "/".join(it.label for it in b.interps),
+                                                   100 * share, rss / 1024.0, seconds, got)
 
 
 def bench_busy(b, n, seconds):
