@@ -145,98 +145,103 @@ static int end_launched(pid_t child, const char *why, int *status)
     return waitpid(child, status, 0) == child;
 }
 
-int cmd_record(const scry_config_t *cfg)
+/* One recording, from opening the target to the written file. */
+typedef struct recording {
+    const scry_config_t *cfg;
+    strtab_t *strings;
+    pystate_target_t *t;
+    sampler_t *smp;
+    report_profile_t *prof;
+    memprof_t *mem;
+    srcread_t *src;
+    pid_t child; /* launch mode: the program scry started */
+    int child_status, child_reaped;
+    int end_child; /* 1: not profilable, 2: --duration elapsed */
+    char command[4096];
+    proc_container_t ct;
+    report_container_t rct;
+    int in_container;
+    char outname[600]; /* the output's name when scry made it up (no --output) */
+} recording_t;
+
+/* Goes on without memory profiling, saying WHY. */
+static void drop_memory(recording_t *r, const char *why)
 {
-    enum report_format fmt = (enum report_format)cfg->format_id;
-    install_signals();
-    strtab_t *strings = strtab_new();
-    pystate_target_t *t = NULL;
-    sampler_t *smp = NULL;
-    report_profile_t *prof = NULL;
-    memprof_t *mem = NULL;
-    srcread_t *src = NULL;
-    pid_t child = 0;
-    int child_status = 0, child_reaped = 0;
-    int end_child = 0; /* 1: not profilable, 2: --duration elapsed */
-    int rc = 1;
-    char command[4096] = "";
-    if (!strings)
-        goto out;
-    if (cfg->memory && !(mem = memprof_new(cfg->memory_sample_bytes, 0)))
-        fprintf(stderr, "scry: going on without memory profiling\n");
-    if (cfg->argv) {
-        if (mem && memprof_create_ring(mem, NULL) != 0) {
-            fprintf(stderr, "scry: cannot create the memory ring; going on without memory "
-                            "profiling\n");
-            memprof_free(mem);
-            mem = NULL;
-        }
-        if (launch_start(cfg->argv, mem ? memprof_launch_env(mem) : NULL,
-                         mem ? memprof_ring_fd(mem) : -1, mem ? ring_for_child : NULL, mem,
-                         &child) != 0)
-            goto out;
-        char msg[1024] = "";
-        int err =
-            launch_wait_python(child, strings, 10.0, &cfg->open_opts, mem ? start_memory : NULL,
-                               &mem, &t, &child_status, msg, sizeof msg);
-        if (err == SCRY_E_GONE) {
-            child_reaped = 1;
-            fprintf(stderr, "scry: '%s' exited before scry could read it as Python (status %d)\n",
-                    cfg->argv[0], WIFEXITED(child_status) ? WEXITSTATUS(child_status) : -1);
-            goto out;
-        }
-        if (err) {
-            fprintf(stderr, "scry: %s\n", msg[0] ? msg : scry_strerror(err));
-            end_child = 1; /* rather than wait for a program scry was to profile */
-            goto out;
-        }
-        if (mem) {
-            char mmsg[600] = "";
-            if (memprof_launch_fallback(mem, t, mmsg, sizeof mmsg) != 0) {
-                fprintf(stderr, "scry: %s; going on with CPU profiling only\n",
-                        mmsg[0] ? mmsg : "cannot start memory recording");
-                memprof_free(mem);
-                mem = NULL;
-            }
-        }
-        procinfo_join_argv(cfg->argv, command, sizeof command);
-    } else {
-        if (sampler_open_target(cfg->pid, strings, &cfg->open_opts, &t) != 0)
-            goto out;
-        procinfo_cmdline(cfg->pid, command, sizeof command);
-        if (mem) {
-            char msg[600] = "";
-            int merr = memprof_inject(mem, cfg->pid, pystate_target_layout(t), msg, sizeof msg);
-            if (merr) {
-                fprintf(stderr, "scry: %s; going on with CPU profiling only\n", msg);
-                memprof_free(mem);
-                mem = NULL;
-            }
-        }
+    fprintf(stderr, "scry: %s; going on with CPU profiling only\n", why);
+    memprof_free(r->mem);
+    r->mem = NULL;
+}
+
+/* Launch mode: starts the command (with the shim preloaded for --memory) and waits until
+ * it is a Python process scry can read. Returns 0, or -1 having said why. */
+static int open_launched(recording_t *r)
+{
+    const scry_config_t *cfg = r->cfg;
+    if (r->mem && memprof_create_ring(r->mem, NULL) != 0)
+        drop_memory(r, "cannot create the memory ring");
+    if (launch_start(cfg->argv, r->mem ? memprof_launch_env(r->mem) : NULL,
+                     r->mem ? memprof_ring_fd(r->mem) : -1, r->mem ? ring_for_child : NULL, r->mem,
+                     &r->child) != 0)
+        return -1;
+    char msg[1024] = "";
+    int err = launch_wait_python(r->child, r->strings, 10.0, &cfg->open_opts,
+                                 r->mem ? start_memory : NULL, &r->mem, &r->t, &r->child_status,
+                                 msg, sizeof msg);
+    if (err == SCRY_E_GONE) {
+        r->child_reaped = 1;
+        fprintf(stderr, "scry: '%s' exited before scry could read it as Python (status %d)\n",
+                cfg->argv[0], WIFEXITED(r->child_status) ? WEXITSTATUS(r->child_status) : -1);
+        return -1;
     }
-    if (mem && !cfg->argv && memprof_start(mem, t) != 0) {
-        fprintf(stderr, "scry: cannot start memory recording; going on with CPU profiling only\n");
-        memprof_free(mem);
-        mem = NULL;
+    if (err) {
+        fprintf(stderr, "scry: %s\n", msg[0] ? msg : scry_strerror(err));
+        r->end_child = 1; /* rather than wait for a program scry was to profile */
+        return -1;
     }
-    const pystate_info_t *info = pystate_target_info(t);
+    char mmsg[600] = "";
+    if (r->mem && memprof_launch_fallback(r->mem, r->t, mmsg, sizeof mmsg) != 0)
+        drop_memory(r, mmsg[0] ? mmsg : "cannot start memory recording");
+    procinfo_join_argv(cfg->argv, r->command, sizeof r->command);
+    return 0;
+}
+
+/* Attach mode: opens --pid (injecting the shim for --memory). Returns 0, or -1 having said
+ * why. */
+static int open_attached(recording_t *r)
+{
+    const scry_config_t *cfg = r->cfg;
+    if (sampler_open_target(cfg->pid, r->strings, &cfg->open_opts, &r->t) != 0)
+        return -1;
+    procinfo_cmdline(cfg->pid, r->command, sizeof r->command);
+    char msg[600] = "";
+    if (r->mem && memprof_inject(r->mem, cfg->pid, pystate_target_layout(r->t), msg, sizeof msg))
+        drop_memory(r, msg);
+    else if (r->mem && memprof_start(r->mem, r->t) != 0)
+        drop_memory(r, "cannot start memory recording");
+    return 0;
+}
+
+/* The empty profile of the open target, and the source reader the report will use.
+ * Returns 0, or -1 when out of memory. */
+static int new_profile(recording_t *r)
+{
+    const scry_config_t *cfg = r->cfg;
+    const pystate_info_t *info = pystate_target_info(r->t);
     /* Pin the target's root and credentials now, while it lives: the report reads source
      * files through them only (never through scry's own root, never as root). */
     int serr = 0;
-    src = srcread_new_pid(info->pid, &serr);
-    if (!src && !cfg->quiet)
+    r->src = srcread_new_pid(info->pid, &serr);
+    if (!r->src && !cfg->quiet)
         fprintf(stderr, "scry: the report will show no source: %s\n", scry_strerror(serr));
     struct timespec wall;
     clock_gettime(CLOCK_REALTIME, &wall);
-    proc_container_t ct;
-    report_container_t rct;
-    int in_container = cmd_container(info->pid, &ct, &rct);
+    r->in_container = cmd_container(info->pid, &r->ct, &r->rct);
     report_meta_t meta = {
         .pid = info->pid,
         .ns_pid = info->ns_pid != info->pid ? info->ns_pid : 0,
-        .container = in_container ? &rct : NULL,
+        .container = r->in_container ? &r->rct : NULL,
         .python_version = info->version,
-        .command = command,
+        .command = r->command,
         .rate_hz = cfg->rate_hz,
         .start_unix_ns = (int64_t)wall.tv_sec * 1000000000ll + wall.tv_nsec,
         .start_mono_ns = scry_now_ns(),
@@ -248,173 +253,244 @@ int cmd_record(const scry_config_t *cfg)
         .exclude = cfg->exclude.pat,
         .nexclude = cfg->exclude.n,
     };
-    prof = report_profile_new(&meta);
-    if (cfg->async_tasks) {
-        char why[400];
-        if (pystate_async_check(t, why, sizeof why) != 0) {
-            fprintf(stderr, "scry: --async: %s\n", why);
-            goto out;
-        }
-    }
-    sampler_opts_t so;
-    options_sampler(cfg, &so);
-    smp = sampler_new(&so, t, strings);
-    if (!prof || !smp) {
-        if (!sampler_refused(&so))
-            fprintf(stderr, "scry: out of memory\n");
-        goto out;
-    }
-    progress_t prog = {.tty = isatty(2) && !cfg->quiet,
-                       .idle = cfg->idle,
-                       .start_ns = scry_now_ns(),
-                       .mem = mem,
-                       .target = t,
-                       .prof = prof};
-    prog.last_ns = prog.start_ns;
-    uint64_t t0 = scry_now_ns();
-    int err = sampler_run(smp, cfg->duration_s, &record_stop, emit_to_profile, prof, show_progress,
-                          &prog);
-    double elapsed = (double)(scry_now_ns() - t0) / 1e9;
-    drain_memory(&prog); /* what the shim wrote since the last tick */
-    mem = prog.mem;
-    if (prog.tty)
-        fprintf(stderr, "\r\033[K");
-    const sampler_stats_t *st = sampler_stats(smp);
-    if (err)
-        fprintf(stderr, "scry: sampling stopped: %s\n", scry_strerror(err));
-    if (child) {
-        /* Interrupted: the program got the same Ctrl-C and is waited for at the end. After
-         * --duration, if it still runs, the profile is written first and then the program
-         * is ended (as py-spy does), rather than waiting for a program that may never
-         * exit. */
-        if (waitpid(child, &child_status, WNOHANG) == child)
-            child_reaped = 1;
-        else if (!record_stop && cfg->duration_s > 0)
-            end_child = 2;
-    }
-    report_end_t end = {
-        .duration_s = elapsed,
-        .ticks = st->ticks,
-        .errors = st->errors + pystate_target_stats(sampler_target(smp)).dropped,
-        .err_rounds = st->errors,
-        .err_torn = pystate_target_stats(sampler_target(smp)).dropped,
-        .rate_achieved_hz = elapsed > 0 ? (double)st->ticks / elapsed : 0,
-        .late = st->late,
-        .late_mean_ms = st->late ? (double)st->late_total_ns / (double)st->late / 1e6 : 0,
-        .late_max_ms = (double)st->late_max_ns / 1e6,
-        .target_exited = st->target_exited && !child,
-        .gil_fraction = st->ticks ? (double)st->gil_ticks / (double)st->ticks : -1,
-    };
-    char memline[256] = "";
-    if (mem) {
-        uint64_t events = 0, dropped = 0, bad = 0;
-        memprof_counts(mem, &events, &dropped, &bad);
-        end.dropped = dropped;
-        end.errors += bad;
-        end.err_records = bad;
-        memprof_describe(mem, memline, sizeof memline);
-    }
-    report_profile_set_end(prof, &end);
+    r->prof = report_profile_new(&meta);
+    return r->prof ? 0 : -1;
+}
 
-    char outname[600];
-    const char *path = cfg->output;
-    if (!path) {
+/* Opens the output: stdout for "-"; a name of scry's own making (no --output, kept in
+ * R->outname) is created, never followed or reused. *PATH is set to the name used. Returns
+ * NULL having said why. */
+static FILE *open_output(recording_t *r, const char **path)
+{
+    char *name = r->outname;
+    size_t len = sizeof r->outname;
+    *path = r->cfg->output;
+    if (!*path) {
         char stamp[32];
         time_t now = time(NULL);
         strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", localtime(&now));
-        snprintf(outname, sizeof outname, "scry-%d-%s.%s", (int)info->pid, stamp,
-                 report_format_extension(fmt));
-        path = outname;
+        snprintf(name, len, "scry-%d-%s.%s", (int)pystate_target_info(r->t)->pid, stamp,
+                 report_format_extension((enum report_format)r->cfg->format_id));
+        *path = name;
     }
     FILE *out = NULL;
-    if (strcmp(path, "-") == 0) {
+    if (strcmp(*path, "-") == 0) {
         out = stdout;
-    } else if (path == outname) {
-        /* A name of our own making, perhaps in a shared directory: create it, never follow
-         * or reuse what someone put there first. */
-        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    } else if (*path == name) {
+        /* perhaps in a shared directory: create it, never follow or reuse what someone put
+         * there first */
+        int fd = open(*path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
         out = fd >= 0 ? fdopen(fd, "w") : NULL;
         if (fd >= 0 && !out)
             close(fd);
     } else {
-        out = fopen(path, "w");
+        out = fopen(*path, "w");
     }
-    if (!out) {
-        fprintf(stderr, "scry: cannot write %s: %s\n", path, strerror(errno));
-        goto out;
-    }
+    if (!out)
+        fprintf(stderr, "scry: cannot write %s: %s\n", *path, strerror(errno));
+    return out;
+}
+
+/* Writes the profile to its output. Returns 0, or -1 having said why. */
+static int write_profile(recording_t *r, const char **path)
+{
+    FILE *out = open_output(r, path);
+    if (!out)
+        return -1;
     /* metric_id -1: automatic (CPU when there are CPU samples) */
     report_options_t ropt = {.color = out == stdout && isatty(1),
-                             .metric = cfg->metric_id,
-                             .read_source = src ? srcread_file_cb : NULL,
-                             .source_ctx = src};
-    int werr = report_write(prof, fmt, out, &ropt);
+                             .metric = r->cfg->metric_id,
+                             .read_source = r->src ? srcread_file_cb : NULL,
+                             .source_ctx = r->src};
+    int werr = report_write(r->prof, (enum report_format)r->cfg->format_id, out, &ropt);
     if (out != stdout && fclose(out) != 0)
         werr = werr ? werr : SCRY_E_IO;
     else if (out == stdout)
         fflush(stdout);
     if (werr) {
-        fprintf(stderr, "scry: writing %s failed: %s\n", path, scry_strerror(werr));
+        fprintf(stderr, "scry: writing %s failed: %s\n", *path, scry_strerror(werr));
+        return -1;
+    }
+    return 0;
+}
+
+/* The end of the recording as the report states it (ELAPSED seconds of sampling); MEMLINE
+ * gets the memory summary line ("" without --memory). */
+static report_end_t end_of(recording_t *r, double elapsed, char *memline, size_t len)
+{
+    const sampler_stats_t *st = sampler_stats(r->smp);
+    uint64_t dropped = pystate_target_stats(sampler_target(r->smp)).dropped;
+    report_end_t end = {
+        .duration_s = elapsed,
+        .ticks = st->ticks,
+        .errors = st->errors + dropped,
+        .err_rounds = st->errors,
+        .err_torn = dropped,
+        .rate_achieved_hz = elapsed > 0 ? (double)st->ticks / elapsed : 0,
+        .late = st->late,
+        .late_mean_ms = st->late ? (double)st->late_total_ns / (double)st->late / 1e6 : 0,
+        .late_max_ms = (double)st->late_max_ns / 1e6,
+        .target_exited = st->target_exited && !r->child,
+        .gil_fraction = st->ticks ? (double)st->gil_ticks / (double)st->ticks : -1,
+    };
+    memline[0] = 0;
+    if (r->mem) {
+        uint64_t events = 0, mdropped = 0, bad = 0;
+        memprof_counts(r->mem, &events, &mdropped, &bad);
+        end.dropped = mdropped;
+        end.errors += bad;
+        end.err_records = bad;
+        memprof_describe(r->mem, memline, len);
+    }
+    return end;
+}
+
+/* The summary line on stderr. */
+static void print_summary(const recording_t *r, const report_end_t *end, const char *path,
+                          const char *memline)
+{
+    const sampler_stats_t *st = sampler_stats(r->smp);
+    const pystate_info_t *info = pystate_target_info(r->t);
+    char lostbuf[256] = "";
+    size_t ll = 0;
+    if (st->lost)
+        ll += (size_t)snprintf(lostbuf, sizeof lostbuf, ", %llu records lost",
+                               (unsigned long long)st->lost);
+    if (st->execs && ll < sizeof lostbuf)
+        ll += (size_t)snprintf(lostbuf + ll, sizeof lostbuf - ll,
+                               ", followed %llu exec%s (now Python %s)",
+                               (unsigned long long)st->execs, st->execs > 1 ? "s" : "",
+                               pystate_target_info(sampler_target(r->smp))->version);
+    if (st->read_records && ll < sizeof lostbuf)
+        snprintf(lostbuf + ll, sizeof lostbuf - ll,
+                 ", Python stacks read %.0f us after their record (max %.1f ms)",
+                 (double)st->read_delay_ns / (double)st->read_records / 1e3,
+                 (double)st->read_delay_max_ns / 1e6);
+    double busy_us = st->ticks ? (double)st->busy_ns / (double)st->ticks / 1e3 : 0;
+    char errs[160] = "";
+    if (end->errors)
+        snprintf(errs, sizeof errs,
+                 " (%llu unreadable ticks, %llu torn stacks dropped, %llu bad memory records)",
+                 (unsigned long long)end->err_rounds, (unsigned long long)end->err_torn,
+                 (unsigned long long)end->err_records);
+    char where[128] = "";
+    if (r->in_container)
+        snprintf(where, sizeof where, " in container %s%s%.12s", r->ct.runtime,
+                 r->ct.runtime[0] ? ":" : "", r->ct.id);
+    fprintf(stderr,
+            "scry: %llu samples in %.1f s at %.0f Hz (%.0f Hz achieved) from pid %d%s (Python "
+            "%s), %llu errors%s, late %llu of %llu ticks (max %.1f ms), %.1f us per tick; "
+            "sampler: %s%s%s; wrote %s\n",
+            (unsigned long long)st->samples, end->duration_s, r->cfg->rate_hz,
+            end->rate_achieved_hz, (int)info->pid, where, info->version,
+            (unsigned long long)end->errors, errs, (unsigned long long)st->late,
+            (unsigned long long)st->ticks, end->late_max_ms, busy_us, sampler_backend_desc(r->smp),
+            lostbuf,
+            end->target_exited ? "; the target exited while sampling, kept what was collected" : "",
+            strcmp(path, "-") == 0 ? "to standard output" : path);
+    if (memline[0])
+        fprintf(stderr, "scry: %s\n", memline);
+}
+
+/* Samples until --duration, Ctrl-C or the target's exit. Returns 0, or -1 having said why
+ * (--async refused, out of memory). */
+static int sample(recording_t *r, double *elapsed)
+{
+    const scry_config_t *cfg = r->cfg;
+    if (cfg->async_tasks) {
+        char why[400];
+        if (pystate_async_check(r->t, why, sizeof why) != 0) {
+            fprintf(stderr, "scry: --async: %s\n", why);
+            return -1;
+        }
+    }
+    sampler_opts_t so;
+    options_sampler(cfg, &so);
+    r->smp = sampler_new(&so, r->t, r->strings);
+    if (!r->smp) {
+        if (!sampler_refused(&so))
+            fprintf(stderr, "scry: out of memory\n");
+        return -1;
+    }
+    progress_t prog = {.tty = isatty(2) && !cfg->quiet,
+                       .idle = cfg->idle,
+                       .start_ns = scry_now_ns(),
+                       .mem = r->mem,
+                       .target = r->t,
+                       .prof = r->prof};
+    prog.last_ns = prog.start_ns;
+    int err = sampler_run(r->smp, cfg->duration_s, &record_stop, emit_to_profile, r->prof,
+                          show_progress, &prog);
+    *elapsed = (double)(scry_now_ns() - prog.start_ns) / 1e9;
+    drain_memory(&prog); /* what the shim wrote since the last tick */
+    r->mem = prog.mem;
+    if (prog.tty)
+        fprintf(stderr, "\r\033[K");
+    if (err)
+        fprintf(stderr, "scry: sampling stopped: %s\n", scry_strerror(err));
+    if (r->child) {
+        /* Interrupted: the program got the same Ctrl-C and is waited for at the end. After
+         * --duration, if it still runs, the profile is written first and then the program
+         * is ended (as py-spy does), rather than waiting for a program that may never
+         * exit. */
+        if (waitpid(r->child, &r->child_status, WNOHANG) == r->child)
+            r->child_reaped = 1;
+        else if (!record_stop && cfg->duration_s > 0)
+            r->end_child = 2;
+    }
+    return 0;
+}
+
+/* Launch mode: ends the program when scry cannot profile it or --duration elapsed, else
+ * waits for it, so that it is not left a zombie. */
+static void finish_child(recording_t *r)
+{
+    if (!r->child || r->child_reaped)
+        return;
+    if (r->end_child) {
+        char why[64] = "scry cannot profile it";
+        if (r->end_child == 2)
+            snprintf(why, sizeof why, "--duration %g s elapsed", r->cfg->duration_s);
+        r->child_reaped = end_launched(r->child, why, &r->child_status);
+    }
+    if (!r->child_reaped)
+        waitpid(r->child, &r->child_status, 0);
+}
+
+int cmd_record(const scry_config_t *cfg)
+{
+    install_signals();
+    recording_t r = {.cfg = cfg, .strings = strtab_new()};
+    int rc = 1;
+    double elapsed = 0;
+    const char *path = NULL;
+    if (!r.strings)
+        goto out;
+    if (cfg->memory && !(r.mem = memprof_new(cfg->memory_sample_bytes, 0)))
+        fprintf(stderr, "scry: going on without memory profiling\n");
+    if ((cfg->argv ? open_launched(&r) : open_attached(&r)) != 0)
+        goto out;
+    if (new_profile(&r) != 0) {
+        fprintf(stderr, "scry: out of memory\n");
         goto out;
     }
-    if (!cfg->quiet) {
-        char lostbuf[256] = "";
-        size_t ll = 0;
-        if (st->lost)
-            ll += (size_t)snprintf(lostbuf, sizeof lostbuf, ", %llu records lost",
-                                   (unsigned long long)st->lost);
-        if (st->execs && ll < sizeof lostbuf)
-            ll += (size_t)snprintf(lostbuf + ll, sizeof lostbuf - ll,
-                                   ", followed %llu exec%s (now Python %s)",
-                                   (unsigned long long)st->execs, st->execs > 1 ? "s" : "",
-                                   pystate_target_info(sampler_target(smp))->version);
-        if (st->read_records && ll < sizeof lostbuf)
-            snprintf(lostbuf + ll, sizeof lostbuf - ll,
-                     ", Python stacks read %.0f us after their record (max %.1f ms)",
-                     (double)st->read_delay_ns / (double)st->read_records / 1e3,
-                     (double)st->read_delay_max_ns / 1e6);
-        double busy_us = st->ticks ? (double)st->busy_ns / (double)st->ticks / 1e3 : 0;
-        char errs[160] = "";
-        if (end.errors)
-            snprintf(errs, sizeof errs,
-                     " (%llu unreadable ticks, %llu torn stacks dropped, %llu bad memory records)",
-                     (unsigned long long)end.err_rounds, (unsigned long long)end.err_torn,
-                     (unsigned long long)end.err_records);
-        char where[128] = "";
-        if (in_container)
-            snprintf(where, sizeof where, " in container %s%s%.12s", ct.runtime,
-                     ct.runtime[0] ? ":" : "", ct.id);
-        fprintf(stderr,
-                "scry: %llu samples in %.1f s at %.0f Hz (%.0f Hz achieved) from pid %d%s (Python "
-                "%s), %llu errors%s, late %llu of %llu ticks (max %.1f ms), %.1f us per tick; "
-                "sampler: %s%s%s; wrote %s\n",
-                (unsigned long long)st->samples, elapsed, cfg->rate_hz, end.rate_achieved_hz,
-                (int)info->pid, where, info->version, (unsigned long long)end.errors, errs,
-                (unsigned long long)st->late, (unsigned long long)st->ticks, end.late_max_ms,
-                busy_us, sampler_backend_desc(smp), lostbuf,
-                end.target_exited ? "; the target exited while sampling, kept what was collected"
-                                  : "",
-                strcmp(path, "-") == 0 ? "to standard output" : path);
-        if (memline[0])
-            fprintf(stderr, "scry: %s\n", memline);
-    }
+    if (sample(&r, &elapsed) != 0)
+        goto out;
+    char memline[256];
+    report_end_t end = end_of(&r, elapsed, memline, sizeof memline);
+    report_profile_set_end(r.prof, &end);
+    if (write_profile(&r, &path) != 0)
+        goto out;
+    if (!cfg->quiet)
+        print_summary(&r, &end, path, memline);
     rc = 0;
 out:
-    if (child && !child_reaped && end_child) {
-        char why[64] = "scry cannot profile it";
-        if (end_child == 2)
-            snprintf(why, sizeof why, "--duration %g s elapsed", cfg->duration_s);
-        child_reaped = end_launched(child, why, &child_status);
-    }
-    if (child && !child_reaped) {
-        /* Wait for the launched program so it is not left a zombie. */
-        waitpid(child, &child_status, 0);
-    }
-    srcread_free(src);
-    memprof_free(mem); /* disables the ring: the shim passes through from now on */
-    sampler_free(smp);
-    report_profile_free(prof);
-    pystate_target_free(t);
-    strtab_free(strings);
+    finish_child(&r);
+    srcread_free(r.src);
+    memprof_free(r.mem); /* disables the ring: the shim passes through from now on */
+    sampler_free(r.smp);
+    report_profile_free(r.prof);
+    pystate_target_free(r.t);
+    strtab_free(r.strings);
     return rc;
 }
