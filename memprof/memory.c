@@ -219,6 +219,14 @@ int memprof_inject(memprof_t *m, pid_t pid, const pystate_layout_t *layout, char
              (unsigned long long)m->alloc_mean, (unsigned long long)m->copy_mean);
     msg[0] = 0;
     int err = load_shim(m, pid, spec, &ret, &rep, msg, len);
+    /* SCRY_E_AGAIN: the shim was busy (a thread letting go of an earlier session's ring
+     * holds it for a moment): ask again, a few times. */
+    for (int i = 0; i < 5 && !err && (int32_t)ret == SCRY_E_AGAIN; i++) {
+        struct timespec ts = {0, 20000000};
+        nanosleep(&ts, NULL);
+        memset(&rep, 0, sizeof rep);
+        err = load_shim(m, pid, spec, &ret, &rep, msg, len);
+    }
     if (err) {
         if (!msg[0])
             snprintf(msg, len, "could not load the memory shim into process %d: %s%s%s", (int)pid,
