@@ -238,6 +238,10 @@ int report__likely_leak(const report_profile_t *p, const report__line_t *l)
 {
     if (l->net <= 0 || (double)l->net < 0.75 * (double)l->peak || !l->ntrend || !p->trend_bucket_ns)
         return 0;
+    /* sampled allocations (20 at least) all but never freed: what it made is still there,
+     * however early it stopped growing (a short run, a burst at start-up) */
+    if (l->allocs >= 20 && report__leak_score(l, NULL) >= 0.95)
+        return 1;
     /* its net at the middle of the run (memory events' time span), carried forward */
     uint64_t span = p->last_ns > p->trend_t0 ? p->last_ns - p->trend_t0 : 0;
     uint32_t mid = (uint32_t)(span / 2 / p->trend_bucket_ns);
