@@ -92,8 +92,9 @@ def run_diff(c):
         doc = f.read()
     check("Differential Flame Graph" in doc, "flamegraph: titled as a differential graph")
     frames = FRAME.findall(doc)
-    grow = [f for f in frames if f[0].startswith("grower (")]
-    shrink = [f for f in frames if f[0].startswith("steady (")]
+    # each function's loop line (a stray sample on its first line, new in one run, is red)
+    grow = [f for f in frames if f[0].startswith("grower (") and (":%d)" % gl) in f[0]]
+    shrink = [f for f in frames if f[0].startswith("steady (") and (":%d)" % sl) in f[0]]
     red = lambda f: int(f[1]) == 255 and int(f[2]) == int(f[3]) < 200  # noqa: E731
     blue = lambda f: int(f[3]) == 255 and int(f[1]) == int(f[2]) < 200  # noqa: E731
     check(grow and all(red(f) for f in grow), "flamegraph: grower is red %s" % grow[:2])
