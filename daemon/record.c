@@ -70,6 +70,21 @@ static void ring_for_child(pid_t child, void *ctx)
         fprintf(stderr, "scry: cannot prepare the memory ring: %s\n", scry_strerror(err));
 }
 
+/* --memory: a memory sample carries no thread name; the sampler knows it. */
+typedef struct memory_sink {
+    sampler_t *smp;
+    report_profile_t *prof;
+} memory_sink_t;
+
+static void emit_memory(const scry_sample_t *s, void *ctx)
+{
+    memory_sink_t *k = ctx;
+    scry_sample_t named = *s;
+    if (k->smp && (!named.thread_name || !named.thread_name[0]))
+        named.thread_name = sampler_thread_name(k->smp, named.tid);
+    report_profile_add(k->prof, &named);
+}
+
 typedef struct progress {
     int tty;
     int idle; /* --idle: every thread is sampled, not only the running ones */
@@ -77,7 +92,7 @@ typedef struct progress {
     uint64_t start_ns;
     memprof_t *mem; /* --memory: drained after every tick */
     pystate_target_t *target;
-    report_profile_t *prof;
+    memory_sink_t sink;
 } progress_t;
 
 /* Moves the shim's pending events into the profile. A corrupt ring ends memory
@@ -86,7 +101,7 @@ static void drain_memory(progress_t *p)
 {
     if (!p->mem)
         return;
-    int n = memprof_drain(p->mem, p->target, emit_to_profile, p->prof);
+    int n = memprof_drain(p->mem, p->target, emit_memory, &p->sink);
     if (n < 0) {
         fprintf(stderr, "scry: memory recording stopped: %s\n", scry_strerror(n));
         memprof_free(p->mem);
@@ -417,7 +432,7 @@ static int sample(recording_t *r, double *elapsed)
                        .start_ns = scry_now_ns(),
                        .mem = r->mem,
                        .target = r->t,
-                       .prof = r->prof};
+                       .sink = {r->smp, r->prof}};
     prog.last_ns = prog.start_ns;
     int err = sampler_run(r->smp, cfg->duration_s, &record_stop, emit_to_profile, r->prof,
                           show_progress, &prog);

@@ -185,6 +185,10 @@ static const thread_label_t *thread_label(sampler_t *s, pid_t tid, pid_t ns_tid,
                                           uint64_t now)
 {
     thread_label_t *l = &s->labels[((uint32_t)tid * 2654435761u) % SAMPLER_LABELS];
+    /* A Python name missing from one reading of the names (read while the target runs:
+     * a partial map) is kept; a thread does not lose its name. */
+    if (!pyname && l->tid == tid && l->pyname)
+        pyname = l->pyname;
     if (l->tid == tid && l->pyname == pyname && now - l->stamp < 1000000000ull)
         return l;
     char name[64], label[1100];
@@ -205,6 +209,18 @@ static const thread_label_t *thread_label(sampler_t *s, pid_t tid, pid_t ns_tid,
     if (!l->label)
         l->label = s->s_empty;
     return l;
+}
+
+const char *sampler_thread_name(sampler_t *s, pid_t tid)
+{
+    const pystate_thread_t *th = NULL;
+    size_t n = pystate_snapshot_count(s->snap);
+    for (size_t i = 0; i < n && !th; i++) {
+        const pystate_thread_t *x = pystate_snapshot_thread(s->snap, i);
+        if (x->tid == tid)
+            th = x;
+    }
+    return thread_label(s, tid, th ? th->ns_tid : 0, th ? th->name : NULL, scry_now_ns())->name;
 }
 
 /* What a sample stands for: when the thread is running, the CPU time it really used

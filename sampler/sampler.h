@@ -85,6 +85,12 @@ const pystate_target_t *sampler_target(const sampler_t *s);
 /* A short description of the back end for the summary, e.g. "perf events (task-clock)" or
  * "ptrace and /proc (perf events refused: ...)". Valid while S lives. */
 const char *sampler_backend_desc(const sampler_t *s);
+
+/* The name of thread TID of the target as the last tick saw it: its Python name
+ * (threading) when it has one, else the OS one (comm); "" when unknown. For samples that
+ * come from elsewhere and carry no name (the memory shim's). The string lives as long as
+ * the sampler's string table. */
+const char *sampler_thread_name(sampler_t *s, pid_t tid);
 void sampler_free(sampler_t *s);
 
 /* Takes one round of samples now. Returns 0, SCRY_E_GONE when the target exited, or
