@@ -179,12 +179,17 @@ const sampler_stats_t *sampler_stats(const sampler_t *s)
     return &s->stats;
 }
 
+static thread_label_t *label_slot(sampler_t *s, pid_t tid)
+{
+    return &s->labels[((uint32_t)tid * 2654435761u) % SAMPLER_LABELS];
+}
+
 /* A thread's name and its root-frame label, cached per tid and refreshed about once a
  * second (names change rarely; reading /proc each sample would cost three syscalls). */
 static const thread_label_t *thread_label(sampler_t *s, pid_t tid, pid_t ns_tid, const char *pyname,
                                           uint64_t now)
 {
-    thread_label_t *l = &s->labels[((uint32_t)tid * 2654435761u) % SAMPLER_LABELS];
+    thread_label_t *l = label_slot(s, tid);
     /* A Python name missing from one reading of the names (read while the target runs:
      * a partial map) is kept; a thread does not lose its name. */
     if (!pyname && l->tid == tid && l->pyname)
@@ -213,6 +218,10 @@ static const thread_label_t *thread_label(sampler_t *s, pid_t tid, pid_t ns_tid,
 
 const char *sampler_thread_name(sampler_t *s, pid_t tid)
 {
+    uint64_t now = scry_now_ns();
+    const thread_label_t *l = label_slot(s, tid);
+    if (l->tid == tid && l->pyname && now - l->stamp < 1000000000ull)
+        return l->name; /* named within the second (memory samples come by thousands) */
     const pystate_thread_t *th = NULL;
     size_t n = pystate_snapshot_count(s->snap);
     for (size_t i = 0; i < n && !th; i++) {
@@ -220,7 +229,7 @@ const char *sampler_thread_name(sampler_t *s, pid_t tid)
         if (x->tid == tid)
             th = x;
     }
-    return thread_label(s, tid, th ? th->ns_tid : 0, th ? th->name : NULL, scry_now_ns())->name;
+    return thread_label(s, tid, th ? th->ns_tid : 0, th ? th->name : NULL, now)->name;
 }
 
 /* What a sample stands for: when the thread is running, the CPU time it really used
