@@ -5,11 +5,21 @@
 #include "log.h"
 #include "serve_state.h"
 
+#include "options.h"
 #include "scry_err.h"
 
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define RECORD_DEFAULT_S 10.0 /* ctl record without --duration */
 
 static void fail(json_object *reply, const char *why)
 {
@@ -127,30 +137,174 @@ out:
     free(json);
 }
 
-void serve_ctl_handle(void *ctx, const serve_ctl_req_t *req, const serve_ctl_peer_t *peer,
-                      json_object *reply)
+/* The contents of memfd FD (NUL-terminated, malloc'ed), or NULL when it is larger than MAX
+ * bytes or memory runs out. */
+static char *memfd_text(int fd, size_t max)
+{
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || sb.st_size < 0 || (uint64_t)sb.st_size > max)
+        return NULL;
+    size_t len = (size_t)sb.st_size, got = 0;
+    char *buf = malloc(len + 1);
+    while (buf && got < len) {
+        ssize_t n = pread(fd, buf + got, len - got, (off_t)got);
+        if (n <= 0) {
+            free(buf);
+            return NULL;
+        }
+        got += (size_t)n;
+    }
+    if (buf)
+        buf[len] = 0;
+    return buf;
+}
+
+/* The last line of LOG that starts with "scry: " (without it), or a default. */
+static const char *last_error(char *log)
+{
+    const char *why = "scry record failed";
+    for (char *l = log; l && *l;) {
+        char *nl = strchr(l, '\n');
+        if (nl)
+            *nl = 0;
+        if (strncmp(l, "scry: ", 6) == 0 && l[6])
+            why = l + 6;
+        l = nl ? nl + 1 : NULL;
+    }
+    return why;
+}
+
+/* The child process of a ctl record: runs `scry record --pid PID` with the request's
+ * options (the one option table and the one recording path of the command line; with
+ * --memory the shim is injected, its ring drained, and the ring disabled at the end as in
+ * attach mode), the profile and messages going to two memfds, then answers the client on
+ * FD itself. Never returns. */
+static void record_child(serve_state_t *st, const serve_ctl_req_t *req, pid_t pid, int fd)
+{
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL); /* the daemon's signalfd signals: cmd_record's */
+    signal(SIGCHLD, SIG_DFL);
+    close(serve_ctl_fd(st->ctl));
+    close(st->sigfd);
+    prctl(PR_SET_PDEATHSIG, SIGTERM); /* the daemon gone: end now, answer with what is there */
+    double dur = req->duration_s > 0 ? req->duration_s : RECORD_DEFAULT_S;
+    alarm((unsigned)dur + 120); /* a last resort: never outlive the request for long */
+    int out = memfd_create("scry-ctl-record", MFD_CLOEXEC);
+    int log = memfd_create("scry-ctl-log", MFD_CLOEXEC);
+    int rc = 2;
+    fflush(stdout);
+    fflush(stderr);
+    if (out >= 0 && log >= 0 && dup2(out, 1) == 1 && dup2(log, 2) == 2) {
+        /* options_parse takes a writable argv, as main's */
+        char w[12][32] = {"scry", "record", "--pid", "", "--duration", "", "--format", "text",
+                          "--output", "-", "--memory", "--native"};
+        snprintf(w[3], sizeof w[3], "%d", (int)pid);
+        snprintf(w[5], sizeof w[5], "%g", dur);
+        if (req->format[0])
+            snprintf(w[7], sizeof w[7], "%s", req->format);
+        char *argv[13];
+        int argc = 0;
+        for (int i = 0; i < 10; i++)
+            argv[argc++] = w[i];
+        if (req->memory)
+            argv[argc++] = w[10];
+        if (req->native)
+            argv[argc++] = w[11];
+        argv[argc] = NULL;
+        scry_config_t cfg;
+        rc = options_parse(argc, argv, &cfg) != 0 ? 2 : cmd_record(&cfg);
+        fflush(stdout);
+        fflush(stderr);
+    }
+    char *text = out >= 0 ? memfd_text(out, SERVE_CTL_MAX_REPLY - (1u << 20)) : NULL;
+    char *logtext = log >= 0 ? memfd_text(log, 1u << 20) : NULL;
+    json_object *reply = json_object_new_object();
+    if (rc == 0 && text) {
+        json_object_object_add(reply, "text", json_object_new_string(text));
+        json_object_object_add(reply, "format", json_object_new_string(req->format[0]
+                                                                           ? req->format
+                                                                           : "text"));
+        json_object_object_add(reply, "log", json_object_new_string(logtext ? logtext : ""));
+    } else {
+        json_object_object_add(reply, "log", json_object_new_string(logtext ? logtext : ""));
+        fail(reply, rc == 0 ? "the profile is too large for a reply (use scry record --pid)"
+                            : last_error(logtext));
+    }
+    serve_ctl_reply(fd, reply, 10);
+    _exit(rc == 0 && text ? 0 : 1);
+}
+
+/* ctl record: forks a child that records target T and answers the client; the daemon
+ * goes on. Returns 1 (answered by the child), or 0 with an error in REPLY. */
+static int do_record(serve_state_t *st, serve_target_t *t, const serve_ctl_req_t *req,
+                     const serve_ctl_peer_t *peer, json_object *reply)
+{
+    if (st->n_records >= SERVE_MAX_RECORDS) {
+        fail(reply, "too many recordings under way (at most 4): try again later");
+        return 0;
+    }
+    for (size_t i = 0; i < st->n_records; i++)
+        if (st->records[i].target == t->pid) {
+            fail(reply, "a recording of that process is already under way");
+            return 0;
+        }
+    fflush(stderr);
+    pid_t c = fork();
+    if (c < 0) {
+        fail(reply, strerror(errno));
+        return 0;
+    }
+    if (c == 0)
+        record_child(st, req, t->pid, peer->fd);
+    st->records[st->n_records++] = (serve_record_t){c, t->pid};
+    serve_log("control: %srecording of target %d for %g s by pid %d (child %d)",
+              req->memory ? "memory " : "", (int)t->pid,
+              req->duration_s > 0 ? req->duration_s : RECORD_DEFAULT_S, (int)peer->pid, (int)c);
+    return 1;
+}
+
+void serve_records_reap(serve_state_t *st, int stop)
+{
+    for (size_t i = 0; stop && i < st->n_records; i++)
+        kill(st->records[i].child, SIGTERM);
+    for (size_t i = 0; i < st->n_records;) {
+        int status = 0;
+        pid_t r = waitpid(st->records[i].child, &status, stop ? 0 : WNOHANG);
+        if (r == 0 || (r < 0 && errno == EINTR)) {
+            i++;
+            continue;
+        }
+        serve_log("control: recording of target %d ended (%s %d)", (int)st->records[i].target,
+                  r > 0 && WIFSIGNALED(status) ? "signal" : "exit",
+                  r > 0 ? (WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status)) : -1);
+        st->records[i] = st->records[--st->n_records];
+    }
+}
+
+int serve_ctl_handle(void *ctx, const serve_ctl_req_t *req, const serve_ctl_peer_t *peer,
+                     json_object *reply)
 {
     serve_state_t *st = ctx;
     serve_target_t *t;
     switch (req->cmd) {
     case SERVE_CTL_LIST:
         do_list(st, peer, reply);
-        return;
+        return 0;
     case SERVE_CTL_DUMP:
         if (!(t = visible_target(st, req->pid, peer, reply)))
-            return;
+            return 0;
         do_dump(t, req, peer, reply);
-        return;
+        return 0;
     case SERVE_CTL_RECORD:
         if (!(t = visible_target(st, req->pid, peer, reply)))
-            return;
-        fail(reply, "record through the daemon is not implemented yet (use scry record --pid)");
-        return;
+            return 0;
+        return do_record(st, t, req, peer, reply);
     case SERVE_CTL_FLUSH:
     case SERVE_CTL_RELOAD:
         if (peer->uid != 0) {
             fail(reply, "permission denied: only root may flush or reload the daemon");
-            return;
+            return 0;
         }
         if (req->cmd == SERVE_CTL_FLUSH)
             st->flush_requested = 1;
@@ -162,18 +316,18 @@ void serve_ctl_handle(void *ctx, const serve_ctl_req_t *req, const serve_ctl_pee
                                json_object_new_string(req->cmd == SERVE_CTL_FLUSH
                                                           ? "the current windows are written now"
                                                           : "the configuration is read again"));
-        return;
+        return 0;
     case SERVE_CTL_SET_RATE:
         if (req->pid) {
             if (!(t = visible_target(st, req->pid, peer, reply)))
-                return;
+                return 0;
             t->set_rate_hz = req->rate_hz;
             serve_log("control: target %d rate set to %g Hz by pid %d", (int)t->pid, req->rate_hz,
                       (int)peer->pid);
         } else {
             if (peer->uid != 0) {
                 fail(reply, "permission denied: only root may set the rate of every target");
-                return;
+                return 0;
             }
             st->cfg->rate_hz = req->rate_hz;
             serve_log("control: rate set to %g Hz by pid %d (until the next reload)", req->rate_hz,
@@ -182,7 +336,8 @@ void serve_ctl_handle(void *ctx, const serve_ctl_req_t *req, const serve_ctl_pee
         char m[64];
         snprintf(m, sizeof m, "rate set to %g Hz", req->rate_hz);
         json_object_object_add(reply, "message", json_object_new_string(m));
-        return;
+        return 0;
     }
     fail(reply, "unknown command");
+    return 0;
 }

@@ -82,6 +82,15 @@ typedef struct serve_rejected {
     int maps_checked; /* all-python: its maps were searched for libpython */
 } serve_rejected_t;
 
+/* A `scry ctl record` under way: a child process of the daemon runs scry record on the
+ * target and answers the client itself (serve_ctl.c). */
+typedef struct serve_record {
+    pid_t child;
+    pid_t target;
+} serve_record_t;
+
+#define SERVE_MAX_RECORDS 4
+
 typedef struct serve_state {
     serve_config_t *cfg;
     int argc;
@@ -111,6 +120,8 @@ typedef struct serve_state {
     uint64_t windows_written, samples_total;
     int flush_requested, reload_requested, stop;
     long clk_tck;
+    serve_record_t records[SERVE_MAX_RECORDS];
+    size_t n_records;
 } serve_state_t;
 
 /* serve_targets.c */
@@ -161,7 +172,11 @@ serve_win_t *serve_window_get(serve_state_t *st, const char *service, const char
 /* serve_ctl.c */
 
 /* Answers one control request (serve/ctl.h's handler). */
-void serve_ctl_handle(void *ctx, const serve_ctl_req_t *req, const serve_ctl_peer_t *peer,
-                      json_object *reply);
+int serve_ctl_handle(void *ctx, const serve_ctl_req_t *req, const serve_ctl_peer_t *peer,
+                     json_object *reply);
+
+/* Reaps the record children that ended. With STOP (the daemon stops), first asks each
+ * to end now (SIGTERM: it answers its client with what it recorded) and waits for them. */
+void serve_records_reap(serve_state_t *st, int stop);
 
 #endif

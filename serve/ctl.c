@@ -123,6 +123,16 @@ int serve_ctl_parse(const char *buf, size_t len, serve_ctl_req_t *req, char *msg
                 goto out;
             }
             *(key[0] == 'm' ? &req->memory : &req->native) = json_object_get_boolean(val);
+        } else if (strcmp(key, "format") == 0) {
+            const char *f = json_object_is_type(val, json_type_string)
+                                ? json_object_get_string(val) : NULL;
+            size_t fl = f ? strlen(f) : 0;
+            if (!f || fl == 0 || fl >= sizeof req->format ||
+                strspn(f, "abcdefghijklmnopqrstuvwxyz0123456789-") != fl) {
+                snprintf(msg, msglen, "format must be a format name (letters, digits, '-')");
+                goto out;
+            }
+            memcpy(req->format, f, fl + 1);
         } else {
             snprintf(msg, msglen, "unknown key in request");
             goto out;
@@ -275,7 +285,7 @@ static void serve_one(serve_ctl_t *c, int fd, serve_ctl_handler handler, void *c
         c->stats.bad_requests++;
         return;
     }
-    serve_ctl_peer_t peer = {cred.pid, cred.uid, cred.gid};
+    serve_ctl_peer_t peer = {cred.pid, cred.uid, cred.gid, fd};
     int complete = 0;
     while (!complete && got < sizeof buf) {
         ssize_t n = recv(fd, buf + got, sizeof buf - got, MSG_DONTWAIT);
@@ -321,16 +331,22 @@ static void serve_one(serve_ctl_t *c, int fd, serve_ctl_handler handler, void *c
     json_object *reply = json_object_new_object();
     if (!reply)
         return;
-    handler(ctx, &req, &peer, reply);
+    /* a reply (a large dump) may take longer than the request: 5 s */
+    if (handler(ctx, &req, &peer, reply) == 0)
+        serve_ctl_reply(fd, reply, 5);
+    json_object_put(reply);
+}
+
+int serve_ctl_reply(int fd, json_object *reply, double timeout_s)
+{
     json_object *ok;
     if (!json_object_object_get_ex(reply, "ok", &ok))
         json_object_object_add(reply, "ok", json_object_new_boolean(1));
     const char *t = json_object_to_json_string_ext(reply, JSON_C_TO_STRING_PLAIN);
-    /* a reply (a large dump) may take longer than the request: 5 s */
-    uint64_t wdl = now_ms() + 5000;
-    if (write_all(fd, t, strlen(t), wdl) == 0)
-        write_all(fd, "\n", 1, wdl);
-    json_object_put(reply);
+    uint64_t wdl = now_ms() + (uint64_t)(timeout_s * 1000);
+    if (write_all(fd, t, strlen(t), wdl) != 0 || write_all(fd, "\n", 1, wdl) != 0)
+        return SCRY_E_IO;
+    return 0;
 }
 
 int serve_ctl_serve(serve_ctl_t *c, serve_ctl_handler handler, void *ctx)

@@ -7,7 +7,12 @@
  *   {"cmd": "list"}                    targets with their rates, CPU, samples, errors
  *   {"cmd": "dump", "pid": N}          every thread's stack now (text and JSON)
  *   {"cmd": "flush"}                   end the current windows now
- *   {"cmd": "record", "pid": N, "memory": true, "duration": 60}
+ *   {"cmd": "record", "pid": N, "memory": true, "duration": 60, "format": "json"}
+ *                                      a recording of one process (CPU, with "memory" its
+ *                                      allocations through the shim) for "duration" seconds
+ *                                      (default 10), answered at its end with the profile in
+ *                                      "text" (the --format of scry record; default "text")
+ *                                      and scry record's messages in "log"
  *   {"cmd": "set-rate", "rate": HZ[, "pid": N]}
  *   {"cmd": "reload"}
  * Replies are {"ok": true, ...} or {"ok": false, "error": "..."}. The peer's credentials
@@ -43,6 +48,7 @@ typedef struct serve_ctl_req {
     int memory;        /* record */
     int native;        /* dump, record */
     double duration_s; /* record; 0: default */
+    char format[32];   /* record: a report format name ("" : text); [a-z0-9-] only */
 } serve_ctl_req_t;
 
 /* The peer of a request. */
@@ -50,6 +56,7 @@ typedef struct serve_ctl_peer {
     pid_t pid;
     uid_t uid;
     gid_t gid;
+    int fd; /* the connection (a handler that answers later writes there: serve_ctl_reply) */
 } serve_ctl_peer_t;
 
 /* Parses one request of LEN bytes (not necessarily NUL-terminated; trailing whitespace
@@ -62,10 +69,16 @@ int serve_ctl_parse(const char *buf, size_t len, serve_ctl_req_t *req, char *msg
  * on their own processes), else 0. */
 int serve_ctl_authorized(const serve_ctl_peer_t *peer, uid_t owner);
 
-/* Fills REPLY (an empty JSON object the server then sends) for request REQ from PEER.
- * A handler sets "ok"; when it does not, the server adds "ok": true. */
-typedef void (*serve_ctl_handler)(void *ctx, const serve_ctl_req_t *req,
-                                  const serve_ctl_peer_t *peer, json_object *reply);
+/* Fills REPLY (an empty JSON object the server then sends) for request REQ from PEER and
+ * returns 0. A handler sets "ok"; when it does not, the server adds "ok": true. A handler
+ * that answers later (a process it forked, holding its own copy of PEER->fd, sends the
+ * reply with serve_ctl_reply) returns 1: the server then sends nothing. */
+typedef int (*serve_ctl_handler)(void *ctx, const serve_ctl_req_t *req,
+                                 const serve_ctl_peer_t *peer, json_object *reply);
+
+/* Sends REPLY (adding "ok": true when it has no "ok") and a newline on connection FD, within
+ * TIMEOUT_S seconds. Returns 0 or SCRY_E_IO. */
+int serve_ctl_reply(int fd, json_object *reply, double timeout_s);
 
 typedef struct serve_ctl serve_ctl_t;
 

@@ -13,7 +13,10 @@ static void ctl_usage(FILE *f)
                "  list                         targets: pid, service, rate, CPU, samples, errors\n"
                "  dump PID [--native]          every thread's stack now, from the warm daemon\n"
                "  flush                        end the current windows now\n"
-               "  record PID [--memory] [--duration S]   an on-demand profile of one process\n"
+               "  record PID [--memory] [--duration S] [--format F] [--output FILE]\n"
+               "                               an on-demand profile of one process (default 10 s,\n"
+               "                               format text; F as scry record --format); the\n"
+               "                               daemon answers at its end; FILE is written here\n"
                "  set-rate [PID] HZ            the sampling rate of one target, or of all\n"
                "  reload                       read the configuration again (as SIGHUP)\n"
                "--socket defaults to /run/scry/scry.sock; --json prints the raw reply.\n");
@@ -58,6 +61,7 @@ int serve_ctl_main(int argc, char **argv)
     const char *sock = "/run/scry/scry.sock";
     int json = 0, memory = 0, native = 0;
     double duration = 0;
+    const char *format = NULL, *output = NULL;
     const char *pos[3] = {NULL, NULL, NULL};
     int npos = 0;
     for (int i = 0; i < argc; i++) {
@@ -72,6 +76,10 @@ int serve_ctl_main(int argc, char **argv)
             memory = 1;
         else if (strcmp(a, "--native") == 0)
             native = 1;
+        else if (strcmp(a, "--format") == 0 && i + 1 < argc)
+            format = argv[++i];
+        else if (strcmp(a, "--output") == 0 && i + 1 < argc)
+            output = argv[++i];
         else if (strcmp(a, "--duration") == 0 && i + 1 < argc) {
             char *end;
             duration = strtod(argv[++i], &end);
@@ -114,6 +122,8 @@ int serve_ctl_main(int argc, char **argv)
                 json_object_object_add(req, "memory", json_object_new_boolean(1));
             if (cmd[0] == 'r' && duration > 0)
                 json_object_object_add(req, "duration", json_object_new_double(duration));
+            if (cmd[0] == 'r' && format)
+                json_object_object_add(req, "format", json_object_new_string(format));
         }
     } else if (strcmp(cmd, "set-rate") == 0) {
         char *end;
@@ -139,7 +149,8 @@ int serve_ctl_main(int argc, char **argv)
         return 2;
     }
     char *reply = NULL;
-    double timeout = 10 + (duration > 0 ? duration : 0);
+    /* a record is answered at its end (10 s without --duration), then written */
+    double timeout = strcmp(cmd, "record") == 0 ? 30 + (duration > 0 ? duration : 10) : 10;
     int err = serve_ctl_call(sock, json_object_to_json_string_ext(req, JSON_C_TO_STRING_PLAIN),
                              timeout, &reply);
     json_object_put(req);
@@ -156,7 +167,11 @@ int serve_ctl_main(int argc, char **argv)
         fprintf(stderr, "scry ctl: malformed reply from the daemon\n");
         goto out;
     }
+    /* record: scry record's own messages (its summary line) */
+    if (!json && json_object_object_get_ex(r, "log", &v))
+        fputs(json_object_get_string(v), stderr);
     if (!json_object_get_boolean(ok)) {
+        v = NULL;
         json_object_object_get_ex(r, "error", &v);
         fprintf(stderr, "scry ctl: %s\n", v ? json_object_get_string(v) : "failed");
         if (json)
@@ -164,12 +179,19 @@ int serve_ctl_main(int argc, char **argv)
         goto out;
     }
     rc = 0;
-    if (json)
+    if (json) {
         fputs(reply, stdout);
-    else if (strcmp(cmd, "list") == 0)
+    } else if (strcmp(cmd, "list") == 0) {
         print_list(r);
-    else if (json_object_object_get_ex(r, "text", &v))
-        fputs(json_object_get_string(v), stdout);
+    } else if (json_object_object_get_ex(r, "text", &v)) {
+        FILE *f = output ? fopen(output, "w") : stdout;
+        size_t tl = (size_t)json_object_get_string_len(v);
+        if (!f || fwrite(json_object_get_string(v), 1, tl, f) != tl || (output && fclose(f))) {
+            fprintf(stderr, "scry ctl: cannot write %s: %s\n", output ? output : "stdout",
+                    strerror(errno));
+            rc = 1;
+        }
+    }
     else if (json_object_object_get_ex(r, "message", &v))
         printf("%s\n", json_object_get_string(v));
 out:

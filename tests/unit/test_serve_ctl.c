@@ -43,10 +43,14 @@ static void test_parser(void)
     parse_ok("{\"cmd\":\"set-rate\",\"rate\":7.5}", SERVE_CTL_SET_RATE, 0);
     serve_ctl_req_t r;
     char msg[256];
-    const char *rec = "{\"cmd\":\"record\",\"pid\":9,\"memory\":true,\"duration\":60}";
+    const char *rec =
+        "{\"cmd\":\"record\",\"pid\":9,\"memory\":true,\"duration\":60,\"format\":\"json\"}";
     CHECK(serve_ctl_parse(rec, strlen(rec), &r, msg, sizeof msg) == 0 && r.memory &&
-              r.duration_s == 60 && r.pid == 9,
+              r.duration_s == 60 && r.pid == 9 && strcmp(r.format, "json") == 0,
           "record");
+    parse_bad("{\"cmd\":\"record\",\"pid\":9,\"format\":\"../x\"}", (size_t)-1, "format must");
+    parse_bad("{\"cmd\":\"record\",\"pid\":9,\"format\":\"\"}", (size_t)-1, "format must");
+    parse_bad("{\"cmd\":\"record\",\"pid\":9,\"format\":3}", (size_t)-1, "format must");
     parse_bad("", (size_t)-1, "empty");
     parse_bad("   \n", (size_t)-1, "empty");
     parse_bad("{", (size_t)-1, "malformed JSON");
@@ -92,7 +96,7 @@ static void test_parser(void)
 
 static void test_authorized(void)
 {
-    serve_ctl_peer_t root = {1, 0, 0}, user = {2, 1000, 1000};
+    serve_ctl_peer_t root = {1, 0, 0, -1}, user = {2, 1000, 1000, -1};
     CHECK(serve_ctl_authorized(&root, 1000), "root on anyone");
     CHECK(serve_ctl_authorized(&user, 1000), "user on own");
     CHECK(!serve_ctl_authorized(&user, 0), "user on root's");
@@ -105,8 +109,8 @@ typedef struct server {
     uid_t last_uid;
 } server_t;
 
-static void handler(void *ctx, const serve_ctl_req_t *req, const serve_ctl_peer_t *peer,
-                    json_object *reply)
+static int handler(void *ctx, const serve_ctl_req_t *req, const serve_ctl_peer_t *peer,
+                   json_object *reply)
 {
     server_t *s = ctx;
     s->handled++;
@@ -114,10 +118,11 @@ static void handler(void *ctx, const serve_ctl_req_t *req, const serve_ctl_peer_
     if (req->cmd == SERVE_CTL_DUMP && !serve_ctl_authorized(peer, 0)) {
         json_object_object_add(reply, "ok", json_object_new_boolean(0));
         json_object_object_add(reply, "error", json_object_new_string("permission denied"));
-        return;
+        return 0;
     }
     json_object_object_add(reply, "uid", json_object_new_int((int)peer->uid));
     json_object_object_add(reply, "text", json_object_new_string("stack\n"));
+    return 0;
 }
 
 static void *server_thread(void *arg)

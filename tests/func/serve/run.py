@@ -12,6 +12,10 @@ N skipped`):
   ctl       scry ctl as root and as another user (created for the test): a user sees and
             acts on their own processes only; ctl dump prints what scry dump does;
             malformed and oversized requests
+  record    scry ctl record --memory of a service allocating 2 MiB blocks at two known
+            lines (3:1): both lines found, 3:1 within 15%, the big line's bytes within the
+            bytes it allocated during the call; another user is refused; afterwards the
+            target runs untraced, not stopped, nothing new in /dev/shm; plain ctl record
   reload    --check-config, SIGHUP with a new rule, SIGHUP with a broken file
   budget    --max-cpu lowers the rates and says so
   sigkill   SIGKILL of the daemon leaves every target running, never stopped
@@ -515,6 +519,79 @@ def t_ctl(ctx):
     fleet.cleanup()
     return "user %s refused %s on root's process; own set-rate ok; bad input answered: %s" % (
         CTL_USER, ",".join(refused), " | ".join(replies))
+
+
+TOL_ALLOC = 0.15  # the memory suite's tolerance on bytes allocated by a line
+
+
+@tests("record")
+def t_record(ctx):
+    its = interps(["3.12", "debian3.11", "3.13"])
+    check(its, "no interpreter")
+    user = test_user() if shutil.which("setpriv") else None
+    fleet = Fleet(ctx)
+    m = fleet.start(its[0], "alloc", mode="alloc")
+    ctx.targets.append((m["name"], m["p"]))
+    ctx.wait_json(m["truth"], m["p"], "alloc's truth")
+    pid = m["p"].pid
+    marks = {}
+    for i, l in enumerate(open(os.path.join(WORKLOADS, "svc.py")), 1):
+        mk = re.search(r"# MARK:(\w+)", l)
+        if mk:
+            marks[mk.group(1)] = i
+    out, sock = ctx.path("out"), ctx.path("scry.sock")
+    d = Daemon(ctx, ["--config", "/dev/null", "--out-dir", out, "--socket", sock, "--interval", 30,
+                     "--match", TOKEN_RE])
+    d.wait_line(r"target %d:" % pid, 30)
+    refused = "no user"
+    if user:
+        rc, o, err = ctl(ctx, sock, "record", pid, "--memory", "--duration", 1, user=user)
+        check(rc == 1 and "permission denied" in err, "another user's ctl record --memory: rc %d "
+              "%s %s" % (rc, o, err))
+        refused = "refused for %s" % CTL_USER
+    shm0 = set(os.listdir("/dev/shm"))
+    prof = ctx.path("mem.json")
+    t0 = st.load_json(m["truth"], "truth")["alloc"]
+    rc, o, err = ctl(ctx, sock, "record", pid, "--memory", "--duration", 3, "--format", "json",
+                     "--output", prof, timeout=60)
+    t1 = st.load_json(m["truth"], "truth")["alloc"]
+    check(rc == 0, "ctl record --memory: rc %d %s %s" % (rc, o, short(err, 600)))
+    doc = st.load_json(prof, "ctl record's profile")
+    got = {}
+    for e in doc.get("lines", []):
+        if e.get("file", "").endswith("svc.py"):
+            got[e["line"]] = e.get("alloc_mb", 0) * (1 << 20)
+    big, small = got.get(marks["alloc_big"], 0), got.get(marks["alloc_small"], 0)
+    check(big > 0 and small > 0, "alloc lines %s not in the profile: %s; %s" % (
+        marks, {k: round(v / 2**20, 1) for k, v in got.items() if v > 2**20}, short(err, 400)))
+    ratio = big / small
+    check(abs(ratio / 3 - 1) <= TOL_ALLOC, "big:small bytes %.2f, want 3 (+-%d%%)" % (
+        ratio, TOL_ALLOC * 100))
+    during = t1["big"] - t0["big"]  # bytes alloc_big allocated during the whole call
+    check(0.5 * during <= big <= (1 + TOL_ALLOC) * during,
+          "alloc_big: %.0f MiB recorded in 3 s of a %.0f MiB call" % (big / 2**20, during / 2**20))
+    d.wait_line(r"recording of target %d ended \(exit 0\)" % pid, 10)
+    # the target afterwards: running, untraced, no ring left in /dev/shm, still allocating
+    states = st.task_states(pid)
+    check(all(s not in "tT" for s in states.values()), "target stopped: %s" % states)
+    with open("/proc/%d/status" % pid) as f:
+        tracer = [l.split()[1] for l in f if l.startswith("TracerPid:")]
+    check(tracer == ["0"], "target still traced: TracerPid %s" % tracer)
+    new_shm = set(os.listdir("/dev/shm")) - shm0
+    check(not [n for n in new_shm if "scry" in n], "left in /dev/shm: %s" % sorted(new_shm))
+    a0 = st.load_json(m["truth"], "truth")["alloc"]["big"]
+    time.sleep(0.5)
+    check(st.load_json(m["truth"], "truth")["alloc"]["big"] > a0, "target stopped allocating")
+    # plain ctl record: a CPU profile of the same service
+    rc, text, err = ctl(ctx, sock, "record", pid, "--duration", 1, "--format", "collapsed",
+                        timeout=60)
+    check(rc == 0 and "main" in text, "ctl record (CPU): rc %d %s %s" % (
+        rc, short(text), short(err)))
+    rc = d.stop()
+    check(rc == 0, "scry serve exit %s" % rc)
+    fleet.cleanup()
+    return "alloc_big %.0f MiB (allocated %.0f MiB during the call), big:small %.2f (want 3); " \
+           "%s; target untraced and running after" % (big / 2**20, during / 2**20, ratio, refused)
 
 
 @tests("reload")

@@ -3,6 +3,9 @@
   --mode busy   fa, fb, fc burn 50/30/20 of every 47.3 ms round of process CPU time and
                 measure what each really got (CPU: process_time, wall: perf_counter)
   --mode idle   sleeps (an idle service: the daemon must cost almost nothing for it)
+  --mode alloc  every 20 ms, alloc_big() allocates 3 blocks of 2 MiB at one line and
+                alloc_small() 1 block at one line (known answer of `scry ctl record
+                --memory`: their bytes 3:1, counted in the truth file's "alloc")
   --exit-after S   exit after S seconds
   --exec-after S   after S seconds exec the same interpreter on svc_exec.py (same options)
 --ready PATH gets {"pid", "version"} once running; --truth PATH is rewritten (atomically)
@@ -18,6 +21,19 @@ import time
 ROUND = 0.0473
 SPLIT = {"fa": 0.5, "fb": 0.3, "fc": 0.2}
 totals = {"fa": [0.0, 0.0], "fb": [0.0, 0.0], "fc": [0.0, 0.0]}
+BLOCK = 2 << 20
+allocated = {"big": 0, "small": 0}
+
+
+def alloc_big():
+    for _ in range(3):
+        b = bytes(BLOCK)  # MARK:alloc_big
+        allocated["big"] += len(b)
+
+
+def alloc_small():
+    b = bytes(BLOCK)  # MARK:alloc_small
+    allocated["small"] += len(b)
 
 
 def burn(name, quota):
@@ -87,13 +103,18 @@ def main():
             fa(ROUND * SPLIT["fa"])
             fb(ROUND * SPLIT["fb"])
             fc(ROUND * SPLIT["fc"])
+        elif a.mode == "alloc":
+            alloc_big()
+            alloc_small()
+            time.sleep(0.02)
         else:
             time.sleep(a.idle_sleep)
-        if a.truth and now - last >= 1.0:
+        if a.truth and (now - last >= 1.0 or a.mode == "alloc" and now - last >= 0.1):
             last = now
             write_json(a.truth, {"cpu": dict((k, v[0]) for k, v in totals.items()),
                                  "wall": dict((k, v[1]) for k, v in totals.items()),
-                                 "process_cpu": time.process_time(), "alive_s": now - start})
+                                 "process_cpu": time.process_time(), "alive_s": now - start,
+                                 "alloc": allocated})
 
 
 if __name__ == "__main__":
