@@ -306,15 +306,16 @@ static void budget_check(serve_state_t *st, uint64_t now)
                   st->cfg->rate_hz * st->rate_factor, st->rate_factor);
 }
 
-static void on_event(void *ctx, enum serve_discover_event ev, pid_t pid, pid_t parent)
+static void on_event(void *ctx, enum serve_discover_event ev, pid_t pid, pid_t parent,
+                     uint64_t when_ns)
 {
     serve_state_t *st = ctx;
     switch (ev) {
     case SERVE_DISCOVER_NEW:
-        serve_targets_notice(st, pid, 0, parent, scry_now_ns());
+        serve_targets_notice(st, pid, 0, parent, scry_now_ns(), 0);
         break;
     case SERVE_DISCOVER_EXEC:
-        serve_targets_notice(st, pid, 1, 0, scry_now_ns());
+        serve_targets_notice(st, pid, 1, 0, scry_now_ns(), when_ns);
         break;
     case SERVE_DISCOVER_EXIT:
         serve_targets_exited(st, pid);

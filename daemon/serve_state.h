@@ -44,7 +44,8 @@ typedef struct serve_target {
     uint64_t unsampled;     /* CPU ticks seen since the last sampled check */
     uint64_t busy_until_ns; /* stays at its rate until then after it last used CPU */
     uint64_t last_sample_ns;
-    uint64_t next_ns; /* next check (CLOCK_MONOTONIC) */
+    uint64_t opened_ns; /* when its opening began: an exec before it is the program read */
+    uint64_t next_ns;   /* next check (CLOCK_MONOTONIC) */
     uint64_t samples, errors;
     struct serve_win *win; /* its window in the current interval (cache) */
 } serve_target_t;
@@ -69,6 +70,7 @@ typedef struct serve_win {
 typedef struct serve_fresh {
     pid_t pid;
     int exec;
+    uint64_t exec_ns; /* the kernel's time of its (last) exec; 0: unknown */
     uint64_t due_ns;
 } serve_fresh_t;
 
@@ -133,10 +135,13 @@ typedef struct serve_state {
  * most are short-lived processes of a busy host), only names count. */
 void serve_targets_consider(serve_state_t *st, pid_t pid, int exec, int maps);
 
-/* Notes a process the connector reported (EXEC: it exec'd; else a fork of PARENT); it is
- * considered SERVE_FRESH_DELAY_NS later, unless it exits first. A fork of a process that
- * was not selected is ignored (same program: its exec, if any, is reported). */
-void serve_targets_notice(serve_state_t *st, pid_t pid, int exec, pid_t parent, uint64_t now);
+/* Notes a process the connector reported (EXEC: it exec'd at EXEC_NS, the kernel's time, 0
+ * when unknown; else a fork of PARENT); it is considered SERVE_FRESH_DELAY_NS later, unless
+ * it exits first. A fork of a process that was not selected is ignored (same program: its
+ * exec, if any, is reported). An exec older than the opening of the target of that pid (a
+ * scan found it first, the event was read later) is not an exec of the target. */
+void serve_targets_notice(serve_state_t *st, pid_t pid, int exec, pid_t parent, uint64_t now,
+                          uint64_t exec_ns);
 
 /* Considers the noticed processes that are due; returns the next due time. */
 uint64_t serve_targets_fresh(serve_state_t *st, uint64_t now);

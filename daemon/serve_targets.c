@@ -196,13 +196,16 @@ void serve_targets_consider(serve_state_t *st, pid_t pid, int exec, int maps)
     st->pending[st->n_pending++] = (serve_pending_t){pid, start, now, now, 0};
 }
 
-void serve_targets_notice(serve_state_t *st, pid_t pid, int exec, pid_t parent, uint64_t now)
+void serve_targets_notice(serve_state_t *st, pid_t pid, int exec, pid_t parent, uint64_t now,
+                          uint64_t exec_ns)
 {
     if (!exec && parent > 0 && !find_target(st, parent, NULL) && !find_target(st, pid, NULL))
         return; /* a fork of a process we do not profile runs the same program */
     for (size_t k = 0; k < st->n_fresh; k++) {
         if (st->fresh[k].pid == pid) {
             st->fresh[k].exec |= exec;
+            if (exec_ns > st->fresh[k].exec_ns)
+                st->fresh[k].exec_ns = exec_ns;
             st->fresh[k].due_ns = now + SERVE_FRESH_DELAY_NS;
             return;
         }
@@ -211,7 +214,8 @@ void serve_targets_notice(serve_state_t *st, pid_t pid, int exec, pid_t parent, 
         st->scan_requested = 1;
         return;
     }
-    st->fresh[st->n_fresh++] = (serve_fresh_t){pid, exec, now + SERVE_FRESH_DELAY_NS};
+    st->fresh[st->n_fresh++] =
+        (serve_fresh_t){pid, exec, exec ? exec_ns : 0, now + SERVE_FRESH_DELAY_NS};
 }
 
 uint64_t serve_targets_fresh(serve_state_t *st, uint64_t now)
@@ -226,15 +230,20 @@ uint64_t serve_targets_fresh(serve_state_t *st, uint64_t now)
             continue;
         }
         st->fresh[k] = st->fresh[--st->n_fresh];
+        serve_target_t *t = f.exec && f.exec_ns ? find_target(st, f.pid, NULL) : NULL;
+        if (t && t->opened_ns > f.exec_ns)
+            f.exec = 0; /* opened after that exec: it is the program the target reads */
         serve_targets_consider(st, f.pid, f.exec, 0);
     }
     return next;
 }
 
-static void scan_cb(void *ctx, enum serve_discover_event ev, pid_t pid, pid_t parent)
+static void scan_cb(void *ctx, enum serve_discover_event ev, pid_t pid, pid_t parent,
+                    uint64_t when_ns)
 {
     (void)ev;
     (void)parent;
+    (void)when_ns;
     serve_targets_consider(ctx, pid, 0, 1);
 }
 
@@ -311,6 +320,7 @@ static int open_target(serve_state_t *st, serve_pending_t *pd, char *msg, size_t
     if (!p || !t)
         goto fail;
     t->stat_fd = -1;
+    t->opened_ns = scry_now_ns();
     err = serve_proc_read(pd->pid, p, st->cfg->all_python > 0);
     if (err)
         goto fail;

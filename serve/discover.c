@@ -99,19 +99,19 @@ static int handle_event(const struct proc_event *ev, size_t len, serve_discover_
         if (ev->event_data.fork.child_pid != ev->event_data.fork.child_tgid)
             return 0; /* a new thread */
         cb(ctx, SERVE_DISCOVER_NEW, ev->event_data.fork.child_tgid,
-           ev->event_data.fork.parent_tgid);
+           ev->event_data.fork.parent_tgid, ev->timestamp_ns);
         return 1;
     case PROC_EVENT_EXEC:
         if (len < offsetof(struct proc_event, event_data) + sizeof ev->event_data.exec)
             return 0;
-        cb(ctx, SERVE_DISCOVER_EXEC, ev->event_data.exec.process_tgid, 0);
+        cb(ctx, SERVE_DISCOVER_EXEC, ev->event_data.exec.process_tgid, 0, ev->timestamp_ns);
         return 1;
     case PROC_EVENT_EXIT:
         if (len < offsetof(struct proc_event, event_data) + sizeof ev->event_data.exit)
             return 0;
         if (ev->event_data.exit.process_pid != ev->event_data.exit.process_tgid)
             return 0; /* a thread */
-        cb(ctx, SERVE_DISCOVER_EXIT, ev->event_data.exit.process_tgid, 0);
+        cb(ctx, SERVE_DISCOVER_EXIT, ev->event_data.exit.process_tgid, 0, ev->timestamp_ns);
         return 1;
     default:
         return 0;
@@ -132,7 +132,7 @@ int serve_discover_read(serve_discover_t *d, serve_discover_cb cb, void *ctx)
             if (errno == EAGAIN || errno == EWOULDBLOCK)
                 break;
             if (errno == ENOBUFS) {
-                cb(ctx, SERVE_DISCOVER_LOST, 0, 0);
+                cb(ctx, SERVE_DISCOVER_LOST, 0, 0, 0);
                 events++;
                 continue;
             }
@@ -176,7 +176,7 @@ int serve_discover_scan(serve_discover_cb cb, void *ctx)
         long pid = strtol(de->d_name, &end, 10);
         if (*end != '\0' || pid <= 0)
             continue;
-        cb(ctx, SERVE_DISCOVER_NEW, (pid_t)pid, 0);
+        cb(ctx, SERVE_DISCOVER_NEW, (pid_t)pid, 0, 0);
         count++;
     }
     closedir(dir);

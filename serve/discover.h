@@ -7,6 +7,7 @@
 #ifndef SCRY_SERVE_DISCOVER_H
 #define SCRY_SERVE_DISCOVER_H
 
+#include <stdint.h>
 #include <sys/types.h>
 
 typedef struct serve_discover serve_discover_t;
@@ -18,8 +19,11 @@ enum serve_discover_event {
     SERVE_DISCOVER_LOST, /* the kernel dropped events: scan /proc */
 };
 
-/* PARENT is the forking process for SERVE_DISCOVER_NEW from the connector, else 0. */
-typedef void (*serve_discover_cb)(void *ctx, enum serve_discover_event ev, pid_t pid, pid_t parent);
+/* PARENT is the forking process for SERVE_DISCOVER_NEW from the connector, else 0. WHEN_NS
+ * is the kernel's CLOCK_MONOTONIC time of a connector event (an exec's tells whether a
+ * target opened since runs the new program), 0 for scans and SERVE_DISCOVER_LOST. */
+typedef void (*serve_discover_cb)(void *ctx, enum serve_discover_event ev, pid_t pid, pid_t parent,
+                                  uint64_t when_ns);
 
 /* Creates a discoverer; with USE_CONNECTOR it subscribes to the process-events connector.
  * Failing to subscribe (no CAP_NET_ADMIN, a kernel without it, a network namespace that is

@@ -3,6 +3,7 @@
  * and /proc scans find it too. */
 #include "discover.h"
 #include "scry_err.h"
+#include "scry_time.h"
 #include "test_serve_util.h"
 
 #include <poll.h>
@@ -13,10 +14,12 @@
 typedef struct seen {
     pid_t watch;
     int new_, exec_, exit_, lost;
+    int bad_time; /* an event of the child whose kernel time is 0 or in the future */
     int scanned;
 } seen_t;
 
-static void on_event(void *ctx, enum serve_discover_event ev, pid_t pid, pid_t parent)
+static void on_event(void *ctx, enum serve_discover_event ev, pid_t pid, pid_t parent,
+                     uint64_t when_ns)
 {
     (void)parent;
     seen_t *s = ctx;
@@ -24,6 +27,8 @@ static void on_event(void *ctx, enum serve_discover_event ev, pid_t pid, pid_t p
         s->lost++;
     if (pid != s->watch)
         return;
+    if (when_ns == 0 || when_ns > scry_now_ns())
+        s->bad_time++;
     if (ev == SERVE_DISCOVER_NEW)
         s->new_++;
     else if (ev == SERVE_DISCOVER_EXEC)
@@ -32,9 +37,11 @@ static void on_event(void *ctx, enum serve_discover_event ev, pid_t pid, pid_t p
         s->exit_++;
 }
 
-static void on_scan(void *ctx, enum serve_discover_event ev, pid_t pid, pid_t parent)
+static void on_scan(void *ctx, enum serve_discover_event ev, pid_t pid, pid_t parent,
+                    uint64_t when_ns)
 {
     (void)parent;
+    (void)when_ns;
     seen_t *s = ctx;
     if (ev == SERVE_DISCOVER_NEW && pid == s->watch)
         s->scanned++;
@@ -95,6 +102,8 @@ int main(void)
         pump(d, &s, got_exec, 2.0);
         double t_exec = ((double)scry_now_ns() / 1e9) - t0;
         CHECK(s.exec_ == 1, "exec seen %d times (%.3f s)", s.exec_, t_exec);
+        CHECK(s.bad_time == 0, "%d events with a kernel time of 0 or later than now",
+              s.bad_time);
         CHECK(t_exec < 1.0, "exec reported within a second: %.3f s", t_exec);
         kill(child, SIGKILL);
         waitpid(child, NULL, 0);
