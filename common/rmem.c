@@ -219,6 +219,19 @@ rmem_stats_t rmem_stats(const rmem_t *m)
     return m->stats;
 }
 
+int rmem_write(rmem_t *m, raddr_t addr, const void *buf, size_t len)
+{
+    if (!m || !m->pid || (!buf && len))
+        return SCRY_E_INVAL;
+    struct iovec local = {(void *)(uintptr_t)buf, len};
+    struct iovec remote = {(void *)(uintptr_t)addr, len};
+    m->stats.syscalls++;
+    ssize_t put = process_vm_writev(m->pid, &local, 1, &remote, 1, 0);
+    if (put < 0)
+        return scry_err_from_errno(errno);
+    return (size_t)put == len ? 0 : SCRY_E_INVAL;
+}
+
 pid_t rmem_pid(const rmem_t *m)
 {
     return m->pid;

@@ -58,6 +58,13 @@ int rmem_readv(rmem_t *m, const rmem_iov_t *iov, size_t n);
  * terminated). Returns its length, or a negative code. */
 int rmem_read_cstr(rmem_t *m, raddr_t addr, char *buf, size_t max);
 
+/* The one writer of target memory, next to the reader: writes exactly LEN bytes from BUF
+ * at ADDR of a live reader's process (process_vm_writev; only writable mappings). Used
+ * for the few words a sanctioned protocol asks a debugger to set (PEP 768's remote
+ * execution request). Returns 0, SCRY_E_FAULT, SCRY_E_GONE, SCRY_E_PERM, or SCRY_E_INVAL
+ * for an image reader or a short write. */
+int rmem_write(rmem_t *m, raddr_t addr, const void *buf, size_t len);
+
 /* Counts of system calls and bytes, for the summary and the benchmarks. */
 typedef struct rmem_stats {
     uint64_t syscalls;

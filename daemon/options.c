@@ -66,6 +66,10 @@ static const opt_spec_t opt_table[] = {
      "every Python process of a container: its id (at least 12 hex digits) or cgroup path"},
     {"memory", 'm', OPT_FLAG, offsetof(scry_config_t, memory), REC, NULL,
      "sample allocations, frees and copies per line (preloads or injects libscry-shim.so)"},
+    {"inject", 0, OPT_STRING, offsetof(scry_config_t, inject), REC, "HOW",
+     "--memory with --pid: how the shim gets into the target: remote-exec (Python 3.14+'s "
+     "PEP 768 remote execution at a safe point; refused where the target does not allow it), "
+     "ptrace (the trampoline), or auto (default: remote-exec where allowed, else ptrace)"},
     {"memory-sample-bytes", 0, OPT_BYTES, offsetof(scry_config_t, memory_sample_bytes), REC,
      "BYTES", "mean bytes between allocation samples (default 128k; copies: 1M; suffixes k, M, G)"},
     {"metric", 0, OPT_STRING, offsetof(scry_config_t, metric), REC, "WHAT",
@@ -450,6 +454,16 @@ static int check_conflicts(scry_config_t *cfg)
             return SCRY_E_INVAL;
         }
         cfg->assume_minor = (int)n;
+    }
+    if (cfg->inject && strcmp(cfg->inject, "remote-exec") && strcmp(cfg->inject, "ptrace") &&
+        strcmp(cfg->inject, "auto")) {
+        fprintf(stderr, "scry: --inject is remote-exec, ptrace or auto, not '%s'\n", cfg->inject);
+        return SCRY_E_INVAL;
+    }
+    if (cfg->inject && (!cfg->memory || !cfg->pid)) {
+        fprintf(stderr, "scry: --inject is for --memory with --pid (a launched program "
+                        "preloads the shim)\n");
+        return SCRY_E_INVAL;
     }
     if (cfg->sampler && strcmp(cfg->sampler, "perf") && strcmp(cfg->sampler, "ptrace") &&
         strcmp(cfg->sampler, "auto")) {

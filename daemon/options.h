@@ -47,6 +47,7 @@ typedef struct scry_config {
     int once;                     /* top --once: one plain-text table after --duration, then exit */
     double window_s; /* top --window: seconds of the 'last N s' percentages (default 1) */
     const char *assume_version; /* --assume-version 3.N, as given */
+    const char *inject;         /* --inject remote-exec|ptrace|auto, as given (NULL: auto) */
     const char *sampler;        /* --sampler perf|ptrace|auto; NULL = auto */
     int format_id; /* record: enum report_format of --format, else inferred from --output's
                       extension, else flame graph (filled by options_parse) */

@@ -229,7 +229,7 @@ static int open_attached(recording_t *r)
         return -1;
     procinfo_cmdline(cfg->pid, r->command, sizeof r->command);
     char msg[600] = "";
-    if (r->mem && memprof_inject(r->mem, cfg->pid, pystate_target_layout(r->t), msg, sizeof msg))
+    if (r->mem && memprof_inject(r->mem, r->t, msg, sizeof msg))
         drop_memory(r, msg);
     else if (r->mem && memprof_start(r->mem, r->t) != 0)
         drop_memory(r, "cannot start memory recording");
@@ -483,6 +483,10 @@ int cmd_record(const scry_config_t *cfg)
         goto out;
     if (cfg->memory && !(r.mem = memprof_new(cfg->memory_sample_bytes, 0)))
         fprintf(stderr, "scry: going on without memory profiling\n");
+    if (r.mem && cfg->inject)
+        memprof_set_inject(r.mem, !strcmp(cfg->inject, "ptrace")        ? MEMPROF_INJECT_PTRACE
+                                  : !strcmp(cfg->inject, "remote-exec") ? MEMPROF_INJECT_REMOTE_EXEC
+                                                                        : MEMPROF_INJECT_AUTO);
     if ((cfg->argv ? open_launched(&r) : open_attached(&r)) != 0)
         goto out;
     if (new_profile(&r) != 0) {

@@ -1,18 +1,21 @@
 #include "memory.h"
 
 #include "inject.h"
+#include "remoteexec.h"
 #include "ring_consumer.h"
 #include "scry_err.h"
 #include "scry_proc.h"
 #include "scry_time.h"
 #include "shimstage.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -34,6 +37,8 @@ struct memprof {
     const char *s_unknown, *s_empty;
     proc_tidmap_t *tids; /* the target's own thread ids -> host ids (a container) */
     pid_t tids_pid;
+    int inject_how;          /* MEMPROF_INJECT_* */
+    const char *injected_by; /* "remote-exec", "ptrace", or NULL */
 };
 
 static int file_ok(const char *p)
@@ -208,8 +213,208 @@ static int load_shim(memprof_t *m, pid_t pid, const char *spec, uint64_t *ret, i
     return err;
 }
 
-int memprof_inject(memprof_t *m, pid_t pid, const pystate_layout_t *layout, char *msg, size_t len)
+#define RING_FDS_MAX 64
+
+/* The descriptors of PID that are a shim's ring (memfd "scry-ring"), at most MAX (of the
+ * first 65536 entries of /proc/PID/fd). Returns how many, or a negative code. */
+static int ring_fds(pid_t pid, int *fds, int max)
 {
+    char path[64], link[64], name[96];
+    snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
+    DIR *d = opendir(path);
+    if (!d)
+        return scry_err_from_errno(errno);
+    int n = 0;
+    struct dirent *e;
+    for (int seen = 0; n < max && seen < 65536 && (e = readdir(d)); seen++) {
+        char *end = NULL;
+        long fd = strtol(e->d_name, &end, 10);
+        if (e->d_name[0] < '0' || e->d_name[0] > '9' || *end || fd < 0 || fd > INT32_MAX)
+            continue;
+        snprintf(name, sizeof name, "%s/%ld", path, fd);
+        ssize_t k = readlink(name, link, sizeof link - 1);
+        if (k <= 0)
+            continue;
+        link[k] = 0;
+        if (strncmp(link, "/memfd:scry-ring", 16) == 0)
+            fds[n++] = (int)fd;
+    }
+    closedir(d);
+    return n;
+}
+
+/* A ring descriptor of PID not among the N in BEFORE, or -1. */
+static int new_ring_fd(pid_t pid, const int *before, int n)
+{
+    int now[RING_FDS_MAX];
+    int k = ring_fds(pid, now, RING_FDS_MAX);
+    for (int i = 0; i < k; i++) {
+        int old = 0;
+        for (int j = 0; j < n && !old; j++)
+            old = now[i] == before[j];
+        if (!old)
+            return now[i];
+    }
+    return -1;
+}
+
+/* 1 when the ring PID holds as descriptor TFD is made (the shim sets ATTACHED last, after
+ * its size, seals and header): the descriptor shows up at memfd_create already. */
+static int ring_ready(pid_t pid, int tfd)
+{
+    int fd = take_fd(pid, tfd), ready = 0;
+    struct stat st;
+    if (fd < 0)
+        return 0;
+    if (fstat(fd, &st) == 0 && st.st_size >= (off_t)SCRY_RING_HEADER_SIZE) {
+        void *p = mmap(NULL, SCRY_RING_HEADER_SIZE, PROT_READ, MAP_SHARED, fd, 0);
+        if (p != MAP_FAILED) {
+            const struct scry_ring_header *h = p;
+            ready =
+                (__atomic_load_n(&h->shim_state, __ATOMIC_ACQUIRE) & SCRY_RING_SHIM_ATTACHED) != 0;
+            munmap(p, SCRY_RING_HEADER_SIZE);
+        }
+    }
+    close(fd);
+    return ready;
+}
+
+/* S as a Python bytes literal of \x escapes (any path is safe in it) into OUT. */
+static void py_bytes(const char *s, char *out, size_t len)
+{
+    size_t n = (size_t)snprintf(out, len, "b'");
+    for (; *s && n + 8 < len; s++)
+        n += (size_t)snprintf(out + n, len - n, "\\x%02x", (unsigned char)*s);
+    snprintf(out + n, len - n, "'");
+}
+
+/* The script the target runs: loads the shim with ctypes and asks it for a ring; leaves
+ * no name behind in __main__. */
+static int rexec_script(const char *shim, const char *spec, char *out, size_t len)
+{
+    char lib[PATH_MAX * 4 + 8], arg[96 * 4 + 8];
+    py_bytes(shim, lib, sizeof lib);
+    py_bytes(spec, arg, sizeof arg);
+    int n = snprintf(out, len,
+                     "def _scry_shim_load():\n"
+                     "    import ctypes\n"
+                     "    lib = ctypes.CDLL(%s.decode('latin-1'))\n"
+                     "    lib.scry_shim_attach_new.restype = ctypes.c_int\n"
+                     "    lib.scry_shim_attach_new.argtypes = [ctypes.c_char_p]\n"
+                     "    lib.scry_shim_attach_new(%s)\n"
+                     "try:\n"
+                     "    _scry_shim_load()\n"
+                     "finally:\n"
+                     "    del _scry_shim_load\n",
+                     lib, arg);
+    return n > 0 && (size_t)n < len ? 0 : SCRY_E_TRUNC;
+}
+
+/* Waits (bounded: SCRY_REMOTE_EXEC_WAIT_MS, default 2000) for PID to take request R and
+ * for a ring not among BEFORE (N) to appear; *RET gets its descriptor. Withdraws a request
+ * not taken. Returns 0, or SCRY_E_TIMEOUT with MSG filled. */
+static int rexec_wait(rexec_t *r, pid_t pid, const int *before, int n, uint64_t *ret, char *msg,
+                      size_t len)
+{
+    const char *env = getenv("SCRY_REMOTE_EXEC_WAIT_MS");
+    long ms = env && *env ? strtol(env, NULL, 10) : 2000;
+    if (ms < 10 || ms > 60000)
+        ms = 2000;
+    int taken = 0;
+    for (long t = 0; t <= ms; t += 5) {
+        int fd = new_ring_fd(pid, before, n);
+        if (fd >= 0 && ring_ready(pid, fd)) {
+            *ret = (uint64_t)fd;
+            return 0;
+        }
+        if (!taken && rexec_pending(r) == 0)
+            taken = 1;
+        struct timespec ts = {0, 5000000};
+        nanosleep(&ts, NULL);
+    }
+    if (!taken && rexec_pending(r) == 1)
+        rexec_cancel(r);
+    if (rexec_pending(r) != 0 || !taken)
+        snprintf(msg, len,
+                 "process %d did not reach a safe point to run scry's script within %ld ms "
+                 "(its main thread blocked in a C call, e.g. a sleep or a read?)",
+                 (int)pid, ms);
+    else
+        snprintf(msg, len,
+                 "process %d ran scry's script but no memory ring appeared within %ld ms "
+                 "(no ctypes? its stderr may say why)",
+                 (int)pid, ms);
+    return SCRY_E_TIMEOUT;
+}
+
+/* PEP 768: the target loads the shim itself at its next safe point (its main thread runs
+ * a script scry puts in its root). Returns 0 (*RET: the ring's descriptor in PID),
+ * SCRY_E_UNSUPPORTED (MSG says why: the caller may use ptrace), or another error. */
+static int load_shim_remote(memprof_t *m, pid_t pid, raddr_t runtime, const char *spec,
+                            uint64_t *ret, char *msg, size_t len)
+{
+    rexec_t *r = NULL;
+    char why[200] = "", script[PATH_MAX * 5];
+    shimstage_t *lib = NULL, *py = NULL;
+    raddr_t fn = 0;
+    int before[RING_FDS_MAX];
+    int err = rexec_open(pid, runtime, &r, why, sizeof why);
+    if (!err && inject_find_symbol(pid, "libscry-shim.so", "scry_shim_attach_new", &fn) == 0) {
+        err = SCRY_E_UNSUPPORTED;
+        snprintf(why, sizeof why, "the shim is loaded already (an earlier session)");
+    }
+    if (err) {
+        snprintf(msg, len, "cannot use remote execution (PEP 768) in process %d: %s", (int)pid,
+                 why);
+        goto cleanup;
+    }
+    int n = ring_fds(pid, before, RING_FDS_MAX);
+    err = n < 0 ? n : 0;
+    if (!err && !(lib = shimstage_new(pid, m->shim, &err, msg, len)))
+        goto cleanup;
+    if (!err)
+        err = rexec_script(shimstage_path(lib), spec, script, sizeof script);
+    if (!err && !(py = shimstage_new_data(pid, "load.py", script, strlen(script), &err, msg, len)))
+        goto cleanup;
+    if (!err)
+        err = rexec_request(r, shimstage_path(py));
+    if (!err)
+        err = rexec_wait(r, pid, before, n, ret, msg, len);
+cleanup:
+    shimstage_free(py); /* the script and its directory, and the shim's copy */
+    shimstage_free(lib);
+    rexec_free(r);
+    return err;
+}
+
+/* The way MEMPROF_INJECT_AUTO, _PTRACE or _REMOTE_EXEC asks for: remote execution where
+ * the target allows it, else (auto) ptrace. Sets m->injected_by. */
+static int load_shim_how(memprof_t *m, pid_t pid, raddr_t runtime, const char *spec, uint64_t *ret,
+                         inject_report_t *rep, char *msg, size_t len)
+{
+    if (m->inject_how != MEMPROF_INJECT_PTRACE && runtime) {
+        int err = load_shim_remote(m, pid, runtime, spec, ret, msg, len);
+        if (!err)
+            m->injected_by = "remote-exec";
+        if (!err || m->inject_how == MEMPROF_INJECT_REMOTE_EXEC)
+            return err;
+        msg[0] = 0; /* auto: ptrace instead */
+    }
+    m->injected_by = "ptrace";
+    return load_shim(m, pid, spec, ret, rep, msg, len);
+}
+
+void memprof_set_inject(memprof_t *m, int how)
+{
+    m->inject_how = how;
+}
+
+int memprof_inject(memprof_t *m, pystate_target_t *t, char *msg, size_t len)
+{
+    const pystate_info_t *info = pystate_target_info(t);
+    pid_t pid = info->pid;
+    raddr_t runtime = info->runtime_addr;
+    const pystate_layout_t *layout = pystate_target_layout(t);
     uint64_t ret = 0;
     inject_report_t rep;
     memset(&rep, 0, sizeof rep);
@@ -218,14 +423,14 @@ int memprof_inject(memprof_t *m, pid_t pid, const pystate_layout_t *layout, char
              (unsigned long long)ringc_records_for(SCRY_RING_DEFAULT_BYTES),
              (unsigned long long)m->alloc_mean, (unsigned long long)m->copy_mean);
     msg[0] = 0;
-    int err = load_shim(m, pid, spec, &ret, &rep, msg, len);
+    int err = load_shim_how(m, pid, runtime, spec, &ret, &rep, msg, len);
     /* SCRY_E_AGAIN: the shim was busy (a thread letting go of an earlier session's ring
      * holds it for a moment): ask again, a few times. */
     for (int i = 0; i < 5 && !err && (int32_t)ret == SCRY_E_AGAIN; i++) {
         struct timespec ts = {0, 20000000};
         nanosleep(&ts, NULL);
         memset(&rep, 0, sizeof rep);
-        err = load_shim(m, pid, spec, &ret, &rep, msg, len);
+        err = load_shim_how(m, pid, runtime, spec, &ret, &rep, msg, len);
     }
     if (err) {
         if (!msg[0])
@@ -275,8 +480,11 @@ int memprof_launch_fallback(memprof_t *m, pystate_target_t *t, char *msg, size_t
      * it as attach mode does; the launch ring is dropped. */
     ringc_free(m->ring);
     m->ring = NULL;
-    const pystate_layout_t *layout = pystate_target_layout(t);
-    int err = memprof_inject(m, pid, layout, msg, len);
+    /* the ptrace trampoline here: the interpreter may not be initialised yet (no thread
+     * state to ask), and the retries below are made for it */
+    int how = m->inject_how;
+    m->inject_how = MEMPROF_INJECT_PTRACE;
+    int err = memprof_inject(m, t, msg, len);
     /* Injected this early, the interpreter may not be initialised yet: the shim then
      * schedules its PyMem hooks at its next slow path, but without GOT patching (a root
      * without /proc) nothing ever takes one. Inject again until it could (bounded: 1 s). */
@@ -291,8 +499,9 @@ int memprof_launch_fallback(memprof_t *m, pystate_target_t *t, char *msg, size_t
         ringc_free(m->ring); /* disabled: the shim lets go of it */
         m->ring = NULL;
         m->adopted = 0;
-        err = memprof_inject(m, pid, layout, msg, len);
+        err = memprof_inject(m, t, msg, len);
     }
+    m->inject_how = how;
     if (!err)
         err = memprof_start(m, t);
     return err;
@@ -426,10 +635,13 @@ void memprof_describe(const memprof_t *m, char *buf, size_t len)
     if (st.shim_state & SCRY_RING_SHIM_GOT_PATCHED)
         snprintf(got, sizeof got, ", malloc/memcpy redirected in %u objects (%u slots)",
                  got_objects, got_slots);
-    snprintf(buf, len, "memory: %llu events (%s%s%s%s), %llu dropped, %llu rejected",
+    char by[48] = "";
+    if (m->injected_by)
+        snprintf(by, sizeof by, " by %s", m->injected_by);
+    snprintf(buf, len, "memory: %llu events (%s%s%s%s%s), %llu dropped, %llu rejected",
              (unsigned long long)m->nevents,
              (st.shim_state & SCRY_RING_SHIM_ATTACHED) ? "shim attached" : "shim never attached",
-             (st.shim_state & SCRY_RING_SHIM_PY_HOOKS) ? ", Python hooks" : "",
+             by, (st.shim_state & SCRY_RING_SHIM_PY_HOOKS) ? ", Python hooks" : "",
              (st.shim_state & SCRY_RING_SHIM_PRELOADED) ? ", malloc/memcpy interposed" : "", got,
              (unsigned long long)dropped, (unsigned long long)(st.bad_records + st.stalled));
 }

@@ -44,13 +44,26 @@ int memprof_ring_fd(const memprof_t *m);
  * lives; LD_PRELOAD keeps what the environment already had). After memprof_create_ring. */
 char **memprof_launch_env(memprof_t *m);
 
-/* Attach mode: injects the shim into PID, which makes the ring in its own memory (a sealed
- * memfd: no file anywhere, nothing left behind whenever scry dies); takes a copy of its
- * descriptor (pidfd_getfd) and publishes LAYOUT (may be NULL) into it, disabled until
+/* Attach mode: injects the shim into T's process (PEP 768 or ptrace: memprof_set_inject),
+ * which makes the ring in its own memory (a sealed memfd: no file anywhere, nothing left
+ * behind whenever scry dies); takes a copy of its descriptor (pidfd_getfd) and publishes
+ * T's layout into it, disabled until
  * memprof_start. Do not call memprof_create_ring in this mode. On failure writes why into
  * MSG and returns a negative code; the target is left as it was (a ring the shim made is
  * released by the shim itself). */
-int memprof_inject(memprof_t *m, pid_t pid, const pystate_layout_t *layout, char *msg, size_t len);
+int memprof_inject(memprof_t *m, pystate_target_t *t, char *msg, size_t len);
+
+/* How memprof_inject loads the shim (docs/injection.md): */
+enum {
+    MEMPROF_INJECT_AUTO = 0,    /* PEP 768 remote execution where the target allows it
+                                 * (3.14+, remote debugging on, reaches a safe point within
+                                 * the bounded wait), else the ptrace trampoline */
+    MEMPROF_INJECT_PTRACE,      /* always the ptrace trampoline (inject/) */
+    MEMPROF_INJECT_REMOTE_EXEC, /* only PEP 768; refused with a reason where unsupported */
+};
+
+/* Chooses HOW (MEMPROF_INJECT_*) for later memprof_inject calls (default AUTO). */
+void memprof_set_inject(memprof_t *m, int how);
 
 /* Launch mode, once the program runs as Python (T): when its preloaded shim never claimed
  * the ring (the program changed its root, e.g. chroot or a container's mount namespace,

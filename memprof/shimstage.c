@@ -26,10 +26,10 @@
 struct shimstage {
     char path[PATH_MAX]; /* what the target opens */
     int copied;
-    int parent_fd;                         /* O_PATH: the target's /tmp (or /var/tmp, /dev/shm) */
-    char dir[64];                          /* .scry-shim-<32 hex> */
-    char file[64 + sizeof SHIMSTAGE_FILE]; /* dir/libscry-shim.so */
-    int janitor_fd;                        /* write end of the janitor's pipe: EOF = clean up now */
+    int parent_fd;  /* O_PATH: the target's /tmp (or /var/tmp, /dev/shm) */
+    char dir[64];   /* .scry-shim-<32 hex> */
+    char file[128]; /* dir/libscry-shim.so (or the data's name) */
+    int janitor_fd; /* write end of the janitor's pipe: EOF = clean up now */
     pid_t janitor;
 };
 
@@ -92,7 +92,7 @@ static void janitor_run(int rfd, int parent_fd, const char *file, const char *di
 }
 
 /* Copies SRC_PATH into DIRFD/SHIMSTAGE_FILE (mode 0644). Returns 0 or a SCRY_E_* code. */
-static int copy_shim(const char *src_path, int dirfd)
+static int copy_shim(const char *src_path, int dirfd, const char *name)
 {
     int err = SCRY_E_IO;
     char *buf = NULL;
@@ -112,7 +112,7 @@ static int copy_shim(const char *src_path, int dirfd)
         err = SCRY_E_NOMEM;
         goto close_in;
     }
-    out = openat(dirfd, SHIMSTAGE_FILE, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    out = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (out < 0) {
         err = scry_err_from_errno(errno);
         goto free_buf;
@@ -212,7 +212,31 @@ static int pick_parent(int rootfd, const char **where)
     return -1;
 }
 
-shimstage_t *shimstage_new(pid_t pid, const char *host_path, int *err, char *msg, size_t len)
+/* Writes LEN bytes of DATA as NAME (mode 0644) in DIRFD. Returns 0 or a SCRY_E_* code. */
+static int put_data(int dirfd, const char *name, const void *data, size_t len)
+{
+    int out = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (out < 0)
+        return scry_err_from_errno(errno);
+    int err = 0;
+    for (size_t done = 0; done < len && !err;) {
+        ssize_t w = write(out, (const char *)data + done, len - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            err = SCRY_E_IO;
+        else
+            done += (size_t)w;
+    }
+    if (!err && fchmod(out, 0644) != 0)
+        err = SCRY_E_IO;
+    if (close(out) != 0 && !err)
+        err = SCRY_E_IO;
+    return err;
+}
+
+static shimstage_t *stage(pid_t pid, const char *host_path, const char *name, const void *data,
+                          size_t dlen, int *err, char *msg, size_t len)
 {
     int e = SCRY_E_NOMEM;
     shimstage_t *s = calloc(1, sizeof *s);
@@ -229,7 +253,7 @@ shimstage_t *shimstage_new(pid_t pid, const char *host_path, int *err, char *msg
                  strerror(errno));
         goto fail;
     }
-    if (same_file_in_root(rootfd, host_path)) {
+    if (host_path && same_file_in_root(rootfd, host_path)) {
         snprintf(s->path, sizeof s->path, "%s", host_path);
         close(rootfd);
         return s;
@@ -256,7 +280,7 @@ shimstage_t *shimstage_new(pid_t pid, const char *host_path, int *err, char *msg
     int n = snprintf(s->dir, sizeof s->dir, ".scry-shim-");
     for (size_t i = 0; i < sizeof rnd; i++)
         n += snprintf(s->dir + n, sizeof s->dir - (size_t)n, "%02x", rnd[i]);
-    snprintf(s->file, sizeof s->file, "%s/%s", s->dir, SHIMSTAGE_FILE);
+    snprintf(s->file, sizeof s->file, "%s/%s", s->dir, name);
     if ((size_t)snprintf(s->path, sizeof s->path, "%s/%s", where, s->file) >= sizeof s->path) {
         e = SCRY_E_TRUNC;
         goto fail;
@@ -281,10 +305,10 @@ shimstage_t *shimstage_new(pid_t pid, const char *host_path, int *err, char *msg
                  strerror(errno));
         goto fail;
     }
-    e = copy_shim(host_path, dirfd);
+    e = host_path ? copy_shim(host_path, dirfd, name) : put_data(dirfd, name, data, dlen);
     if (e) {
-        snprintf(msg, len, "cannot copy %s into the root of process %d (as %s): %s", host_path,
-                 (int)pid, s->path, scry_strerror(e));
+        snprintf(msg, len, "cannot copy %s into the root of process %d (as %s): %s",
+                 host_path ? host_path : name, (int)pid, s->path, scry_strerror(e));
         goto fail;
     }
     close(dirfd);
@@ -299,6 +323,23 @@ fail:
     if (err)
         *err = e;
     return NULL;
+}
+
+shimstage_t *shimstage_new(pid_t pid, const char *host_path, int *err, char *msg, size_t len)
+{
+    return stage(pid, host_path, SHIMSTAGE_FILE, NULL, 0, err, msg, len);
+}
+
+shimstage_t *shimstage_new_data(pid_t pid, const char *name, const void *data, size_t dlen,
+                                int *err, char *msg, size_t len)
+{
+    if (!name || !*name || strchr(name, '/') || strlen(name) > 40 || (!data && dlen)) {
+        if (err)
+            *err = SCRY_E_INVAL;
+        snprintf(msg, len, "bad file to stage");
+        return NULL;
+    }
+    return stage(pid, NULL, name, data, dlen, err, msg, len);
 }
 
 const char *shimstage_path(const shimstage_t *s)

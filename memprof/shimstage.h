@@ -21,6 +21,13 @@ typedef struct shimstage shimstage_t;
  * a SCRY_E_* code) when no such place exists or the copy fails. */
 shimstage_t *shimstage_new(pid_t pid, const char *host_path, int *err, char *msg, size_t len);
 
+/* As shimstage_new, always a private copy: a new directory in PID's root (as above, with
+ * its janitor) holding NAME (no '/', at most 40 bytes) made of DLEN bytes of DATA, mode
+ * 0644 (PEP 768's script, memprof/remoteexec.c). Returns NULL and writes why into MSG
+ * (*ERR gets a SCRY_E_* code). */
+shimstage_t *shimstage_new_data(pid_t pid, const char *name, const void *data, size_t dlen,
+                                int *err, char *msg, size_t len);
+
 /* The path the target opens (HOST_PATH itself when nothing was copied). Valid while S
  * lives. */
 const char *shimstage_path(const shimstage_t *s);

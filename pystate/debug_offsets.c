@@ -709,3 +709,67 @@ int pystate_debug_offsets_read(rmem_t *m, raddr_t runtime_addr, pystate_layout_t
 {
     return pystate_debug_offsets_read_as(m, runtime_addr, 0, out, version_hex, NULL, 0);
 }
+
+int pystate_debug_offsets_read_remote(rmem_t *m, raddr_t runtime_addr, int assume_minor,
+                                      pystate_dbg_remote_t *out)
+{
+    static const int need[] = {
+        DBGF_RUNTIME_STATE_INTERPRETERS_HEAD,
+        DBGF_INTERPRETER_STATE_THREADS_MAIN,
+        DBGF_DEBUGGER_SUPPORT_EVAL_BREAKER,
+        DBGF_DEBUGGER_SUPPORT_REMOTE_DEBUGGER_SUPPORT,
+        DBGF_DEBUGGER_SUPPORT_REMOTE_DEBUGGING_ENABLED,
+        DBGF_DEBUGGER_SUPPORT_DEBUGGER_PENDING_CALL,
+        DBGF_DEBUGGER_SUPPORT_DEBUGGER_SCRIPT_PATH,
+        DBGF_DEBUGGER_SUPPORT_DEBUGGER_SCRIPT_PATH_SIZE,
+    };
+    unsigned char buf[PYSTATE_DEBUG_OFFSETS_MAX_SIZE];
+    size_t len = 0;
+    pystate_layout_t lay;
+    uint32_t hex = 0;
+    dbg_head_t head;
+    static dbg_block_t zero;
+    dbg_block_t d = zero;
+    check_t c = {1, -1};
+    if (!m || !out)
+        return SCRY_E_INVAL;
+    int rc = read_block(m, runtime_addr, assume_minor, buf, &len);
+    if (rc == 0)
+        rc = pystate_debug_offsets_parse_as(buf, len, assume_minor, &lay, &hex, NULL, 0);
+    if (rc != 0)
+        return rc;
+    memcpy(&head, buf, sizeof head);
+    const pystate_dbg_layout_t *l = choose((int)((head.version >> 16) & 0xff),
+                                           (unsigned)(head.version >> 4) & 0xf, assume_minor);
+    if (!l || len < l->words * 8)
+        return SCRY_E_INVAL;
+    gather(buf, l, &d);
+    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
+        if (!d.has[need[i]])
+            return SCRY_E_UNSUPPORTED;
+    uint64_t ts = (uint64_t)lay.tstate_size, is = (uint64_t)lay.interp_size;
+    uint64_t sup = V(&d, DBGF_DEBUGGER_SUPPORT_REMOTE_DEBUGGER_SUPPORT);
+    uint64_t pend = V(&d, DBGF_DEBUGGER_SUPPORT_DEBUGGER_PENDING_CALL);
+    uint64_t path = V(&d, DBGF_DEBUGGER_SUPPORT_DEBUGGER_SCRIPT_PATH);
+    uint64_t psz = V(&d, DBGF_DEBUGGER_SUPPORT_DEBUGGER_SCRIPT_PATH_SIZE);
+    need_ptr(&c, &d, DBGF_INTERPRETER_STATE_THREADS_MAIN, is);
+    need_int(&c, &d, DBGF_DEBUGGER_SUPPORT_REMOTE_DEBUGGING_ENABLED, 4, is);
+    need_ptr(&c, &d, DBGF_DEBUGGER_SUPPORT_EVAL_BREAKER, ts);
+    /* _PyRemoteDebuggerSupport lives in _PyThreadStateImpl, past PyThreadState: bound it
+     * by the largest struct this reader accepts */
+    if (psz == 0 || psz > 4096 || sup > DBG_MAX_STRUCT || pend > 4096 || path > 4096 ||
+        sup + pend + 4 > DBG_MAX_STRUCT || sup + path + psz > DBG_MAX_STRUCT ||
+        (pend >= path && pend < path + psz) || (pend & 3))
+        c.ok = 0;
+    if (!c.ok)
+        return SCRY_E_CORRUPT;
+    out->runtime_interpreters_head = i64(V(&d, DBGF_RUNTIME_STATE_INTERPRETERS_HEAD));
+    out->interp_threads_main = i64(V(&d, DBGF_INTERPRETER_STATE_THREADS_MAIN));
+    out->interp_remote_enabled = i64(V(&d, DBGF_DEBUGGER_SUPPORT_REMOTE_DEBUGGING_ENABLED));
+    out->tstate_eval_breaker = i64(V(&d, DBGF_DEBUGGER_SUPPORT_EVAL_BREAKER));
+    out->tstate_support = i64(sup);
+    out->support_pending_call = i64(pend);
+    out->support_script_path = i64(path);
+    out->script_path_size = i64(psz);
+    return 0;
+}

@@ -84,7 +84,7 @@ int main(void)
     CHECK(m != NULL, "memprof_new (shim at %s)", SCRY_TEST_SHIM);
     if (!t || !m)
         goto out;
-    int err = memprof_inject(m, c.pid, pystate_target_layout(t), msg, sizeof msg);
+    int err = memprof_inject(m, t, msg, sizeof msg);
     CHECK_INT(err, ==, 0, "inject: %s", msg);
     if (err)
         goto out;

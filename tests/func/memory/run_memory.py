@@ -84,12 +84,17 @@ class Ctx(st.Ctx):
             wrc = None
         else:
             ready = os.path.join(self.tmp, "%s-ready.json" % name)
+            env = dict(self.env(), **TARGET_ENV) if TARGET_ENV else None
             p = self.spawn(self.workload_args(case, truth, list(extra) + ["--ready",
                                                                           self.tpath(ready)]),
-                           log_name=name + ".log")
+                           log_name=name + ".log", env=env)
             info = self.wait_json(ready, p, "workload %s ready" % case)
             pid = self.interp.host_pid(p.pid) if self.interp.isolation else info["pid"]
-            res = self.scry(common + ["--pid", pid])
+            res = self.scry(common + ["--pid", pid] + (["--inject", INJECT] if INJECT else []))
+            # the path the shim took, as the summary names it (--expect-inject)
+            if EXPECT_INJECT and res.rc == 0:
+                check("shim attached by %s" % EXPECT_INJECT in res.err,
+                      "the shim was not loaded by %s: %s" % (EXPECT_INJECT, short(res.err)))
             try:
                 wrc = p.wait(60)
             except subprocess.TimeoutExpired:
@@ -663,15 +668,63 @@ def t_leftover(c, mode):
     raise Fail("scry never showed its copy of the shim in %s in 3 attempts" % root)
 
 
+@test("blocked_remote_exec", modes=("attach",))
+def t_blocked_rexec(c, mode):
+    """A 3.14+ target whose main thread never reaches a safe point (blocked reading a pipe
+    nobody writes): --inject remote-exec gives up within its bounded wait with a clear
+    message, withdraws the request and removes its script; auto falls back to ptrace."""
+    if c.interp.version < (3, 14):
+        raise Skip("PEP 768 remote execution is 3.14+")
+    script = c.path("blocked.py")
+    with open(script, "w") as f:
+        f.write("import os, sys\nr, w = os.pipe()\nprint(os.getpid(), flush=True)\n"
+                "os.read(r, 1)\n")
+    p = c.spawn(c.interp.argv(c.tpath(script)), log_name="blocked.out")
+    time.sleep(1.0)
+    pid = c.interp.host_pid(p.pid)
+    root = c.interp.root or "/"
+    before = staged_copies(root)
+    t0 = time.monotonic()
+    res = c.scry(["record", "--memory", "--pid", pid, "--duration", 0.5, "--inject",
+                  "remote-exec", "-o", c.path("b1.txt")], env=dict(
+                      c.env(), SCRY_REMOTE_EXEC_WAIT_MS="1000"))
+    took = time.monotonic() - t0
+    check("did not reach a safe point" in res.err, "no clear message: %s" % short(res.err))
+    check(took < 10, "remote-exec took %.1f s on a blocked target" % took)
+    res2 = c.scry(["record", "--memory", "--pid", pid, "--duration", 0.5, "-o",
+                   c.path("b2.txt")], env=dict(c.env(), SCRY_REMOTE_EXEC_WAIT_MS="1000"))
+    check(res2.rc == 0 and "shim attached by ptrace" in res2.err,
+          "auto did not fall back to ptrace: %s" % short(res2.err))
+    check(not (staged_copies(root) - before), "left behind: %s" % (staged_copies(root) - before))
+    check_survived(c, p, pid)
+    c.kill(p)
+    return "remote-exec refused in %.1f s (%s); auto loaded the shim by ptrace" % (
+        took, res.err.strip().splitlines()[0][:80])
+
+
 # ---------------------------------------------------------------------------------------
 # runner
 
 
+INJECT = None  # --inject for attach runs (remote-exec, ptrace; None: scry's default)
+EXPECT_INJECT = None  # the path an attach run's summary must name
+TARGET_ENV = {}  # extra environment of attached workloads (--target-env K=V)
+
+
 def main():
+    global INJECT, EXPECT_INJECT
     ap = st.add_common_args(st.runner.parser(__doc__), VERSIONS)
+    ap.add_argument("--inject", choices=("remote-exec", "ptrace", "auto"),
+                    help="attach runs: scry's --inject")
+    ap.add_argument("--expect-inject", choices=("remote-exec", "ptrace"),
+                    help="attach runs: the path the summary must name")
+    ap.add_argument("--target-env", action="append", default=[], metavar="K=V",
+                    help="attach runs: extra environment of the workload")
     ap.add_argument("--isolation", choices=("mount", "pid"), default="mount",
                     help="how a sid-root interpreter runs (default mount; see above)")
     a = ap.parse_args()
+    INJECT, EXPECT_INJECT = a.inject, a.expect_inject
+    TARGET_ENV.update(kv.split("=", 1) for kv in a.target_env)
     scry = os.path.abspath(a.scry)
     tests = TESTS.select(a.k)
     if not os.access(scry, os.X_OK):
