@@ -634,6 +634,29 @@ int pystate_debug_offsets_read_as(rmem_t *m, raddr_t runtime_addr, int assume_mi
     return pystate_debug_offsets_parse_as(buf, len, assume_minor, out, version_hex, why, whylen);
 }
 
+/* Parses the block at BUF (LEN bytes) as pystate_debug_offsets_parse_as does into *LAY and
+ * gathers its members into *D; SCRY_E_UNSUPPORTED when one of the N members NEED is not in
+ * the version's block. Returns 0 or a negative code. */
+static int gather_needed(const void *buf, size_t len, int assume_minor, const int *need, size_t n,
+                         pystate_layout_t *lay, dbg_block_t *d)
+{
+    uint32_t hex = 0;
+    dbg_head_t head;
+    int rc = pystate_debug_offsets_parse_as(buf, len, assume_minor, lay, &hex, NULL, 0);
+    if (rc != 0)
+        return rc;
+    memcpy(&head, buf, sizeof head);
+    const pystate_dbg_layout_t *l = choose((int)((head.version >> 16) & 0xff),
+                                           (unsigned)(head.version >> 4) & 0xf, assume_minor);
+    if (!l || len < l->words * 8)
+        return SCRY_E_INVAL;
+    gather(buf, l, d);
+    for (size_t i = 0; i < n; i++)
+        if (!d->has[need[i]])
+            return SCRY_E_UNSUPPORTED;
+    return 0;
+}
+
 int pystate_debug_offsets_parse_async(const void *buf, size_t len, int assume_minor,
                                       pystate_dbg_async_t *out)
 {
@@ -645,25 +668,14 @@ int pystate_debug_offsets_parse_async(const void *buf, size_t len, int assume_mi
         DBGF_LLIST_NODE_NEXT,           DBGF_LLIST_NODE_PREV,
     };
     pystate_layout_t lay;
-    uint32_t hex = 0;
-    dbg_head_t head;
     static dbg_block_t zero;
     dbg_block_t d = zero;
     check_t c = {1, -1};
     if (!out)
         return SCRY_E_INVAL;
-    int rc = pystate_debug_offsets_parse_as(buf, len, assume_minor, &lay, &hex, NULL, 0);
+    int rc = gather_needed(buf, len, assume_minor, need, sizeof need / sizeof need[0], &lay, &d);
     if (rc != 0)
         return rc;
-    memcpy(&head, buf, sizeof head);
-    const pystate_dbg_layout_t *l = choose((int)((head.version >> 16) & 0xff),
-                                           (unsigned)(head.version >> 4) & 0xf, assume_minor);
-    if (!l || len < l->words * 8)
-        return SCRY_E_INVAL;
-    gather(buf, l, &d);
-    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
-        if (!d.has[need[i]])
-            return SCRY_E_UNSUPPORTED;
     uint64_t gs = V(&d, DBGF_GEN_OBJECT_SIZE), ss = V(&d, DBGF_SET_OBJECT_SIZE);
     need_in(&c, &d, DBGF_GEN_OBJECT_GI_FRAME_STATE, 1, gs);
     need_ptr(&c, &d, DBGF_GEN_OBJECT_GI_IFRAME, gs);
@@ -726,8 +738,6 @@ int pystate_debug_offsets_read_remote(rmem_t *m, raddr_t runtime_addr, int assum
     unsigned char buf[PYSTATE_DEBUG_OFFSETS_MAX_SIZE];
     size_t len = 0;
     pystate_layout_t lay;
-    uint32_t hex = 0;
-    dbg_head_t head;
     static dbg_block_t zero;
     dbg_block_t d = zero;
     check_t c = {1, -1};
@@ -735,18 +745,9 @@ int pystate_debug_offsets_read_remote(rmem_t *m, raddr_t runtime_addr, int assum
         return SCRY_E_INVAL;
     int rc = read_block(m, runtime_addr, assume_minor, buf, &len);
     if (rc == 0)
-        rc = pystate_debug_offsets_parse_as(buf, len, assume_minor, &lay, &hex, NULL, 0);
+        rc = gather_needed(buf, len, assume_minor, need, sizeof need / sizeof need[0], &lay, &d);
     if (rc != 0)
         return rc;
-    memcpy(&head, buf, sizeof head);
-    const pystate_dbg_layout_t *l = choose((int)((head.version >> 16) & 0xff),
-                                           (unsigned)(head.version >> 4) & 0xf, assume_minor);
-    if (!l || len < l->words * 8)
-        return SCRY_E_INVAL;
-    gather(buf, l, &d);
-    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
-        if (!d.has[need[i]])
-            return SCRY_E_UNSUPPORTED;
     uint64_t ts = (uint64_t)lay.tstate_size, is = (uint64_t)lay.interp_size;
     uint64_t sup = V(&d, DBGF_DEBUGGER_SUPPORT_REMOTE_DEBUGGER_SUPPORT);
     uint64_t pend = V(&d, DBGF_DEBUGGER_SUPPORT_DEBUGGER_PENDING_CALL);
