@@ -313,6 +313,54 @@ static void check_316(const unsigned char *b15, size_t len)
     rmem_free(m);
 }
 
+/* PEP 768's members (pystate_debug_offsets_read_remote) of capture K's BLOCK: present and
+ * inside their structs on 3.14+ (the path buffer is 512 bytes), absent on 3.13, and a
+ * corrupted path size or pending-call offset refused. */
+static void check_remote(const capture_t *k, const unsigned char *block, size_t len)
+{
+    unsigned char copy[PYSTATE_DEBUG_OFFSETS_MAX_SIZE];
+    pystate_dbg_remote_t r, canary;
+    memset(&r, 0xab, sizeof r);
+    memcpy(&canary, &r, sizeof r);
+    rmem_t *m = rmem_open_image();
+    CHECK(m && rmem_image_add(m, 0x10000, block, len) == 0, "%s: image", k->file);
+    int rc = pystate_debug_offsets_read_remote(m, 0x10000, 0, &r);
+    rmem_free(m);
+    if (k->minor < 14) {
+        CHECK(rc == SCRY_E_UNSUPPORTED, "%s: remote: %s", k->file, scry_err_name(rc));
+        CHECK(memcmp(&r, &canary, sizeof r) == 0, "%s: remote output written", k->file);
+        return;
+    }
+    CHECK(rc == 0, "%s: remote: %s", k->file, scry_err_name(rc));
+    CHECK(r.script_path_size == 512 && r.tstate_support > 0 && r.tstate_eval_breaker > 0 &&
+              r.interp_remote_enabled > 0 && r.interp_threads_main > 0,
+          "%s: remote members %lld %lld %lld %lld %lld", k->file, (long long)r.script_path_size,
+          (long long)r.tstate_support, (long long)r.tstate_eval_breaker,
+          (long long)r.interp_remote_enabled, (long long)r.interp_threads_main);
+    static const struct {
+        int f;
+        uint64_t v;
+    } bad[] = {
+        {DBGF_DEBUGGER_SUPPORT_DEBUGGER_SCRIPT_PATH_SIZE, 0},
+        {DBGF_DEBUGGER_SUPPORT_DEBUGGER_SCRIPT_PATH_SIZE, 1u << 21},
+        {DBGF_DEBUGGER_SUPPORT_DEBUGGER_PENDING_CALL, 1u << 20},
+        {DBGF_DEBUGGER_SUPPORT_REMOTE_DEBUGGER_SUPPORT, 1u << 21},
+        {DBGF_DEBUGGER_SUPPORT_EVAL_BREAKER, 1u << 19},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        memcpy(copy, block, len);
+        set_word(copy, W(k->minor, bad[i].f), bad[i].v);
+        m = rmem_open_image();
+        CHECK(m && rmem_image_add(m, 0x10000, copy, len) == 0, "%s: image", k->file);
+        memcpy(&r, &canary, sizeof r);
+        rc = pystate_debug_offsets_read_remote(m, 0x10000, 0, &r);
+        rmem_free(m);
+        CHECK(rc == SCRY_E_CORRUPT, "%s: remote member %d = %llu: %s", k->file, bad[i].f,
+              (unsigned long long)bad[i].v, scry_err_name(rc));
+        CHECK(memcmp(&r, &canary, sizeof r) == 0, "%s: remote output written", k->file);
+    }
+}
+
 int main(void)
 {
     unsigned char block[PYSTATE_DEBUG_OFFSETS_MAX_SIZE + 64];
@@ -383,6 +431,7 @@ int main(void)
               scry_err_name(rc));
         rmem_free(shortm);
 
+        check_remote(k, block, len);
         corrupt_all(block, len, k->minor, k->file);
         if (k->minor == 15 && !k->debug)
             check_316(block, len);
