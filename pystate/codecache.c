@@ -10,24 +10,35 @@ int pystate__codecache_init(pystate_codecache_t *c)
 {
     c->slots = calloc(PYSTATE_CODE_CACHE, sizeof *c->slots);
     memset(c->filled, 0, sizeof c->filled);
+    c->bytes = 0;
+    c->flushes = 0;
     return c->slots ? 0 : SCRY_E_NOMEM;
 }
 
-static void code_clear(pystate_code_t *code)
+static void code_clear(pystate_codecache_t *c, pystate_code_t *code)
 {
+    size_t held = (size_t)code->linetable_len + code->bytecode_len;
+    c->bytes = held < c->bytes ? c->bytes - held : 0;
     free(code->linetable);
     free(code->bytecode);
     memset(code, 0, sizeof *code);
+}
+
+/* Empties every slot ever loaded. */
+static void codecache_flush(pystate_codecache_t *c)
+{
+    for (size_t w = 0; w < PYSTATE_CODE_CACHE / 64; w++)
+        for (uint64_t bits = c->filled[w]; bits; bits &= bits - 1)
+            code_clear(c, &c->slots[w * 64 + (size_t)__builtin_ctzll(bits)]);
+    memset(c->filled, 0, sizeof c->filled);
+    c->bytes = 0;
 }
 
 void pystate__codecache_fini(pystate_codecache_t *c)
 {
     if (!c->slots)
         return;
-    for (size_t w = 0; w < PYSTATE_CODE_CACHE / 64; w++)
-        for (uint64_t bits = c->filled[w]; bits; bits &= bits - 1)
-            code_clear(&c->slots[w * 64 + (size_t)__builtin_ctzll(bits)]);
-    memset(c->filled, 0, sizeof c->filled);
+    codecache_flush(c);
     free(c->slots);
     c->slots = NULL;
 }
@@ -123,16 +134,21 @@ const pystate_code_t *pystate__code_get(pystate_target_t *t, raddr_t addr, const
         return slot;
     }
     t->stats.code_misses++;
-    code_clear(slot);
+    code_clear(&t->codes, slot);
+    if (t->codes.bytes > PYSTATE_CODE_CACHE_BYTES) {
+        codecache_flush(&t->codes);
+        t->codes.flushes++;
+    }
     t->codes.filled[i / 64] |= 1ULL << (i % 64);
     if (code_load(t, addr, slot) != 0) {
-        code_clear(slot);
+        code_clear(&t->codes, slot);
         return NULL;
     }
+    t->codes.bytes += (size_t)slot->linetable_len + slot->bytecode_len;
     if (key && memcmp(slot->key, key, (size_t)t->code_key_len) != 0) {
         /* The code object changed between the two reads: not trustworthy this time. */
         t->stats.torn++;
-        code_clear(slot);
+        code_clear(&t->codes, slot);
         return NULL;
     }
     return slot;

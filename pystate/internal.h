@@ -12,6 +12,7 @@
 #define PYSTATE_STR_MAX           1024       /* bytes of UTF-8 kept of a name or file name */
 #define PYSTATE_TABLE_MAX         (1u << 20) /* bytes of a line table or bytecode kept */
 #define PYSTATE_CODE_CACHE        8192       /* code objects cached (power of two) */
+#define PYSTATE_CODE_CACHE_BYTES  (32u << 20) /* line tables and bytecode held by the cache */
 #define PYSTATE_CODE_KEY_MAX      64         /* bytes of a code object compared to validate */
 #define PYSTATE_BYTECODE_READ_MAX 65536      /* bytes of 3.11+ bytecode read to find the leaf op */
 
@@ -35,6 +36,11 @@ typedef struct pystate_codecache {
     /* one bit per slot ever loaded: fini frees those only (a dump touches a few dozen of
      * the 8192 slots; visiting all of them was ~7% of a dump) */
     uint64_t filled[PYSTATE_CODE_CACHE / 64];
+    /* bytes of line tables and bytecode the slots hold: a target whose code objects claim
+     * megabyte tables (or a fuzzer's image) empties the cache past PYSTATE_CODE_CACHE_BYTES
+     * rather than hold 8192 x 2 MiB */
+    size_t bytes;
+    uint64_t flushes;
 } pystate_codecache_t;
 
 struct pystate_target {

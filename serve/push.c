@@ -271,10 +271,11 @@ static void *push_thread(void *arg)
             p->stats.last_status = (int)status;
             pthread_mutex_unlock(&p->lock);
             if (status >= 200 && status < 300) {
-                spool_remove(p->spool_dir, seq);
+                /* counted before the spool empties: serve_push_drain's caller reads them */
                 pthread_mutex_lock(&p->lock);
                 p->stats.pushed++;
                 pthread_mutex_unlock(&p->lock);
+                spool_remove(p->spool_dir, seq);
                 if (down)
                     serve_log("push: %s reachable again; sending the spool", p->url);
                 down = 0;
@@ -284,10 +285,10 @@ static void *push_thread(void *arg)
                        (status >= 400 && status < 500 && status != 408 && status != 429)) {
                 serve_log("push: window %llu rejected (%s %ld); dropped", (unsigned long long)seq,
                           status ? "HTTP" : "unreadable", status);
-                spool_remove(p->spool_dir, seq);
                 pthread_mutex_lock(&p->lock);
                 p->stats.rejected++;
                 pthread_mutex_unlock(&p->lock);
+                spool_remove(p->spool_dir, seq);
                 wait_s = 0;
             } else {
                 backoff = backoff == 0 ? 0.5 : backoff * 2;

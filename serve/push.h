@@ -61,8 +61,9 @@ int serve_push_enqueue(serve_push_t *p, const char *service, const serve_push_la
                        size_t n_labels, int64_t from, int64_t until, double rate_hz,
                        const void *pprof, size_t len);
 
-/* Waits until the spool is empty or TIMEOUT_S passed. Returns 0 when empty, else
- * SCRY_E_TIMEOUT. */
+/* Waits until the spool is empty or TIMEOUT_S passed; a window is counted (pushed or
+ * rejected) before it leaves the spool, so the stats read after are complete. Returns 0 when
+ * empty, else SCRY_E_TIMEOUT. */
 int serve_push_drain(serve_push_t *p, double timeout_s);
 
 /* Copies the counters (thread-safe). */

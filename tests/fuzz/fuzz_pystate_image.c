@@ -33,16 +33,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     scry_frame_t fr;
     int rc = pystate_resolve_code(t, IMG + code_off, insn, &fr);
     (void)rc;
-    pystate_snapshot_t *snap = pystate_snapshot_new();
-    if (snap) {
-        (void)pystate_sample(t, snap);
-        size_t n = pystate_snapshot_count(snap);
-        for (size_t i = 0; i < n; i++)
-            FUZZ_ASSERT(pystate_snapshot_thread(snap, i) != NULL);
-        pystate_snapshot_free(snap);
-    }
+    /* one snapshot for the run, as the sampler keeps one (a fresh one per input, up to 4096
+     * threads of buffers each, churned ASan's quarantine past libFuzzer's RSS limit) */
+    static pystate_snapshot_t *snap;
+    if (!snap && !(snap = pystate_snapshot_new()))
+        abort();
+    (void)pystate_sample(t, snap);
+    size_t n = pystate_snapshot_count(snap);
+    for (size_t i = 0; i < n; i++)
+        FUZZ_ASSERT(pystate_snapshot_thread(snap, i) != NULL);
     map.count = 0;
     rc = pystate__thread_names(t, IMG + (code_off & 0xff8), &map);
     FUZZ_ASSERT(map.count <= PYSTATE_NAMES_MAX);
+    /* the code cache's tables stay within their budget (plus the one loaded last) */
+    FUZZ_ASSERT(t->codes.bytes <= PYSTATE_CODE_CACHE_BYTES + 2 * PYSTATE_TABLE_MAX);
     return 0;
 }
