@@ -380,7 +380,10 @@ static void walk_interpreter_frames(pystate_target_t *t, thread_work_t *w)
             if (w->nraw)
                 w->raw[w->nraw - 1].entry = 1;
         } else {
-            raddr_t code = pystate__u64_at(buf, len, L->iframe_code);
+            /* 3.14+: f_executable is a _PyStackRef whose low bits are tags (Py_TAG_REFCNT
+             * on immortal code objects: the static trampoline below a forked child's
+             * stack); objects are 8-aligned, so the mask is a no-op before */
+            raddr_t code = pystate__u64_at(buf, len, L->iframe_code) & ~(uint64_t)7;
             raddr_t instr = pystate__u64_at(buf, len, L->iframe_instr);
             if (!code) {
                 w->torn = 1;

@@ -371,7 +371,7 @@ static int walk(reader_t *r, const struct scry_ring_layout *L, uint64_t ts, uint
                 continue;
             }
         }
-        uint64_t c = rd_ptr(r, f, L->iframe_code);
+        uint64_t c = rd_ptr(r, f, L->iframe_code) & ~(uint64_t)7; /* 3.14+: a _PyStackRef */
         uint64_t ip = rd_ptr(r, f, L->iframe_instr);
         if (is_code(r, c)) {
             int64_t off = (int64_t)(ip - (c + (uint64_t)L->code_adaptive));
