@@ -306,21 +306,21 @@ static void budget_check(serve_state_t *st, uint64_t now)
                   st->cfg->rate_hz * st->rate_factor, st->rate_factor);
 }
 
-static void on_event(void *ctx, enum serve_discover_event ev, pid_t pid, pid_t parent,
+static void on_event(void *ctx, enum proc_discover_event ev, pid_t pid, pid_t parent,
                      uint64_t when_ns)
 {
     serve_state_t *st = ctx;
     switch (ev) {
-    case SERVE_DISCOVER_NEW:
+    case PROC_DISCOVER_NEW:
         serve_targets_notice(st, pid, 0, parent, scry_now_ns(), 0);
         break;
-    case SERVE_DISCOVER_EXEC:
+    case PROC_DISCOVER_EXEC:
         serve_targets_notice(st, pid, 1, 0, scry_now_ns(), when_ns);
         break;
-    case SERVE_DISCOVER_EXIT:
+    case PROC_DISCOVER_EXIT:
         serve_targets_exited(st, pid);
         break;
-    case SERVE_DISCOVER_LOST:
+    case PROC_DISCOVER_LOST:
         st->scan_requested = 1;
         break;
     }
@@ -340,10 +340,10 @@ static void handle_signals(serve_state_t *st)
 static int run(serve_state_t *st)
 {
     char why[256];
-    st->disc = serve_discover_new(st->cfg->proc_connector, why, sizeof why);
+    st->disc = proc_discover_new(st->cfg->proc_connector, why, sizeof why);
     if (!st->disc)
         return SCRY_E_NOMEM;
-    if (serve_discover_fd(st->disc) < 0) {
+    if (proc_discover_fd(st->disc) < 0) {
         serve_log("no process-events connector (%s): scanning /proc every %g s", why,
                   st->cfg->scan_interval_s < 0.5 ? st->cfg->scan_interval_s : 0.5);
     }
@@ -357,7 +357,7 @@ static int run(serve_state_t *st)
     st->scan_requested = 1;
     while (!st->stop) {
         uint64_t now = scry_now_ns();
-        double scan_s = serve_discover_fd(st->disc) >= 0 ? st->cfg->scan_interval_s
+        double scan_s = proc_discover_fd(st->disc) >= 0 ? st->cfg->scan_interval_s
                         : st->cfg->scan_interval_s < 0.5 ? st->cfg->scan_interval_s
                                                          : 0.5;
         if (st->scan_requested || now >= st->next_scan_ns) {
@@ -409,11 +409,11 @@ static int run(serve_state_t *st)
             serve_ctl_serve(st->ctl, serve_ctl_handle, st);
         if (st->n_records)
             serve_records_reap(st, 0);
-        if (serve_discover_fd(st->disc) >= 0) {
-            if (serve_discover_read(st->disc, on_event, st) < 0) {
+        if (proc_discover_fd(st->disc) >= 0) {
+            if (proc_discover_read(st->disc, on_event, st) < 0) {
                 serve_log("process-events connector failed: scanning /proc instead");
-                serve_discover_free(st->disc);
-                st->disc = serve_discover_new(0, why, sizeof why);
+                proc_discover_free(st->disc);
+                st->disc = proc_discover_new(0, why, sizeof why);
                 if (!st->disc)
                     return SCRY_E_NOMEM;
             }
@@ -495,7 +495,7 @@ out:
     serve_ctl_free(st->ctl);
     serve_push_free(st->push);
     serve_store_free(st->store);
-    serve_discover_free(st->disc);
+    proc_discover_free(st->disc);
     if (st->sigfd >= 0)
         close(st->sigfd);
     serve_log("stopped");

@@ -100,7 +100,7 @@ typedef struct serve_state {
     serve_store_t *store;
     serve_push_t *push;
     serve_ctl_t *ctl;
-    serve_discover_t *disc;
+    proc_discover_t *disc;
     int sigfd;
     serve_target_t *targets[SERVE_MAX_TARGETS];
     size_t n_targets;

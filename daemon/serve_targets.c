@@ -238,7 +238,7 @@ uint64_t serve_targets_fresh(serve_state_t *st, uint64_t now)
     return next;
 }
 
-static void scan_cb(void *ctx, enum serve_discover_event ev, pid_t pid, pid_t parent,
+static void scan_cb(void *ctx, enum proc_discover_event ev, pid_t pid, pid_t parent,
                     uint64_t when_ns)
 {
     (void)ev;
@@ -258,7 +258,7 @@ void serve_targets_scan(serve_state_t *st)
             st->rejected[w++] = st->rejected[i];
     }
     st->n_rejected = w;
-    serve_discover_scan(scan_cb, st);
+    proc_discover_scan(scan_cb, st);
     for (size_t i = 0; i < st->n_targets;) {
         uint64_t start;
         char comm[32];

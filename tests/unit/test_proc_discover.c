@@ -1,4 +1,4 @@
-/* test_serve_discover.c - a process that forks, execs and exits is reported by the
+/* test_proc_discover.c - a process that forks, execs and exits is reported by the
  * kernel's process-events connector within a second (when this kernel lets us subscribe),
  * and /proc scans find it too. */
 #include "discover.h"
@@ -18,44 +18,44 @@ typedef struct seen {
     int scanned;
 } seen_t;
 
-static void on_event(void *ctx, enum serve_discover_event ev, pid_t pid, pid_t parent,
+static void on_event(void *ctx, enum proc_discover_event ev, pid_t pid, pid_t parent,
                      uint64_t when_ns)
 {
     (void)parent;
     seen_t *s = ctx;
-    if (ev == SERVE_DISCOVER_LOST)
+    if (ev == PROC_DISCOVER_LOST)
         s->lost++;
     if (pid != s->watch)
         return;
     if (when_ns == 0 || when_ns > scry_now_ns())
         s->bad_time++;
-    if (ev == SERVE_DISCOVER_NEW)
+    if (ev == PROC_DISCOVER_NEW)
         s->new_++;
-    else if (ev == SERVE_DISCOVER_EXEC)
+    else if (ev == PROC_DISCOVER_EXEC)
         s->exec_++;
-    else if (ev == SERVE_DISCOVER_EXIT)
+    else if (ev == PROC_DISCOVER_EXIT)
         s->exit_++;
 }
 
-static void on_scan(void *ctx, enum serve_discover_event ev, pid_t pid, pid_t parent,
+static void on_scan(void *ctx, enum proc_discover_event ev, pid_t pid, pid_t parent,
                     uint64_t when_ns)
 {
     (void)parent;
     (void)when_ns;
     seen_t *s = ctx;
-    if (ev == SERVE_DISCOVER_NEW && pid == s->watch)
+    if (ev == PROC_DISCOVER_NEW && pid == s->watch)
         s->scanned++;
 }
 
-static void pump(serve_discover_t *d, seen_t *s, int (*done)(const seen_t *), double max_s)
+static void pump(proc_discover_t *d, seen_t *s, int (*done)(const seen_t *), double max_s)
 {
     double t0 = ((double)scry_now_ns() / 1e9);
     while (!done(s) && ((double)scry_now_ns() / 1e9) - t0 < max_s) {
-        struct pollfd p = {.fd = serve_discover_fd(d), .events = POLLIN};
+        struct pollfd p = {.fd = proc_discover_fd(d), .events = POLLIN};
         poll(&p, 1, 50);
         /* events of other processes are skipped */
         pid_t keep = s->watch;
-        CHECK(serve_discover_read(d, on_event, s) >= 0, "read");
+        CHECK(proc_discover_read(d, on_event, s) >= 0, "read");
         s->watch = keep;
     }
 }
@@ -73,10 +73,10 @@ static int got_exit(const seen_t *s)
 int main(void)
 {
     char why[256];
-    serve_discover_t *d = serve_discover_new(1, why, sizeof why);
+    proc_discover_t *d = proc_discover_new(1, why, sizeof why);
     CHECK(d != NULL, "new");
     if (!d)
-        return test_summary("test_serve_discover");
+        return test_summary("test_proc_discover");
     int pipefd[2];
     if (pipe(pipefd) != 0)
         return 1;
@@ -92,9 +92,9 @@ int main(void)
     }
     close(pipefd[0]);
     seen_t s = {.watch = child};
-    int n = serve_discover_scan(on_scan, &s);
+    int n = proc_discover_scan(on_scan, &s);
     CHECK(n > 1 && s.scanned == 1, "scan found %d processes, child %d times", n, s.scanned);
-    if (serve_discover_fd(d) < 0) {
+    if (proc_discover_fd(d) < 0) {
         printf("SKIP connector part: %s\n", why);
     } else {
         double t0 = ((double)scry_now_ns() / 1e9);
@@ -122,9 +122,9 @@ int main(void)
         seen_t s2 = {.watch = c2};
         t0 = ((double)scry_now_ns() / 1e9);
         while (!s2.new_ && ((double)scry_now_ns() / 1e9) - t0 < 2.0) {
-            struct pollfd p = {.fd = serve_discover_fd(d), .events = POLLIN};
+            struct pollfd p = {.fd = proc_discover_fd(d), .events = POLLIN};
             poll(&p, 1, 50);
-            serve_discover_read(d, on_event, &s2);
+            proc_discover_read(d, on_event, &s2);
         }
         CHECK(s2.new_ == 1, "fork seen %d times", s2.new_);
         waitpid(c2, NULL, 0);
@@ -134,12 +134,12 @@ int main(void)
         kill(child, SIGKILL);
         waitpid(child, NULL, 0);
     }
-    serve_discover_free(d);
+    proc_discover_free(d);
     /* without the connector: no socket, read is a no-op */
-    d = serve_discover_new(0, why, sizeof why);
-    CHECK(d && serve_discover_fd(d) == -1 && strstr(why, "disabled"), "%s", why);
+    d = proc_discover_new(0, why, sizeof why);
+    CHECK(d && proc_discover_fd(d) == -1 && strstr(why, "disabled"), "%s", why);
     seen_t none = {.watch = 1};
-    CHECK(serve_discover_read(d, on_event, &none) == 0, "no-op");
-    serve_discover_free(d);
-    return test_summary("test_serve_discover");
+    CHECK(proc_discover_read(d, on_event, &none) == 0, "no-op");
+    proc_discover_free(d);
+    return test_summary("test_proc_discover");
 }

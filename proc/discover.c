@@ -1,6 +1,7 @@
 /* discover.c - process events from the kernel connector, and /proc scans. */
 #include "discover.h"
 #include "scry_err.h"
+#include "scry_proc.h"
 
 #include <linux/cn_proc.h>
 #include <linux/connector.h>
@@ -16,7 +17,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-struct serve_discover {
+struct proc_discover {
     int fd;
 };
 
@@ -38,9 +39,9 @@ static int connector_subscribe(int fd, int on)
     return send(fd, &msg, sizeof msg, 0) == (ssize_t)sizeof msg ? 0 : -1;
 }
 
-serve_discover_t *serve_discover_new(int use_connector, char *why, size_t whylen)
+proc_discover_t *proc_discover_new(int use_connector, char *why, size_t whylen)
 {
-    serve_discover_t *d = calloc(1, sizeof *d);
+    proc_discover_t *d = calloc(1, sizeof *d);
     if (!d)
         return NULL;
     d->fd = -1;
@@ -71,7 +72,7 @@ fail:
     return d;
 }
 
-void serve_discover_free(serve_discover_t *d)
+void proc_discover_free(proc_discover_t *d)
 {
     if (!d)
         return;
@@ -82,13 +83,13 @@ void serve_discover_free(serve_discover_t *d)
     free(d);
 }
 
-int serve_discover_fd(const serve_discover_t *d)
+int proc_discover_fd(const proc_discover_t *d)
 {
     return d ? d->fd : -1;
 }
 
 /* Handles one connector payload of LEN bytes. */
-static int handle_event(const struct proc_event *ev, size_t len, serve_discover_cb cb, void *ctx)
+static int handle_event(const struct proc_event *ev, size_t len, proc_discover_cb cb, void *ctx)
 {
     if (len < offsetof(struct proc_event, event_data))
         return 0;
@@ -98,27 +99,27 @@ static int handle_event(const struct proc_event *ev, size_t len, serve_discover_
             return 0;
         if (ev->event_data.fork.child_pid != ev->event_data.fork.child_tgid)
             return 0; /* a new thread */
-        cb(ctx, SERVE_DISCOVER_NEW, ev->event_data.fork.child_tgid,
+        cb(ctx, PROC_DISCOVER_NEW, ev->event_data.fork.child_tgid,
            ev->event_data.fork.parent_tgid, ev->timestamp_ns);
         return 1;
     case PROC_EVENT_EXEC:
         if (len < offsetof(struct proc_event, event_data) + sizeof ev->event_data.exec)
             return 0;
-        cb(ctx, SERVE_DISCOVER_EXEC, ev->event_data.exec.process_tgid, 0, ev->timestamp_ns);
+        cb(ctx, PROC_DISCOVER_EXEC, ev->event_data.exec.process_tgid, 0, ev->timestamp_ns);
         return 1;
     case PROC_EVENT_EXIT:
         if (len < offsetof(struct proc_event, event_data) + sizeof ev->event_data.exit)
             return 0;
         if (ev->event_data.exit.process_pid != ev->event_data.exit.process_tgid)
             return 0; /* a thread */
-        cb(ctx, SERVE_DISCOVER_EXIT, ev->event_data.exit.process_tgid, 0, ev->timestamp_ns);
+        cb(ctx, PROC_DISCOVER_EXIT, ev->event_data.exit.process_tgid, 0, ev->timestamp_ns);
         return 1;
     default:
         return 0;
     }
 }
 
-int serve_discover_read(serve_discover_t *d, serve_discover_cb cb, void *ctx)
+int proc_discover_read(proc_discover_t *d, proc_discover_cb cb, void *ctx)
 {
     if (!d || d->fd < 0)
         return 0;
@@ -132,7 +133,7 @@ int serve_discover_read(serve_discover_t *d, serve_discover_cb cb, void *ctx)
             if (errno == EAGAIN || errno == EWOULDBLOCK)
                 break;
             if (errno == ENOBUFS) {
-                cb(ctx, SERVE_DISCOVER_LOST, 0, 0, 0);
+                cb(ctx, PROC_DISCOVER_LOST, 0, 0, 0);
                 events++;
                 continue;
             }
@@ -162,7 +163,7 @@ int serve_discover_read(serve_discover_t *d, serve_discover_cb cb, void *ctx)
     return events;
 }
 
-int serve_discover_scan(serve_discover_cb cb, void *ctx)
+int proc_discover_scan(proc_discover_cb cb, void *ctx)
 {
     DIR *dir = opendir("/proc");
     if (!dir)
@@ -176,9 +177,70 @@ int serve_discover_scan(serve_discover_cb cb, void *ctx)
         long pid = strtol(de->d_name, &end, 10);
         if (*end != '\0' || pid <= 0)
             continue;
-        cb(ctx, SERVE_DISCOVER_NEW, (pid_t)pid, 0, 0);
+        cb(ctx, PROC_DISCOVER_NEW, (pid_t)pid, 0, 0);
         count++;
     }
     closedir(dir);
+    return count;
+}
+
+typedef struct list_ctx {
+    proc_entry_t *out;
+    size_t cap, n;
+} list_ctx_t;
+
+static void list_one(void *ctx, enum proc_discover_event ev, pid_t pid, pid_t parent,
+                     uint64_t when_ns)
+{
+    (void)ev, (void)parent, (void)when_ns;
+    list_ctx_t *c = ctx;
+    if (c->n >= c->cap)
+        return;
+    char buf[1024];
+    long len = proc_read_file(pid, 0, "stat", buf, sizeof buf);
+    uint64_t ppid = 0, start = 0;
+    char state = 0;
+    if (len <= 0 || proc_parse_stat_u64(buf, (size_t)len, 4, &ppid) != 0 ||
+        proc_parse_stat_u64(buf, (size_t)len, 22, &start) != 0 ||
+        proc_parse_stat_state(buf, (size_t)len, &state) != 0 || ppid > INT32_MAX)
+        return;
+    c->out[c->n++] = (proc_entry_t){pid, (pid_t)ppid, start, state};
+}
+
+static int cmp_entry(const void *a, const void *b)
+{
+    pid_t x = ((const proc_entry_t *)a)->pid, y = ((const proc_entry_t *)b)->pid;
+    return (x > y) - (x < y);
+}
+
+int proc_list_all(proc_entry_t *out, size_t cap)
+{
+    list_ctx_t c = {out, cap, 0};
+    int err = proc_discover_scan(list_one, &c);
+    if (err < 0)
+        return err;
+    qsort(out, c.n, sizeof *out, cmp_entry);
+    return (int)c.n;
+}
+
+const proc_entry_t *proc_entry_find(const proc_entry_t *ents, size_t n, pid_t pid)
+{
+    proc_entry_t key = {.pid = pid};
+    return bsearch(&key, ents, n, sizeof *ents, cmp_entry);
+}
+
+size_t proc_descendants(const proc_entry_t *ents, size_t n, pid_t root, pid_t *out, size_t cap)
+{
+    /* breadth first: OUT[k..] are the children of OUT[k] still to visit */
+    size_t count = 0;
+    for (size_t k = 0; k <= count && count < cap; k++) {
+        pid_t parent = k == 0 ? root : out[k - 1];
+        for (size_t i = 0; i < n && count < cap; i++)
+            if (ents[i].ppid == parent && ents[i].pid != root && ents[i].state != 'Z' &&
+                ents[i].state != 'X')
+                out[count++] = ents[i].pid;
+        if (k == count)
+            break;
+    }
     return count;
 }
