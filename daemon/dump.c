@@ -1,6 +1,7 @@
 /* dump.c - 'scry dump': every thread's stack, now. A thin front end over the sampler:
  * one tick with every thread included (idle ones too), printed instead of aggregated. */
 #include "commands.h"
+#include "discover.h"
 
 #include "proc.h"
 #include "pyrepr.h"
@@ -19,7 +20,8 @@
 #include <unistd.h>
 
 #define DUMP_MAX_THREADS 8192
-#define DUMP_MAX_PROCS   4096 /* processes of one container */
+#define DUMP_MAX_PROCS   4096   /* processes of one container, or of one family */
+#define DUMP_SCAN_MAX    262144 /* processes listed to find a family */
 
 static int cmp_pid(const void *a, const void *b)
 {
@@ -265,6 +267,24 @@ static int is_python(pid_t pid)
     return serve_proc_read(pid, &p, 1) == 0 && p.is_python;
 }
 
+/* Dumps each of PIDS[0..N) in turn (a blank line between; with --json one array). Returns
+ * 0 when every dump was written, else 1. */
+static int dump_list(const scry_config_t *cfg, const pid_t *pids, size_t n)
+{
+    int rc = 0;
+    if (cfg->json)
+        fputs("[\n", stdout);
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            fputs(cfg->json ? ",\n" : "\n", stdout);
+        fflush(stdout);
+        rc |= dump_one(cfg, pids[i]);
+    }
+    if (cfg->json)
+        fputs("]\n", stdout);
+    return rc;
+}
+
 /* scry dump --container: every Python process of the container, in pid order; with --json
  * one array of dump documents. */
 static int dump_container(const scry_config_t *cfg)
@@ -294,21 +314,53 @@ static int dump_container(const scry_config_t *cfg)
                 d ? "" : " (/proc is not readable)");
         rc = 1;
     }
-    if (cfg->json && n)
-        fputs("[\n", stdout);
-    for (size_t i = 0; i < n; i++) {
-        if (i)
-            fputs(cfg->json ? ",\n" : "\n", stdout);
-        fflush(stdout);
-        rc |= dump_one(cfg, pids[i]);
+    if (n)
+        rc = dump_list(cfg, pids, n);
+    free(pids);
+    return rc;
+}
+
+/* scry dump --subprocesses: the process and each Python descendant, parents first; with
+ * --json one array of dump documents. */
+static int dump_family(const scry_config_t *cfg)
+{
+    proc_entry_t *ents = malloc(DUMP_SCAN_MAX * sizeof *ents);
+    pid_t *pids = malloc(DUMP_MAX_PROCS * sizeof *pids);
+    int rc = 1;
+    if (!ents || !pids) {
+        fprintf(stderr, "scry: out of memory\n");
+        goto out;
     }
-    if (cfg->json && n)
-        fputs("]\n", stdout);
+    int n = proc_list_all(ents, DUMP_SCAN_MAX);
+    if (n < 0) {
+        fprintf(stderr, "scry: cannot list /proc: %s\n", scry_strerror(n));
+        goto out;
+    }
+    /* the root even when its name does not say Python (dump_one then says what it is),
+     * unless it has Python descendants: a shell or a wrapper */
+    pid_t *desc = pids + 1;
+    size_t nd = proc_descendants(ents, (size_t)n, cfg->pid, desc, DUMP_MAX_PROCS - 1);
+    size_t k = 0;
+    if (is_python(cfg->pid) || nd == 0)
+        pids[k++] = cfg->pid;
+    for (size_t i = 0; i < nd; i++)
+        if (is_python(desc[i]))
+            pids[k++] = desc[i]; /* k <= i + 1: never ahead of the reading */
+    if (k == 0) {
+        fprintf(stderr, "scry: neither process %d nor any of its %zu descendants is Python\n",
+                (int)cfg->pid, nd);
+        goto out;
+    }
+    rc = dump_list(cfg, pids, k);
+out:
+    free(ents);
     free(pids);
     return rc;
 }
 
 int cmd_dump(const scry_config_t *cfg)
 {
-    return cfg->container ? dump_container(cfg) : dump_one(cfg, cfg->pid);
+    if (cfg->container)
+        return dump_container(cfg);
+    return cfg->subprocesses ? dump_family(cfg) : dump_one(cfg, cfg->pid);
 }

@@ -102,8 +102,9 @@ static const opt_spec_t opt_table[] = {
     {"discovery", 0, OPT_STRING, offsetof(scry_config_t, discovery), REC | DMP | TOP, "WAY",
      "for tests: find the runtime without its symbol (section) or without symbol and section "
      "(disasm)"},
-    {"subprocesses", 's', OPT_FLAG, offsetof(scry_config_t, subprocesses), REC, NULL,
-     "also profile child processes (not implemented yet: refused)"},
+    {"subprocesses", 's', OPT_FLAG, offsetof(scry_config_t, subprocesses), REC | DMP, NULL,
+     "also every Python descendant (present or started later, through shells too); each "
+     "process is a root frame 'process PID (command)'"},
 };
 
 static const char *command_name(enum scry_command c)
@@ -331,9 +332,9 @@ static int container_arg_ok(const char *s)
 static int check_conflicts(scry_config_t *cfg)
 {
     const char *cmd = command_name(cfg->command);
-    if (cfg->subprocesses) {
-        fprintf(stderr, "scry: --subprocesses (profiling a program's child processes) is not "
-                        "implemented yet; profile each process with --pid\n");
+    if (cfg->subprocesses && cfg->memory) {
+        fprintf(stderr, "scry: --memory follows one process; --subprocesses with --memory is not "
+                        "implemented: record the process whose memory matters with --pid\n");
         return SCRY_E_INVAL;
     }
     if (cfg->command == CMD_RECORD) {

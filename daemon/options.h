@@ -42,7 +42,7 @@ typedef struct scry_config {
     scry_globs_t include;         /* --include: files that are the user's code (line views) */
     scry_globs_t exclude;         /* --exclude: files that are not the user's code */
     int all_lines;                /* --all-lines: line views charge the leaf Python line */
-    int subprocesses;             /* --subprocesses (reserved) */
+    int subprocesses;             /* --subprocesses: the target's Python descendants too */
     int function;                 /* --function: Python frames at their function's first line */
     int once;                     /* top --once: one plain-text table after --duration, then exit */
     double window_s; /* top --window: seconds of the 'last N s' percentages (default 1) */

@@ -2,6 +2,7 @@
 #include "commands.h"
 
 #include "asyncio.h"
+#include "family.h"
 
 #include "launch.h"
 #include "memory.h"
@@ -109,6 +110,28 @@ static void drain_memory(progress_t *p)
     }
 }
 
+/* After each round: drains memory, and on a terminal prints the counters once a second. */
+static int progress_round(progress_t *p, const sampler_stats_t *st, size_t nprocs)
+{
+    if (!p->tty)
+        return 0;
+    uint64_t now = scry_now_ns();
+    if (now - p->last_ns < 1000000000ull)
+        return 0;
+    p->last_ns = now;
+    double el = (double)(now - p->start_ns) / 1e9;
+    char procs[48] = "";
+    if (nprocs)
+        snprintf(procs, sizeof procs, " in %zu process%s", nprocs, nprocs > 1 ? "es" : "");
+    fprintf(stderr,
+            "\rscry: %.0f s, %llu ticks (%.0f/s), %llu samples of %s threads%s, %llu errors   ",
+            el, (unsigned long long)st->ticks, el > 0 ? (double)st->ticks / el : 0.0,
+            (unsigned long long)st->samples, p->idle ? "all" : "running", procs,
+            (unsigned long long)st->errors);
+    fflush(stderr);
+    return 0;
+}
+
 static int show_progress(sampler_t *s, void *ctx)
 {
     progress_t *p = ctx;
@@ -118,21 +141,19 @@ static int show_progress(sampler_t *s, void *ctx)
     drain_memory(p);
     if (p->mem && sampler_stats(s)->finalizing)
         memprof_stop(p->mem);
-    if (!p->tty)
-        return 0;
-    uint64_t now = scry_now_ns();
-    if (now - p->last_ns < 1000000000ull)
-        return 0;
-    p->last_ns = now;
-    const sampler_stats_t *st = sampler_stats(s);
-    double el = (double)(now - p->start_ns) / 1e9;
-    fprintf(stderr,
-            "\rscry: %.0f s, %llu ticks (%.0f/s), %llu samples of %s threads, %llu errors   ", el,
-            (unsigned long long)st->ticks, el > 0 ? (double)st->ticks / el : 0.0,
-            (unsigned long long)st->samples, p->idle ? "all" : "running",
-            (unsigned long long)st->errors);
-    fflush(stderr);
-    return 0;
+    return progress_round(p, sampler_stats(s), 0);
+}
+
+static int show_family_progress(family_t *f, void *ctx)
+{
+    sampler_stats_t st;
+    uint64_t torn, overflow;
+    family_stats(f, &st, &torn, &overflow);
+    const family_proc_info_t *procs;
+    size_t n = 0, live = family_procs(f, &procs);
+    for (size_t i = 0; i < live; i++)
+        n += procs[i].sampled && !procs[i].exited;
+    return progress_round(ctx, &st, n);
 }
 
 /* Ends the launched program CHILD, which still runs although the recording is over (WHY:
@@ -164,8 +185,10 @@ static int end_launched(pid_t child, const char *why, int *status)
 typedef struct recording {
     const scry_config_t *cfg;
     strtab_t *strings;
-    pystate_target_t *t;
+    pystate_target_t *t; /* NULL: a launched command not (yet) Python (--subprocesses) */
     sampler_t *smp;
+    family_t *fam;            /* --subprocesses */
+    report_process_t *procs;  /* --subprocesses: what the report lists */
     report_profile_t *prof;
     memprof_t *mem;
     srcread_t *src;
@@ -198,6 +221,11 @@ static int open_launched(recording_t *r)
                      r->mem ? memprof_ring_fd(r->mem) : -1, r->mem ? ring_for_child : NULL, r->mem,
                      &r->child) != 0)
         return -1;
+    procinfo_join_argv(cfg->argv, r->command, sizeof r->command);
+    /* --subprocesses: the command is one more process of the family, tried as Python like
+     * its descendants (a shell, a wrapper, a delayed start are followed) */
+    if (cfg->subprocesses)
+        return 0;
     char msg[1024] = "";
     int err = launch_wait_python(r->child, r->strings, 10.0, &cfg->open_opts,
                                  r->mem ? start_memory : NULL, &r->mem, &r->t, &r->child_status,
@@ -216,7 +244,6 @@ static int open_launched(recording_t *r)
     char mmsg[600] = "";
     if (r->mem && memprof_launch_fallback(r->mem, r->t, mmsg, sizeof mmsg) != 0)
         drop_memory(r, mmsg[0] ? mmsg : "cannot start memory recording");
-    procinfo_join_argv(cfg->argv, r->command, sizeof r->command);
     return 0;
 }
 
@@ -241,21 +268,22 @@ static int open_attached(recording_t *r)
 static int new_profile(recording_t *r)
 {
     const scry_config_t *cfg = r->cfg;
-    const pystate_info_t *info = pystate_target_info(r->t);
+    const pystate_info_t *info = r->t ? pystate_target_info(r->t) : NULL;
+    pid_t pid = info ? info->pid : r->child;
     /* Pin the target's root and credentials now, while it lives: the report reads source
      * files through them only (never through scry's own root, never as root). */
     int serr = 0;
-    r->src = srcread_new_pid(info->pid, &serr);
+    r->src = srcread_new_pid(pid, &serr);
     if (!r->src && !cfg->quiet)
         fprintf(stderr, "scry: the report will show no source: %s\n", scry_strerror(serr));
     struct timespec wall;
     clock_gettime(CLOCK_REALTIME, &wall);
-    r->in_container = cmd_container(info->pid, &r->ct, &r->rct);
+    r->in_container = cmd_container(pid, &r->ct, &r->rct);
     report_meta_t meta = {
-        .pid = info->pid,
-        .ns_pid = info->ns_pid != info->pid ? info->ns_pid : 0,
+        .pid = pid,
+        .ns_pid = info && info->ns_pid != info->pid ? info->ns_pid : 0,
         .container = r->in_container ? &r->rct : NULL,
-        .python_version = info->version,
+        .python_version = info ? info->version : NULL,
         .command = r->command,
         .rate_hz = cfg->rate_hz,
         .start_unix_ns = (int64_t)wall.tv_sec * 1000000000ll + wall.tv_nsec,
@@ -284,7 +312,7 @@ static FILE *open_output(recording_t *r, const char **path)
         char stamp[32];
         time_t now = time(NULL);
         strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", localtime(&now));
-        snprintf(name, len, "scry-%d-%s.%s", (int)pystate_target_info(r->t)->pid, stamp,
+        snprintf(name, len, "scry-%d-%s.%s", (int)(r->t ? pystate_target_info(r->t)->pid : r->child), stamp,
                  report_format_extension((enum report_format)r->cfg->format_id));
         *path = name;
     }
@@ -331,10 +359,43 @@ static int write_profile(recording_t *r, const char **path)
 
 /* The end of the recording as the report states it (ELAPSED seconds of sampling); MEMLINE
  * gets the memory summary line ("" without --memory). */
+/* The sampler's counters, or the family's totals (--subprocesses); torn stacks in *TORN. */
+static void run_stats(const recording_t *r, sampler_stats_t *st, uint64_t *torn)
+{
+    uint64_t overflow;
+    if (r->fam) {
+        family_stats(r->fam, st, torn, &overflow);
+        return;
+    }
+    *st = *sampler_stats(r->smp);
+    *torn = pystate_target_stats(sampler_target(r->smp)).dropped;
+}
+
+/* --subprocesses: the processes as the report lists them (in R->procs). */
+static size_t list_processes(recording_t *r)
+{
+    const family_proc_info_t *fp;
+    size_t n = family_procs(r->fam, &fp);
+    free(r->procs);
+    if (!n || !(r->procs = calloc(n, sizeof *r->procs)))
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        r->procs[i] = (report_process_t){.pid = fp[i].pid,
+                                         .command = fp[i].command,
+                                         .python_version = fp[i].version,
+                                         .note = fp[i].why,
+                                         .samples = fp[i].samples,
+                                         .cpu_ns = fp[i].weight_ns,
+                                         .exited = fp[i].exited};
+    return n;
+}
+
 static report_end_t end_of(recording_t *r, double elapsed, char *memline, size_t len)
 {
-    const sampler_stats_t *st = sampler_stats(r->smp);
-    uint64_t dropped = pystate_target_stats(sampler_target(r->smp)).dropped;
+    sampler_stats_t stats;
+    uint64_t dropped;
+    run_stats(r, &stats, &dropped);
+    const sampler_stats_t *st = &stats;
     report_end_t end = {
         .duration_s = elapsed,
         .ticks = st->ticks,
@@ -346,8 +407,12 @@ static report_end_t end_of(recording_t *r, double elapsed, char *memline, size_t
         .late_mean_ms = st->late ? (double)st->late_total_ns / (double)st->late / 1e6 : 0,
         .late_max_ms = (double)st->late_max_ns / 1e6,
         .target_exited = st->target_exited && !r->child,
-        .gil_fraction = st->ticks ? (double)st->gil_ticks / (double)st->ticks : -1,
+        .gil_fraction = st->ticks && !r->fam ? (double)st->gil_ticks / (double)st->ticks : -1,
     };
+    if (r->fam) {
+        end.nprocesses = list_processes(r);
+        end.processes = r->procs;
+    }
     memline[0] = 0;
     if (r->mem) {
         uint64_t events = 0, mdropped = 0, bad = 0;
@@ -361,21 +426,41 @@ static report_end_t end_of(recording_t *r, double elapsed, char *memline, size_t
 }
 
 /* The summary line on stderr. */
+/* --subprocesses: a line per process under the summary. */
+static void print_processes(const report_end_t *end)
+{
+    for (size_t i = 0; i < end->nprocesses; i++) {
+        const report_process_t *q = &end->processes[i];
+        fprintf(stderr, "scry:   pid %d%s%s%s: %llu samples, %.2f s of CPU%s%s%s: %.120s\n",
+                (int)q->pid, q->python_version[0] ? " (Python " : "", q->python_version,
+                q->python_version[0] ? ")" : "", (unsigned long long)q->samples,
+                (double)q->cpu_ns / 1e9, q->exited ? ", exited" : "",
+                q->note[0] ? ", not sampled: " : "", q->note, q->command);
+    }
+}
+
 static void print_summary(const recording_t *r, const report_end_t *end, const char *path,
                           const char *memline)
 {
-    const sampler_stats_t *st = sampler_stats(r->smp);
-    const pystate_info_t *info = pystate_target_info(r->t);
+    sampler_stats_t stats;
+    uint64_t torn;
+    run_stats(r, &stats, &torn);
+    const sampler_stats_t *st = &stats;
+    const sampler_t *smp = r->fam ? family_root_sampler(r->fam) : r->smp;
+    const pystate_info_t *info = r->t ? pystate_target_info(r->t) : NULL;
     char lostbuf[256] = "";
     size_t ll = 0;
     if (st->lost)
         ll += (size_t)snprintf(lostbuf, sizeof lostbuf, ", %llu records lost",
                                (unsigned long long)st->lost);
-    if (st->execs && ll < sizeof lostbuf)
+    if (st->execs && smp && ll < sizeof lostbuf)
         ll += (size_t)snprintf(lostbuf + ll, sizeof lostbuf - ll,
                                ", followed %llu exec%s (now Python %s)",
                                (unsigned long long)st->execs, st->execs > 1 ? "s" : "",
-                               pystate_target_info(sampler_target(r->smp))->version);
+                               pystate_target_info(sampler_target(smp))->version);
+    if (r->fam && ll < sizeof lostbuf)
+        ll += (size_t)snprintf(lostbuf + ll, sizeof lostbuf - ll, "; %s",
+                               family_discovery_desc(r->fam));
     if (st->read_records && ll < sizeof lostbuf)
         snprintf(lostbuf + ll, sizeof lostbuf - ll,
                  ", Python stacks read %.0f us after their record (max %.1f ms)",
@@ -392,19 +477,27 @@ static void print_summary(const recording_t *r, const report_end_t *end, const c
     if (r->in_container)
         snprintf(where, sizeof where, " in container %s%s%.12s", r->ct.runtime,
                  r->ct.runtime[0] ? ":" : "", r->ct.id);
+    char from[200];
+    size_t nproc = 0;
+    for (size_t i = 0; i < end->nprocesses; i++)
+        nproc += end->processes[i].samples > 0;
+    if (r->fam)
+        snprintf(from, sizeof from, "pid %d%s and its children (%zu Python process%s sampled)",
+                 (int)(info ? info->pid : r->child), where, nproc, nproc == 1 ? "" : "es");
+    else
+        snprintf(from, sizeof from, "pid %d%s (Python %s)", (int)info->pid, where, info->version);
     fprintf(stderr,
-            "scry: %llu samples in %.1f s at %.0f Hz (%.0f Hz achieved) from pid %d%s (Python "
-            "%s), %llu errors%s, late %llu of %llu ticks (max %.1f ms), %.1f us per tick; "
-            "sampler: %s%s%s; wrote %s\n",
+            "scry: %llu samples in %.1f s at %.0f Hz (%.0f Hz achieved) from %s, %llu errors%s, "
+            "late %llu of %llu ticks (max %.1f ms), %.1f us per tick; sampler: %s%s%s; wrote %s\n",
             (unsigned long long)st->samples, end->duration_s, r->cfg->rate_hz,
-            end->rate_achieved_hz, (int)info->pid, where, info->version,
-            (unsigned long long)end->errors, errs, (unsigned long long)st->late,
-            (unsigned long long)st->ticks, end->late_max_ms, busy_us, sampler_backend_desc(r->smp),
-            lostbuf,
+            end->rate_achieved_hz, from, (unsigned long long)end->errors, errs,
+            (unsigned long long)st->late, (unsigned long long)st->ticks, end->late_max_ms,
+            busy_us, r->fam ? family_backend_desc(r->fam) : sampler_backend_desc(r->smp), lostbuf,
             end->target_exited ? "; the target exited while sampling, kept what was collected" : "",
             strcmp(path, "-") == 0 ? "to standard output" : path);
     if (memline[0])
         fprintf(stderr, "scry: %s\n", memline);
+    print_processes(end);
 }
 
 /* Samples until --duration, Ctrl-C or the target's exit. Returns 0, or -1 having said why
@@ -412,7 +505,7 @@ static void print_summary(const recording_t *r, const report_end_t *end, const c
 static int sample(recording_t *r, double *elapsed)
 {
     const scry_config_t *cfg = r->cfg;
-    if (cfg->async_tasks) {
+    if (cfg->async_tasks && r->t) {
         char why[400];
         if (pystate_async_check(r->t, why, sizeof why) != 0) {
             fprintf(stderr, "scry: --async: %s\n", why);
@@ -421,8 +514,12 @@ static int sample(recording_t *r, double *elapsed)
     }
     sampler_opts_t so;
     options_sampler(cfg, &so);
-    r->smp = sampler_new(&so, r->t, r->strings);
-    if (!r->smp) {
+    if (cfg->subprocesses)
+        r->fam = family_new(r->t ? pystate_target_info(r->t)->pid : r->child, r->t, &so,
+                            r->strings, 1, NULL, 0);
+    else
+        r->smp = sampler_new(&so, r->t, r->strings);
+    if (!r->smp && !r->fam) {
         if (!sampler_refused(&so))
             fprintf(stderr, "scry: out of memory\n");
         return -1;
@@ -434,8 +531,10 @@ static int sample(recording_t *r, double *elapsed)
                        .target = r->t,
                        .sink = {r->smp, r->prof}};
     prog.last_ns = prog.start_ns;
-    int err = sampler_run(r->smp, cfg->duration_s, &record_stop, emit_to_profile, r->prof,
-                          show_progress, &prog);
+    int err = r->fam ? family_run(r->fam, cfg->duration_s, &record_stop, emit_to_profile, r->prof,
+                                  show_family_progress, &prog)
+                     : sampler_run(r->smp, cfg->duration_s, &record_stop, emit_to_profile,
+                                   r->prof, show_progress, &prog);
     *elapsed = (double)(scry_now_ns() - prog.start_ns) / 1e9;
     drain_memory(&prog); /* what the shim wrote since the last tick */
     r->mem = prog.mem;
@@ -508,6 +607,8 @@ out:
     srcread_free(r.src);
     memprof_free(r.mem); /* disables the ring: the shim passes through from now on */
     sampler_free(r.smp);
+    family_free(r.fam);
+    free(r.procs);
     report_profile_free(r.prof);
     pystate_target_free(r.t);
     strtab_free(r.strings);

@@ -366,6 +366,11 @@ int perfev_wait(perfev_t *p, uint64_t deadline_ns)
     return woke;
 }
 
+int perfev_wait_fd(const perfev_t *p)
+{
+    return p && p->nthreads ? p->epfd : -1;
+}
+
 perfev_stats_t perfev_stats(const perfev_t *p)
 {
     perfev_stats_t z = {0};

@@ -145,6 +145,12 @@ int perfev_read(perfev_t *p, perfev_sample_fn cb, void *ctx);
  * Returns 1 when a record woke it, 0 otherwise. Reads nothing: perfev_read does. */
 int perfev_wait(perfev_t *p, uint64_t deadline_ns);
 
+/* A descriptor that polls readable when perfev_wait would wake (an epoll set of the
+ * rings; only with opts.wake_each, else -1): for a caller that waits on several things. It
+ * may also stay readable for a ring whose thread exited until perfev_wait drops it: call
+ * perfev_wait (with a deadline just past now) when it is. */
+int perfev_wait_fd(const perfev_t *p);
+
 /* Counters since perfev_open. */
 perfev_stats_t perfev_stats(const perfev_t *p);
 

@@ -107,19 +107,6 @@ static int get_int(json_object *o, const char *k, int64_t lo, int64_t hi, int64_
     return 0;
 }
 
-static int kind_of(const char *s)
-{
-    if (!strcmp(s, "python"))
-        return SCRY_FRAME_PYTHON;
-    if (!strcmp(s, "native"))
-        return SCRY_FRAME_NATIVE;
-    if (!strcmp(s, "thread"))
-        return SCRY_FRAME_THREAD;
-    if (!strcmp(s, "other"))
-        return SCRY_FRAME_OTHER;
-    return -1;
-}
-
 /* Reads function, file, line, kind of O. */
 static int get_loc(report_diff_t *d, json_object *o, scry_frame_t *f)
 {
@@ -130,7 +117,7 @@ static int get_loc(report_diff_t *d, json_object *o, scry_frame_t *f)
         (rc = get_str(d, o, "file", &f->file)) < 0 || (rc = get_str(d, o, "kind", &kind)) < 0 ||
         (rc = get_int(o, "line", 0, INT32_MAX, &line)) < 0)
         return rc;
-    int k = kind_of(kind);
+    int k = report__kind_of(kind);
     if (k < 0)
         return SCRY_E_CORRUPT;
     f->line = (int32_t)line;

@@ -114,7 +114,9 @@ static void color(report__sb_t *b, const report_profile_t *p, const fg_node_t *n
     uint64_t sum = nd->cls[0] + nd->cls[1] + nd->cls[2];
     int system = metric == SCRY_METRIC_CPU && sum && nd->cls[SCRY_CLASS_SYSTEM] * 2 > sum;
     int r, gr, bl;
-    if (f->kind == SCRY_FRAME_THREAD) {
+    if (f->kind == SCRY_FRAME_PROCESS) { /* --subprocesses roots: greens */
+        r = 150 + (int)(30 * a), gr = 205 + (int)(25 * a), bl = 160 + (int)(30 * a);
+    } else if (f->kind == SCRY_FRAME_THREAD) {
         r = 185 + (int)(25 * a), gr = 170 + (int)(25 * a), bl = 220;
     } else if (f->kind == SCRY_FRAME_OTHER || system) {
         int v = 165 + (int)(45 * a);

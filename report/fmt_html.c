@@ -241,20 +241,6 @@ static void hot_lines(report__html_t *h)
     report__sb_puts(b, "</tbody></table></section>\n");
 }
 
-static const char *kind_name(uint8_t kind)
-{
-    switch (kind) {
-    case SCRY_FRAME_PYTHON:
-        return "python";
-    case SCRY_FRAME_NATIVE:
-        return "native";
-    case SCRY_FRAME_THREAD:
-        return "thread";
-    default:
-        return "other";
-    }
-}
-
 static void functions(report__html_t *h)
 {
     report__sb_t *b = &h->b;
@@ -281,7 +267,7 @@ static void functions(report__html_t *h)
         report__sb_xml(b, f->function && f->function[0] ? f->function : "<unknown>", 300);
         report__sb_puts(b, "</td>");
         loc_cell(h, f->file, f->first_line, f->kind);
-        report__sb_printf(b, "<td>%s</td>", kind_name(f->kind));
+        report__sb_printf(b, "<td>%s</td>", report__kind_name(f->kind));
         pct_cell(b, pct(f->total_value, v->cpu_total), 1);
         pct_cell(b, pct(self, v->cpu_total), 0);
         for (int c = 0; c < REPORT__NCLASS; c++)

@@ -10,20 +10,6 @@
 
 #define TOP_ALLOC_LINES 10
 
-static const char *kind_name(uint8_t kind)
-{
-    switch (kind) {
-    case SCRY_FRAME_PYTHON:
-        return "python";
-    case SCRY_FRAME_NATIVE:
-        return "native";
-    case SCRY_FRAME_THREAD:
-        return "thread";
-    default:
-        return "other";
-    }
-}
-
 static double pct(uint64_t part, uint64_t whole)
 {
     return whole ? 100.0 * (double)part / (double)whole : 0.0;
@@ -106,7 +92,7 @@ static void write_lines(report__sb_t *b, const report__view_t *v)
         const uint64_t *c = v->line_cpu + (size_t)i * REPORT__NCLASS;
         report__sb_puts(b, k ? ",\n{" : "\n{");
         write_loc(b, l);
-        kstr(b, "kind", kind_name(l->kind));
+        kstr(b, "kind", report__kind_name(l->kind));
         kbool(b, "user", l->user);
         kint(b, "samples", v->line_count[i]);
         knum(b, "total_pct", pct(c[0] + c[1] + c[2], v->cpu_total), 3);
@@ -131,7 +117,7 @@ static void write_functions(report__sb_t *b, const report__view_t *v)
         kstr(b, "function", f->function);
         kstr(b, "file", f->file);
         report__sb_printf(b, "\"line\":%d,", (int)f->first_line);
-        kstr(b, "kind", kind_name(f->kind));
+        kstr(b, "kind", report__kind_name(f->kind));
         kint(b, "samples", f->total_count);
         kint(b, "self_samples", f->self_count[0] + f->self_count[1] + f->self_count[2]);
         knum(b, "self_pct", pct(self, v->cpu_total), 3);
@@ -159,7 +145,7 @@ static int write_stacks(report__sb_t *b, const report__view_t *v, FILE *out)
         kstr(b, "function", f->function);
         kstr(b, "file", f->file);
         report__sb_printf(b, "\"line\":%d,", (int)f->line);
-        kstr(b, "kind", kind_name(f->kind));
+        kstr(b, "kind", report__kind_name(f->kind));
         unc(b);
         report__sb_putc(b, '}');
         int rc;
@@ -395,6 +381,25 @@ int report__write_json(report_profile_t *p, FILE *out, const report_options_t *o
     unc(&b);
     report__sb_puts(&b, "},\n");
     kbool(&b, "target_exited", p->end.target_exited);
+    if (p->end.nprocesses) {
+        key(&b, "processes");
+        report__sb_putc(&b, '[');
+        for (size_t i = 0; i < p->end.nprocesses; i++) {
+            const report_process_t *q = &p->end.processes[i];
+            report__sb_putc(&b, '{');
+            kint(&b, "pid", (uint64_t)q->pid);
+            kstr(&b, "command", q->command);
+            kstr(&b, "python_version", q->python_version);
+            kint(&b, "samples", q->samples);
+            knum(&b, "cpu_s", (double)q->cpu_ns / 1e9, 6);
+            kbool(&b, "exited", q->exited);
+            kstr(&b, "note", q->note);
+            unc(&b);
+            report__sb_puts(&b, "},");
+        }
+        unc(&b);
+        report__sb_puts(&b, "],\n");
+    }
     kstr(&b, "unit", v.use_weight ? "nanoseconds" : "samples");
     knum(&b, "cpu_s", v.use_weight ? (double)v.cpu_total / 1e9 : 0.0, 6);
     double g = report__gil_pct(&v);

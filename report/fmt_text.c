@@ -115,6 +115,31 @@ static void spark(report__sb_t *b, const report__line_t *l)
     }
 }
 
+/* --subprocesses: a line per process of the program, its share of the CPU time. */
+static void processes(text_t *t, const report_profile_t *p)
+{
+    uint64_t total = 0;
+    for (size_t i = 0; i < p->end.nprocesses; i++)
+        total += p->end.processes[i].cpu_ns;
+    report__sb_printf(&t->b, "processes (%zu):\n", p->end.nprocesses);
+    for (size_t i = 0; i < p->end.nprocesses; i++) {
+        const report_process_t *q = &p->end.processes[i];
+        report__sb_printf(&t->b, "  pid %-7d %5.1f%%  %7" PRIu64 " samples  ", (int)q->pid,
+                          total ? 100.0 * (double)q->cpu_ns / (double)total : 0.0, q->samples);
+        if (q->python_version[0])
+            report__sb_printf(&t->b, "Python %-8s ", q->python_version);
+        put_clean(&t->b, q->command, strlen(q->command), 100);
+        if (q->exited)
+            report__sb_puts(&t->b, " (exited)");
+        if (q->note[0]) {
+            report__sb_puts(&t->b, " (not sampled: ");
+            put_clean(&t->b, q->note, strlen(q->note), 160);
+            report__sb_putc(&t->b, ')');
+        }
+        report__sb_putc(&t->b, '\n');
+    }
+}
+
 static void header(text_t *t, const report__view_t *v)
 {
     const report_profile_t *p = v->p;
@@ -153,6 +178,8 @@ static void header(text_t *t, const report__view_t *v)
         off(t);
     }
     report__sb_putc(&t->b, '\n');
+    if (p->end.nprocesses)
+        processes(t, p);
     double gil = report__gil_pct(v);
     if (gil >= 0)
         report__sb_printf(&t->b, "GIL held %.1f%% of the time\n", gil);

@@ -157,23 +157,32 @@ static uint32_t intern_line(report_profile_t *p, const report__frame_t *f)
 
 static report__thread_t *find_thread(report_profile_t *p, int32_t tid);
 
-/* 1 when S's root (last) frame is a --threads frame of a known thread: such frames are one
- * per thread whatever its name was at the time (a thread renamed during the recording, or
- * named only once it ran, gets one root, not one per name). Without a tid (a profile read
- * back from a file) the label alone tells threads apart. */
-static int thread_rooted(const scry_sample_t *s, uint32_t depth)
+/* The position plus one of S's --threads frame of a known thread (its root, or just below a
+ * --subprocesses process root), else 0: such frames are one per thread whatever its name
+ * was at the time (a thread renamed during the recording, or named only once it ran, gets
+ * one root, not one per name). Without a tid (a profile read back from a file) the label
+ * alone tells threads apart. */
+static uint32_t thread_rooted(const scry_sample_t *s, uint32_t depth)
 {
-    return depth > 0 && s->tid != 0 && s->frames[depth - 1].kind == SCRY_FRAME_THREAD;
+    if (depth == 0 || s->tid == 0)
+        return 0;
+    uint32_t i = depth - 1;
+    if (s->frames[i].kind == SCRY_FRAME_PROCESS) {
+        if (i == 0)
+            return 0;
+        i--;
+    }
+    return s->frames[i].kind == SCRY_FRAME_THREAD ? i + 1 : 0;
 }
 
-/* The frame id of S's thread root (see thread_rooted), relabelled with S's label: the
- * thread's latest name is the one shown. REPORT__NONE when out of memory. */
-static uint32_t thread_root(report_profile_t *p, const scry_sample_t *s, uint32_t depth)
+/* The frame id of S's thread root at position POS - 1 (see thread_rooted), relabelled with
+ * S's label: the thread's latest name is the one shown. REPORT__NONE when out of memory. */
+static uint32_t thread_root(report_profile_t *p, const scry_sample_t *s, uint32_t pos)
 {
     report__thread_t *t = find_thread(p, s->tid);
     if (!t)
         return REPORT__NONE;
-    const scry_frame_t *f = &s->frames[depth - 1];
+    const scry_frame_t *f = &s->frames[pos - 1];
     if (t->root == REPORT__NONE)
         t->root = intern_frame(p, f);
     else
@@ -204,10 +213,9 @@ static uint32_t new_stack(report_profile_t *p, const scry_sample_t *s, uint32_t 
     uint32_t *ids = p->ids + p->nids;
     uint32_t attr = REPORT__NONE, uattr = REPORT__NONE;
     int all_lines = (p->meta.flags & REPORT_F_ALL_LINES) != 0;
-    int rooted = thread_rooted(s, depth);
+    uint32_t tpos = thread_rooted(s, depth);
     for (uint32_t i = 0; i < depth; i++) {
-        ids[i] =
-            rooted && i == depth - 1 ? thread_root(p, s, depth) : intern_frame(p, &s->frames[i]);
+        ids[i] = i + 1 == tpos ? thread_root(p, s, tpos) : intern_frame(p, &s->frames[i]);
         if (ids[i] == REPORT__NONE)
             return REPORT__NONE;
         if (s->frames[i].kind != SCRY_FRAME_PYTHON)
@@ -289,13 +297,14 @@ static uint32_t find_stack(report_profile_t *p, const scry_sample_t *s)
         return REPORT__NONE;
     uint32_t depth = s->nframes > REPORT__MAX_DEPTH ? REPORT__MAX_DEPTH : s->nframes;
     /* a thread root matches by tid and kind alone (its label may have changed) */
-    uint32_t rooted = (uint32_t)thread_rooted(s, depth), cmp = depth - rooted;
+    uint32_t tpos = thread_rooted(s, depth);
     uint64_t h = (uint64_t)(uint32_t)s->tid * K;
-    for (uint32_t i = 0; i < cmp; i++) {
+    for (uint32_t i = 0; i < depth; i++) {
         const scry_frame_t *f = &s->frames[i];
-        h = hash_frame_into(h, f->function, f->file, f->line, f->kind);
+        if (i + 1 != tpos)
+            h = hash_frame_into(h, f->function, f->file, f->line, f->kind);
     }
-    h = fmix(h ^ depth ^ ((uint64_t)rooted << 32));
+    h = fmix(h ^ depth ^ ((uint64_t)tpos << 32));
 
     if ((p->nstacks + 1) * 2 > p->stack_slots_cap &&
         rehash(p, &p->stack_slots, &p->stack_slots_cap, p->nstacks, stack_hash_of) < 0)
@@ -307,19 +316,21 @@ static uint32_t find_stack(report_profile_t *p, const scry_sample_t *s)
         if (st->hash != h || st->depth != depth || st->tid != s->tid)
             continue;
         const uint32_t *ids = p->ids + st->off;
-        if (rooted && p->frames[ids[depth - 1]].kind != SCRY_FRAME_THREAD)
+        if (tpos && p->frames[ids[tpos - 1]].kind != SCRY_FRAME_THREAD)
             continue;
         uint32_t i = 0;
-        for (; i < cmp; i++) {
+        for (; i < depth; i++) {
+            if (i + 1 == tpos)
+                continue;
             const report__frame_t *e = &p->frames[ids[i]];
             const scry_frame_t *f = &s->frames[i];
             if (e->function != f->function || e->file != f->file || e->line != f->line ||
                 e->kind != f->kind)
                 break;
         }
-        if (i == cmp) {
-            if (rooted) /* the root shows the thread's latest name */
-                p->frames[ids[depth - 1]].function = s->frames[depth - 1].function;
+        if (i == depth) {
+            if (tpos) /* the root shows the thread's latest name */
+                p->frames[ids[tpos - 1]].function = s->frames[tpos - 1].function;
             return slot - 1;
         }
     }
@@ -401,6 +412,7 @@ void report_profile_free(report_profile_t *p)
         return;
     free((char *)p->meta.python_version);
     free((char *)p->meta.command);
+    free((void *)p->end.processes);
     strtab_free(p->strs);
     report__scope_free(p);
     free(p->fold);
@@ -464,7 +476,25 @@ int report_profile_set_end(report_profile_t *p, const report_end_t *end)
 {
     if (!p || !end)
         return SCRY_E_INVAL;
+    report_process_t *procs = NULL;
+    size_t n = end->processes ? end->nprocesses : 0;
+    if (n && !(procs = calloc(n, sizeof *procs)))
+        return SCRY_E_NOMEM;
+    for (size_t i = 0; i < n; i++) {
+        procs[i] = end->processes[i];
+        procs[i].command = strtab_intern(p->strs, end->processes[i].command ? end->processes[i].command : "");
+        procs[i].python_version =
+            strtab_intern(p->strs, end->processes[i].python_version ? end->processes[i].python_version : "");
+        procs[i].note = strtab_intern(p->strs, end->processes[i].note ? end->processes[i].note : "");
+        if (!procs[i].command || !procs[i].python_version || !procs[i].note) {
+            free(procs);
+            return SCRY_E_NOMEM;
+        }
+    }
+    free((void *)p->end.processes);
     p->end = *end;
+    p->end.processes = procs;
+    p->end.nprocesses = n;
     p->have_end = 1;
     return 0;
 }

@@ -72,6 +72,17 @@ typedef struct report_meta {
     unsigned nexclude;
 } report_meta_t;
 
+/* One process of a --subprocesses recording, as the summary and the JSON header list it. */
+typedef struct report_process {
+    int32_t pid;
+    const char *command;        /* its command line; "" unknown */
+    const char *python_version; /* "" when it never ran a Python scry could read */
+    const char *note;           /* "" or why it was not sampled */
+    uint64_t samples;
+    uint64_t cpu_ns; /* the CPU time its samples stand for */
+    int exited;      /* it exited while sampled */
+} report_process_t;
+
 /* End-of-run summary, given by the daemon once sampling stopped. */
 typedef struct report_end {
     double duration_s;       /* wall time sampled; <= 0: derived from the samples' timestamps */
@@ -89,6 +100,9 @@ typedef struct report_end {
     int target_exited;       /* 1 when the target exited before the run ended */
     double gil_fraction;     /* [0,1] share of time some thread held the GIL; < 0 unknown
                                 (then derived from the samples when REPORT_F_GIL is set) */
+    const report_process_t *processes; /* --subprocesses: the program's processes, the root
+                                          first (copied); NULL otherwise */
+    size_t nprocesses;
 } report_end_t;
 
 typedef struct report_options {

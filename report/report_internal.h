@@ -271,6 +271,13 @@ void report__sb_frame(report__sb_t *b, const report__frame_t *f);
 void report__sb_frame_short(report__sb_t *b, const report__frame_t *f);
 /* The part of PATH after its last '/' (PATH itself without one; "" for NULL). */
 const char *report__base_name(const char *path);
+
+/* The name of frame kind KIND in files ("python", "native", "thread", "other", "process");
+ * "other" for a kind it does not know. */
+const char *report__kind_name(uint8_t kind);
+
+/* The frame kind named NAME (as report__kind_name writes it), or -1. */
+int report__kind_of(const char *name);
 /* Appends a JSON number (finite; non-finite as 0) with up to DIGITS decimals, trimmed. */
 void report__sb_num(report__sb_t *b, double x, int digits);
 /* Writes the buffer to OUT and empties it. Returns 0, SCRY_E_NOMEM (buffer overflowed

@@ -438,6 +438,14 @@ static void suspend_self(void)
         suspend_after();
 }
 
+int sampler__suspend_if_requested(void)
+{
+    if (!suspend_requested)
+        return 0;
+    suspend_self();
+    return 1;
+}
+
 /* The perf back end reads a thread's Python stack when the kernel's record of its CPU
  * sample wakes us: the sooner it runs, the likelier the stack is still the one sampled.
  * With the default slice (about 1.5 ms on EEVDF kernels), a woken scry waited for the
@@ -446,7 +454,7 @@ static void suspend_self(void)
  * kernel's minimum; Linux 6.12+, no privilege needed, ignored by older kernels) lets the
  * wake-up preempt it: stacks are read about 150 us after their record. scry runs for tens
  * of microseconds per read, so the target loses no CPU time and little wall time. */
-static void ask_short_slice(void)
+void sampler__ask_short_slice(void)
 {
     struct {
         uint32_t size, policy;
@@ -467,12 +475,10 @@ int sampler_run(sampler_t *s, double duration_s, volatile sig_atomic_t *stop, sa
     int perf = s->backend == SAMPLER_PERF;
     uint64_t last_read = 0;
     if (perf)
-        ask_short_slice();
+        sampler__ask_short_slice();
     while (!(stop && *stop)) {
-        if (suspend_requested) {
-            suspend_self();
+        if (sampler__suspend_if_requested())
             next = scry_now_ns(); /* the time suspended is not lateness */
-        }
         uint64_t now = scry_now_ns();
         if (now >= end)
             break;

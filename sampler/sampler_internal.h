@@ -66,6 +66,14 @@ void sampler__emit(sampler_t *s, const pystate_thread_t *th, const unwind_frame_
  * every 100 ms. */
 int sampler__follow_exec(sampler_t *s, int after_error);
 
+/* Between rounds: when Ctrl-Z asked (sampler_handle_job_control), lets go of every held
+ * thread, stops scry and returns 1 once continued; else returns 0 at once. */
+int sampler__suspend_if_requested(void);
+
+/* Asks the kernel for a 100 us slice (sched_setattr; ignored before Linux 6.12) so that a
+ * read woken by a perf record preempts the target at once (sampler.c says why). */
+void sampler__ask_short_slice(void);
+
 /* The perf back end (sampler_perf.c). sampler__perf_new returns 0 and sets S->perf, or a
  * negative code (SCRY_E_PERM/SCRY_E_NOSYS: perf events refused) after writing why into
  * WHY. */
@@ -77,6 +85,9 @@ int sampler__perf_tick(sampler_t *s, sampler_emit_fn emit, void *ctx);
 int sampler__perf_read_early(sampler_t *s, sampler_emit_fn emit, void *ctx);
 /* Waits for a record or DEADLINE_NS (perfev_wait); 1 when a record woke it. */
 int sampler__perf_wait(sampler_t *s, uint64_t deadline_ns);
+/* The descriptor that polls readable when a record would wake sampler__perf_wait
+ * (perfev_wait_fd), or -1 (not the perf back end, no thread). */
+int sampler__perf_wait_fd(const sampler_t *s);
 /* The process exec'd: the IP describer reads the new program's objects. */
 void sampler__perf_exec(sampler_t *s);
 /* Counters of the perf back end: records lost by the kernel, rejected. */

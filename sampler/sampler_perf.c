@@ -415,3 +415,8 @@ int sampler__perf_wait(sampler_t *s, uint64_t deadline_ns)
 {
     return perfev_wait(s->perf ? s->perf->ev : NULL, deadline_ns);
 }
+
+int sampler__perf_wait_fd(const sampler_t *s)
+{
+    return s->backend == SAMPLER_PERF && s->perf ? perfev_wait_fd(s->perf->ev) : -1;
+}

@@ -70,8 +70,43 @@ static int got_exit(const seen_t *s)
     return s->exit_ > 0;
 }
 
+/* proc_descendants over a made-up listing: depth, order, zombies, a reparented orphan,
+ * the bound; proc_list_all over the real /proc: this process and its parent, sorted. */
+static void test_descendants(void)
+{
+    /* 10 -> 11 -> 13 -> 14; 10 -> 12 (zombie) -> 15; 16 -> 1 (an orphan); 9 -> 17 */
+    proc_entry_t e[] = {
+        {1, 0, 1, 'S'},  {9, 1, 2, 'S'},  {10, 1, 3, 'S'}, {11, 10, 4, 'S'},
+        {12, 10, 5, 'Z'}, {13, 11, 6, 'R'}, {14, 13, 7, 'S'}, {15, 12, 8, 'S'},
+        {16, 1, 9, 'S'}, {17, 9, 10, 'S'},
+    };
+    size_t n = sizeof e / sizeof e[0];
+    pid_t out[16];
+    size_t k = proc_descendants(e, n, 10, out, 16);
+    CHECK(k == 3 && out[0] == 11 && out[1] == 13 && out[2] == 14,
+          "10's living descendants 11, 13, 14 in order (%zu: %d %d %d)", k, k > 0 ? out[0] : 0,
+          k > 1 ? out[1] : 0, k > 2 ? out[2] : 0);
+    CHECK(proc_descendants(e, n, 14, out, 16) == 0, "a leaf has none");
+    CHECK(proc_descendants(e, n, 10, out, 2) == 2, "bounded by CAP");
+    CHECK(proc_descendants(e, n, 1, out, 16) == 7, "init's: all but the zombie and its child "
+          "(%zu)", proc_descendants(e, n, 1, out, 16));
+    CHECK(proc_entry_find(e, n, 13) == &e[5] && proc_entry_find(e, n, 8) == NULL, "find");
+
+    static proc_entry_t all[65536];
+    int got = proc_list_all(all, 65536);
+    CHECK(got > 1, "listed %d processes", got);
+    const proc_entry_t *me = got > 0 ? proc_entry_find(all, (size_t)got, getpid()) : NULL;
+    CHECK(me && me->ppid == getppid() && me->start_time > 0, "this process with its parent");
+    int sorted = 1;
+    for (int i = 1; i < got; i++)
+        sorted &= all[i - 1].pid < all[i].pid;
+    CHECK(sorted, "sorted by pid");
+    CHECK(proc_list_all(all, 1) == 1, "bounded by CAP");
+}
+
 int main(void)
 {
+    test_descendants();
     char why[256];
     proc_discover_t *d = proc_discover_new(1, why, sizeof why);
     CHECK(d != NULL, "new");

@@ -79,6 +79,29 @@ int main(void)
     free(out);
     report_profile_free(p);
 
+    /* --subprocesses: a process root above the thread root; a renamed thread still keeps
+     * one root below it, and two processes stay apart */
+    p = report_profile_new(&m);
+    scry_frame_t p1[] = {PY("work", "w.py", 3), THR("thread 11"), PROC("process 10 (a.py)")};
+    scry_frame_t p2[] = {PY("work", "w.py", 3), THR("thread 11 (x)"), PROC("process 10 (a.py)")};
+    scry_frame_t p3[] = {PY("work", "w.py", 3), THR("thread 21"), PROC("process 20 (b.py)")};
+    add_cpu(p, p1, 3, 0, 1000, 11, 1);
+    add_cpu(p, p2, 3, 0, 1000, 11, 2);
+    add_cpu(p, p3, 3, 0, 1000, 21, 3);
+    out = render(p, REPORT_FORMAT_COLLAPSED, NULL, &rc);
+    const char *procs = "process 10 (a.py);thread 11 (x);work (w.py:3) 2\n"
+                        "process 20 (b.py);thread 21;work (w.py:3) 1\n";
+    CHECK(rc == 0 && out && strcmp(out, procs) == 0);
+    if (out && strcmp(out, procs) != 0)
+        fprintf(stderr, "got:\n%s", out);
+    free(out);
+    out = render(p, REPORT_FORMAT_JSON, NULL, &rc);
+    CHECK(rc == 0 && out &&
+          strstr(out, "\"function\":\"process 10 (a.py)\",\"file\":\"\",\"line\":0,"
+                      "\"kind\":\"process\""));
+    free(out);
+    report_profile_free(p);
+
     /* a run of "??" frames of one library (addresses without a symbol) is one frame; runs
      * of different libraries stay apart (issue 11) */
     p = report_profile_new(&m);

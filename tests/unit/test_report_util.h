@@ -37,6 +37,11 @@ static inline scry_frame_t THR(const char *text)
     return (scry_frame_t){S(text), S(""), 0, SCRY_FRAME_THREAD};
 }
 
+static inline scry_frame_t PROC(const char *text)
+{
+    return (scry_frame_t){S(text), S(""), 0, SCRY_FRAME_PROCESS};
+}
+
 /* Adds a CPU sample (frames leaf first). */
 static inline void add_cpu(report_profile_t *p, const scry_frame_t *f, uint32_t n, int cls,
                            uint64_t weight_ns, int tid, uint64_t t_ns)

@@ -1,0 +1,256 @@
+#!/usr/bin/env python3
+"""--subprocesses (issue 13) against real interpreters: programs of several processes whose
+CPU time per process is known (family_workload.py: each worker measures the CPU time it
+burnt, time.process_time()).
+
+usage: test_subprocesses.py SCRY PYTHON [TEST...]   (PYTHON a path or a scrytest label)
+
+pool: a multiprocessing pool (fork) of 3 workers burning 0.6, 1.2 and 1.8 s, launched:
+each worker is in the JSON report's "processes" with its CPU time within 12% (or 0.08 s)
+of its own measure, every sample of a worker sits under a root frame "process PID (...)"
+of kind "process", and its burn() line is there.
+prefork: a parent os.fork()s 3 workers (0.4, 0.8, 1.2 s): the same checks.
+shell: 'sh -c "python3 ... burn 1.0; true"' (the shell forks; it is not Python): the
+Python grandchild's 1.0 s is found (within 12%), the shell gives no samples.
+late: a parent idles 2 s, then starts a child by fork+exec (subprocess) that burns 1.0 s
+at once: at least 85% of the child's CPU time is sampled, so it was found and read within
+about 150 ms of its start.
+late_scan: the same with scry in a network namespace of its own, where the kernel's
+process-events connector is refused: /proc scans find the child as well.
+attach: --pid on a pool whose workers burn 1:2:3 of each 30 ms: over 2.5 s the workers'
+shares of their sum are 1/6, 2/6, 3/6 within 6 points; the parent is listed.
+dump: dump --subprocesses --json on that pool lists the parent and its 3 workers, parent
+first; without --subprocesses only the parent.
+refused: --subprocesses with --memory, and top --subprocesses, are refused (exit 2).
+The runner is tests/lib/scrytest's: one PASS/FAIL/SKIP line per test.
+"""
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
+import scrytest as st  # noqa: E402
+
+WORKLOAD = os.path.join(HERE, "family_workload.py")
+TOL = 0.12      # relative, for CPU time per process (perf's task-clock: exact but for edges)
+TOL_ABS = 0.08  # seconds: the start and end of each process
+TOL_PP = 6.0    # percentage points, attach-mode shares
+
+
+def truths(out):
+    """{pid: cpu_s} from the workers' own files."""
+    res = {}
+    for p in glob.glob(out + ".*.json"):
+        with open(p) as f:
+            d = json.load(f)
+        res[d["pid"]] = d["cpu_s"]
+    return res
+
+
+def burn_line():
+    with open(WORKLOAD) as f:
+        for n, text in enumerate(f, 1):
+            if text.rstrip().endswith("# BURN_LINE"):
+                return n
+    raise st.Fail("no BURN_LINE marker")
+
+
+def per_process(doc):
+    """{pid: (samples, value_s, burn_line_seen)} from the stacks of a JSON report, by their
+    process root frame."""
+    frames = doc["stack_frames"]
+    line = burn_line()
+    res = {}
+    for s in doc["stacks"]:
+        root = frames[s["frames"][0]]
+        m = re.match(r"process (\d+) \(", root["function"])
+        if root["kind"] != "process" or not m:
+            raise st.Fail("a stack without a process root: %s" % root)
+        pid = int(m.group(1))
+        n, v, seen = res.get(pid, (0, 0.0, False))
+        hit = any(frames[i]["function"] == "burn" and frames[i]["line"] == line
+                  for i in s["frames"])
+        res[pid] = (n + s["samples"], v + s["value"] / 1e9, seen or hit)
+    return res
+
+
+def check_workers(c, doc, out, what):
+    check = c.expect
+    truth = truths(out)
+    check(truth, "%s: the workers wrote their truth" % what)
+    listed = {p["pid"]: p for p in doc.get("processes", [])}
+    stacks = per_process(doc)
+    worst = 0.0
+    for pid, cpu in sorted(truth.items()):
+        got = listed.get(pid, {}).get("cpu_s", 0.0)
+        err = abs(got - cpu)
+        worst = max(worst, err / cpu if cpu else 0)
+        check(err <= max(TOL * cpu, TOL_ABS), "%s: worker %d sampled %.3f s of CPU, its own "
+              "measure %.3f s (+- %.0f%%)" % (what, pid, got, cpu, TOL * 100))
+        check(pid in stacks and stacks[pid][2], "%s: worker %d's burn() line under its "
+              "process root" % (what, pid))
+        if pid in stacks:
+            check(abs(stacks[pid][1] - got) < 0.01, "%s: worker %d's stacks hold %.3f s, "
+                  "the list says %.3f" % (what, pid, stacks[pid][1], got))
+    return "%d workers, worst %.1f%% off" % (len(truth), worst * 100)
+
+
+def record_launch(c, args, name, extra=()):
+    out = c.path(name)
+    res, text = c.record(["-q", "--subprocesses", "-r", "200"] + list(extra) + ["--"] + args,
+                         "json", name=name + "-report.json", timeout=120)
+    return out, json.loads(text)
+
+
+def run_pool(c):
+    out = c.path("pool")
+    _, doc = record_launch(c, c.interp.argv(c.stage(WORKLOAD), "pool", c.tpath(out), "3.6"), "pool")
+    return check_workers(c, doc, out, "pool")
+
+
+def run_prefork(c):
+    out = c.path("prefork")
+    _, doc = record_launch(c, c.interp.argv(c.stage(WORKLOAD), "prefork", c.tpath(out), "3"), "prefork")
+    return check_workers(c, doc, out, "prefork")
+
+
+def run_shell(c):
+    out = c.path("shell")
+    py = [c.interp.path, c.stage(WORKLOAD), "burn", c.tpath(out), "1.0"]
+    cmd = " ".join(py) + "; true"
+    if c.interp.root:  # the root's own shell, in the root
+        if getattr(c.interp, "isolation", None):
+            raise st.Skip("an isolated interpreter")
+        argv = ["chroot", c.interp.root, "/bin/sh", "-c", cmd]
+    else:
+        sh = shutil.which("sh")
+        if not sh:
+            raise st.Skip("no sh")
+        argv = [sh, "-c", cmd]
+    _, doc = record_launch(c, argv, "shell")
+    summary = check_workers(c, doc, out, "shell")
+    stacks = per_process(doc)
+    shells = [p for p in doc.get("processes", []) if p["pid"] not in truths(out)]
+    c.expect(all(stacks.get(p["pid"], (0,))[0] == 0 for p in shells),
+             "shell: the shell gives no samples: %s" % shells)
+    return summary
+
+
+def run_late(c):
+    out = c.path("late")
+    _, doc = record_launch(c, c.interp.argv(c.stage(WORKLOAD), "late", c.tpath(out), "2.0"), "late")
+    truth = truths(out)
+    listed = {p["pid"]: p for p in doc.get("processes", [])}
+    c.expect(len(truth) == 1, "late: one child wrote its truth: %s" % truth)
+    for pid, cpu in truth.items():
+        got = listed.get(pid, {}).get("cpu_s", 0.0)
+        c.expect(got >= 0.85 * cpu and got <= cpu * (1 + TOL),
+                 "late: the child %d sampled %.3f s of its %.3f s (>= 85%%: found within "
+                 "~150 ms)" % (pid, got, cpu))
+        return "child sampled %.0f%% of its CPU" % (100 * got / cpu if cpu else 0)
+
+
+def run_late_scan(c):
+    """late, with scry in a network namespace of its own: the process-events connector is
+    refused there, so children are found by /proc scans (every 50 ms)."""
+    if not shutil.which("unshare"):
+        raise st.Skip("no unshare")
+    out = c.path("late")
+    report = c.path("late-scan-report.json")
+    p = c.spawn(["unshare", "--net", c.scry_path, "record", "--subprocesses", "-r", "200",
+                 "-f", "json", "-o", report, "--"]
+                + c.interp.argv(c.stage(WORKLOAD), "late", c.tpath(out), "1.0"),
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    _, err = p.communicate(timeout=60)
+    err = err.decode("utf-8", "replace")
+    c.expect(p.returncode == 0 and "/proc scans" in err,
+             "scry ran with /proc scans (rc %d): %s" % (p.returncode, st.short(err, 300)))
+    with open(report) as f:
+        doc = json.load(f)
+    listed = {q["pid"]: q for q in doc.get("processes", [])}
+    truth = truths(out)
+    c.expect(len(truth) == 1, "late_scan: one child wrote its truth: %s" % truth)
+    for pid, cpu in truth.items():
+        got = listed.get(pid, {}).get("cpu_s", 0.0)
+        c.expect(got >= 0.85 * cpu, "late_scan: the child %d sampled %.3f s of its %.3f s"
+                 % (pid, got, cpu))
+        return "child sampled %.0f%% of its CPU" % (100 * got / cpu if cpu else 0)
+    return ""
+
+
+def start_hold(c, seconds):
+    out = c.path("hold")
+    p = c.spawn(c.interp.argv(c.stage(WORKLOAD), "hold", c.tpath(out), str(seconds)))
+    ready = c.wait_json(out + ".ready", p, "pool ready")
+    c.release(p)
+    time.sleep(0.5)  # the workers are running their task
+    return p, ready["pid"], out
+
+
+def run_attach(c):
+    p, parent, out = start_hold(c, 6)
+    res, text = c.record(["-q", "--subprocesses", "-r", "200", "-d", "2.5", "--pid", parent],
+                         "json", name="attach.json", timeout=60)
+    doc = json.loads(text)
+    listed = {q["pid"]: q for q in doc.get("processes", [])}
+    c.expect(parent in listed, "attach: the parent %d is listed: %s" % (parent, list(listed)))
+    workers = [q for q in doc.get("processes", []) if q["pid"] != parent]
+    c.expect(len(workers) == 3, "attach: three workers: %s" % [q["pid"] for q in workers])
+    total = sum(q["cpu_s"] for q in workers)
+    shares = sorted(100.0 * q["cpu_s"] / total for q in workers) if total else []
+    for got, want in zip(shares, (100 / 6, 200 / 6, 300 / 6)):
+        c.expect(abs(got - want) <= TOL_PP, "attach: a worker's share %.1f%%, truth %.1f%% "
+                 "+- %.0f" % (got, want, TOL_PP))
+    c.wait(p, 30, "the pool")
+    return "shares %s" % ", ".join("%.1f%%" % s for s in shares)
+
+
+def run_dump(c):
+    p, parent, out = start_hold(c, 3)
+    res = c.scry_ok(["dump", "--subprocesses", "--json", "--pid", parent])
+    docs = json.loads(res.out)
+    pids = [d.get("pid") for d in docs]
+    c.expect(len(pids) == 4 and pids[0] == parent, "dump: the parent %d first, then its 3 "
+             "workers: %s" % (parent, pids))
+    one = json.loads(c.scry_ok(["dump", "--json", "--pid", parent]).out)
+    c.expect(isinstance(one, dict) and one.get("pid") == parent,
+             "dump without --subprocesses: the parent alone")
+    c.wait(p, 30, "the pool")
+    return "pids %s" % pids
+
+
+def run_refused(c):
+    res = c.scry(["record", "--subprocesses", "--memory", "-o", c.path("x.json"), "--pid", "1"])
+    c.expect(res.rc == 2 and "--subprocesses" in res.err, "--memory refused: %s" % res.err)
+    res = c.scry(["top", "--subprocesses", "--pid", "1"])
+    c.expect(res.rc == 2, "top --subprocesses refused (rc %d): %s" % (res.rc, res.err))
+
+
+def main():
+    if len(sys.argv) < 2:
+        print(__doc__)
+        return 2
+    scry = os.path.abspath(sys.argv[1])
+    python = sys.argv[2] if len(sys.argv) > 2 else "/usr/bin/python3"
+    tests = st.Tests()
+    for name, fn in (("pool", run_pool), ("prefork", run_prefork), ("shell", run_shell),
+                     ("late", run_late), ("late_scan", run_late_scan), ("attach", run_attach), ("dump", run_dump),
+                     ("refused", run_refused)):
+        tests.add(name, fn)
+    patterns = sys.argv[3:]
+    try:
+        interp = st.from_path(python) if python.startswith("/") else st.find(python)
+    except st.Skip as e:
+        return st.skip_all(python, e, len(tests.select(patterns)))
+    return st.run(tests.select(patterns), lambda t: st.Ctx(t.name, interp, scry,
+                                                           prefix="scry-subproc"), "subprocesses")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
