@@ -102,7 +102,7 @@ static const opt_spec_t opt_table[] = {
     {"discovery", 0, OPT_STRING, offsetof(scry_config_t, discovery), REC | DMP | TOP, "WAY",
      "for tests: find the runtime without its symbol (section) or without symbol and section "
      "(disasm)"},
-    {"subprocesses", 's', OPT_FLAG, offsetof(scry_config_t, subprocesses), REC | DMP, NULL,
+    {"subprocesses", 's', OPT_FLAG, offsetof(scry_config_t, subprocesses), REC | DMP | TOP, NULL,
      "also every Python descendant (present or started later, through shells too); each "
      "process is a root frame 'process PID (command)'"},
 };

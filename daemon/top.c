@@ -8,6 +8,7 @@
  */
 #include "commands.h"
 
+#include "family.h"
 #include "launch.h"
 #include "live.h"
 #include "procinfo.h"
@@ -47,6 +48,7 @@ typedef struct top {
     top_state_t st;
     report_live_t *live;
     sampler_t *smp;
+    family_t *fam; /* --subprocesses: instead of smp */
     SCREEN *screen;
     int curses; /* the curses screen is up */
     int keys;   /* stdin is a terminal: keys are read */
@@ -168,10 +170,38 @@ static int count_threads(pid_t pid)
     return n;
 }
 
+/* The sampler's counters, or the family's totals (--subprocesses). */
+static sampler_stats_t top_stats(const top_t *t)
+{
+    sampler_stats_t st;
+    uint64_t torn, overflow;
+    if (t->fam)
+        family_stats(t->fam, &st, &torn, &overflow);
+    else
+        st = *sampler_stats(t->smp);
+    return st;
+}
+
+/* The threads of every process sampled now (--subprocesses), else of PID. */
+static int count_all_threads(const top_t *t, pid_t pid)
+{
+    if (!t->fam)
+        return count_threads(pid);
+    const family_proc_info_t *procs;
+    size_t n = family_procs(t->fam, &procs);
+    int total = 0;
+    for (size_t i = 0; i < n; i++) {
+        int k = procs[i].sampled && !procs[i].exited ? count_threads(procs[i].pid) : 0;
+        total += k > 0 ? k : 0;
+    }
+    return total;
+}
+
 static gil_mark_t gil_now(const top_t *t, uint64_t now)
 {
-    const sampler_stats_t *ss = sampler_stats(t->smp);
-    return (gil_mark_t){now, ss->ticks, ss->gil_ticks};
+    sampler_stats_t ss = top_stats(t);
+    /* the GIL share is one interpreter's: not shown for several processes */
+    return (gil_mark_t){now, ss.ticks, t->fam ? 0 : ss.gil_ticks};
 }
 
 /* GIL held share over the shown window, from the sampler's rounds. */
@@ -196,6 +226,8 @@ static double gil_pct(const top_t *t)
         }
     }
     uint64_t ticks = now->ticks - from->ticks;
+    if (t->fam)
+        return -1;
     return ticks ? 100.0 * (double)(now->gil_ticks - from->gil_ticks) / (double)ticks : -1;
 }
 
@@ -240,9 +272,10 @@ static void mark(top_t *t, uint64_t now)
     if (!t->st.paused) {
         if (t->ntids || span >= TOP_REFRESH_NS / 2) /* a short last interval says little */
             t->st.threads_active = t->ntids;
-        t->st.threads_total = count_threads((pid_t)t->st.pid);
-        t->st.errors = sampler_stats(t->smp)->errors;
-        t->st.late = sampler_stats(t->smp)->late;
+        sampler_stats_t ss = top_stats(t);
+        t->st.threads_total = count_all_threads(t, (pid_t)t->st.pid);
+        t->st.errors = ss.errors;
+        t->st.late = ss.late;
     }
     t->ntids = 0;
     if (t->st.message[0] && now - t->message_ns > TOP_MESSAGE_NS)
@@ -376,10 +409,8 @@ static void print_plain(top_t *t)
         t->quit = 1; /* e.g. 'scry top | head' */
 }
 
-static int on_tick(sampler_t *smp, void *ctx)
+static int on_round(top_t *t)
 {
-    (void)smp;
-    top_t *t = ctx;
     uint64_t now = scry_now_ns();
     int dirty = 0;
     if (t->keys && now - t->last_key_ns >= TOP_KEY_POLL_NS) {
@@ -400,6 +431,18 @@ static int on_tick(sampler_t *smp, void *ctx)
     if (t->curses && dirty && !t->quit)
         top_screen_draw(&t->st);
     return t->quit;
+}
+
+static int on_tick(sampler_t *smp, void *ctx)
+{
+    (void)smp;
+    return on_round(ctx);
+}
+
+static int on_family_tick(family_t *f, void *ctx)
+{
+    (void)f;
+    return on_round(ctx);
 }
 
 /* After the target exited or sampling failed: keep the final data on screen until 'q'. */
@@ -427,6 +470,9 @@ static int open_target(const scry_config_t *cfg, strtab_t *strings, pystate_targ
     }
     if (launch_start(cfg->argv, NULL, -1, NULL, NULL, child) != 0)
         return -1;
+    procinfo_join_argv(cfg->argv, command, clen);
+    if (cfg->subprocesses)
+        return 0; /* the command is tried as Python with its descendants */
     char msg[1024] = "";
     int status = 0;
     int err = launch_wait_python(*child, strings, 10.0, &cfg->open_opts, NULL, NULL, target,
@@ -441,7 +487,6 @@ static int open_target(const scry_config_t *cfg, strtab_t *strings, pystate_targ
         fprintf(stderr, "scry: %s\n", msg[0] ? msg : scry_strerror(err));
         return -1;
     }
-    procinfo_join_argv(cfg->argv, command, clen);
     return 0;
 }
 
@@ -463,13 +508,14 @@ int cmd_top(const scry_config_t *cfg)
     }
     if (open_target(cfg, strings, &target, &child, command, sizeof command) != 0)
         goto out;
-    const pystate_info_t *info = pystate_target_info(target);
+    const pystate_info_t *info = target ? pystate_target_info(target) : NULL;
+    pid_t pid = info ? info->pid : child;
     uint64_t start = scry_now_ns();
     struct timespec wall;
     clock_gettime(CLOCK_REALTIME, &wall);
     report_meta_t meta = {
-        .pid = info->pid,
-        .python_version = info->version,
+        .pid = pid,
+        .python_version = info ? info->version : NULL,
         .command = command,
         .rate_hz = cfg->rate_hz,
         .start_unix_ns = (int64_t)wall.tv_sec * 1000000000ll + wall.tv_nsec,
@@ -485,20 +531,23 @@ int cmd_top(const scry_config_t *cfg)
     t.live = report_live_new(&meta, start);
     sampler_opts_t so;
     options_sampler(cfg, &so);
-    t.smp = sampler_new(&so, target, strings);
-    if (!t.live || !t.smp) {
+    if (cfg->subprocesses)
+        t.fam = family_new(pid, target, &so, strings, 1, NULL, 0);
+    else
+        t.smp = sampler_new(&so, target, strings);
+    if (!t.live || (!t.smp && !t.fam)) {
         if (!sampler_refused(&so))
             fprintf(stderr, "scry: out of memory\n");
         goto out;
     }
-    t.st.pid = info->pid;
+    t.st.pid = pid;
     t.st.command = command;
-    t.st.python_version = info->version;
+    t.st.python_version = info ? info->version : "?";
     t.st.rate_hz = cfg->rate_hz;
     t.st.window_s = cfg->window_s > 0 ? cfg->window_s : 1;
     t.st.use_window = !cfg->once;
     t.st.gil_pct = -1;
-    t.st.threads_total = count_threads(info->pid);
+    t.st.threads_total = count_all_threads(&t, pid);
     t.base = gil_now(&t, start);
     t.last_mark_ns = t.last_key_ns = start;
     if (isatty(1) && !cfg->once && screen_start(&t) == 0) {
@@ -509,11 +558,12 @@ int cmd_top(const scry_config_t *cfg)
     double duration = cfg->duration_s;
     if (cfg->once && duration <= 0)
         duration = 2;
-    int err = sampler_run(t.smp, duration, &top_stop, on_sample, &t, on_tick, &t);
-    const sampler_stats_t *ss = sampler_stats(t.smp);
+    int err = t.fam ? family_run(t.fam, duration, &top_stop, on_sample, &t, on_family_tick, &t)
+                    : sampler_run(t.smp, duration, &top_stop, on_sample, &t, on_tick, &t);
+    sampler_stats_t ss = top_stats(&t);
     mark(&t, scry_now_ns());
-    t.st.exited = ss->target_exited;
-    t.st.errors = ss->errors;
+    t.st.exited = t.fam ? family_done(t.fam) : ss.target_exited;
+    t.st.errors = ss.errors;
     if (err)
         t.st.stopped = scry_strerror(err);
     if (t.curses) {
@@ -548,6 +598,7 @@ out:
     }
     report_live_table_free(&t.st.table);
     sampler_free(t.smp);
+    family_free(t.fam);
     report_live_free(t.live);
     pystate_target_free(target);
     strtab_free(strings);

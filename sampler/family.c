@@ -578,3 +578,8 @@ const char *family_backend_desc(const family_t *f)
 {
     return f->backend[0] ? f->backend : "none (no process was sampled)";
 }
+
+int family_done(const family_t *f)
+{
+    return !any_live(f);
+}

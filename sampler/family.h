@@ -74,6 +74,9 @@ void family_stats(const family_t *f, sampler_stats_t *out, uint64_t *torn, uint6
  * "/proc scans every 50 ms (connector refused: ...)". */
 const char *family_discovery_desc(const family_t *f);
 
+/* 1 once every member has exited (the whole program is gone). */
+int family_done(const family_t *f);
+
 /* The back end of the members' samplers (sampler_backend_desc of the first one made). */
 const char *family_backend_desc(const family_t *f);
 

@@ -12,6 +12,8 @@ of kind "process", and its burn() line is there.
 prefork: a parent os.fork()s 3 workers (0.4, 0.8, 1.2 s): the same checks.
 shell: 'sh -c "python3 ... burn 1.0; true"' (the shell forks; it is not Python): the
 Python grandchild's 1.0 s is found (within 12%), the shell gives no samples.
+delayed: 'sh -c "sleep 1.5; exec python3 ... burn 1.0"' (py-spy's delayed_launch.sh): the
+launched shell becomes Python after 1.5 s and its 1.0 s is found the same way.
 late: a parent idles 2 s, then starts a child by fork+exec (subprocess) that burns 1.0 s
 at once: at least 85% of the child's CPU time is sampled, so it was found and read within
 about 150 ms of its start.
@@ -21,7 +23,9 @@ attach: --pid on a pool whose workers burn 1:2:3 of each 30 ms: over 2.5 s the w
 shares of their sum are 1/6, 2/6, 3/6 within 6 points; the parent is listed.
 dump: dump --subprocesses --json on that pool lists the parent and its 3 workers, parent
 first; without --subprocesses only the parent.
-refused: --subprocesses with --memory, and top --subprocesses, are refused (exit 2).
+top: top --subprocesses --once on that pool shows the CPU of all three workers (about 2
+cores, within 30%), top without it the idle parent only.
+refused: --subprocesses with --memory is refused (exit 2).
 The runner is tests/lib/scrytest's: one PASS/FAIL/SKIP line per test.
 """
 import glob
@@ -120,10 +124,11 @@ def run_prefork(c):
     return check_workers(c, doc, out, "prefork")
 
 
-def run_shell(c):
+def run_shell(c, delayed=False):
     out = c.path("shell")
     py = [c.interp.path, c.stage(WORKLOAD), "burn", c.tpath(out), "1.0"]
-    cmd = " ".join(py) + "; true"
+    # delayed: py-spy's delayed_launch.sh, a shell that sleeps, then becomes Python
+    cmd = "sleep 1.5; exec " + " ".join(py) if delayed else " ".join(py) + "; true"
     if c.interp.root:  # the root's own shell, in the root
         if getattr(c.interp, "isolation", None):
             raise st.Skip("an isolated interpreter")
@@ -140,6 +145,10 @@ def run_shell(c):
     c.expect(all(stacks.get(p["pid"], (0,))[0] == 0 for p in shells),
              "shell: the shell gives no samples: %s" % shells)
     return summary
+
+
+def run_delayed(c):
+    return run_shell(c, delayed=True)
 
 
 def run_late(c):
@@ -225,11 +234,28 @@ def run_dump(c):
     return "pids %s" % pids
 
 
+def run_top(c):
+    p, parent, out = start_hold(c, 6)
+    res = c.scry_ok(["top", "--subprocesses", "--once", "-d", "2", "--pid", parent])
+    m = re.search(r"^CPU ([\d.]+)%", res.out, re.M)
+    cpu = float(m.group(1)) if m else 0.0
+    # the workers use 2 cores' worth (1/3 + 2/3 + 3/3) on a machine of NCPU: all of it
+    # when fewer; the parent alone would be ~0%
+    want = min(200.0, 100.0 * (os.cpu_count() or 1))
+    c.expect(cpu >= 0.7 * want, "top: CPU %.1f%% of the whole pool (truth about %.0f%%)\n%s"
+             % (cpu, want, st.short(res.out, 600)))
+    c.expect("burn (" in res.out, "top: the workers' burn() is listed")
+    one = c.scry_ok(["top", "--once", "-d", "1", "--pid", parent])
+    m = re.search(r"^CPU ([\d.]+)%", one.out, re.M)
+    c.expect(m and float(m.group(1)) < 20, "top without --subprocesses: the idle parent only "
+             "(%s)" % (m.group(0) if m else one.out[:200]))
+    c.wait(p, 30, "the pool")
+    return "CPU %.1f%%" % cpu
+
+
 def run_refused(c):
     res = c.scry(["record", "--subprocesses", "--memory", "-o", c.path("x.json"), "--pid", "1"])
     c.expect(res.rc == 2 and "--subprocesses" in res.err, "--memory refused: %s" % res.err)
-    res = c.scry(["top", "--subprocesses", "--pid", "1"])
-    c.expect(res.rc == 2, "top --subprocesses refused (rc %d): %s" % (res.rc, res.err))
 
 
 def main():
@@ -239,8 +265,8 @@ def main():
     scry = os.path.abspath(sys.argv[1])
     python = sys.argv[2] if len(sys.argv) > 2 else "/usr/bin/python3"
     tests = st.Tests()
-    for name, fn in (("pool", run_pool), ("prefork", run_prefork), ("shell", run_shell),
-                     ("late", run_late), ("late_scan", run_late_scan), ("attach", run_attach), ("dump", run_dump),
+    for name, fn in (("pool", run_pool), ("prefork", run_prefork), ("shell", run_shell), ("delayed", run_delayed),
+                     ("late", run_late), ("late_scan", run_late_scan), ("attach", run_attach), ("dump", run_dump), ("top", run_top),
                      ("refused", run_refused)):
         tests.add(name, fn)
     patterns = sys.argv[3:]
