@@ -332,11 +332,6 @@ static int container_arg_ok(const char *s)
 static int check_conflicts(scry_config_t *cfg)
 {
     const char *cmd = command_name(cfg->command);
-    if (cfg->subprocesses && cfg->memory) {
-        fprintf(stderr, "scry: --memory follows one process; --subprocesses with --memory is not "
-                        "implemented: record the process whose memory matters with --pid\n");
-        return SCRY_E_INVAL;
-    }
     if (cfg->command == CMD_RECORD) {
         if (cfg->pid && cfg->argv) {
             fprintf(stderr, "scry: give either --pid or a command after --, not both\n");
@@ -373,6 +368,11 @@ static int check_conflicts(scry_config_t *cfg)
         }
         if (cfg->container && cfg->pid) {
             fprintf(stderr, "scry: give either --pid or --container, not both\n");
+            return SCRY_E_INVAL;
+        }
+        if (cfg->container && cfg->subprocesses) {
+            fprintf(stderr, "scry: --container dumps every Python process of the container "
+                            "already; --subprocesses is for --pid\n");
             return SCRY_E_INVAL;
         }
         if (cfg->container && !container_arg_ok(cfg->container)) {

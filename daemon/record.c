@@ -3,6 +3,7 @@
 
 #include "asyncio.h"
 #include "family.h"
+#include "family_memory.h"
 
 #include "launch.h"
 #include "memory.h"
@@ -188,6 +189,7 @@ typedef struct recording {
     pystate_target_t *t; /* NULL: a launched command not (yet) Python (--subprocesses) */
     sampler_t *smp;
     family_t *fam;            /* --subprocesses */
+    fammem_t *fm;             /* --subprocesses --memory: a ring per process */
     report_process_t *procs;  /* --subprocesses: what the report lists */
     report_profile_t *prof;
     memprof_t *mem;
@@ -223,11 +225,13 @@ static int open_launched(recording_t *r)
         return -1;
     procinfo_join_argv(cfg->argv, r->command, sizeof r->command);
     /* --subprocesses: the command is one more process of the family, tried as Python like
-     * its descendants (a shell, a wrapper, a delayed start are followed) */
-    if (cfg->subprocesses)
+     * its descendants (a shell, a wrapper, a delayed start are followed). With --memory it
+     * is waited for 1 s first, so that a Python command's preloaded shim starts with it. */
+    if (cfg->subprocesses && !r->mem)
         return 0;
     char msg[1024] = "";
-    int err = launch_wait_python(r->child, r->strings, 10.0, &cfg->open_opts,
+    int err = launch_wait_python(r->child, r->strings, cfg->subprocesses ? 1.0 : 10.0,
+                                 &cfg->open_opts,
                                  r->mem ? start_memory : NULL, &r->mem, &r->t, &r->child_status,
                                  msg, sizeof msg);
     if (err == SCRY_E_GONE) {
@@ -235,6 +239,12 @@ static int open_launched(recording_t *r)
         fprintf(stderr, "scry: '%s' exited before scry could read it as Python (status %d)\n",
                 cfg->argv[0], WIFEXITED(r->child_status) ? WEXITSTATUS(r->child_status) : -1);
         return -1;
+    }
+    if (err && cfg->subprocesses && err != SCRY_E_UNSUPPORTED && err != SCRY_E_PERM) {
+        /* not Python (yet): its Python descendants get the shim injected instead */
+        memprof_free(r->mem);
+        r->mem = NULL;
+        return 0;
     }
     if (err) {
         fprintf(stderr, "scry: %s\n", msg[0] ? msg : scry_strerror(err));
@@ -414,7 +424,14 @@ static report_end_t end_of(recording_t *r, double elapsed, char *memline, size_t
         end.processes = r->procs;
     }
     memline[0] = 0;
-    if (r->mem) {
+    if (r->fm) {
+        uint64_t events = 0, mdropped = 0, bad = 0;
+        fammem_counts(r->fm, &events, &mdropped, &bad);
+        end.dropped = mdropped;
+        end.errors += bad;
+        end.err_records = bad;
+        fammem_describe(r->fm, memline, len);
+    } else if (r->mem) {
         uint64_t events = 0, mdropped = 0, bad = 0;
         memprof_counts(r->mem, &events, &mdropped, &bad);
         end.dropped = mdropped;
@@ -514,10 +531,17 @@ static int sample(recording_t *r, double *elapsed)
     }
     sampler_opts_t so;
     options_sampler(cfg, &so);
-    if (cfg->subprocesses)
+    if (cfg->subprocesses) {
+        family_hooks_t hooks = {0};
+        if (cfg->memory) {
+            r->fm = fammem_new(cfg, r->mem); /* the launch ring, if any, is the root's */
+            r->mem = NULL;
+            if (r->fm)
+                fammem_hooks(r->fm, &hooks);
+        }
         r->fam = family_new(r->t ? pystate_target_info(r->t)->pid : r->child, r->t, &so,
-                            r->strings, 1, NULL, 0);
-    else
+                            r->strings, 1, r->fm ? &hooks : NULL, NULL, 0);
+    } else
         r->smp = sampler_new(&so, r->t, r->strings);
     if (!r->smp && !r->fam) {
         if (!sampler_refused(&so))
@@ -535,6 +559,8 @@ static int sample(recording_t *r, double *elapsed)
                                   show_family_progress, &prog)
                      : sampler_run(r->smp, cfg->duration_s, &record_stop, emit_to_profile,
                                    r->prof, show_progress, &prog);
+    if (r->fam)
+        family_end(r->fam); /* the members' last memory events */
     *elapsed = (double)(scry_now_ns() - prog.start_ns) / 1e9;
     drain_memory(&prog); /* what the shim wrote since the last tick */
     r->mem = prog.mem;
@@ -608,6 +634,7 @@ out:
     memprof_free(r.mem); /* disables the ring: the shim passes through from now on */
     sampler_free(r.smp);
     family_free(r.fam);
+    fammem_free(r.fm);
     free(r.procs);
     report_profile_free(r.prof);
     pystate_target_free(r.t);

@@ -532,7 +532,7 @@ int cmd_top(const scry_config_t *cfg)
     sampler_opts_t so;
     options_sampler(cfg, &so);
     if (cfg->subprocesses)
-        t.fam = family_new(pid, target, &so, strings, 1, NULL, 0);
+        t.fam = family_new(pid, target, &so, strings, 1, NULL, NULL, 0);
     else
         t.smp = sampler_new(&so, target, strings);
     if (!t.live || (!t.smp && !t.fam)) {

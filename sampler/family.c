@@ -45,6 +45,7 @@ typedef struct member {
     uint64_t last_read_ns; /* perf: its last read between ticks */
     uint64_t torn;      /* torn stacks its target dropped */
     const char *label;  /* "process PID (command)" */
+    void *hook_ctx;     /* the START hook's context */
 } member_t;
 
 struct family {
@@ -63,6 +64,7 @@ struct family {
     sampler_emit_fn emit;
     void *ctx;
     member_t *cur;
+    family_hooks_t hooks;
     const char *s_empty;
     family_proc_info_t *listed;
     proc_entry_t *scan;
@@ -111,9 +113,17 @@ static member_t *add_member(family_t *f, pid_t pid, uint64_t start)
     return m;
 }
 
-/* Frees M's sampler and target, keeping its counters. */
+static void emit_member(const scry_sample_t *s, void *ctx);
+
+/* Frees M's sampler and target, keeping its counters (its END hook first). */
 static void drop_sampler(family_t *f, member_t *m)
 {
+    if (m->smp && m->hook_ctx && f->hooks.end && f->emit) {
+        f->cur = m;
+        f->hooks.end(f->hooks.ctx, m->hook_ctx, (pystate_target_t *)sampler_target(m->smp),
+                     m->smp, emit_member, f);
+    }
+    m->hook_ctx = NULL;
     if (m->smp) {
         m->st = *sampler_stats(m->smp);
         m->torn = pystate_target_stats(sampler_target(m->smp)).dropped;
@@ -171,6 +181,8 @@ static int start_member(family_t *f, member_t *m, pystate_target_t *t)
     const char *v = strtab_intern(f->strings, pystate_target_info(t)->version);
     m->info.version = v ? v : f->s_empty;
     name_member(f, m);
+    if (f->hooks.start)
+        m->hook_ctx = f->hooks.start(f->hooks.ctx, m->info.pid, t, m->smp, m->info.is_root);
     return 0;
 }
 
@@ -298,11 +310,14 @@ static void on_event(void *ctx, enum proc_discover_event ev, pid_t pid, pid_t pa
 }
 
 family_t *family_new(pid_t root, pystate_target_t *root_target, const sampler_opts_t *opts,
-                     strtab_t *strings, int use_connector, char *why, size_t whylen)
+                     strtab_t *strings, int use_connector, const family_hooks_t *hooks,
+                     char *why, size_t whylen)
 {
     family_t *f = calloc(1, sizeof *f);
     if (!f)
         return NULL;
+    if (hooks)
+        f->hooks = *hooks;
     f->root = root;
     f->root_target = root_target;
     f->opts = *opts;
@@ -340,6 +355,17 @@ family_t *family_new(pid_t root, pystate_target_t *root_target, const sampler_op
 fail:
     family_free(f);
     return NULL;
+}
+
+void family_end(family_t *f)
+{
+    for (size_t i = 0; i < f->n; i++) {
+        member_t *m = &f->m[i];
+        if (m->state == M_SAMPLED) {
+            drop_sampler(f, m);
+            m->state = M_GONE; /* not 'exited': it ran to the end of the recording */
+        }
+    }
 }
 
 void family_free(family_t *f)
@@ -391,6 +417,9 @@ static void tick_members(family_t *f, uint64_t now)
             m->info.why = w ? w : f->s_empty;
             member_gone(f, m);
         } else {
+            if (m->hook_ctx && f->hooks.round)
+                f->hooks.round(f->hooks.ctx, m->hook_ctx,
+                               (pystate_target_t *)sampler_target(m->smp), m->smp, emit_member, f);
             check_exec(f, m, now);
         }
     }

@@ -38,14 +38,35 @@ typedef struct family_proc_info {
     int is_root;
 } family_proc_info_t;
 
+/* What a front end does per member beside sampling (record's --memory): START when a
+ * member gets its sampler (its pid, target, sampler, and whether it is the root); it
+ * returns the member's context, or NULL to leave it be. ROUND after each of that member's
+ * ticks, END once when it is let go (exit, an exec out of Python, family_end), both with
+ * the member's current target and sampler and an EMIT/EMIT_CTX that adds its process root
+ * frame. Any of them may be NULL. */
+typedef struct family_hooks {
+    void *(*start)(void *ctx, pid_t pid, pystate_target_t *t, sampler_t *smp, int is_root);
+    void (*round)(void *ctx, void *mctx, pystate_target_t *t, sampler_t *smp,
+                  sampler_emit_fn emit, void *emit_ctx);
+    void (*end)(void *ctx, void *mctx, pystate_target_t *t, sampler_t *smp,
+                sampler_emit_fn emit, void *emit_ctx);
+    void *ctx;
+} family_hooks_t;
+
 /* Creates the family of ROOT. ROOT_TARGET, when not NULL, is ROOT opened (the caller's,
  * not freed here); when NULL, ROOT is tried like any other member (a launched shell).
  * OPTS and STRINGS are used for every member's sampler. USE_CONNECTOR asks for the kernel's
  * process-events connector (else /proc scans only); without permission scans are used and
  * WHY says so. Returns NULL when out of memory or when ROOT_TARGET's sampler cannot be made
- * (a message said why). */
+ * (a message said why). HOOKS (copied) may be NULL. EMIT of the members' samples is
+ * family_run's. */
 family_t *family_new(pid_t root, pystate_target_t *root_target, const sampler_opts_t *opts,
-                     strtab_t *strings, int use_connector, char *why, size_t whylen);
+                     strtab_t *strings, int use_connector, const family_hooks_t *hooks,
+                     char *why, size_t whylen);
+
+/* After family_run: lets every member go (their END hooks run, with family_run's EMIT),
+ * keeping what family_procs and family_stats say. */
+void family_end(family_t *f);
 
 /* Frees every member's sampler and target (not ROOT_TARGET). NULL is a no-op. */
 void family_free(family_t *f);

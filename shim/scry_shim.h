@@ -41,9 +41,11 @@ int scry_shim_attach(const char *ring_path);
  * ring and patches the GOTs as scry_shim_attach does. Returns the ring's file descriptor
  * (>= 0) for the daemon to take a copy of (pidfd_getfd); the shim keeps it until the ring
  * is unmapped (end of the session, or 10 s without heartbeat: docs/memory.md). The daemon
- * must publish the layout before it enables the ring. Errors (negative): SCRY_E_INVAL
- * (SPEC), SCRY_E_IO (memfd/mmap), SCRY_E_PERM (fork child), SCRY_E_AGAIN (attach in
- * progress, or earlier rings still in use). */
+ * must publish the layout before it enables the ring. In a fork child (whose shim
+ * stopped writing at the fork, never to write into its parent's ring) the parent's rings
+ * are let go first and the child gets its own (--subprocesses). Errors (negative):
+ * SCRY_E_INVAL (SPEC), SCRY_E_IO (memfd/mmap), SCRY_E_AGAIN (attach in progress, or
+ * earlier rings still in use). */
 int scry_shim_attach_new(const char *spec);
 
 /* Ends the session as if the daemon had disabled the ring: the ring is retired, and the

@@ -511,6 +511,27 @@ out:
     return err;
 }
 
+/* In a fork child, before it takes a ring of its own: the parent's rings, inherited as
+ * mappings and descriptors, are let go (no thread of the child can be inside one: the
+ * active view has been NULL since the fork), and the child is an ordinary process again.
+ * Caller holds attach_busy. */
+static void forget_parent_views(void)
+{
+    for (unsigned i = 0; i < SHIM_MAX_VIEWS; i++) {
+        if (view_state[i] == VIEW_FREE)
+            continue;
+        munmap(views[i].hdr, views[i].map_len);
+        if (view_fd[i] >= 0)
+            close(view_fd[i]);
+        view_fd[i] = -1;
+        memset(&views[i], 0, sizeof views[i]);
+        view_state[i] = VIEW_FREE;
+    }
+    active_path[0] = 0;
+    __atomic_store_n(&release_pending, 0, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&forked_child, 0, __ATOMIC_SEQ_CST);
+}
+
 /* Parses "NRECORDS:ALLOC_MEAN:COPY_MEAN" (decimal). Returns 0 or -1. */
 static int parse_spec(const char *spec, uint64_t out[3])
 {
@@ -537,8 +558,6 @@ SHIM_API int scry_shim_attach_new(const char *spec)
         SCRY_RING_HEADER_SIZE + a[0] * sizeof(struct scry_ring_record) > (uint64_t)SHIM_MAX_RING_MB
                                                                              << 20)
         return SCRY_E_INVAL;
-    if (__atomic_load_n(&forked_child, __ATOMIC_RELAXED))
-        return SCRY_E_PERM;
     int expect = 0;
     if (!__atomic_compare_exchange_n(&attach_busy, &expect, 1, 0, __ATOMIC_ACQUIRE,
                                      __ATOMIC_RELAXED))
@@ -546,6 +565,8 @@ SHIM_API int scry_shim_attach_new(const char *spec)
     shim_tls_t *t = &shim__tls;
     uint8_t was_busy = t->busy;
     t->busy = 1;
+    if (__atomic_load_n(&forked_child, __ATOMIC_RELAXED))
+        forget_parent_views(); /* a fork child (--subprocesses) gets a ring of its own */
     int rc = SCRY_E_AGAIN, fd = -1;
     void *mem = MAP_FAILED;
     uint64_t len = SCRY_RING_HEADER_SIZE + a[0] * sizeof(struct scry_ring_record);
@@ -651,6 +672,9 @@ static void atfork_child(void)
     /* The child is single-threaded here; it must never write into the parent's ring. */
     __atomic_store_n(&forked_child, 1, __ATOMIC_RELAXED);
     __atomic_store_n(&active_view, NULL, __ATOMIC_RELEASE);
+    /* the parent's other threads do not exist here: nobody is inside a view or an attach */
+    __atomic_store_n(&inflight, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&attach_busy, 0, __ATOMIC_RELAXED);
     shim__tls.busy = 0;
     shim__py_atfork_child();
 }

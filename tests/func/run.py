@@ -618,15 +618,14 @@ def t_error_kernel_thread_zombie(c):
 
 @test("error_bad_rate_and_output", common=True)
 def t_error_bad_rate_and_output(c):
-    """A rate below 1 Hz, an output path that cannot be written and options not implemented
-    (--subprocesses), an unknown --inject and --inject without --memory are refused at once,
-    before anything is sampled (--rate 1e-300 once crashed with SIGFPE; --subprocesses was
-    accepted and did nothing)."""
+    """A rate below 1 Hz, an output path that cannot be written, an unknown --inject and
+    --inject without --memory are refused at once, before anything is sampled (--rate 1e-300
+    once crashed with SIGFPE)."""
     p, truth = c.workload("recursion.py", ["--depth", 3])
     msgs = []
     for args in (["--rate", "1e-300"], ["--rate", "0.001"], ["--rate", "nan"],
                  ["-o", os.path.join(c.tmp, "missing", "x.svg")], ["-o", c.tmp],
-                 ["--subprocesses"], ["--memory", "--inject", "bogus"], ["--inject", "ptrace"]):
+                 ["--memory", "--inject", "bogus"], ["--inject", "ptrace"]):
         argv = ["record", "--pid", truth["pid"], "-d", 30] + args
         if "-o" not in args:
             argv += ["-o", os.path.join(c.tmp, "x.svg")]

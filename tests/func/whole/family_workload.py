@@ -14,6 +14,9 @@ late DELAY     the parent idles DELAY s, then starts a child through subprocess 
                of this script) that burns 1.0 s at once; the parent burns nothing
 burn SECONDS   one process burns SECONDS (the child of 'late', or run through a shell)
 hold SECONDS   pool of 3 workers that burn 1:2:3 for SECONDS of wall time (attach mode)
+mem DELAY      pool of 3 workers (fork); worker k idles DELAY s (for the shim to be put in),
+               then keeps k * 32 MiB allocated in keep<k>() (256 KiB bytearrays) and writes
+               {"pid", "k", "bytes", "line"} to OUT.<pid>.json
 """
 import json
 import multiprocessing as mp
@@ -54,6 +57,38 @@ def pool_task(args):
     spent = burn_wall(seconds, k) if wall else burn(seconds)
     write("%s.%d.json" % (out, os.getpid()), {"pid": os.getpid(), "k": k, "cpu_s": spent})
     return os.getpid()
+
+
+def keep1(n):
+    return [bytearray(262144) for _ in range(n)]  # KEEP1
+
+
+def keep2(n):
+    return [bytearray(262144) for _ in range(n)]  # KEEP2
+
+
+def keep3(n):
+    return [bytearray(262144) for _ in range(n)]  # KEEP3
+
+
+def mem_task(args):
+    out, k, delay = args
+    time.sleep(delay)
+    n = k * 128  # k * 32 MiB
+    kept = (keep1, keep2, keep3)[k - 1](n)
+    write("%s.%d.json" % (out, os.getpid()),
+          {"pid": os.getpid(), "k": k, "bytes": n * 262144, "cpu_s": 0})
+    time.sleep(0.5)
+    return len(kept)
+
+
+def run_mem(out, delay):
+    ctx = mp.get_context("fork")
+    with ctx.Pool(3) as p:
+        res = p.map_async(mem_task, [(out, k, delay) for k in (1, 2, 3)], chunksize=1)
+        write(out + ".ready", {"pid": os.getpid()})
+        res.get(timeout=120)
+    write(out, {"parent": os.getpid()})
 
 
 def run_pool(out, seconds, wall):
@@ -100,6 +135,8 @@ def main():
         run_prefork(out, int(sys.argv[3]))
     elif mode == "late":
         run_late(out, float(sys.argv[3]))
+    elif mode == "mem":
+        run_mem(out, float(sys.argv[3]))
     elif mode == "burn":
         spent = burn(float(sys.argv[3]))
         write("%s.%d.json" % (out, os.getpid()), {"pid": os.getpid(), "k": 1, "cpu_s": spent})

@@ -25,7 +25,10 @@ dump: dump --subprocesses --json on that pool lists the parent and its 3 workers
 first; without --subprocesses only the parent.
 top: top --subprocesses --once on that pool shows the CPU of all three workers (about 2
 cores, within 30%), top without it the idle parent only.
-refused: --subprocesses with --memory is refused (exit 2).
+memory: --memory on a launched pool (fork) whose worker k keeps k * 32 MiB in keep<k>():
+each line's allocation within 25% (the root keeps its preloaded shim, each fork child gets
+a ring of its own through injection). memory_attach: the same with --pid.
+refused: dump --subprocesses with --container is refused (exit 2).
 The runner is tests/lib/scrytest's: one PASS/FAIL/SKIP line per test.
 """
 import glob
@@ -57,12 +60,16 @@ def truths(out):
     return res
 
 
-def burn_line():
+def marker_line(tag):
     with open(WORKLOAD) as f:
         for n, text in enumerate(f, 1):
-            if text.rstrip().endswith("# BURN_LINE"):
+            if text.rstrip().endswith("# " + tag):
                 return n
-    raise st.Fail("no BURN_LINE marker")
+    raise st.Fail("no %s marker" % tag)
+
+
+def burn_line():
+    return marker_line("BURN_LINE")
 
 
 def per_process(doc):
@@ -253,9 +260,47 @@ def run_top(c):
     return "CPU %.1f%%" % cpu
 
 
+def check_memory(c, doc, out, what):
+    """Each worker's keep<k>() line allocated k * 32 MiB: within 25% (sampled allocation)."""
+    truth = {d["k"]: d["bytes"] for d in
+             (json.load(open(p)) for p in glob.glob(out + ".*.json"))}
+    c.expect(sorted(truth) == [1, 2, 3], "%s: the three workers wrote their truth: %s"
+             % (what, sorted(truth)))
+    lines = doc.get("memory", {}).get("top_alloc_lines", [])
+    got = {}
+    for k in (1, 2, 3):
+        at = marker_line("KEEP%d" % k)
+        mb = sum(l["alloc_mb"] for l in lines if l["line"] == at)
+        want = truth.get(k, 0) / 1048576.0
+        got[k] = mb
+        c.expect(want and abs(mb - want) <= 0.25 * want, "%s: keep%d() allocated %.1f MiB, "
+                 "truth %.1f (+- 25%%)" % (what, k, mb, want))
+    return "keep1-3: %s MiB" % ", ".join("%.1f" % got[k] for k in (1, 2, 3))
+
+
+def run_memory(c):
+    out = c.path("mem")
+    res, text = c.record(["-q", "--subprocesses", "--memory", "--"]
+                         + c.interp.argv(c.stage(WORKLOAD), "mem", c.tpath(out), "1.5"),
+                         "json", name="mem-report.json", timeout=120)
+    return check_memory(c, json.loads(text), out, "memory")
+
+
+def run_memory_attach(c):
+    out = c.path("mem")
+    p = c.spawn(c.interp.argv(c.stage(WORKLOAD), "mem", c.tpath(out), "2.5"))
+    ready = c.wait_json(out + ".ready", p, "pool ready")
+    c.release(p)
+    res, text = c.record(["-q", "--subprocesses", "--memory", "-d", "4.5", "--pid",
+                          ready["pid"]], "json", name="mem-attach.json", timeout=60)
+    c.wait(p, 30, "the pool")
+    return check_memory(c, json.loads(text), out, "memory_attach")
+
+
 def run_refused(c):
-    res = c.scry(["record", "--subprocesses", "--memory", "-o", c.path("x.json"), "--pid", "1"])
-    c.expect(res.rc == 2 and "--subprocesses" in res.err, "--memory refused: %s" % res.err)
+    res = c.scry(["dump", "--subprocesses", "--container", "abc123456789"])
+    c.expect(res.rc == 2, "dump --subprocesses --container refused (rc %d): %s"
+             % (res.rc, res.err))
 
 
 def main():
@@ -267,6 +312,7 @@ def main():
     tests = st.Tests()
     for name, fn in (("pool", run_pool), ("prefork", run_prefork), ("shell", run_shell), ("delayed", run_delayed),
                      ("late", run_late), ("late_scan", run_late_scan), ("attach", run_attach), ("dump", run_dump), ("top", run_top),
+                     ("memory", run_memory), ("memory_attach", run_memory_attach),
                      ("refused", run_refused)):
         tests.add(name, fn)
     patterns = sys.argv[3:]
