@@ -14,6 +14,10 @@ late DELAY     the parent idles DELAY s, then starts a child through subprocess 
                of this script) that burns 1.0 s at once; the parent burns nothing
 burn SECONDS   one process burns SECONDS (the child of 'late', or run through a shell)
 hold SECONDS   pool of 3 workers that burn 1:2:3 for SECONDS of wall time (attach mode)
+mixed          a parent with a shell child (sleep), a Python child (sleeping), and a
+               multiprocessing child that returns at once and is never joined (a zombie);
+               writes OUT.ready with the pids, then idles 8 s (the facts py-spy's
+               dump_subprocesses_non_python.py and subprocesses_zombie_child.py check)
 mem DELAY      pool of 3 workers (fork); worker k idles DELAY s (for the shim to be put in),
                then keeps k * 32 MiB allocated in keep<k>() (256 KiB bytearrays) and writes
                {"pid", "k", "bytes", "line"} to OUT.<pid>.json
@@ -91,6 +95,26 @@ def run_mem(out, delay):
     write(out, {"parent": os.getpid()})
 
 
+def nothing():
+    pass
+
+
+def run_mixed(out):
+    shell = subprocess.Popen(["sh", "-c", "sleep 60"])
+    child = subprocess.Popen([sys.executable, "-c", "import time\nwhile True: time.sleep(0.2)"])
+    zombie = mp.get_context("fork").Process(target=nothing)
+    zombie.start()
+    while zombie.exitcode is None and not os.path.exists("/proc/%d/status" % zombie.pid):
+        time.sleep(0.01)
+    time.sleep(0.5)  # the zombie has exited by now; nobody reaps it
+    write(out + ".ready", {"pid": os.getpid(), "shell": shell.pid, "python": child.pid,
+                           "zombie": zombie.pid})
+    time.sleep(8)
+    for p in (shell, child):
+        p.kill()
+        p.wait()
+
+
 def run_pool(out, seconds, wall):
     ctx = mp.get_context("fork")
     with ctx.Pool(3) as p:
@@ -135,6 +159,8 @@ def main():
         run_prefork(out, int(sys.argv[3]))
     elif mode == "late":
         run_late(out, float(sys.argv[3]))
+    elif mode == "mixed":
+        run_mixed(out)
     elif mode == "mem":
         run_mem(out, float(sys.argv[3]))
     elif mode == "burn":
