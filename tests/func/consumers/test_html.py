@@ -86,7 +86,7 @@ def run(c, browser):
     tmp = c.tmp
     check = c.expect
     r = c.scry(["record", "-q", "--rate", "200", "--format", "html", "--"] +
-               c.interp.argv(WORKLOAD, "2"), cwd=tmp, timeout=120)
+               c.interp.argv(c.stage(WORKLOAD), "2"), cwd=tmp, timeout=120)
     check(r.rc == 0, "scry record --format html")
     found = glob.glob(os.path.join(tmp, "scry-*.html"))
     check(len(found) == 1, "default output name scry-PID-TIME.html (%s)" % found)
@@ -159,7 +159,8 @@ def main():
     if not browser:
         return st.skip_all("html", "chromium not found (install Debian's chromium)", 1)
     try:
-        interp = st.from_path(python)
+        # a label of the interpreter registry (3.14d: the sid root's) or a path
+        interp = st.find(python) if python in st.LABELS else st.from_path(python)
     except st.Skip as e:
         return st.skip_all("html", e, 1)
     tests = st.Tests()

@@ -112,12 +112,13 @@ def validate(value, schema, path, errors):
 MEM_WORKLOAD = ("import sys; sys.path.insert(0, %r); import shares_workload as w\n"
                 "keep = []\n"
                 "for i in range(64):\n"
-                "    keep.append(bytearray(1 << 20)); w.hot_a(2000)\n"
-                "    b = bytes(keep[-1])\n" % HERE)
+                "    keep.append(bytearray(1 << 20)); w.hot_a(20000)\n"
+                "    b = bytes(keep[-1])\n")
 
 
 def record(c, out, extra):
-    prog = [WORKLOAD, "2"] if not extra else ["-c", MEM_WORKLOAD]
+    staged = c.stage(WORKLOAD)  # the target's path (inside a rooted interpreter's root)
+    prog = [staged, "2"] if not extra else ["-c", MEM_WORKLOAD % os.path.dirname(staged)]
     cmd = ["record", "-q", "-f", "speedscope", "-o", out, "-r", "200"] + extra + ["--"]
     r = c.scry(cmd + c.interp.argv(*prog), timeout=120)
     return r.rc, r.err
@@ -170,7 +171,8 @@ def main():
     scry = os.path.abspath(sys.argv[1])
     python = sys.argv[2] if len(sys.argv) > 2 else "/usr/bin/python3"
     try:
-        interp = st.from_path(python)
+        # a label of the interpreter registry (3.14d: the sid root's) or a path
+        interp = st.find(python) if python in st.LABELS else st.from_path(python)
     except st.Skip as e:
         return st.skip_all("speedscope", e, 1)
     tests = st.Tests()
