@@ -254,6 +254,12 @@ static void check_exec(family_t *f, member_t *m, uint64_t now)
     m->program_since_ns = now;
 }
 
+static int cmp_ppid(const void *a, const void *b)
+{
+    pid_t x = ((const proc_entry_t *)a)->ppid, y = ((const proc_entry_t *)b)->ppid;
+    return (x > y) - (x < y);
+}
+
 /* Lists every process with its parent: members that are gone (or became zombies, or whose
  * pid now names another process) are let go; children of members join, to any depth. */
 static void scan(family_t *f)
@@ -270,16 +276,25 @@ static void scan(family_t *f)
         if (!e || e->start_time != m->start_time || e->state == 'Z' || e->state == 'X')
             member_gone(f, m);
     }
-    /* parents before children mostly, but not always (pid wrap): until nothing joins */
-    for (int pass = 0, added = 1; added && pass < 64; pass++) {
-        added = 0;
-        for (size_t i = 0; i < cnt; i++) {
-            const proc_entry_t *e = &f->scan[i];
-            if (e->state == 'Z' || e->state == 'X' || !live_member(f, e->ppid) ||
-                live_member(f, e->pid))
-                continue;
-            if (add_member(f, e->pid, e->start_time))
-                added = 1;
+    /* children of members join, to any depth: the listing sorted by parent, each member's
+     * children looked up (members found here are appended and visited in turn) */
+    qsort(f->scan, cnt, sizeof *f->scan, cmp_ppid);
+    for (size_t i = 0; i < f->n; i++) {
+        if (f->m[i].state == M_GONE)
+            continue;
+        pid_t parent = f->m[i].info.pid;
+        size_t lo = 0, hi = cnt;
+        while (lo < hi) { /* the first entry whose parent is PARENT or later */
+            size_t mid = lo + (hi - lo) / 2;
+            if (f->scan[mid].ppid < parent)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        for (size_t k = lo; k < cnt && f->scan[k].ppid == parent; k++) {
+            const proc_entry_t *e = &f->scan[k];
+            if (e->state != 'Z' && e->state != 'X' && e->pid != parent)
+                add_member(f, e->pid, e->start_time);
         }
     }
 }
