@@ -119,8 +119,8 @@ static void on_round(void *ctx, void *mctx, pystate_target_t *t, sampler_t *smp,
 
 /* The member is let go: what its shim wrote since the last round, its counts, its ring
  * disabled and freed. */
-static void on_end(void *ctx, void *mctx, pystate_target_t *t, sampler_t *smp,
-                   sampler_emit_fn emit, void *emit_ctx)
+static void on_end(void *ctx, void *mctx, pystate_target_t *t, sampler_t *smp, sampler_emit_fn emit,
+                   void *emit_ctx)
 {
     fammem_t *fm = ctx;
     fammem_member_t *m = mctx;

@@ -125,8 +125,8 @@ static int progress_round(progress_t *p, const sampler_stats_t *st, size_t nproc
     if (nprocs)
         snprintf(procs, sizeof procs, " in %zu process%s", nprocs, nprocs > 1 ? "es" : "");
     fprintf(stderr,
-            "\rscry: %.0f s, %llu ticks (%.0f/s), %llu samples of %s threads%s, %llu errors   ",
-            el, (unsigned long long)st->ticks, el > 0 ? (double)st->ticks / el : 0.0,
+            "\rscry: %.0f s, %llu ticks (%.0f/s), %llu samples of %s threads%s, %llu errors   ", el,
+            (unsigned long long)st->ticks, el > 0 ? (double)st->ticks / el : 0.0,
             (unsigned long long)st->samples, p->idle ? "all" : "running", procs,
             (unsigned long long)st->errors);
     fflush(stderr);
@@ -188,9 +188,9 @@ typedef struct recording {
     strtab_t *strings;
     pystate_target_t *t; /* NULL: a launched command not (yet) Python (--subprocesses) */
     sampler_t *smp;
-    family_t *fam;            /* --subprocesses */
-    fammem_t *fm;             /* --subprocesses --memory: a ring per process */
-    report_process_t *procs;  /* --subprocesses: what the report lists */
+    family_t *fam;           /* --subprocesses */
+    fammem_t *fm;            /* --subprocesses --memory: a ring per process */
+    report_process_t *procs; /* --subprocesses: what the report lists */
     report_profile_t *prof;
     memprof_t *mem;
     srcread_t *src;
@@ -231,9 +231,8 @@ static int open_launched(recording_t *r)
         return 0;
     char msg[1024] = "";
     int err = launch_wait_python(r->child, r->strings, cfg->subprocesses ? 1.0 : 10.0,
-                                 &cfg->open_opts,
-                                 r->mem ? start_memory : NULL, &r->mem, &r->t, &r->child_status,
-                                 msg, sizeof msg);
+                                 &cfg->open_opts, r->mem ? start_memory : NULL, &r->mem, &r->t,
+                                 &r->child_status, msg, sizeof msg);
     if (err == SCRY_E_GONE) {
         r->child_reaped = 1;
         fprintf(stderr, "scry: '%s' exited before scry could read it as Python (status %d)\n",
@@ -322,7 +321,8 @@ static FILE *open_output(recording_t *r, const char **path)
         char stamp[32];
         time_t now = time(NULL);
         strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", localtime(&now));
-        snprintf(name, len, "scry-%d-%s.%s", (int)(r->t ? pystate_target_info(r->t)->pid : r->child), stamp,
+        snprintf(name, len, "scry-%d-%s.%s",
+                 (int)(r->t ? pystate_target_info(r->t)->pid : r->child), stamp,
                  report_format_extension((enum report_format)r->cfg->format_id));
         *path = name;
     }
@@ -508,8 +508,8 @@ static void print_summary(const recording_t *r, const report_end_t *end, const c
             "late %llu of %llu ticks (max %.1f ms), %.1f us per tick; sampler: %s%s%s; wrote %s\n",
             (unsigned long long)st->samples, end->duration_s, r->cfg->rate_hz,
             end->rate_achieved_hz, from, (unsigned long long)end->errors, errs,
-            (unsigned long long)st->late, (unsigned long long)st->ticks, end->late_max_ms,
-            busy_us, r->fam ? family_backend_desc(r->fam) : sampler_backend_desc(r->smp), lostbuf,
+            (unsigned long long)st->late, (unsigned long long)st->ticks, end->late_max_ms, busy_us,
+            r->fam ? family_backend_desc(r->fam) : sampler_backend_desc(r->smp), lostbuf,
             end->target_exited ? "; the target exited while sampling, kept what was collected" : "",
             strcmp(path, "-") == 0 ? "to standard output" : path);
     if (memline[0])
@@ -539,8 +539,8 @@ static int sample(recording_t *r, double *elapsed)
             if (r->fm)
                 fammem_hooks(r->fm, &hooks);
         }
-        r->fam = family_new(r->t ? pystate_target_info(r->t)->pid : r->child, r->t, &so,
-                            r->strings, 1, r->fm ? &hooks : NULL, NULL, 0);
+        r->fam = family_new(r->t ? pystate_target_info(r->t)->pid : r->child, r->t, &so, r->strings,
+                            1, r->fm ? &hooks : NULL, NULL, 0);
     } else
         r->smp = sampler_new(&so, r->t, r->strings);
     if (!r->smp && !r->fam) {
@@ -557,8 +557,8 @@ static int sample(recording_t *r, double *elapsed)
     prog.last_ns = prog.start_ns;
     int err = r->fam ? family_run(r->fam, cfg->duration_s, &record_stop, emit_to_profile, r->prof,
                                   show_family_progress, &prog)
-                     : sampler_run(r->smp, cfg->duration_s, &record_stop, emit_to_profile,
-                                   r->prof, show_progress, &prog);
+                     : sampler_run(r->smp, cfg->duration_s, &record_stop, emit_to_profile, r->prof,
+                                   show_progress, &prog);
     if (r->fam)
         family_end(r->fam); /* the members' last memory events */
     *elapsed = (double)(scry_now_ns() - prog.start_ns) / 1e9;

@@ -99,8 +99,8 @@ static int handle_event(const struct proc_event *ev, size_t len, proc_discover_c
             return 0;
         if (ev->event_data.fork.child_pid != ev->event_data.fork.child_tgid)
             return 0; /* a new thread */
-        cb(ctx, PROC_DISCOVER_NEW, ev->event_data.fork.child_tgid,
-           ev->event_data.fork.parent_tgid, ev->timestamp_ns);
+        cb(ctx, PROC_DISCOVER_NEW, ev->event_data.fork.child_tgid, ev->event_data.fork.parent_tgid,
+           ev->timestamp_ns);
         return 1;
     case PROC_EVENT_EXEC:
         if (len < offsetof(struct proc_event, event_data) + sizeof ev->event_data.exec)

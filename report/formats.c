@@ -127,15 +127,15 @@ int report_write(report_profile_t *p, enum report_format fmt, FILE *out,
 
 /* The one table of frame kind names in files (json "kind", the HTML tables, diff input). */
 static const char *const kind_names[] = {
-    [SCRY_FRAME_PYTHON] = "python", [SCRY_FRAME_NATIVE] = "native",
-    [SCRY_FRAME_THREAD] = "thread", [SCRY_FRAME_OTHER] = "other",
+    [SCRY_FRAME_PYTHON] = "python",   [SCRY_FRAME_NATIVE] = "native",
+    [SCRY_FRAME_THREAD] = "thread",   [SCRY_FRAME_OTHER] = "other",
     [SCRY_FRAME_PROCESS] = "process",
 };
 
 const char *report__kind_name(uint8_t kind)
 {
     return kind < sizeof kind_names / sizeof kind_names[0] && kind_names[kind] ? kind_names[kind]
-                                                                             : "other";
+                                                                               : "other";
 }
 
 int report__kind_of(const char *name)

@@ -482,10 +482,12 @@ int report_profile_set_end(report_profile_t *p, const report_end_t *end)
         return SCRY_E_NOMEM;
     for (size_t i = 0; i < n; i++) {
         procs[i] = end->processes[i];
-        procs[i].command = strtab_intern(p->strs, end->processes[i].command ? end->processes[i].command : "");
-        procs[i].python_version =
-            strtab_intern(p->strs, end->processes[i].python_version ? end->processes[i].python_version : "");
-        procs[i].note = strtab_intern(p->strs, end->processes[i].note ? end->processes[i].note : "");
+        procs[i].command =
+            strtab_intern(p->strs, end->processes[i].command ? end->processes[i].command : "");
+        procs[i].python_version = strtab_intern(
+            p->strs, end->processes[i].python_version ? end->processes[i].python_version : "");
+        procs[i].note =
+            strtab_intern(p->strs, end->processes[i].note ? end->processes[i].note : "");
         if (!procs[i].command || !procs[i].python_version || !procs[i].note) {
             free(procs);
             return SCRY_E_NOMEM;

@@ -14,14 +14,14 @@
 #include <string.h>
 #include <time.h>
 
-#define SCAN_NS_ALONE     50000000ull   /* /proc scans without the connector */
-#define SCAN_NS_CONNECTOR 1000000000ull /* with it: a safety net for dropped events */
-#define TRY_FAST_NS       200000000ull  /* a new program is tried every round at first, */
-#define TRY_EVERY_NS      100000000ull  /* then every 100 ms, */
+#define SCAN_NS_ALONE     50000000ull    /* /proc scans without the connector */
+#define SCAN_NS_CONNECTOR 1000000000ull  /* with it: a safety net for dropped events */
+#define TRY_FAST_NS       200000000ull   /* a new program is tried every round at first, */
+#define TRY_EVERY_NS      100000000ull   /* then every 100 ms, */
 #define TRY_GIVE_UP_NS    10000000000ull /* and not after 10 s (until it execs again) */
-#define EXEC_GRACE_NS     700000000ull  /* a sampler follows a Python exec within 500 ms */
-#define SCAN_MAX          262144        /* processes a scan looks at */
-#define LABEL_COMMAND_MAX 60            /* bytes of the command in the root frame */
+#define EXEC_GRACE_NS     700000000ull   /* a sampler follows a Python exec within 500 ms */
+#define SCAN_MAX          262144         /* processes a scan looks at */
+#define LABEL_COMMAND_MAX 60             /* bytes of the command in the root frame */
 
 enum member_state {
     M_WAITING,    /* not (yet) a Python scry reads: tried again */
@@ -36,16 +36,16 @@ typedef struct member {
     uint64_t mark;       /* exec mark of the program last tried or sampled */
     uint64_t program_since_ns;
     uint64_t last_try_ns;
-    uint64_t mark_moved_ns; /* sampled: when its mark first differed from the sampler's */
-    int state;              /* enum member_state */
-    int listed;             /* shown by family_procs */
+    uint64_t mark_moved_ns;   /* sampled: when its mark first differed from the sampler's */
+    int state;                /* enum member_state */
+    int listed;               /* shown by family_procs */
     pystate_target_t *target; /* owned unless it is the caller's root target */
     sampler_t *smp;
-    sampler_stats_t st; /* its sampler's, kept after it is freed */
+    sampler_stats_t st;    /* its sampler's, kept after it is freed */
     uint64_t last_read_ns; /* perf: its last read between ticks */
-    uint64_t torn;      /* torn stacks its target dropped */
-    const char *label;  /* "process PID (command)" */
-    void *hook_ctx;     /* the START hook's context */
+    uint64_t torn;         /* torn stacks its target dropped */
+    const char *label;     /* "process PID (command)" */
+    void *hook_ctx;        /* the START hook's context */
 } member_t;
 
 struct family {
@@ -120,8 +120,8 @@ static void drop_sampler(family_t *f, member_t *m)
 {
     if (m->smp && m->hook_ctx && f->hooks.end && f->emit) {
         f->cur = m;
-        f->hooks.end(f->hooks.ctx, m->hook_ctx, (pystate_target_t *)sampler_target(m->smp),
-                     m->smp, emit_member, f);
+        f->hooks.end(f->hooks.ctx, m->hook_ctx, (pystate_target_t *)sampler_target(m->smp), m->smp,
+                     emit_member, f);
     }
     m->hook_ctx = NULL;
     if (m->smp) {
@@ -154,8 +154,8 @@ static void name_member(family_t *f, member_t *m)
         m->info.command = c;
     char label[LABEL_COMMAND_MAX + 40];
     size_t len = strlen(cmd);
-    snprintf(label, sizeof label, "process %d (%.*s%s)", (int)m->info.pid, LABEL_COMMAND_MAX,
-             cmd, len > LABEL_COMMAND_MAX ? "..." : "");
+    snprintf(label, sizeof label, "process %d (%.*s%s)", (int)m->info.pid, LABEL_COMMAND_MAX, cmd,
+             len > LABEL_COMMAND_MAX ? "..." : "");
     const char *l = strtab_intern(f->strings, label);
     m->label = l ? l : f->s_empty;
 }
@@ -209,8 +209,8 @@ static void try_member(family_t *f, member_t *m, uint64_t now)
     m->last_try_ns = now;
     pystate_target_t *t = NULL;
     char why[512] = "";
-    int err = pystate_target_open_opts(m->info.pid, f->strings, &f->opts.open_opts, &t, why,
-                                       sizeof why);
+    int err =
+        pystate_target_open_opts(m->info.pid, f->strings, &f->opts.open_opts, &t, why, sizeof why);
     if (err == SCRY_E_UNSUPPORTED || err == SCRY_E_PERM) {
         /* a Python scry cannot read (2.7, a newer layout) or may not: said in the summary */
         const char *w = strtab_intern(f->strings, why[0] ? why : scry_strerror(err));
@@ -325,8 +325,8 @@ static void on_event(void *ctx, enum proc_discover_event ev, pid_t pid, pid_t pa
 }
 
 family_t *family_new(pid_t root, pystate_target_t *root_target, const sampler_opts_t *opts,
-                     strtab_t *strings, int use_connector, const family_hooks_t *hooks,
-                     char *why, size_t whylen)
+                     strtab_t *strings, int use_connector, const family_hooks_t *hooks, char *why,
+                     size_t whylen)
 {
     family_t *f = calloc(1, sizeof *f);
     if (!f)

@@ -46,10 +46,10 @@ typedef struct family_proc_info {
  * frame. Any of them may be NULL. */
 typedef struct family_hooks {
     void *(*start)(void *ctx, pid_t pid, pystate_target_t *t, sampler_t *smp, int is_root);
-    void (*round)(void *ctx, void *mctx, pystate_target_t *t, sampler_t *smp,
-                  sampler_emit_fn emit, void *emit_ctx);
-    void (*end)(void *ctx, void *mctx, pystate_target_t *t, sampler_t *smp,
-                sampler_emit_fn emit, void *emit_ctx);
+    void (*round)(void *ctx, void *mctx, pystate_target_t *t, sampler_t *smp, sampler_emit_fn emit,
+                  void *emit_ctx);
+    void (*end)(void *ctx, void *mctx, pystate_target_t *t, sampler_t *smp, sampler_emit_fn emit,
+                void *emit_ctx);
     void *ctx;
 } family_hooks_t;
 
@@ -61,8 +61,8 @@ typedef struct family_hooks {
  * (a message said why). HOOKS (copied) may be NULL. EMIT of the members' samples is
  * family_run's. */
 family_t *family_new(pid_t root, pystate_target_t *root_target, const sampler_opts_t *opts,
-                     strtab_t *strings, int use_connector, const family_hooks_t *hooks,
-                     char *why, size_t whylen);
+                     strtab_t *strings, int use_connector, const family_hooks_t *hooks, char *why,
+                     size_t whylen);
 
 /* After family_run: lets every member go (their END hooks run, with family_run's EMIT),
  * keeping what family_procs and family_stats say. */

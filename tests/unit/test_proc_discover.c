@@ -76,9 +76,8 @@ static void test_descendants(void)
 {
     /* 10 -> 11 -> 13 -> 14; 10 -> 12 (zombie) -> 15; 16 -> 1 (an orphan); 9 -> 17 */
     proc_entry_t e[] = {
-        {1, 0, 1, 'S'},  {9, 1, 2, 'S'},  {10, 1, 3, 'S'}, {11, 10, 4, 'S'},
-        {12, 10, 5, 'Z'}, {13, 11, 6, 'R'}, {14, 13, 7, 'S'}, {15, 12, 8, 'S'},
-        {16, 1, 9, 'S'}, {17, 9, 10, 'S'},
+        {1, 0, 1, 'S'},   {9, 1, 2, 'S'},   {10, 1, 3, 'S'},  {11, 10, 4, 'S'}, {12, 10, 5, 'Z'},
+        {13, 11, 6, 'R'}, {14, 13, 7, 'S'}, {15, 12, 8, 'S'}, {16, 1, 9, 'S'},  {17, 9, 10, 'S'},
     };
     size_t n = sizeof e / sizeof e[0];
     pid_t out[16];
@@ -88,8 +87,10 @@ static void test_descendants(void)
           k > 1 ? out[1] : 0, k > 2 ? out[2] : 0);
     CHECK(proc_descendants(e, n, 14, out, 16) == 0, "a leaf has none");
     CHECK(proc_descendants(e, n, 10, out, 2) == 2, "bounded by CAP");
-    CHECK(proc_descendants(e, n, 1, out, 16) == 7, "init's: all but the zombie and its child "
-          "(%zu)", proc_descendants(e, n, 1, out, 16));
+    CHECK(proc_descendants(e, n, 1, out, 16) == 7,
+          "init's: all but the zombie and its child "
+          "(%zu)",
+          proc_descendants(e, n, 1, out, 16));
     CHECK(proc_entry_find(e, n, 13) == &e[5] && proc_entry_find(e, n, 8) == NULL, "find");
 
     static proc_entry_t all[65536];
@@ -137,8 +138,7 @@ int main(void)
         pump(d, &s, got_exec, 2.0);
         double t_exec = ((double)scry_now_ns() / 1e9) - t0;
         CHECK(s.exec_ == 1, "exec seen %d times (%.3f s)", s.exec_, t_exec);
-        CHECK(s.bad_time == 0, "%d events with a kernel time of 0 or later than now",
-              s.bad_time);
+        CHECK(s.bad_time == 0, "%d events with a kernel time of 0 or later than now", s.bad_time);
         CHECK(t_exec < 1.0, "exec reported within a second: %.3f s", t_exec);
         kill(child, SIGKILL);
         waitpid(child, NULL, 0);

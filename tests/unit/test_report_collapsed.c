@@ -105,8 +105,8 @@ int main(void)
     /* a run of "??" frames of one library (addresses without a symbol) is one frame; runs
      * of different libraries stay apart (issue 11) */
     p = report_profile_new(&m);
-    scry_frame_t u[] = {NAT("??", "libm.so"), NAT("??", "libm.so"), NAT("??", "libx.so"),
-                        NAT("??", "libm.so"), NAT("??", "libm.so"), NAT("??", "libm.so"),
+    scry_frame_t u[] = {NAT("??", "libm.so"),    NAT("??", "libm.so"), NAT("??", "libx.so"),
+                        NAT("??", "libm.so"),    NAT("??", "libm.so"), NAT("??", "libm.so"),
                         PY("main", "app.py", 10)};
     add_cpu(p, u, 7, 0, 1000, 11, 1);
     add_cpu(p, u + 3, 4, 0, 1000, 11, 2);
