@@ -424,21 +424,17 @@ static report_end_t end_of(recording_t *r, double elapsed, char *memline, size_t
         end.processes = r->procs;
     }
     memline[0] = 0;
+    uint64_t events = 0, mdropped = 0, bad = 0;
     if (r->fm) {
-        uint64_t events = 0, mdropped = 0, bad = 0;
         fammem_counts(r->fm, &events, &mdropped, &bad);
-        end.dropped = mdropped;
-        end.errors += bad;
-        end.err_records = bad;
         fammem_describe(r->fm, memline, len);
     } else if (r->mem) {
-        uint64_t events = 0, mdropped = 0, bad = 0;
         memprof_counts(r->mem, &events, &mdropped, &bad);
-        end.dropped = mdropped;
-        end.errors += bad;
-        end.err_records = bad;
         memprof_describe(r->mem, memline, len);
     }
+    end.dropped = mdropped;
+    end.errors += bad;
+    end.err_records = bad;
     return end;
 }
 

@@ -1,6 +1,8 @@
 /* interp.c - where a mapped file comes from, its load bias, and finding libpython. */
 #include "interp.h"
 
+#include "buildid.h"
+
 #include <elf.h>
 #include <errno.h>
 #include <stdio.h>
@@ -24,16 +26,18 @@ int elfsym_map_open_path(pid_t pid, const elfsym_map_t *e, char *buf, size_t siz
     int n = snprintf(root, sizeof root, "/proc/%d/root%s", (int)pid, e->path);
     int root_ok = n > 0 && (size_t)n < sizeof root && stat(root, &st) == 0;
     const char *pick = NULL;
+    int unverified = 0;
     if (root_ok && !e->deleted && (uint64_t)st.st_ino == e->inode) {
         pick = root;
     } else {
         snprintf(mf, sizeof mf, "/proc/%d/map_files/%llx-%llx", (int)pid,
                  (unsigned long long)e->start, (unsigned long long)e->end);
-        if (stat(mf, &st) == 0)
+        if (stat(mf, &st) == 0) {
             pick = mf;
-        else if (root_ok)
-            pick = root;
-        else if (stat(e->path, &st) == 0 && (uint64_t)st.st_ino == e->inode)
+        } else if (root_ok) {
+            pick = root; /* another inode (overlayfs shows its own) or another file */
+            unverified = 1;
+        } else if (stat(e->path, &st) == 0 && (uint64_t)st.st_ino == e->inode)
             pick = e->path; /* the target's root is not readable: scry's own file, if it
                                is the mapped one (a container's libc is not the host's) */
         else
@@ -43,7 +47,21 @@ int elfsym_map_open_path(pid_t pid, const elfsym_map_t *e, char *buf, size_t siz
     if (len >= size)
         return SCRY_E_TRUNC;
     memcpy(buf, pick, len + 1);
-    return 0;
+    return unverified ? ELFSYM_PATH_UNVERIFIED : 0;
+}
+
+int elfsym_map_open_checked(pid_t pid, rmem_t *mem, const elfsym_map_t *e, uint64_t base, char *buf,
+                            size_t size)
+{
+    int rc = elfsym_map_open_path(pid, e, buf, size);
+    if (rc != ELFSYM_PATH_UNVERIFIED)
+        return rc;
+    rmem_t *own = mem ? NULL : rmem_open_pid(pid);
+    elfsym_obj_t *obj = elfsym_obj_open(buf, &rc);
+    int same = obj && elfsym_map_matches(mem ? mem : own, base, obj);
+    elfsym_obj_free(obj);
+    rmem_free(own);
+    return same ? 0 : SCRY_E_NOTFOUND;
 }
 
 static int same_file(const elfsym_map_t *a, const elfsym_map_t *b)
@@ -172,8 +190,9 @@ int elfsym_module_locate(pid_t pid, const elfsym_maps_t *maps, size_t map_index,
     memcpy(out->path, e->path, plen + 1);
     out->inode = e->inode;
     out->deleted = e->deleted;
-    rc = elfsym_map_open_path(pid, elfsym_maps_get(maps, first), out->open_path,
-                              sizeof out->open_path);
+    const elfsym_map_t *fm = elfsym_maps_get(maps, first);
+    rc = elfsym_map_open_checked(pid, NULL, fm, fm->start - fm->offset, out->open_path,
+                                 sizeof out->open_path);
     if (rc)
         return rc;
     out->obj = elfsym_obj_open(out->open_path, &rc);

@@ -16,6 +16,7 @@
 
 #include "elfobj.h"
 #include "maps.h"
+#include "rmem.h"
 
 typedef struct elfsym_module {
     char path[PATH_MAX];      /* as the target sees it ("/usr/lib/libpython3.11.so.1.0") */
@@ -30,14 +31,26 @@ typedef struct elfsym_module {
     elfsym_obj_t *obj; /* the loaded object; one reference owned by the caller */
 } elfsym_module_t;
 
+#define ELFSYM_PATH_UNVERIFIED 1 /* elfsym_map_open_path: the file's inode is not the mapping's */
+
 /* Fills BUF with the path scry should open for mapping E of process PID: /proc/PID/root
  * + path when that file still has the mapping's inode (works across mount namespaces),
  * else /proc/PID/map_files/START-END (needs CAP_SYS_ADMIN; works for deleted files),
- * else /proc/PID/root + path, else the path itself in scry's root when it has the
- * mapping's inode. Returns 0, SCRY_E_INVAL (not a file mapping), SCRY_E_NOTFOUND (none of
- * these can be opened: scry would otherwise read another file of the same name, e.g. the
- * host's libc for a container's) or SCRY_E_TRUNC (BUF too small). */
+ * else /proc/PID/root + path (returning ELFSYM_PATH_UNVERIFIED: overlayfs reports another
+ * inode than the mapping's, but so does a file replaced since it was mapped: check it with
+ * elfsym_map_open_checked), else the path itself in scry's root when it has the mapping's
+ * inode. Returns 0, ELFSYM_PATH_UNVERIFIED, SCRY_E_INVAL (not a file mapping),
+ * SCRY_E_NOTFOUND (none of these can be opened: scry would otherwise read another file of
+ * the same name, e.g. the host's libc for a container's) or SCRY_E_TRUNC (BUF too small). */
 int elfsym_map_open_path(pid_t pid, const elfsym_map_t *e, char *buf, size_t size);
+
+/* elfsym_map_open_path, and when the path is unverified, the file's GNU build-id compared
+ * with the one mapped at BASE (the address of the file's offset 0) in the target's memory
+ * (MEM, or a reader of PID made for the check when NULL): a file that differs or has no
+ * build-id is refused (SCRY_E_NOTFOUND: no symbols rather than wrong ones). Returns 0 or a
+ * negative code as elfsym_map_open_path. */
+int elfsym_map_open_checked(pid_t pid, rmem_t *mem, const elfsym_map_t *e, uint64_t base, char *buf,
+                            size_t size);
 
 /* The one load-bias rule. SEGS are an object's N PT_LOAD segments (file order); a mapping
  * of it starts at START and maps file offset OFFSET (EXEC: the mapping is executable). The

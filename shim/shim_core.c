@@ -96,6 +96,18 @@ static void retire(const shim_ring_view_t *v)
         __atomic_store_n(&release_pending, 1, __ATOMIC_SEQ_CST);
 }
 
+/* Unmaps view slot I and closes its descriptor; the slot is free after. Caller holds
+ * attach_busy and knows no thread is inside it. */
+static void release_view(unsigned i)
+{
+    munmap(views[i].hdr, views[i].map_len);
+    if (view_fd[i] >= 0)
+        close(view_fd[i]);
+    view_fd[i] = -1;
+    memset(&views[i], 0, sizeof views[i]);
+    view_state[i] = VIEW_FREE;
+}
+
 /* Unmaps the retired views when no thread can be inside one. Caller holds attach_busy.
  * Returns 0 when none is left, -1 when threads were inside (try again later). */
 static int reclaim(void)
@@ -110,16 +122,9 @@ static int reclaim(void)
     if (__atomic_load_n(&inflight, __ATOMIC_SEQ_CST) != 0)
         return -1;
     shim_ring_view_t *act = __atomic_load_n(&active_view, __ATOMIC_SEQ_CST);
-    for (unsigned i = 0; i < SHIM_MAX_VIEWS; i++) {
-        if (view_state[i] == VIEW_FREE || act == &views[i])
-            continue;
-        munmap(views[i].hdr, views[i].map_len);
-        if (view_fd[i] >= 0)
-            close(view_fd[i]);
-        view_fd[i] = -1;
-        memset(&views[i], 0, sizeof views[i]);
-        view_state[i] = VIEW_FREE;
-    }
+    for (unsigned i = 0; i < SHIM_MAX_VIEWS; i++)
+        if (view_state[i] != VIEW_FREE && act != &views[i])
+            release_view(i);
     return 0;
 }
 
@@ -517,16 +522,9 @@ out:
  * Caller holds attach_busy. */
 static void forget_parent_views(void)
 {
-    for (unsigned i = 0; i < SHIM_MAX_VIEWS; i++) {
-        if (view_state[i] == VIEW_FREE)
-            continue;
-        munmap(views[i].hdr, views[i].map_len);
-        if (view_fd[i] >= 0)
-            close(view_fd[i]);
-        view_fd[i] = -1;
-        memset(&views[i], 0, sizeof views[i]);
-        view_state[i] = VIEW_FREE;
-    }
+    for (unsigned i = 0; i < SHIM_MAX_VIEWS; i++)
+        if (view_state[i] != VIEW_FREE)
+            release_view(i);
     active_path[0] = 0;
     __atomic_store_n(&release_pending, 0, __ATOMIC_SEQ_CST);
     __atomic_store_n(&forked_child, 0, __ATOMIC_SEQ_CST);

@@ -227,7 +227,8 @@ unwind_obj_t *unwind__obj_find(struct unwind *u, uint64_t ip)
     o->path = strtab_intern(u->strings, m->path);
     o->lib = strtab_intern(u->strings, base_name(m->path));
     char open_path[4096 + 64];
-    if (elfsym_map_is_file(m) && elfsym_map_open_path(u->pid, m, open_path, sizeof open_path) == 0)
+    if (elfsym_map_is_file(m) && elfsym_map_open_checked(u->pid, u->mem, m, m->start - m->offset,
+                                                         open_path, sizeof open_path) == 0)
         o->open_path = strtab_intern(u->strings, open_path);
     o->in_python = (uint8_t)is_python_lib(o->lib, u->exe_base);
     o->state = load_table(u, o, m) == 0 ? 1 : 2;
