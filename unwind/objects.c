@@ -230,6 +230,8 @@ unwind_obj_t *unwind__obj_find(struct unwind *u, uint64_t ip)
     if (elfsym_map_is_file(m) && elfsym_map_open_checked(u->pid, u->mem, m, m->start - m->offset,
                                                          open_path, sizeof open_path) == 0)
         o->open_path = strtab_intern(u->strings, open_path);
+    else if (elfsym_map_is_file(m))
+        o->no_file = 1;
     o->in_python = (uint8_t)is_python_lib(o->lib, u->exe_base);
     o->state = load_table(u, o, m) == 0 ? 1 : 2;
     if (o->state == 1)
@@ -247,8 +249,8 @@ int unwind__find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *
          * pointers; its own search would find nothing more. */
         return _Ux86_64_dwarf_search_unwind_table(as, ip, &o->di, pi, need_unwind_info, u);
     }
-    if (!o)
-        return -UNW_ENOINFO;
+    if (!o || o->no_file)
+        return -UNW_ENOINFO; /* libunwind's search would open the path: maybe another file */
     /* No usable .eh_frame_hdr: libunwind's per-ELF search (maps the file, .debug_frame). */
     u->st.table_fallback++;
     return _UPT_find_proc_info(as, ip, pi, need_unwind_info, u->upt);

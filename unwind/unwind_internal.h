@@ -45,6 +45,8 @@ typedef struct unwind_obj {
                               interned; NULL for the vDSO */
     uint8_t in_python;     /* libpython* or the python executable */
     uint8_t state;         /* 0 not loaded, 1 table ready, 2 no usable .eh_frame_hdr */
+    uint8_t no_file;       /* a file mapping whose file scry could not open as the mapped one
+                              (replaced, deleted without map_files): no tables from any file */
     uint8_t elf_tried;     /* elfsym_obj_open was attempted */
     uint8_t eval_tried;    /* eval_parts computed (see symbolize.c) */
     uint8_t neval_parts;
