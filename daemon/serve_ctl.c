@@ -197,13 +197,15 @@ static void record_child(serve_state_t *st, const serve_ctl_req_t *req, pid_t pi
     fflush(stderr);
     if (out >= 0 && log >= 0 && dup2(out, 1) == 1 && dup2(log, 2) == 2) {
         /* options_parse takes a writable argv, as main's */
-        char w[12][32] = {"scry", "record", "--pid", "", "--duration", "", "--format", "text",
-                          "--output", "-", "--memory", "--native"};
+        char w[14][32] = {"scry",     "record", "--pid",    "",         "--duration",
+                          "",         "--format", "text",   "--output", "-",
+                          "--memory", "--native", "--rate", ""};
         snprintf(w[3], sizeof w[3], "%d", (int)pid);
         snprintf(w[5], sizeof w[5], "%g", dur);
         if (req->format[0])
             snprintf(w[7], sizeof w[7], "%s", req->format);
-        char *argv[13];
+        snprintf(w[13], sizeof w[13], "%g", req->rate_hz);
+        char *argv[15];
         int argc = 0;
         for (int i = 0; i < 10; i++)
             argv[argc++] = w[i];
@@ -211,6 +213,10 @@ static void record_child(serve_state_t *st, const serve_ctl_req_t *req, pid_t pi
             argv[argc++] = w[10];
         if (req->native)
             argv[argc++] = w[11];
+        if (req->rate_hz > 0) { /* the request's own bounds; scry record's below 1 Hz */
+            argv[argc++] = w[12];
+            argv[argc++] = w[13];
+        }
         argv[argc] = NULL;
         scry_config_t cfg;
         rc = options_parse(argc, argv, &cfg) != 0 ? 2 : cmd_record(&cfg);

@@ -13,10 +13,11 @@ static void ctl_usage(FILE *f)
                "  list                         targets: pid, service, rate, CPU, samples, errors\n"
                "  dump PID [--native]          every thread's stack now, from the warm daemon\n"
                "  flush                        end the current windows now\n"
-               "  record PID [--memory] [--duration S] [--format F] [--output FILE]\n"
-               "                               an on-demand profile of one process (default 10 s,\n"
-               "                               format text; F as scry record --format); the\n"
-               "                               daemon answers at its end; FILE is written here\n"
+               "  record PID [--memory] [--duration S] [--rate HZ] [--format F] [--output FILE]\n"
+               "                               an on-demand profile of one process (default 10 s\n"
+               "                               at scry record's 100 Hz, format text; F as scry\n"
+               "                               record --format); the daemon answers at its end;\n"
+               "                               FILE is written here\n"
                "  set-rate [PID] HZ            the sampling rate of one target, or of all\n"
                "  reload                       read the configuration again (as SIGHUP)\n"
                "--socket defaults to /run/scry/scry.sock; --json prints the raw reply.\n");
@@ -60,7 +61,7 @@ int serve_ctl_main(int argc, char **argv)
 {
     const char *sock = "/run/scry/scry.sock";
     int json = 0, memory = 0, native = 0;
-    double duration = 0;
+    double duration = 0, rate = 0;
     const char *format = NULL, *output = NULL;
     const char *pos[3] = {NULL, NULL, NULL};
     int npos = 0;
@@ -85,6 +86,13 @@ int serve_ctl_main(int argc, char **argv)
             duration = strtod(argv[++i], &end);
             if (*end || duration <= 0 || duration > 3600) {
                 fprintf(stderr, "scry ctl: --duration takes 0 < S <= 3600\n");
+                return 2;
+            }
+        } else if (strcmp(a, "--rate") == 0 && i + 1 < argc) {
+            char *end;
+            rate = strtod(argv[++i], &end);
+            if (*end || !(rate >= 1 && rate <= 1000)) {
+                fprintf(stderr, "scry ctl: --rate takes 1 <= HZ <= 1000\n");
                 return 2;
             }
         } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
@@ -122,6 +130,8 @@ int serve_ctl_main(int argc, char **argv)
                 json_object_object_add(req, "memory", json_object_new_boolean(1));
             if (cmd[0] == 'r' && duration > 0)
                 json_object_object_add(req, "duration", json_object_new_double(duration));
+            if (cmd[0] == 'r' && rate > 0)
+                json_object_object_add(req, "rate", json_object_new_double(rate));
             if (cmd[0] == 'r' && format)
                 json_object_object_add(req, "format", json_object_new_string(format));
         }

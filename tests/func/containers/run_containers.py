@@ -31,6 +31,7 @@ from scrytest import Fail, Skip, check  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORK = os.path.join(HERE, "ctr_work.py")
+EXEC_WORK = os.path.join(HERE, "ctr_exec.py")
 LABEL = "3.14"
 SHARE_TOL = 8.0  # points (about 4 standard deviations at 250 Hz x 2 s): burn_a/burn_b are
 #                 75/25 of the burner's own CPU time
@@ -115,11 +116,12 @@ def nspid_map(hpid):
     return out
 
 
-def start_container(c, cgroup):
-    """Starts ctr_work.py as pid 1 of new PID/mount/UTS/IPC namespaces, chrooted into the sid
-    root with its own /proc, in cgroup CGROUP (a directory). Returns (host pid, truth)."""
+def start_container(c, cgroup, work=None):
+    """Starts WORK (ctr_work.py) as pid 1 of new PID/mount/UTS/IPC namespaces, chrooted into
+    the sid root with its own /proc, in cgroup CGROUP (a directory). Returns (host pid,
+    truth)."""
     root = c.interp.root
-    script = c.stage(WORK)
+    script = c.stage(work or WORK)
     ready, out = c.path("ready.json"), c.path("out.json")
     inner = ["unshare", "--pid", "--mount", "--uts", "--ipc", "--fork",
              "--mount-proc=%s" % os.path.join(root, "proc")] + c.interp.argv(
@@ -284,6 +286,33 @@ def t_record(c):
         check("burner" in names, "%s: threads %s" % (what, sorted(names)))
     check(b"container_id" in pb and CG.id2.encode() in pb, "pprof has no container_id label")
     return "; ".join(details)
+
+
+@tests("exec")
+def t_exec(c):
+    """The container's pid 1 execs a new Python program while recorded from the host: scry
+    notices (the summary says it followed one exec), samples both programs' functions, and
+    their CPU shares match the programs' own measures within 12 points."""
+    cg = needs("v2")
+    c.hpid, truth = start_container(c, cg, EXEC_WORK)
+    res, text = c.record(["-d", "4", "-r", "200", "--pid", c.hpid], "collapsed",
+                         name="exec.txt", timeout=60)
+    c.wait(c.wrapper, 30, "container target")
+    c.release(c.wrapper)
+    own = st.load_json(c.out_path, "truth")
+    check("followed 1 exec" in res.err, "the exec is noticed: %s" % st.short(res.err, 300))
+    per = {"first_phase": 0, "second_phase": 0}
+    for line in text.splitlines():
+        stack, _, n = line.rpartition(" ")
+        for fn in per:
+            if (";" + fn + " (") in (";" + stack):
+                per[fn] += int(n)
+    total = sum(per.values())
+    check(per["first_phase"] > 0 and per["second_phase"] > 0, "both programs sampled: %s" % per)
+    want = 100.0 * own["second_s"] / (own["first_s"] + own["second_s"])
+    got = 100.0 * per["second_phase"] / total if total else 0
+    check(abs(got - want) <= 12, "second program %.1f%% of the two, its own %.1f%%" % (got, want))
+    return "followed the exec; second program %.1f%% (own %.1f%%)" % (got, want)
 
 
 @tests("cgroup_v1")

@@ -15,7 +15,7 @@ N skipped`):
   record    scry ctl record --memory of a service allocating 2 MiB blocks at two known
             lines (3:1): both lines found, 3:1 within 15%, the big line's bytes within the
             bytes it allocated during the call; another user is refused; afterwards the
-            target runs untraced, not stopped, nothing new in /dev/shm; plain ctl record
+            target runs untraced, not stopped, nothing new in /dev/shm; plain ctl record (--rate 50)
   reload    --check-config, SIGHUP with a new rule, SIGHUP with a broken file
   budget    --max-cpu lowers the rates and says so
   sigkill   SIGKILL of the daemon leaves every target running, never stopped
@@ -582,11 +582,15 @@ def t_record(ctx):
     a0 = st.load_json(m["truth"], "truth")["alloc"]["big"]
     time.sleep(0.5)
     check(st.load_json(m["truth"], "truth")["alloc"]["big"] > a0, "target stopped allocating")
-    # plain ctl record: a CPU profile of the same service
-    rc, text, err = ctl(ctx, sock, "record", pid, "--duration", 1, "--format", "collapsed",
-                        timeout=60)
+    # plain ctl record: a CPU profile of the same service, at the rate asked for
+    rc, text, err = ctl(ctx, sock, "record", pid, "--duration", 1, "--rate", 50, "--format",
+                        "collapsed", timeout=60)
     check(rc == 0 and "main" in text, "ctl record (CPU): rc %d %s %s" % (
         rc, short(text), short(err)))
+    check(" at 50 Hz " in err, "ctl record --rate 50: scry record's summary says 50 Hz: %s"
+          % short(err, 300))
+    rc, _, err = ctl(ctx, sock, "record", pid, "--rate", 0.5, timeout=20)
+    check(rc == 2 and "--rate" in err, "ctl record --rate 0.5 refused: rc %d %s" % (rc, err))
     rc = d.stop()
     check(rc == 0, "scry serve exit %s" % rc)
     fleet.cleanup()
