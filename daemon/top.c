@@ -540,6 +540,12 @@ int cmd_top(const scry_config_t *cfg)
             fprintf(stderr, "scry: out of memory\n");
         goto out;
     }
+    proc_container_t ct;
+    report_container_t rct;
+    char where[96] = "";
+    if (cmd_container(pid, &ct, &rct))
+        snprintf(where, sizeof where, "%s%s%.12s", ct.runtime, ct.runtime[0] ? ":" : "", ct.id);
+    t.st.container = where;
     t.st.pid = pid;
     t.st.command = command;
     t.st.python_version = info ? info->version : "?";

@@ -21,6 +21,7 @@ typedef struct top_state {
     int pid;
     const char *command;        /* the target's command line; "" unknown */
     const char *python_version; /* "3.12.1" */
+    const char *container;      /* "docker:4f3c2b1a0011" (runtime and 12 digits), "" none */
     double rate_hz;             /* configured */
     uint64_t errors;            /* rounds or threads lost to errors */
     uint64_t late;              /* rounds that started late (the machine is busy) */

@@ -304,7 +304,9 @@ static void draw_header(const top_state_t *s, int *y)
     const report_live_table_t *t = &s->table;
     char buf[1024], el[32];
     attron(A_BOLD);
-    snprintf(buf, sizeof buf, "scry top - pid %d (Python %s): %s", s->pid,
+    int has_ct = s->container && s->container[0];
+    snprintf(buf, sizeof buf, "scry top - pid %d%s%s (Python %s): %s", s->pid,
+             has_ct ? " in container " : "", has_ct ? s->container : "",
              s->python_version ? s->python_version : "?", s->command ? s->command : "");
     line_clear(*y);
     put_at((*y)++, 0, buf);
@@ -525,8 +527,9 @@ void top_screen_print(const top_state_t *s, FILE *out, uint32_t max_rows)
     char el[32], cmd[1024];
     fit(s->command ? s->command : "", cmd, sizeof cmd, 200, 0);
     fmt_elapsed(t->elapsed_s, el, sizeof el);
-    fprintf(out, "scry top: pid %d, Python %s: %s\n", s->pid,
-            s->python_version ? s->python_version : "?", cmd);
+    int has_ct = s->container && s->container[0];
+    fprintf(out, "scry top: pid %d%s%s, Python %s: %s\n", s->pid, has_ct ? " in container " : "",
+            has_ct ? s->container : "", s->python_version ? s->python_version : "?", cmd);
     fprintf(out, "elapsed %s, %llu samples (%.0f/s at %.0f Hz), %llu errors", el,
             (unsigned long long)t->samples_all,
             t->window_s > 0 ? (double)t->samples / t->window_s : 0.0, s->rate_hz,

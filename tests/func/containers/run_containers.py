@@ -315,6 +315,28 @@ def t_exec(c):
     return "followed the exec; second program %.1f%% (own %.1f%%)" % (got, want)
 
 
+@tests("top")
+def t_top(c):
+    """scry top --once from the host on the container's target: its container shown in the
+    header, the burner's two functions in the table with their shares near the truth."""
+    cg = needs("v2")
+    c.hpid, truth = start_container(c, cg)
+    res = c.scry_ok(["top", "--once", "-d", "2", "--pid", c.hpid])
+    stop_container(c)
+    check(("in container docker:" + CG.id2[:12]) in res.out.splitlines()[0],
+          "the header names the container: %s" % res.out.splitlines()[:1])
+    rows = {}
+    for line in res.out.splitlines():
+        m = re.match(r"\s*([\d.]+)%\s+[\d.]+%.*\s(burn_[ab]) \(", line)
+        if m:
+            rows[m.group(2)] = float(m.group(1))
+    check(set(rows) == {"burn_a", "burn_b"}, "burn_a and burn_b listed: %s" % rows)
+    tot = sum(rows.values())
+    share = 100.0 * rows.get("burn_a", 0) / tot if tot else 0
+    check(abs(share - 75) <= 12, "burn_a %.1f%% of the two (truth about 75%%)" % share)
+    return "header %s; burn_a %.1f%% of the two" % (res.out.splitlines()[0][:80], share)
+
+
 @tests("cgroup_v1")
 def t_cgroup_v1(c):
     """A target in a cgroup v1 group /docker/<id> (Docker's cgroupfs driver on v1 hosts):
