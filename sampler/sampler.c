@@ -59,6 +59,7 @@ sampler_t *sampler_new(const sampler_opts_t *opts, pystate_target_t *t, strtab_t
     s->target = t;
     s->first = t;
     proc_read_exec_mark(pid, &s->exec_mark);
+    proc_read_identity(pid, &s->start_time, NULL, 0);
     s->exec_checked_ns = scry_now_ns();
     s->strings = strings;
     s->snap = pystate_snapshot_new();
@@ -72,8 +73,7 @@ sampler_t *sampler_new(const sampler_opts_t *opts, pystate_target_t *t, strtab_t
     if (opts->async_labels)
         s->async = pystate_async_labels_new(t);
     if (!s->snap || !s->tasks || !s->s_truncated || !s->s_empty || !s->s_gil_wait ||
-        (opts->native && !s->unwind) ||
-        (opts->async_labels && !s->async)) {
+        (opts->native && !s->unwind) || (opts->async_labels && !s->async)) {
         sampler_free(s);
         return NULL;
     }
@@ -98,6 +98,16 @@ void sampler_free(sampler_t *s)
     free(s);
 }
 
+int sampler__reused(sampler_t *s)
+{
+    uint64_t start = 0;
+    if (!s->gone && s->start_time &&
+        proc_read_identity(pystate_target_info(s->target)->pid, &start, NULL, 0) == 0 &&
+        start != s->start_time)
+        s->gone = 1;
+    return s->gone;
+}
+
 int sampler__follow_exec(sampler_t *s, int after_error)
 {
     uint64_t now = scry_now_ns();
@@ -109,6 +119,8 @@ int sampler__follow_exec(sampler_t *s, int after_error)
     uint64_t mark = 0;
     if (proc_read_exec_mark(pid, &mark) != 0 || mark == 0 || mark == s->exec_mark)
         return 0;
+    if (sampler__reused(s))
+        return 0; /* not an exec: another process got the pid */
     /* Taken only once the new program is whole: its mark the same before and after the
      * open (the kernel sets it twice during an exec) and its runtime readable (not just
      * mapped); else looked at again later. */
@@ -360,7 +372,9 @@ int sampler_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
                 tasks_stop(s->tasks, ti);
         }
     }
-    int err = sampler__follow_exec(s, 0) ? SCRY_E_AGAIN : pystate_sample(s->target, s->snap);
+    int err = sampler__follow_exec(s, 0) ? SCRY_E_AGAIN
+              : s->gone                  ? SCRY_E_GONE
+                                         : pystate_sample(s->target, s->snap);
     if (err) {
         tasks_resume_all(s->tasks);
         if (err == SCRY_E_GONE || procinfo_exists(pid) != 0) {

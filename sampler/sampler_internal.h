@@ -49,6 +49,8 @@ struct sampler {
     const char *backend_note; /* why the fallback was chosen, or NULL */
     pystate_target_t *first;  /* the caller's target (theirs to free) */
     uint64_t exec_mark;       /* proc_read_exec_mark of the program TARGET reads */
+    uint64_t start_time;      /* the process's identity with its pid (0 unknown) */
+    int gone;                 /* the pid names another process now (reused): the target is gone */
     uint64_t exec_checked_ns;
     char note[300];
     char desc[400]; /* sampler_backend_desc */
@@ -60,10 +62,16 @@ void sampler__emit(sampler_t *s, const pystate_thread_t *th, const unwind_frame_
                    uint8_t cls, uint8_t flags, uint64_t weight, int running, uint64_t time_ns,
                    sampler_emit_fn emit, void *ctx);
 
+/* 1 (and S->gone set) when the target's pid names another process now (its start time
+ * changed: the target exited while scry was stopped and the pid was given again), else 0.
+ * One read of /proc/PID/stat. */
+int sampler__reused(sampler_t *s);
+
 /* After a failed read, and every 500 ms otherwise: when the process exec'd (its exec
  * mark changed) and is a Python program scry can read, makes TARGET that program (the
  * readers, unwinders and asyncio labels follow) and returns 1; else 0. Checks at most
- * every 100 ms. */
+ * every 100 ms. A changed mark with a changed start time is not an exec but another
+ * process that got the pid (scry was stopped while the target exited): sets S->gone. */
 int sampler__follow_exec(sampler_t *s, int after_error);
 
 /* Between rounds: when Ctrl-Z asked (sampler_handle_job_control), lets go of every held

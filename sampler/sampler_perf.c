@@ -327,7 +327,9 @@ static int perf_read(sampler_t *s, int tick, uint64_t t0, sampler_emit_fn emit, 
         if (t_read - p->rec_min_ns > s->stats.read_delay_max_ns)
             s->stats.read_delay_max_ns = t_read - p->rec_min_ns;
     }
-    int err = sampler__follow_exec(s, 0) ? SCRY_E_AGAIN : pystate_sample(s->target, s->snap);
+    int err = sampler__follow_exec(s, 0) ? SCRY_E_AGAIN
+              : s->gone                  ? SCRY_E_GONE
+                                         : pystate_sample(s->target, s->snap);
     if (err) {
         if (err == SCRY_E_GONE || procinfo_exists(pid) != 0) {
             s->stats.target_exited = 1;
@@ -377,7 +379,7 @@ int sampler__perf_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
     s->stats.ticks++;
     p->gen++;
     if (p->stale || t0 - p->last_list_ns >= PERF_LIST_NS) {
-        int n = list_tids(p);
+        int n = sampler__reused(s) ? -1 : list_tids(p);
         if (n < 0) {
             s->stats.target_exited = 1;
             return SCRY_E_GONE;

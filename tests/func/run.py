@@ -868,6 +868,57 @@ def t_exec_followed(c):
     return "; ".join(rows)
 
 
+@test("pid_reuse", common=True)
+def t_pid_reuse(c):
+    """The attached target exits while scry is stopped, and another Python process gets its
+    pid (as in a container's small pid space, or after a long Ctrl-Z): when scry goes on it
+    must end with 'the target exited', never take the newcomer for an exec of the target
+    and record it; both samplers. The pid is handed over with /proc/sys/kernel/ns_last_pid
+    (root)."""
+    if not os.access("/proc/sys/kernel/ns_last_pid", os.W_OK):
+        raise Skip("cannot write /proc/sys/kernel/ns_last_pid (needs root)")
+    rows = [_pid_reuse(c, sampler) for sampler in ("perf", "ptrace")]
+    return "; ".join(rows)
+
+
+def _pid_reuse(c, sampler):
+    loop = ["-c", "import time\nwhile True: sum(range(10000)); time.sleep(0.001)"]
+    a = c.spawn(c.interp.argv(*loop))
+    time.sleep(0.5)
+    pid = c.interp.host_pid(a.pid)
+    prof = os.path.join(c.tmp, "reuse-%s.txt" % sampler)
+    p = c.scry_start(["record", "--pid", pid, "--sampler", sampler, "-d", 20, "-f",
+                      "collapsed", "-o", prof])
+    time.sleep(1.0)
+    os.kill(p.pid, signal.SIGSTOP)
+    a.kill()
+    a.wait()
+    b = None
+    for _ in range(20):  # another process may take the pid first: try again
+        with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+            f.write(str(pid - 1))
+        b = c.spawn(c.interp.argv(*loop))
+        if c.interp.host_pid(b.pid) == pid:
+            break
+        c.kill(b)
+        b = None
+    if b is None:
+        os.kill(p.pid, signal.SIGCONT)
+        c.scry_finish(p)
+        raise Skip("could not hand pid %d over to a new process" % pid)
+    time.sleep(0.5)  # the newcomer's runtime is up: it would read as Python
+    os.kill(p.pid, signal.SIGCONT)
+    res = c.scry_finish(p, timeout=15)
+    c.kill(b)
+    check(res.rc == 0, "%s: scry: %s" % (sampler, res))
+    check(res.wall < 10, "%s: scry ended %.1f s after it went on (-d 20: the newcomer kept it "
+          "going)" % (sampler, res.wall))
+    check("followed" not in res.err and "target exited" in res.err,
+          "%s: the newcomer taken for the target: %s" % (sampler, short(res.err, 300)))
+    return "%s: pid %d reused while scry was stopped: 'target exited' (%.1f s)" % (
+        sampler, pid, res.wall)
+
+
 @test("launch_pyenv_shim")
 def t_launch_pyenv_shim(c):
     if c.interp.pyenv_name is None:
