@@ -25,6 +25,7 @@ mem DELAY      pool of 3 workers (fork); worker k idles DELAY s (for the shim to
 import json
 import multiprocessing as mp
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -101,7 +102,10 @@ def nothing():
 
 def run_mixed(out):
     shell = subprocess.Popen(["sh", "-c", "sleep 60"])
-    child = subprocess.Popen([sys.executable, "-c", "import time\nwhile True: time.sleep(0.2)"])
+    # the Python child ends with its parent (a test stops the parent with SIGTERM)
+    child = subprocess.Popen([sys.executable, "-c", "import os, time\nparent = os.getppid()\n"
+                              "while os.getppid() == parent: time.sleep(0.2)"])
+    signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
     zombie = mp.get_context("fork").Process(target=nothing)
     zombie.start()
     while zombie.exitcode is None and not os.path.exists("/proc/%d/status" % zombie.pid):
@@ -109,10 +113,12 @@ def run_mixed(out):
     time.sleep(0.5)  # the zombie has exited by now; nobody reaps it
     write(out + ".ready", {"pid": os.getpid(), "shell": shell.pid, "python": child.pid,
                            "zombie": zombie.pid})
-    time.sleep(8)
-    for p in (shell, child):
-        p.kill()
-        p.wait()
+    try:
+        time.sleep(8)
+    finally:
+        for p in (shell, child):
+            p.kill()
+            p.wait()
 
 
 def run_pool(out, seconds, wall):
