@@ -126,6 +126,27 @@ static int pf(pystate_target_t *t, raddr_t addr, void *buf, size_t len)
     return pystate__pf_read(t->prefetch, t->mem, addr, buf, len, 0);
 }
 
+/* Brent's cycle detection over a chain of frame addresses: a torn chain may loop through
+ * any number of frames, not only to itself. */
+typedef struct cycle {
+    raddr_t mark;
+    uint32_t power, steps;
+} cycle_t;
+
+/* Returns 1 when ADDR closes a loop of the chain walked so far. */
+static int cycle_seen(cycle_t *c, raddr_t addr)
+{
+    if (c->power && addr == c->mark)
+        return 1;
+    if (c->steps == c->power) {
+        c->mark = addr;
+        c->power = c->power ? c->power * 2 : 1;
+        c->steps = 0;
+    }
+    c->steps++;
+    return 0;
+}
+
 /* Phase 1: the thread states of every interpreter. */
 static int list_threads(pystate_target_t *t, pystate_snapshot_t *s)
 {
@@ -142,7 +163,14 @@ static int list_threads(pystate_target_t *t, pystate_snapshot_t *s)
                                                                           : TSTATE_READ_MAX;
     uint8_t tbuf[TSTATE_READ_MAX];
     s->count = 0;
+    /* a list that loops (torn, or a hostile target's) ends at its first repeat; the threads
+     * of all interpreters together are at most PYSTATE_MAX_THREADS */
+    cycle_t icy = {0};
     for (int ni = 0; interp && ni < PYSTATE_MAX_INTERPS; ni++) {
+        if (cycle_seen(&icy, interp)) {
+            t->stats.torn++;
+            break;
+        }
         uint8_t ibuf[24];
         err = pf(t, interp + (uint64_t)L->interp_next, ibuf, 8);
         if (!err)
@@ -156,7 +184,12 @@ static int list_threads(pystate_target_t *t, pystate_snapshot_t *s)
         raddr_t next_interp = pystate__u64_at(ibuf, 24, 0);
         raddr_t ts = pystate__u64_at(ibuf, 24, 8);
         int32_t iid = L->interp_id >= 0 ? (int32_t)pystate__u64_at(ibuf, 24, 16) : ni;
-        for (size_t nt = 0; ts && nt < PYSTATE_MAX_THREADS; nt++) {
+        cycle_t tcy = {0};
+        for (; ts && s->count < PYSTATE_MAX_THREADS;) {
+            if (cycle_seen(&tcy, ts)) {
+                t->stats.torn++;
+                break;
+            }
             err = pf(t, ts, tbuf, tsize);
             if (err) {
                 if (err == SCRY_E_FAULT) {
@@ -277,27 +310,6 @@ static int64_t max4(int64_t a, int64_t b, int64_t c, int64_t d)
     int64_t m = a > b ? a : b;
     m = m > c ? m : c;
     return m > d ? m : d;
-}
-
-/* Brent's cycle detection over a chain of frame addresses: a torn chain may loop through
- * any number of frames, not only to itself. */
-typedef struct cycle {
-    raddr_t mark;
-    uint32_t power, steps;
-} cycle_t;
-
-/* Returns 1 when ADDR closes a loop of the chain walked so far. */
-static int cycle_seen(cycle_t *c, raddr_t addr)
-{
-    if (c->power && addr == c->mark)
-        return 1;
-    if (c->steps == c->power) {
-        c->mark = addr;
-        c->power = c->power ? c->power * 2 : 1;
-        c->steps = 0;
-    }
-    c->steps++;
-    return 0;
 }
 
 /* Whether a PyFrameObject copy says it is executing: f_executing != 0 up to 3.9; in 3.10
