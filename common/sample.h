@@ -10,10 +10,10 @@
 #include <stdint.h>
 
 enum scry_frame_kind {
-    SCRY_FRAME_PYTHON = 0, /* a Python function at a line */
-    SCRY_FRAME_NATIVE = 1, /* a native function; file holds the library's base name */
-    SCRY_FRAME_THREAD = 2, /* synthetic root: "thread 1234 (name)" with --threads */
-    SCRY_FRAME_OTHER = 3,  /* synthetic: e.g. "<truncated>", "<unknown>" */
+    SCRY_FRAME_PYTHON = 0,  /* a Python function at a line */
+    SCRY_FRAME_NATIVE = 1,  /* a native function; file holds the library's base name */
+    SCRY_FRAME_THREAD = 2,  /* synthetic root: "thread 1234 (name)" with --threads */
+    SCRY_FRAME_OTHER = 3,   /* synthetic: e.g. "<truncated>", "<unknown>" */
     SCRY_FRAME_PROCESS = 4, /* synthetic root: "process 1234 (command)" with --subprocesses,
                                above the thread root */
 };

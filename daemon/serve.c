@@ -357,7 +357,7 @@ static int run(serve_state_t *st)
     st->scan_requested = 1;
     while (!st->stop) {
         uint64_t now = scry_now_ns();
-        double scan_s = proc_discover_fd(st->disc) >= 0 ? st->cfg->scan_interval_s
+        double scan_s = proc_discover_fd(st->disc) >= 0  ? st->cfg->scan_interval_s
                         : st->cfg->scan_interval_s < 0.5 ? st->cfg->scan_interval_s
                                                          : 0.5;
         if (st->scan_requested || now >= st->next_scan_ns) {

@@ -197,7 +197,7 @@ static void record_child(serve_state_t *st, const serve_ctl_req_t *req, pid_t pi
     fflush(stderr);
     if (out >= 0 && log >= 0 && dup2(out, 1) == 1 && dup2(log, 2) == 2) {
         /* options_parse takes a writable argv, as main's */
-        char w[14][32] = {"scry",     "record", "--pid",    "",         "--duration",
+        char w[14][32] = {"scry",     "record",   "--pid",  "",         "--duration",
                           "",         "--format", "text",   "--output", "-",
                           "--memory", "--native", "--rate", ""};
         snprintf(w[3], sizeof w[3], "%d", (int)pid);
@@ -228,9 +228,8 @@ static void record_child(serve_state_t *st, const serve_ctl_req_t *req, pid_t pi
     json_object *reply = json_object_new_object();
     if (rc == 0 && text) {
         json_object_object_add(reply, "text", json_object_new_string(text));
-        json_object_object_add(reply, "format", json_object_new_string(req->format[0]
-                                                                           ? req->format
-                                                                           : "text"));
+        json_object_object_add(reply, "format",
+                               json_object_new_string(req->format[0] ? req->format : "text"));
         json_object_object_add(reply, "log", json_object_new_string(logtext ? logtext : ""));
     } else {
         json_object_object_add(reply, "log", json_object_new_string(logtext ? logtext : ""));

@@ -48,8 +48,7 @@ static int open_errno(int e)
 }
 
 static void fill_attr(struct perf_event_attr *a, int clock, uint64_t period, uint64_t regs_mask,
-                      uint32_t stack_bytes, int exclude_kernel, uint64_t ring_bytes,
-                      int wake_each)
+                      uint32_t stack_bytes, int exclude_kernel, uint64_t ring_bytes, int wake_each)
 {
     memset(a, 0, sizeof *a);
     a->size = sizeof *a;

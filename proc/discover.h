@@ -23,7 +23,7 @@ enum proc_discover_event {
  * is the kernel's CLOCK_MONOTONIC time of a connector event (an exec's tells whether a
  * target opened since runs the new program), 0 for scans and PROC_DISCOVER_LOST. */
 typedef void (*proc_discover_cb)(void *ctx, enum proc_discover_event ev, pid_t pid, pid_t parent,
-                                  uint64_t when_ns);
+                                 uint64_t when_ns);
 
 /* Creates a discoverer; with USE_CONNECTOR it subscribes to the process-events connector.
  * Failing to subscribe (no CAP_NET_ADMIN, a kernel without it, a network namespace that is

@@ -9,12 +9,12 @@
 #include <string.h>
 #include "threadnames.h"
 
-#define PYSTATE_STR_MAX           1024       /* bytes of UTF-8 kept of a name or file name */
-#define PYSTATE_TABLE_MAX         (1u << 20) /* bytes of a line table or bytecode kept */
-#define PYSTATE_CODE_CACHE        8192       /* code objects cached (power of two) */
+#define PYSTATE_STR_MAX           1024        /* bytes of UTF-8 kept of a name or file name */
+#define PYSTATE_TABLE_MAX         (1u << 20)  /* bytes of a line table or bytecode kept */
+#define PYSTATE_CODE_CACHE        8192        /* code objects cached (power of two) */
 #define PYSTATE_CODE_CACHE_BYTES  (32u << 20) /* line tables and bytecode held by the cache */
-#define PYSTATE_CODE_KEY_MAX      64         /* bytes of a code object compared to validate */
-#define PYSTATE_BYTECODE_READ_MAX 65536      /* bytes of 3.11+ bytecode read to find the leaf op */
+#define PYSTATE_CODE_KEY_MAX      64          /* bytes of a code object compared to validate */
+#define PYSTATE_BYTECODE_READ_MAX 65536       /* bytes of 3.11+ bytecode read to find the leaf op */
 
 typedef struct pystate_code {
     raddr_t addr;                      /* 0 = empty slot */

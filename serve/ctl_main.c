@@ -201,8 +201,7 @@ int serve_ctl_main(int argc, char **argv)
                     strerror(errno));
             rc = 1;
         }
-    }
-    else if (json_object_object_get_ex(r, "message", &v))
+    } else if (json_object_object_get_ex(r, "message", &v))
         printf("%s\n", json_object_get_string(v));
 out:
     json_object_put(r);

@@ -36,8 +36,9 @@ typedef struct shim_pyalloc {
 
 enum { PYMEM_RAW = 0, PYMEM_MEM = 1, PYMEM_OBJ = 2 };
 
-#define PY_OB_TYPE            8 /* offsetof(PyObject, ob_type): release and Py_DEBUG builds 3.8+ (only
-                                   * Py_TRACE_REFS builds differ; a wrong type fails the walk check) */
+#define PY_OB_TYPE                                                                                 \
+    8 /* offsetof(PyObject, ob_type): release and Py_DEBUG builds 3.8+ (only                       \
+       * Py_TRACE_REFS builds differ; a wrong type fails the walk check) */
 #define FRAME_OWNED_BY_CSTACK 3
 #define WALK_MAX_STEPS        256 /* frames skipped or kept, whichever first */
 #define VALIDATE_WALKS        8   /* good safe walks before trusting direct reads */
