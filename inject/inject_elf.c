@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -34,15 +35,19 @@ int inject__runtime_kind(const char *path)
     return 0;
 }
 
-int inject__object_matches(const char *path, const char *object)
+int inject__object_matches(const char *path, const char *object, const char *root)
 {
     if (!path[0] || !object || !object[0])
         return 0;
     if (strchr(object, '/')) {
         if (strcmp(path, object) == 0)
             return 1;
+        /* a target under chroot: the kernel shows its files with its root in front */
+        size_t n = root ? strlen(root) : 0;
+        if (n > 1 && strncmp(path, root, n) == 0 && strcmp(path + n, object) == 0)
+            return 1;
         char real[PATH_MAX];
-        return realpath(object, real) && strcmp(path, real) == 0;
+        return !n && realpath(object, real) && strcmp(path, real) == 0;
     }
     return starts(base_name(path), object);
 }
@@ -100,12 +105,19 @@ int inject__lookup(pid_t pid, const elfsym_maps_t *maps, const char *object, con
     int rc = SCRY_E_NOTFOUND;
     const elfsym_map_t *prev = NULL;
     size_t n = elfsym_maps_count(maps);
+    /* OBJECT is a path as the target sees it: its root as scry sees it ("" when unknown) */
+    char root[PATH_MAX] = "", link[64];
+    snprintf(link, sizeof link, "/proc/%d/root", (int)pid);
+    ssize_t len = readlink(link, root, sizeof root - 1);
+    root[len > 0 ? len : 0] = 0;
+    if (!strcmp(root, "/"))
+        root[0] = 0;
     for (size_t i = 0; i < n; i++) {
         const elfsym_map_t *e = elfsym_maps_get(maps, i);
         if (!elfsym_map_is_file(e) || same_path(e, prev))
             continue;
         prev = e;
-        if (!inject__object_matches(e->path, object))
+        if (!inject__object_matches(e->path, object, root))
             continue;
         if (elfsym_module_locate(pid, maps, i, mod) != 0)
             continue;

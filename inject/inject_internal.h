@@ -50,8 +50,11 @@ struct inject_session {
  * loader), 0 otherwise; by file name. */
 int inject__runtime_kind(const char *path);
 
-/* True when PATH (a mapping's path) is the object named OBJECT (see inject_find_symbol). */
-int inject__object_matches(const char *path, const char *object);
+/* True when PATH (a mapping's path as scry reads it) is the object named OBJECT (see
+ * inject_find_symbol; a path as the target sees it). ROOT (may be NULL or "") is the
+ * target's root directory as scry sees it when not scry's own: a chroot'ed target's files
+ * show in its maps with ROOT in front. */
+int inject__object_matches(const char *path, const char *object, const char *root);
 
 /* inject_find_symbol on a maps snapshot. */
 int inject__lookup(pid_t pid, const elfsym_maps_t *maps, const char *object, const char *symbol,

@@ -6,7 +6,12 @@
  *
  * usage: inject_attach --pid PID --shim PATH --pyver 3.X [--seconds S] [--stop-after S]
  *                      [--go-file PATH] [--mean N] [--copy-mean N] [--ring-bytes N]
+ *                      [--ring-dir DIR --ring-as TDIR]
  *
+ * --pyver picks the built-in layout table; versions without one (3.14+) take the layout
+ * from the target itself (its _Py_DebugOffsets), as the daemon does.
+ * --ring-dir/--ring-as: the ring is a file in DIR (a host path) that the target sees as
+ * TDIR (a target in another root; default /dev/shm for both).
  * --go-file: created once the shim is attached (the target waits for it).
  * --seconds: drain at most this long (default 120); ends earlier when the target exits.
  * --stop-after: stop draining and beating after S seconds, then exit at once (daemon gone:
@@ -20,6 +25,7 @@
  */
 #include "inject.h"
 #include "layout.h"
+#include "target_layout.h"
 #include "ring_consumer.h"
 #include "scry_err.h"
 
@@ -175,6 +181,7 @@ static void json_string(const char *s)
 int main(int argc, char **argv)
 {
     const char *shim = NULL, *pyver = NULL, *go_file = NULL;
+    const char *ring_dir = "/dev/shm", *ring_as = "/dev/shm";
     pid_t pid = 0;
     double seconds = 120, stop_after = -1;
     ringc_params_t p = {0};
@@ -202,6 +209,10 @@ int main(int argc, char **argv)
             p.copy_mean = strtoull(v, NULL, 0), i++;
         else if (!strcmp(argv[i], "--ring-bytes"))
             p.ring_bytes = strtoull(v, NULL, 0), i++;
+        else if (!strcmp(argv[i], "--ring-dir"))
+            ring_dir = v, i++;
+        else if (!strcmp(argv[i], "--ring-as"))
+            ring_as = v, i++;
         else {
             fprintf(stderr, "inject_attach: unknown option %s\n", argv[i]);
             return 2;
@@ -213,12 +224,14 @@ int main(int argc, char **argv)
         return 2;
     }
     const pystate_layout_t *pl = pystate_layout_for(3, minor);
-    if (!pl || ringc_layout_from_pystate(pl, &p.layout) != 0) {
+    if (pl ? ringc_layout_from_pystate(pl, &p.layout) != 0
+           : shim_test_target_layout(pid, &p.layout) != 0) {
         fprintf(stderr, "inject_attach: no layout for %s\n", pyver);
         return 2;
     }
-    char path[64];
-    snprintf(path, sizeof path, "/dev/shm/scry-inject-%d", (int)getpid());
+    char path[512], tpath[512];
+    snprintf(path, sizeof path, "%s/scry-inject-%d", ring_dir, (int)getpid());
+    snprintf(tpath, sizeof tpath, "%s/scry-inject-%d", ring_as, (int)getpid());
     p.path = path;
     p.target_pid = pid;
     int err = 0;
@@ -238,7 +251,7 @@ int main(int argc, char **argv)
     memset(&rep, 0, sizeof rep);
     uint64_t handle = 0, ret = 0;
     double t0 = ((double)scry_now_ns() / 1e9);
-    int rc = inject_load_and_call(pid, shim, "scry_shim_attach", path, NULL, &handle, &ret, &rep);
+    int rc = inject_load_and_call(pid, shim, "scry_shim_attach", tpath, NULL, &handle, &ret, &rep);
     double inject_s = ((double)scry_now_ns() / 1e9) - t0;
     if (go_file) {
         int fd = open(go_file, O_WRONLY | O_CREAT | O_TRUNC, 0644);

@@ -3,7 +3,7 @@
 the daemon's consumer (through shim_harness), known-answer totals.
 
 usage: run_shim_tests.py --harness PATH --shim PATH [--inject PATH --grab PATH]
-                         [--only NAME] [--mean N]
+                         [--only NAME] [--labels L1,L2] [--mean N]
 --inject/--grab (inject_attach and libshim_test_grab.so): attach-mode tests through the real
 ptrace injector (test_inject*); skipped without them.
 One test per (check, interpreter), each listing its checks ("ok"/"FAIL" lines) under its
@@ -12,9 +12,9 @@ skipped"); exit 1 on a failure. Interpreters that are not installed are skipped.
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
@@ -24,8 +24,12 @@ from scrytest import Fail  # noqa: E402
 WORKLOADS = os.path.join(HERE, "workloads.py")
 MB = 1 << 20
 # Interpreter labels (scrytest.interp), in this order; the harness gets each one's X.Y.
-LABELS = ["3.8", "3.11", "debian3.11", "3.10", "3.12", "3.13"]
-NUMPY_LABEL = "debian3.11"
+# Debian sid's 3.14/3.15 (and -dbg) run in the cached sid root: the shim, the workloads and
+# the ring are placed inside it, the targets run under chroot in their own mount namespace.
+LABELS = ["3.8", "3.11", "debian3.11", "3.10", "3.12", "3.13", "3.14", "3.15", "3.14d",
+          "3.15d"]
+NUMPY_LABELS = ["debian3.11", "3.14", "3.15"]
+THREAD_LABELS = ["3.11", "debian3.11", "3.14", "3.15"]  # inject_threads (3 rounds each)
 TIMEOUT = 600  # seconds: no harness, injector or target run may take longer
 
 CUR = [None]  # the running test's scrytest.Ctx
@@ -56,16 +60,38 @@ def within(got, want, tol):
     return want > 0 and abs(got - want) <= tol * want
 
 
-def run(args, ver, python, workload, extra=()):
-    with tempfile.NamedTemporaryFile("r", suffix=".codes") as codes:
-        cmd = [args.harness, "--shim", args.shim, "--pyver", ver]
-        if args.mean:
-            cmd += ["--mean", str(args.mean)]
-        cmd += list(extra) + ["--", python, WORKLOADS, workload, codes.name]
-        t = st.now()
-        out = run_checked(cmd)
-        wall = st.since(t)
-        names = dict(line.split() for line in codes.read().splitlines())
+def fresh_path(name):
+    """A host path in the running test's directory (inside the root for a rooted
+    interpreter) that no earlier run of the test used."""
+    c = CUR[0]
+    c.runs = getattr(c, "runs", 0) + 1
+    return c.path("%s-%d" % (name, c.runs))
+
+
+def ring_args(it):
+    """The harness's/injector's options placing the ring where IT's target sees it."""
+    c = CUR[0]
+    return ["--ring-dir", c.tmp, "--ring-as", c.tpath(c.tmp)] if it.root else []
+
+
+def read_codes(path):
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        return dict(line.split() for line in f.read().splitlines())
+
+
+def run(args, it, workload, extra=()):
+    c = CUR[0]
+    codes = fresh_path("codes")
+    cmd = [args.harness, "--shim", c.stage(args.shim), "--pyver", it.pyver] + ring_args(it)
+    if args.mean:
+        cmd += ["--mean", str(args.mean)]
+    cmd += list(extra) + ["--"] + it.argv(c.stage(WORKLOADS), workload, c.tpath(codes))
+    t = st.now()
+    out = run_checked(cmd)
+    wall = st.since(t)
+    names = read_codes(codes)
     res = {"total": {}, "code": {}, "stat": {}, "tids": {}, "lines": [], "wall": wall}
     for line in out.splitlines():
         f = line.split()
@@ -92,8 +118,13 @@ def by(res, fn, kind, origin="python"):
 
 def common(res, label):
     s = res["stat"]
-    check(s["layout_matches_table"] == 1,
-          "%s: pystate layout == offsetof() table of the test" % label)
+    it = CUR[0].interp
+    if it.version[:2] >= (3, 14):
+        check(s["layout_matches_table"] == 2, "%s: layout read from the target's "
+              "_Py_DebugOffsets before the ring was enabled" % label)
+    else:
+        check(s["layout_matches_table"] == 1,
+              "%s: pystate layout == offsetof() table of the test" % label)
     check(s["child_status"] == 0, "%s: target exited 0" % label)
     check(s["bad_records"] == 0 and s["bad_seq"] == 0, "%s: no bad records" % label)
     check(int(s["shim_state"]) & 0x1d == 0x1d,
@@ -106,8 +137,8 @@ def report(label, got, want):
                                                 (got / want - 1) * 100 if want else 0)
 
 
-def test_keep(args, ver, py):
-    r = run(args, ver, py, "keep")
+def test_keep(args, it):
+    r = run(args, it, "keep")
     common(r, "keep")
     want_large, want_small = 1000 * 100033, 250000 * 433
     got = by(r, "keep_large", "alloc")
@@ -120,8 +151,8 @@ def test_keep(args, ver, py):
     check(nat < 0.05 * want_large, "keep: native-origin bytes on the lines %d < 5%%" % nat)
 
 
-def test_attach(args, ver, py):
-    r = run(args, ver, py, "attach", ["--attach"])
+def test_attach(args, it):
+    r = run(args, it, "attach", ["--attach"])
     s = r["stat"]
     check(s["child_status"] == 0, "attach: target exited 0")
     check([l for l in r["lines"] if l.startswith("attach_rc")] == ["attach_rc 0 0"],
@@ -161,23 +192,24 @@ print(sum(1 for o in offs if o >= 0 and line_of(o) == want), len(offs))
 """
 
 
-def test_lines(args, ver, py):
+def test_lines(args, it):
     """The instruction offsets the shim sends map to the allocating line."""
-    r = run(args, ver, py, "keep")
+    r = run(args, it, "keep")
     for fn in ("keep_large", "keep_small"):
         addr = r["names"][fn]
         offs = []
         for code, off, n in r.get("instr", []):
             if code == addr:
                 offs += [off] * n
-        out = run_checked([py, "-c", LINES_HELPER, HERE, fn] + [str(o) for o in offs])
+        here = os.path.dirname(CUR[0].stage(WORKLOADS))
+        out = run_checked(it.argv("-c", LINES_HELPER, here, fn, *offs))
         good, total = map(int, out.split())
         check(total > 0 and good >= 0.95 * total,
               "%s: %d of %d frames at the allocating line" % (fn, good, total))
 
 
-def test_churn(args, ver, py):
-    r = run(args, ver, py, "churn")
+def test_churn(args, it):
+    r = run(args, it, "churn")
     common(r, "churn")
     want = 512 * (4 * MB + 33)
     a, f = by(r, "churn", "alloc"), by(r, "churn", "free")
@@ -187,16 +219,16 @@ def test_churn(args, ver, py):
     check(abs(n) < 0.05 * want, "churn net python %.1f MB ~ 0" % (n / 1e6))
 
 
-def test_copy(args, ver, py):
-    r = run(args, ver, py, "copy")
+def test_copy(args, it):
+    r = run(args, it, "copy")
     common(r, "copy")
     want = 512 * 4 * MB
     c = by(r, "copy_bytes", "copy", "native")
     check(within(c, want, 0.20), report("bytes(bytearray) copy", c, want))
 
 
-def test_threads(args, ver, py):
-    r = run(args, ver, py, "threads")
+def test_threads(args, it):
+    r = run(args, it, "threads")
     common(r, "threads")
     want = 4 * (50 * MB // 5033) * 5033
     a = by(r, "thread_keep", "alloc")
@@ -204,8 +236,8 @@ def test_threads(args, ver, py):
     check(len(r["tids"]) >= 4, "threads: events from %d threads" % len(r["tids"]))
 
 
-def test_fork(args, ver, py):
-    r = run(args, ver, py, "fork")
+def test_fork(args, it):
+    r = run(args, it, "fork")
     common(r, "fork")
     want = 1000 * 100033
     a = by(r, "parent_keep", "alloc")
@@ -219,8 +251,8 @@ def test_fork(args, ver, py):
           % (tot / 1e6))
 
 
-def test_numpy(args, ver, py):
-    r = run(args, ver, py, "numpy")
+def test_numpy(args, it):
+    r = run(args, it, "numpy")
     common(r, "numpy")
     k = by(r, "np_keep", "alloc", "native")
     check(within(k, 300 * MB, 0.15), report("numpy keep alloc native", k, 300 * MB))
@@ -235,8 +267,8 @@ def test_numpy(args, ver, py):
           % (p / 1e6))
 
 
-def test_full(args, ver, py):
-    r = run(args, ver, py, "churn", ["--ring-bytes", "65536", "--no-drain"])
+def test_full(args, it):
+    r = run(args, it, "churn", ["--ring-bytes", "65536", "--no-drain"])
     s = r["stat"]
     check(s["child_status"] == 0, "full ring: target exited 0")
     check(s["dropped"] > 0, "full ring: drops counted (%d)" % s["dropped"])
@@ -245,17 +277,17 @@ def test_full(args, ver, py):
     check(s["bad_records"] == 0 and s["bad_seq"] == 0, "full ring: no bad records")
 
 
-def timed_plain(py, workload):
-    out = run_checked([py, WORKLOADS, workload])
+def timed_plain(it, workload):
+    out = run_checked(it.argv(CUR[0].stage(WORKLOADS), workload))
     return float(out.split()[-1])
 
 
-def test_gone(args, ver, py):
+def test_gone(args, it):
     for mode in ("--stop-after", "--disable-after"):
         t_shim, t_plain = [], []
         for rep in range(3):  # interleaved: the machine may be loaded
-            r = run(args, ver, py, "gone", [mode, "0.5"])
-            t_plain.append(timed_plain(py, "late"))
+            r = run(args, it, "gone", [mode, "0.5"])
+            t_plain.append(timed_plain(it, "late"))
             t_shim.append(float([l for l in r["lines"]
                                  if l.startswith("late_churn_s")][0].split()[1]))
         s = r["stat"]
@@ -279,35 +311,50 @@ def test_gone(args, ver, py):
 GOT_PATCHED = 0x200
 
 
-def run_inject(args, ver, python, parts, extra=(), timeout=600):
+def stage_grab(args, it):
+    """The target's path of the test library loaded after attach. In a root, the library
+    it dlopen()s through its RUNPATH (an absolute host path) is copied to that same path
+    inside the root, and removed at the test's end."""
+    c = CUR[0]
+    if not args.grab or not it.root:
+        return args.grab or ""
+    dep_dir = os.path.join(os.path.dirname(os.path.abspath(args.grab)), "grab_dep")
+    inside = it.host_path(dep_dir)
+    top = inside
+    while not os.path.exists(os.path.dirname(top)):
+        top = os.path.dirname(top)
+    if not os.path.exists(inside):
+        os.makedirs(inside)
+        c.cleanup_dirs = getattr(c, "cleanup_dirs", []) + [top]
+    for name in os.listdir(dep_dir):
+        shutil.copy2(os.path.join(dep_dir, name), inside)
+    return c.stage(args.grab)
+
+
+def run_inject(args, it, parts, extra=(), timeout=600):
     """Starts the target (workloads.py inject:PARTS), injects the shim into it with
     inject_attach once it is ready, returns (inject_attach's JSON, code names, target's
     output lines, target's exit status)."""
-    with tempfile.TemporaryDirectory() as d:
-        go, codes = os.path.join(d, "go"), os.path.join(d, "codes")
-        c = CUR[0]
-        env = c.env({"SCRY_TEST_GO": go, "SCRY_TEST_GRAB": args.grab or ""})
-        t = c.spawn([python, WORKLOADS, "inject:" + parts, codes], env=env,
-                    stdout=subprocess.PIPE)
-        try:
-            ready = t.stdout.readline().decode("utf-8", "replace")
-            if ready.strip() != "ready":
-                raise Fail("target not ready: %r; %s" % (ready, st.short(c.proc_log(t))))
-            cmd = [args.inject, "--pid", str(t.pid), "--shim", args.shim, "--pyver", ver,
-                   "--go-file", go] + list(extra)
-            if args.mean:
-                cmd += ["--mean", str(args.mean)]
-            inj = run_checked(cmd, timeout=timeout)
-            out = t.stdout.read().decode("utf-8", "replace").splitlines()
-            status = c.wait(t, timeout, "inject target")
-        finally:
-            c.kill(t)
-        data = json.loads(inj)
-        names = {}
-        if os.path.exists(codes):
-            with open(codes) as f:
-                names = dict(line.split() for line in f.read().splitlines())
-    return data, names, out, status
+    c = CUR[0]
+    go, codes = fresh_path("go"), fresh_path("codes")
+    env = c.env({"SCRY_TEST_GO": c.tpath(go), "SCRY_TEST_GRAB": stage_grab(args, it)})
+    t = c.spawn(it.argv(c.stage(WORKLOADS), "inject:" + parts, c.tpath(codes)), env=env,
+                stdout=subprocess.PIPE)
+    try:
+        ready = t.stdout.readline().decode("utf-8", "replace")
+        if ready.strip() != "ready":
+            raise Fail("target not ready: %r; %s" % (ready, st.short(c.proc_log(t))))
+        cmd = [args.inject, "--pid", str(t.pid), "--shim", c.stage(args.shim), "--pyver",
+               it.pyver, "--go-file", go] + ring_args(it) + list(extra)
+        if args.mean:
+            cmd += ["--mean", str(args.mean)]
+        inj = run_checked(cmd, timeout=timeout)
+        out = t.stdout.read().decode("utf-8", "replace").splitlines()
+        status = c.wait(t, timeout, "inject target")
+    finally:
+        c.kill(t)
+    data = json.loads(inj)
+    return data, read_codes(codes), out, status
 
 
 def iby(data, names, fn, key):
@@ -330,10 +377,10 @@ def inject_common(data, status, label):
     check(st["bad_records"] == 0 and st["bad_seq"] == 0, "%s: no bad records" % label)
 
 
-def test_inject(args, ver, py):
+def test_inject(args, it):
     """Attach mode through the real injector: python and native allocations, copies in the
     interpreter (libpython or the static executable), a library loaded after attach."""
-    data, names, out, status = run_inject(args, ver, py, "keep,churn,copy,grab")
+    data, names, out, status = run_inject(args, it, "keep,churn,copy,grab")
     inject_common(data, status, "inject")
     want_large, want_small = 1000 * 100033, 250000 * 433
     got = iby(data, names, "keep_large", "net_python")
@@ -371,10 +418,10 @@ def test_inject(args, ver, py):
                                         want))
 
 
-def test_inject_threads(args, ver, py):
+def test_inject_threads(args, it):
     """Injected while 4 threads allocate and copy without pause."""
     for rep in range(3):
-        data, names, out, status = run_inject(args, ver, py, "threads")
+        data, names, out, status = run_inject(args, it, "threads")
         inject_common(data, status, "inject threads #%d" % rep)
         loops = [int(l.split()[1]) for l in out if l.startswith("thread_loops")]
         check(loops and loops[0] > 0, "inject threads: every worker kept running (%s)" % loops)
@@ -385,8 +432,8 @@ def test_inject_threads(args, ver, py):
               % (c / 1e6, a / 1e6, len(data["tids"])))
 
 
-def test_inject_numpy(args, ver, py):
-    data, names, out, status = run_inject(args, ver, py, "numpy")
+def test_inject_numpy(args, it):
+    data, names, out, status = run_inject(args, it, "numpy")
     inject_common(data, status, "inject numpy")
     k = iby(data, names, "np_keep", "alloc_native")
     check(within(k, 300 * MB, 0.15), report("inject numpy keep alloc native", k, 300 * MB))
@@ -400,13 +447,13 @@ def test_inject_numpy(args, ver, py):
     check(p < 0.02 * 300 * MB, "inject numpy: python-origin bytes on the lines %.2f MB" % (p / 1e6))
 
 
-def test_inject_gone(args, ver, py):
+def test_inject_gone(args, it):
     """The injector goes away (heartbeat stops, ring stays enabled): the target survives and
     runs at unprofiled speed with its GOTs still redirected (pass-through hooks)."""
     t_shim, t_plain = [], []
     for rep in range(3):
-        data, names, out, status = run_inject(args, ver, py, "late", ["--stop-after", "1.0"])
-        t_plain.append(timed_plain(py, "late"))
+        data, names, out, status = run_inject(args, it, "late", ["--stop-after", "1.0"])
+        t_plain.append(timed_plain(it, "late"))
         t_shim.append(float([l for l in out if l.startswith("late_churn_s")][0].split()[1]))
         check(status == 0, "inject gone: target exited 0 (%s)" % status)
     check(data["inject"]["rc"] == 0 and data["shim"]["state"] & GOT_PATCHED,
@@ -429,33 +476,41 @@ def main():
     ap.add_argument("--inject", help="inject_attach (attach-mode tests through ptrace)")
     ap.add_argument("--grab", help="libshim_test_grab.so (loaded by the target after attach)")
     ap.add_argument("--only")
+    ap.add_argument("--labels", help="comma-separated interpreter labels (default: all)")
     ap.add_argument("--mean", type=int)
     ap.add_argument("-v", action="store_true")
     args = ap.parse_args()
     found = {}
-    for label in LABELS:
+    labels = args.labels.split(",") if args.labels else LABELS
+    unknown = [l for l in labels if l not in LABELS]
+    if unknown:
+        ap.error("unknown label(s) %s (known: %s)" % (",".join(unknown), " ".join(LABELS)))
+    for label in labels:
         try:
             found[label] = st.find(label)
         except st.Skip as e:
             print("SKIP %s: %s" % (label, e))
+    for label, it in found.items():
+        if it.root:  # a container's view: own mount namespace and /proc (the shim reads
+            found[label] = it.isolated("mount")  # /proc/self/maps to patch GOTs)
     pythons = [found[l] for l in LABELS if l in found]
-    numpy = found.get(NUMPY_LABEL)
-    first = found.get(LABELS[1])
+    numpys = [found[l] for l in NUMPY_LABELS if l in found and found[l].has_module("numpy")]
+    first = found.get("3.11")
     tests = st.Tests()
     for it in pythons:
         for t in TESTS:
             tests.add("%s %s" % (t.__name__[5:], it.label), t, interp=it)
-    if numpy:
-        tests.add("numpy %s" % numpy.label, test_numpy, interp=numpy)
+    for it in numpys:
+        tests.add("numpy %s" % it.label, test_numpy, interp=it)
     if first:
         tests.add("full %s" % first.label, test_full, interp=first)
         tests.add("gone %s" % first.label, test_gone, interp=first)
     if args.inject and args.grab:
         for it in pythons:
             tests.add("inject %s" % it.label, test_inject, interp=it)
-        if numpy:
-            tests.add("inject_numpy %s" % numpy.label, test_inject_numpy, interp=numpy)
-        for it in [found[l] for l in LABELS[1:3] if l in found]:
+        for it in numpys:
+            tests.add("inject_numpy %s" % it.label, test_inject_numpy, interp=it)
+        for it in [found[l] for l in THREAD_LABELS if l in found]:
             tests.add("inject_threads %s" % it.label, test_inject_threads, interp=it)
         if first:
             tests.add("inject_gone %s" % first.label, test_inject_gone, interp=first)
@@ -467,7 +522,11 @@ def main():
         return CUR[0]
 
     def call(t, c):
-        t.fn(args, t.interp.pyver, t.interp.path)
+        try:
+            t.fn(args, t.interp)
+        finally:
+            for d in getattr(c, "cleanup_dirs", []):
+                shutil.rmtree(d, ignore_errors=True)
         return "%d checks on %s" % (len(c.expectations), t.interp.path)
 
     return st.run(sel, make_ctx, "shim", call=call, verbose=args.v)

@@ -4,10 +4,18 @@
  *
  * usage: shim_harness --shim PATH [--pyver 3.11] [--ring-bytes N] [--mean N]
  *                     [--copy-mean N] [--stop-after S] [--disable-after S] [--no-drain]
- *                     [--stall-ms N] [--attach] -- command args...
+ *                     [--stall-ms N] [--attach] [--ring-dir DIR --ring-as TDIR]
+ *                     -- command args...
  *
+ * --ring-dir/--ring-as: the ring is a file in DIR (a host path) that the target sees as
+ * TDIR (a target running in another root: DIR is inside it; default /dev/shm for both).
+ * --pyver of a version without a table below (3.14+): the layout is read from the target
+ * (its _Py_DebugOffsets) once it runs Python, and the ring enabled then; until then the
+ * preloaded shim holds the interpreter before main(), as with scry.
  * --attach: no LD_PRELOAD; SCRY_TEST_SHIM and SCRY_TEST_RING tell the target (workloads.py
- * attach) to dlopen the shim and call scry_shim_attach itself, as the injector would.
+ * attach) to dlopen the shim and call scry_shim_attach itself, as the injector would; the
+ * file $SCRY_TEST_GO appears once the ring has its layout (the target waits for it, as
+ * scry publishes the layout before it injects).
  *
  * Output lines (all numbers decimal; addresses hex):
  *   total KIND ORIGIN COUNT WEIGHT        per kind (alloc/free/copy) and origin
@@ -20,9 +28,11 @@
  *   stat NAME VALUE
  */
 #include "layout.h"
+#include "target_layout.h"
 #include "ring_consumer.h"
 #include "scry_err.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -227,6 +237,13 @@ static void drain(ringc_t *r, ringc_event_t *buf, size_t cap)
     }
 }
 
+static void touch(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd >= 0)
+        close(fd);
+}
+
 int main(int argc, char **argv)
 {
     const char *shim = NULL, *pyver = NULL;
@@ -237,6 +254,7 @@ int main(int argc, char **argv)
     p.enabled = 1;
     double stop_after = -1, disable_after = -1;
     int no_drain = 0, attach = 0, i;
+    const char *ring_dir = "/dev/shm", *ring_as = "/dev/shm";
     for (i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : "";
         if (!strcmp(argv[i], "--shim"))
@@ -259,6 +277,10 @@ int main(int argc, char **argv)
             no_drain = 1;
         else if (!strcmp(argv[i], "--attach"))
             attach = 1;
+        else if (!strcmp(argv[i], "--ring-dir"))
+            ring_dir = v, i++;
+        else if (!strcmp(argv[i], "--ring-as"))
+            ring_as = v, i++;
         else {
             fprintf(stderr, "shim_harness: unknown option %s\n", argv[i]);
             return 2;
@@ -270,24 +292,32 @@ int main(int argc, char **argv)
     }
     char **cmd = argv + i + 1;
     /* The daemon's way: pystate's layout, converted by the consumer. Cross-checked with
-     * the table above (stat layout_matches_table). */
-    int layout_ok = -1;
+     * the table above (stat layout_matches_table 1). Versions without a table (3.14+) take
+     * it from the running target (stat layout_matches_table 2). */
+    int layout_ok = -1, layout_later = 0;
     if (pyver) {
         struct scry_ring_layout want;
         int minor = 0;
-        const pystate_layout_t *pl =
-            sscanf(pyver, "3.%d", &minor) == 1 ? pystate_layout_for(3, minor) : NULL;
-        if (!pl || ringc_layout_from_pystate(pl, &p.layout) != 0 ||
-            test_layout(pyver, &want) != 0) {
+        if (sscanf(pyver, "3.%d", &minor) != 1) {
+            fprintf(stderr, "shim_harness: bad --pyver %s\n", pyver);
+            return 2;
+        }
+        const pystate_layout_t *pl = pystate_layout_for(3, minor);
+        if (pl && test_layout(pyver, &want) == 0 && ringc_layout_from_pystate(pl, &p.layout) == 0) {
+            layout_ok = memcmp(&want, &p.layout, sizeof want) == 0;
+        } else if (minor >= 14) {
+            layout_later = 1;
+            p.enabled = 0;
+        } else {
             fprintf(stderr, "shim_harness: no layout for %s\n", pyver);
             return 2;
         }
-        layout_ok = memcmp(&want, &p.layout, sizeof want) == 0;
     }
-    if (!pyver)
+    if (!pyver || layout_later)
         memset(&p.layout, 0xff, sizeof p.layout);
-    char path[64];
-    snprintf(path, sizeof path, "/dev/shm/scry-harness-%d", (int)getpid());
+    char path[512], tpath[512];
+    snprintf(path, sizeof path, "%s/scry-harness-%d", ring_dir, (int)getpid());
+    snprintf(tpath, sizeof tpath, "%s/scry-harness-%d", ring_as, (int)getpid());
     p.path = path;
     int err = 0;
     ringc_t *r = ringc_create(&p, &err);
@@ -299,14 +329,20 @@ int main(int argc, char **argv)
     size_t cap = 4096;
     ringc_event_t *buf = calloc(cap, sizeof *buf);
     double t0 = ((double)scry_now_ns() / 1e9);
+    char go[520], tgo[520];
+    snprintf(go, sizeof go, "%s.go", path);
+    snprintf(tgo, sizeof tgo, "%s.go", tpath);
+    if (attach && !layout_later)
+        touch(go);
     pid_t pid = fork();
     if (pid == 0) {
         if (attach) { /* the target dlopens the shim and attaches itself */
             setenv("SCRY_TEST_SHIM", shim, 1);
-            setenv("SCRY_TEST_RING", path, 1);
+            setenv("SCRY_TEST_RING", tpath, 1);
+            setenv("SCRY_TEST_GO", tgo, 1);
         } else {
             setenv("LD_PRELOAD", shim, 1);
-            setenv("SCRY_RING", path, 1);
+            setenv("SCRY_RING", tpath, 1);
         }
         execvp(cmd[0], cmd);
         _exit(127);
@@ -314,10 +350,22 @@ int main(int argc, char **argv)
     int status = 0, stopped = 0, unlinked = 0, disabled = 0;
     struct rusage ru = {0};
     ringc_stats_t at_stop = {0};
-    double last_beat = 0;
+    double last_beat = 0, last_open = -1;
     for (;;) {
         pid_t w = wait4(pid, &status, WNOHANG, &ru);
         double t = ((double)scry_now_ns() / 1e9) - t0;
+        if (layout_later && w != pid && t - last_open >= 0.01 && t < 20) {
+            last_open = t;
+            struct scry_ring_layout L;
+            if (shim_test_target_layout(pid, &L) == 0 && ringc_set_layout(r, &L) == 0) {
+                layout_later = 0;
+                layout_ok = 2;
+                if (disable_after < 0 || t < disable_after)
+                    ringc_set_enabled(r, 1);
+                if (attach)
+                    touch(go);
+            }
+        }
         if (!stopped && stop_after >= 0 && t >= stop_after) {
             stopped = 1;
             drain(r, buf, cap);
@@ -349,6 +397,8 @@ int main(int argc, char **argv)
             break;
         usleep(5000);
     }
+    if (attach)
+        unlink(go);
     double elapsed = ((double)scry_now_ns() / 1e9) - t0;
     if (!stopped)
         drain(r, buf, cap);

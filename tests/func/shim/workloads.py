@@ -238,6 +238,9 @@ def run(name):
         import ctypes
         lib = ctypes.CDLL(os.environ["SCRY_TEST_SHIM"])
         ring = os.environ["SCRY_TEST_RING"].encode()
+        go, t0 = os.environ.get("SCRY_TEST_GO"), time.time()
+        while go and not os.path.exists(go) and time.time() - t0 < 60:
+            time.sleep(0.005)  # until the ring has its layout (read from this process)
         rc = [lib.scry_shim_attach(ring), lib.scry_shim_attach(ring)]  # idempotent
         print("attach_rc %d %d" % tuple(rc))
         sum(range(1000))  # give the pending call a chance to run
