@@ -618,7 +618,7 @@ void memprof_describe(const memprof_t *m, char *buf, size_t len)
 {
     ringc_stats_t st;
     memset(&st, 0, sizeof st);
-    uint32_t got_slots = 0, got_objects = 0;
+    uint32_t got_slots = 0, got_objects = 0, got_failed = 0;
     if (m->ring) {
         ringc_stats(m->ring, &st);
         size_t maplen = 0;
@@ -626,15 +626,20 @@ void memprof_describe(const memprof_t *m, char *buf, size_t len)
         if (h && maplen >= sizeof *h) { /* informational, written by the target */
             got_slots = __atomic_load_n(&h->got_slots, __ATOMIC_RELAXED);
             got_objects = __atomic_load_n(&h->got_objects, __ATOMIC_RELAXED);
+            got_failed = __atomic_load_n(&h->got_failed, __ATOMIC_RELAXED);
         }
     }
     uint64_t dropped = 0;
     for (int k = 0; k < SCRY_RING_NKINDS; k++)
         dropped += st.dropped_events[k];
-    char got[96] = "";
+    char got[160] = "";
     if (st.shim_state & SCRY_RING_SHIM_GOT_PATCHED)
         snprintf(got, sizeof got, ", malloc/memcpy redirected in %u objects (%u slots)",
                  got_objects, got_slots);
+    if (got_failed) /* their allocations and copies are not seen: say so */
+        snprintf(got + strlen(got), sizeof got - strlen(got),
+                 ", %u libraries not hooked (their pages could not be made writable)",
+                 got_failed > 100000 ? 100000 : got_failed);
     char by[48] = "";
     if (m->injected_by)
         snprintf(by, sizeof by, " by %s", m->injected_by);

@@ -17,7 +17,8 @@
  * preloaded allocator, an object's own malloc, a non-PIE executable's canonical PLT entry,
  * itself redirected) is left alone. Slots in read-only pages (RELRO) are made writable for
  * the write with mprotect(page, prot | PROT_WRITE) and given back the protection that
- * /proc/self/maps showed; an object where that fails is skipped and counted.
+ * /proc/self/maps showed (without /proc, as in a chroot: the one the loader gave, from the
+ * program headers and PT_GNU_RELRO); an object where that fails is skipped and counted.
  *
  * Objects loaded later: dlopen and dlmopen slots are redirected too. The hook calls the real
  * function as if from its caller (the return address dlopen sees is a 'ret' byte inside the
@@ -414,6 +415,32 @@ static int inside(const obj_t *o, uintptr_t a, size_t len)
     return 0;
 }
 
+/* The protection the loader left on A's page in O, from O's program headers: the flags of
+ * its PT_LOAD segment, PROT_READ inside PT_GNU_RELRO (the whole pages ld.so makes read-only
+ * after relocating: from the page of its start to the page of its end, exclusive). For a
+ * process without /proc/self/maps (a chroot without /proc). -1 when A is in no segment. */
+static int phdr_prot(const obj_t *o, uintptr_t a)
+{
+    int prot = -1;
+    for (unsigned i = 0; i < o->phnum; i++) {
+        const ElfW(Phdr) *p = &o->ph[i];
+        uintptr_t lo = o->base + p->p_vaddr;
+        if (p->p_type == PT_LOAD && a >= lo && a - lo < p->p_memsz)
+            prot = (p->p_flags & PF_R ? PROT_READ : 0) | (p->p_flags & PF_W ? PROT_WRITE : 0) |
+                   (p->p_flags & PF_X ? PROT_EXEC : 0);
+    }
+    for (unsigned i = 0; i < o->phnum && prot >= 0; i++) {
+        const ElfW(Phdr) *p = &o->ph[i];
+        if (p->p_type != PT_GNU_RELRO)
+            continue;
+        uintptr_t lo = (o->base + p->p_vaddr) & ~(PAGE - 1);
+        uintptr_t hi = (o->base + p->p_vaddr + p->p_memsz) & ~(PAGE - 1);
+        if (a >= lo && a < hi)
+            prot = PROT_READ;
+    }
+    return prot;
+}
+
 /* Nonzero when A lies in an executable segment of O (an unbound PLT entry). */
 static int in_text(const obj_t *o, uintptr_t a)
 {
@@ -676,29 +703,31 @@ static int patch(const obj_t *o, const slot_t *s, unsigned ns, int restore)
         hi = a + 8 > hi ? a + 8 : hi;
     }
     vma_t v[GOT_MAX_VMAS];
+    /* without /proc (a chroot): the protections the loader gave, from the program headers */
     int nv = read_vmas(lo & ~(PAGE - 1), hi, v, GOT_MAX_VMAS);
-    if (nv <= 0)
+    if (nv == 0)
         return -1;
     int written = 0, err = 0;
     uintptr_t open_page = 0;
     int open_prot = 0;
     for (unsigned i = 0; i < ns && !err; i++) {
         uintptr_t a = (uintptr_t)s[i].addr, page = a & ~(PAGE - 1);
-        const vma_t *m = find_vma(v, nv, a);
-        if (!m || !(m->prot & PROT_READ)) {
+        const vma_t *m = nv > 0 ? find_vma(v, nv, a) : NULL;
+        int prot = nv > 0 ? (m ? m->prot : -1) : phdr_prot(o, a);
+        if (prot < 0 || !(prot & PROT_READ)) {
             err = 1;
             break;
         }
-        if (!(m->prot & PROT_WRITE) && page != open_page) {
+        if (!(prot & PROT_WRITE) && page != open_page) {
             if (open_page)
                 mprotect((void *)open_page, PAGE, open_prot);
             open_page = 0;
-            if (mprotect((void *)page, PAGE, m->prot | PROT_WRITE) != 0) {
+            if (mprotect((void *)page, PAGE, prot | PROT_WRITE) != 0) {
                 err = 1;
                 break;
             }
             open_page = page;
-            open_prot = m->prot;
+            open_prot = prot;
         }
         void *expect = s[i].old;
         void *want = restore ? fns[s[i].fn].real : fns[s[i].fn].hook;

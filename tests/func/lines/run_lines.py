@@ -10,6 +10,7 @@ usage: run_lines.py --scry PATH --python LABEL [-k PATTERN] [--smoke] [-v]
 import json
 import math
 import os
+import shutil
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -18,14 +19,28 @@ import scrytest as st  # noqa: E402
 from scrytest import Fail, Skip, check, short  # noqa: E402,F401
 
 WORKLOADS = os.path.join(HERE, "workloads")
-VERSIONS = ["3.6", "3.7", "3.8", "3.9", "3.10", "3.11", "3.12", "3.13", "debian3.11"]
+VERSIONS = ["3.6", "3.7", "3.8", "3.9", "3.10", "3.11", "3.12", "3.13", "debian3.11", "3.14",
+            "3.15", "3.14d", "3.15d"]
 TESTS = st.Tests()
+
+
+def wl(c, name):
+    """The target's path of workloads/NAME. For a rooted interpreter the directory is copied
+    into the root, with the shared helper _wl.py beside the scripts (found there when their
+    ../../workloads is not)."""
+    staged = c.stage(WORKLOADS)
+    if c.interp.root:
+        helper = os.path.join(HERE, "..", "workloads", "_wl.py")
+        dst = os.path.join(c.interp.host_path(staged), "_wl.py")
+        if not os.path.exists(dst):
+            shutil.copy2(helper, dst)
+    return os.path.join(staged, name)
 
 
 def workload(c, name, args, target=True):
     """Starts workloads/NAME with --ready: (Popen, truth). TARGET: it must outlive scry."""
     ready = c.path("ready-%d.json" % len(c.procs))
-    return c.start_target([os.path.join(WORKLOADS, name), "--ready", ready] + list(args), ready,
+    return c.start_target([wl(c, name), "--ready", c.tpath(ready)] + list(args), ready,
                           name, target=target)
 
 
@@ -84,14 +99,14 @@ def check_shares(report, truth, out, min_hold=None):
 def run_libheavy(c, launch, memory):
     out_path = c.path("out.json")
     rep_path = c.path("report.json")
-    args = ["--seconds", "6", "--out", out_path]
+    args = ["--seconds", "6", "--out", c.tpath(out_path)]
     # 1 kHz: about 6,000 samples, so a line's share has a sampling error under 1 point
     # (at 200 Hz on a loaded 2-core machine: ~300 samples, 2.7 points, and 5-point misses).
     flags = ["--rate", "1000"] + (["--memory"] if memory else [])
     if launch:
         ready = c.path("ready.json")
         c.scry_ok(["record", "-q", "-f", "json", "-o", rep_path] + flags + ["--"] +
-                  c.interp.argv(os.path.join(WORKLOADS, "libheavy.py"), "--ready", ready, *args))
+                  c.interp.argv(wl(c, "libheavy.py"), "--ready", c.tpath(ready), *args))
         truth = st.load_json(ready, "the workload's truth")
     else:
         p, truth = workload(c, "libheavy.py", args, target=False)  # exits at its end
@@ -188,8 +203,8 @@ def t_user_scope(c):
     for i, (opts, where) in enumerate(cases):
         out_path, rep_path, ready = (c.path("%s%d.json" % (n, i)) for n in ("out", "rep", "ready"))
         c.scry_ok(["record", "-q", "-f", "json", "-o", rep_path, "--rate", "200"] + opts +
-                  ["--"] + c.interp.argv(os.path.join(WORKLOADS, "scope.py"), "--ready", ready,
-                                         "--seconds", "2", "--out", out_path))
+                  ["--"] + c.interp.argv(wl(c, "scope.py"), "--ready", c.tpath(ready),
+                                         "--seconds", "2", "--out", c.tpath(out_path)))
         truth = st.load_json(ready, "the workload's truth")
         cpu = st.load_json(out_path, "the workload's CPU times")["cpu"]
         report = st.load_json(rep_path, "the json report")

@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
@@ -30,6 +31,7 @@ LABELS = ["3.8", "3.11", "debian3.11", "3.10", "3.12", "3.13", "3.14", "3.15", "
           "3.15d"]
 NUMPY_LABELS = ["debian3.11", "3.14", "3.15"]
 THREAD_LABELS = ["3.11", "debian3.11", "3.14", "3.15"]  # inject_threads (3 rounds each)
+NOPROC_LABELS = ["3.14", "3.15"]  # inject_noproc: a plain chroot, without /proc
 TIMEOUT = 600  # seconds: no harness, injector or target run may take longer
 
 CUR = [None]  # the running test's scrytest.Ctx
@@ -331,10 +333,22 @@ def stage_grab(args, it):
     return c.stage(args.grab)
 
 
-def run_inject(args, it, parts, extra=(), timeout=600):
+def map_prots(pid):
+    """[(start, end, permissions, path)] of PID's mappings, read from the host."""
+    out = []
+    with open("/proc/%d/maps" % pid) as f:
+        for line in f:
+            fields = line.split(None, 5)
+            lo, hi = (int(x, 16) for x in fields[0].split("-"))
+            out.append((lo, hi, fields[1], fields[5].strip() if len(fields) > 5 else ""))
+    return out
+
+
+def run_inject(args, it, parts, extra=(), timeout=600, maps=None):
     """Starts the target (workloads.py inject:PARTS), injects the shim into it with
     inject_attach once it is ready, returns (inject_attach's JSON, code names, target's
-    output lines, target's exit status)."""
+    output lines, target's exit status). MAPS (a list): gets map_prots() of the target
+    before the injection and once it is in."""
     c = CUR[0]
     go, codes = fresh_path("go"), fresh_path("codes")
     env = c.env({"SCRY_TEST_GO": c.tpath(go), "SCRY_TEST_GRAB": stage_grab(args, it)})
@@ -348,7 +362,16 @@ def run_inject(args, it, parts, extra=(), timeout=600):
                it.pyver, "--go-file", go] + ring_args(it) + list(extra)
         if args.mean:
             cmd += ["--mean", str(args.mean)]
-        inj = run_checked(cmd, timeout=timeout)
+        if maps is not None:
+            maps.append(map_prots(t.pid))
+            p = c.spawn(cmd, stdout=subprocess.PIPE)
+            t0 = st.now()
+            while not os.path.exists(go) and p.poll() is None and st.since(t0) < 60:
+                time.sleep(0.005)
+            maps.append(map_prots(t.pid))
+            inj = p.communicate(timeout=timeout)[0].decode("utf-8", "replace")
+        else:
+            inj = run_checked(cmd, timeout=timeout)
         out = t.stdout.read().decode("utf-8", "replace").splitlines()
         status = c.wait(t, timeout, "inject target")
     finally:
@@ -416,6 +439,29 @@ def test_inject(args, it):
     a = iby(data, names, "grab_dep", "net_native")
     check(within(a, want, 0.15), report("inject dlopen'ed by a native library, net native", a,
                                         want))
+
+
+def test_inject_noproc(args, it):
+    """Injected into a chrooted target without /proc (the shim cannot read
+    /proc/self/maps): the protections of the GOT pages are taken from the program headers;
+    numpy's allocations and copies are seen, no object failed, and every mapping the
+    target had keeps its permissions."""
+    maps = []
+    data, names, out, status = run_inject(args, it, "numpy", maps=maps)
+    inject_common(data, status, "inject without /proc")
+    k = iby(data, names, "np_keep", "alloc_native")
+    check(within(k, 300 * MB, 0.15), report("no /proc: numpy keep alloc native", k, 300 * MB))
+    cp = iby(data, names, "np_copy", "copy_native")
+    check(within(cp, 2048 * MB, 0.20), report("no /proc: numpy .copy() copy", cp, 2048 * MB))
+    before, after = maps
+    changed = []
+    for lo, hi, perm, path in before:  # every part of it now: same permissions
+        for lo2, hi2, perm2, _ in after:
+            if lo2 < hi and hi2 > lo and perm2 != perm:
+                changed.append("%x-%x %s: %s -> %s" % (max(lo, lo2), min(hi, hi2),
+                                                       os.path.basename(path), perm, perm2))
+    check(before and not changed, "every mapping keeps its permissions (%d compared): %s"
+          % (len(before), "; ".join(changed[:5])))
 
 
 def test_inject_threads(args, it):
@@ -490,6 +536,7 @@ def main():
             found[label] = st.find(label)
         except st.Skip as e:
             print("SKIP %s: %s" % (label, e))
+    plain = dict(found)  # rooted ones under a plain chroot: no /proc in the root
     for label, it in found.items():
         if it.root:  # a container's view: own mount namespace and /proc (the shim reads
             found[label] = it.isolated("mount")  # /proc/self/maps to patch GOTs)
@@ -510,6 +557,9 @@ def main():
             tests.add("inject %s" % it.label, test_inject, interp=it)
         for it in numpys:
             tests.add("inject_numpy %s" % it.label, test_inject_numpy, interp=it)
+        for it in [plain[l] for l in NOPROC_LABELS if l in plain]:
+            if it.has_module("numpy"):
+                tests.add("inject_noproc %s" % it.label, test_inject_noproc, interp=it)
         for it in [found[l] for l in THREAD_LABELS if l in found]:
             tests.add("inject_threads %s" % it.label, test_inject_threads, interp=it)
         if first:

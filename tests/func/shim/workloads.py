@@ -89,6 +89,11 @@ def late_churn():
     return time.process_time() - t
 
 
+def late_churn_best():
+    # the best of 3: one 0.3-s phase varies by +-20% on a shared 2-core VM
+    return min(late_churn() for _ in range(3))
+
+
 @mark
 def small_objects():
     # many small objects: dicts, tuples, strings
@@ -183,7 +188,7 @@ def run_injected(parts):
         elif part == "late":
             # the injector stops beating after 1 s: from 2.5 s on the shim is a pass-through
             time.sleep(max(0.0, 2.5 - (time.time() - t_go)))
-            print("late_churn_s %.3f" % late_churn())
+            print("late_churn_s %.3f" % late_churn_best())
         else:
             raise SystemExit("unknown part " + part)
     return keep
@@ -228,10 +233,10 @@ def run(name):
         return keep
     if name == "gone":
         time.sleep(2.5)  # the harness stops its heartbeat meanwhile
-        print("late_churn_s %.3f" % late_churn())
+        print("late_churn_s %.3f" % late_churn_best())
         return None
     if name == "late":
-        print("late_churn_s %.3f" % late_churn())
+        print("late_churn_s %.3f" % late_churn_best())
         return None
     if name == "attach":
         # attach mode, as the injector does it: dlopen + scry_shim_attach(ring)
