@@ -146,6 +146,12 @@ static void header(text_t *t, const report__view_t *v)
     on(t, "1");
     report__sb_printf(&t->b, "scry: pid %d", (int)p->meta.pid);
     off(t);
+    if (p->meta.ns_pid > 0)
+        report__sb_printf(&t->b, " [pid %d in its namespace]", (int)p->meta.ns_pid);
+    const report_container_t *ct = p->meta.container;
+    if (ct && ct->id) /* the summary's form: runtime and the id's first 12 digits */
+        report__sb_printf(&t->b, " in container %s%s%.12s", ct->runtime ? ct->runtime : "",
+                          ct->runtime && ct->runtime[0] ? ":" : "", ct->id);
     if (p->meta.python_version)
         report__sb_printf(&t->b, ", Python %s", p->meta.python_version);
     if (p->meta.command && p->meta.command[0]) {

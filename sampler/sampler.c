@@ -60,6 +60,10 @@ sampler_t *sampler_new(const sampler_opts_t *opts, pystate_target_t *t, strtab_t
     s->first = t;
     proc_read_exec_mark(pid, &s->exec_mark);
     proc_read_identity(pid, &s->start_time, NULL, 0);
+    proc_container_t ct;
+    if (proc_read_container(pid, &ct) == 0 && ct.id[0])
+        snprintf(s->container, sizeof s->container, " [%s:%.12s]",
+                 ct.runtime[0] ? ct.runtime : "container", ct.id);
     s->exec_checked_ns = scry_now_ns();
     s->strings = strings;
     s->snap = pystate_snapshot_new();
@@ -215,7 +219,8 @@ static const thread_label_t *thread_label(sampler_t *s, pid_t tid, pid_t ns_tid,
     char own[48] = ""; /* a container's own id of the thread, when it differs */
     if (ns_tid > 0 && ns_tid != tid)
         snprintf(own, sizeof own, " [tid %d in its namespace]", (int)ns_tid);
-    snprintf(label, sizeof label, "thread %d%s (%s)", (int)tid, own, pyname ? pyname : name);
+    snprintf(label, sizeof label, "thread %d%s (%s)%s", (int)tid, own, pyname ? pyname : name,
+             s->container);
     l->tid = tid;
     l->stamp = now;
     l->pyname = pyname;

@@ -50,6 +50,8 @@ struct sampler {
     pystate_target_t *first;  /* the caller's target (theirs to free) */
     uint64_t exec_mark;       /* proc_read_exec_mark of the program TARGET reads */
     uint64_t start_time;      /* the process's identity with its pid (0 unknown) */
+    char container[48];       /* " [docker:0123456789ab]" for a target in a container, else
+                                 "": the end of its thread root frames' labels */
     int gone;                 /* the pid names another process now (reused): the target is gone */
     uint64_t exec_checked_ns;
     char note[300];

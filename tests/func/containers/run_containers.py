@@ -288,6 +288,33 @@ def t_record(c):
     return "; ".join(details)
 
 
+@tests("formats")
+def t_formats(c):
+    """record from the host into every format with --threads: each file names the
+    container (collapsed, flame graph, HTML, speedscope: the thread root frames end with
+    [docker:<id12>]; text: its header; pprof and JSON are checked by 'record'), and the
+    burner's lines are in it."""
+    cg = needs("v2")
+    c.hpid, truth = start_container(c, cg)
+    tag = "[docker:%s]" % CG.id2[:12]
+    seen = []
+    for fmt, name in (("collapsed", "f.txt"), ("flamegraph", "f.svg"), ("html", "f.html"),
+                      ("speedscope", "f.speedscope.json"), ("text", "f.text")):
+        _, text = c.record(["-d", "1", "-r", "200", "--threads", "--pid", c.hpid], fmt,
+                           name=name)
+        want = ("container docker:%s" % CG.id2[:12]) if fmt == "text" else tag
+        check(want in text, "%s: no %r in %s" % (fmt, want, st.short(text, 300)))
+        check("burn_a" in text and "ctr_work.py" in text,
+              "%s: the burner's function missing: %s" % (fmt, st.short(text, 300)))
+        seen.append(fmt)
+    roots = set(line.split(";", 1)[0] for line in
+                open(c.path("f.txt")).read().splitlines() if line)
+    stop_container(c)
+    check(roots and all(r.startswith("thread ") and r.endswith(tag) for r in roots),
+          "collapsed thread roots %s" % sorted(roots)[:4])
+    return "%s name %s; roots e.g. %s" % (", ".join(seen), tag, sorted(roots)[0])
+
+
 @tests("exec")
 def t_exec(c):
     """The container's pid 1 execs a new Python program while recorded from the host: scry
@@ -386,7 +413,8 @@ def scry_inside(c, hpid, args, timeout=None):
 def t_inside(c):
     """scry inside the container (its PID namespace and /proc, CAP_SYS_PTRACE): the target
     is pid 1 and its threads have their own tids only; dump --json (names, idle flags,
-    --native frames named, the container) and record (CPU shares, exact lines)."""
+    --native frames named, the container), top (the container in its header), record
+    --memory (samples under the container's tids) and record (CPU shares, exact lines)."""
     cg = needs("v2")
     c.hpid, truth = start_container(c, cg)
     res = scry_inside(c, c.hpid, ["dump", "--json", "--native", "--pid", "1"])
@@ -406,6 +434,23 @@ def t_inside(c):
     nat = [f for f in by_name["napper"]["frames"] if f["kind"] == "native"
            and f["file"] == "libc.so.6" and not f["function"].startswith("??")]
     check(nat, "no libc.so.6 frame named: %s" % by_name["napper"]["frames"][:6])
+    # top: its header names the container; the burner's two functions in the table
+    res = scry_inside(c, c.hpid, ["top", "--once", "-d", "2", "--pid", "1"])
+    check(res.rc == 0 and ("in container docker:" + CG.id2[:12]) in res.out.splitlines()[0],
+          "top inside: %s" % st.short(res.out or str(res), 300))
+    check("burn_a" in res.out and "burn_b" in res.out, "top inside: no burn_a/burn_b rows")
+    # --memory: the shim loaded into pid 1 from inside; samples under its own tids
+    mem = c.path("inside-mem.json")
+    res = scry_inside(c, c.hpid, ["record", "-d", "2", "--memory", "--format", "json", "-o",
+                                  mem, "--pid", "1"])
+    check(res.rc == 0, str(res))
+    mdoc = st.load_json(mem, "record --memory inside")
+    mthreads = [(t["tid"], t.get("memory_samples", 0)) for t in mdoc.get("threads", [])
+                if t.get("memory_samples", 0) > 0]
+    own = set(truth["tids"].values())
+    check(mthreads and all(tid in own for tid, _ in mthreads),
+          "memory samples under tids %s, want the container's own %s: %s"
+          % (mthreads, sorted(own), st.short(res.err, 300)))
     out = c.path("inside.json")
     res = scry_inside(c, c.hpid, ["record", "-d", "2", "-r", "250", "--format", "json",
                                   "-o", out, "--pid", "1"])
