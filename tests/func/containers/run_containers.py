@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """scry on containerised targets, from the host (issue 8): real namespaces, no Docker.
 
-usage: run_containers.py --scry PATH [-k PATTERN] [-v]
+usage: run_containers.py --scry PATH [--python 3.14|3.15] [-k PATTERN] [-v]
 
-Each test starts Debian sid's python3.14 (the cached root of scripts/sid-root.sh) the way
+Each test starts Debian sid's python3.14 or python3.15 (the cached root of scripts/sid-root.sh) the way
 Docker starts a container: `unshare --pid --mount --uts --ipc --fork` with its own /proc,
 chrooted into the root, inside a cgroup named like Docker's (cgroup v2
 `.../docker-<64 hex>.scope`, or cgroup v1 `/docker/<64 hex>` in the pids hierarchy). The
@@ -32,7 +32,8 @@ from scrytest import Fail, Skip, check  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORK = os.path.join(HERE, "ctr_work.py")
 EXEC_WORK = os.path.join(HERE, "ctr_exec.py")
-LABEL = "3.14"
+LABELS = ["3.14", "3.15"]
+EXE = "python3.14"  # the interpreter's file name (--python)
 SHARE_TOL = 8.0  # points (about 4 standard deviations at 250 Hz x 2 s): burn_a/burn_b are
 #                 75/25 of the burner's own CPU time
 tests = st.Tests()
@@ -214,8 +215,8 @@ def t_dump(c):
     # below the main thread's module frame is exported) come from the root's executable.
     every = [f for t in nat["threads"] for f in t["frames"] if f["kind"] == "native"]
     exe = [f["function"] for f in every
-           if f["file"] == "python3.14" and not f["function"].startswith("??")]
-    check(exe, "no named python3.14 frame: %s" % [(f["function"], f["file"]) for f in every])
+           if f["file"] == EXE and not f["function"].startswith("??")]
+    check(exe, "no named %s frame: %s" % (EXE, [(f["function"], f["file"]) for f in every]))
     # --container: by id, id prefix and cgroup path, every Python process of it (unshare,
     # also in the group, is not Python); a wrong id and a malformed one are refused.
     cgpath = "/" + os.path.relpath(cg, mount_of(cg))
@@ -230,8 +231,8 @@ def t_dump(c):
     for bad, why in ((CG.id1, "no Python process in container"), ("xyz", "--container takes")):
         res = c.scry(["dump", "--container", bad])
         check(res.rc != 0 and why in res.err, "--container %s: %s" % (bad, res))
-    return "%s; napper: %d of %d native frames named; python3.14: %s" % (
-        detail, len(named), len(natives), ", ".join(sorted(set(exe))[:3]))
+    return "%s; napper: %d of %d native frames named; %s: %s" % (
+        detail, len(named), len(natives), EXE, ", ".join(sorted(set(exe))[:3]))
 
 
 def shares_of(what, doc, lines):
@@ -252,12 +253,13 @@ def shares_of(what, doc, lines):
 
 @tests("record")
 def t_record(c):
-    """record from the host with each sampler: CPU shares and exact lines match the target's
-    own thread-time truth; the container id in the summary, JSON and pprof."""
+    """record from the host with each sampler, --blocking and --native: CPU shares and exact
+    lines match the target's own thread-time truth; the container id in the summary, JSON
+    and pprof."""
     cg = needs("v2")
     c.hpid, truth = start_container(c, cg)
     runs = []
-    for extra in (["--sampler", "perf"], ["--sampler", "ptrace"], ["--blocking"]):
+    for extra in (["--sampler", "perf"], ["--sampler", "ptrace"], ["--blocking"], ["--native"]):
         res, text = c.record(["-d", "2", "-r", "250", "--pid", c.hpid] + extra, "json",
                              name="rec%d.json" % len(runs))
         doc = json.loads(text)
@@ -288,31 +290,92 @@ def t_record(c):
     return "; ".join(details)
 
 
+FORMATS = (("collapsed", "txt"), ("flamegraph", "svg"), ("html", "html"),
+           ("speedscope", "speedscope.json"), ("text", "text"), ("pprof", "pb.gz"))
+
+
+def format_checks(c, record, pid, where):
+    """Records PID with --threads into every format through RECORD(args, out path) and
+    checks that each file names the container (stack formats: the thread root frames end
+    with [docker:<id12>]; text: its header; pprof: the container_id label) and holds the
+    burner's function. Returns the collapsed file's thread roots."""
+    tag = "[docker:%s]" % CG.id2[:12]
+    for fmt, ext in FORMATS:
+        out = c.path("%s-f.%s" % (where, ext))
+        record(["-d", "1", "-r", "200", "--threads", "--format", fmt, "-o", out, "--pid", pid])
+        with open(out, "rb") as f:
+            data = f.read()
+        if fmt == "pprof":
+            data = gzip.decompress(data)
+            want = [b"container_id", CG.id2.encode()]
+        else:
+            want = [(("container docker:%s" % CG.id2[:12]) if fmt == "text" else tag).encode()]
+        check(all(w in data for w in want), "%s %s: no %s in %s"
+              % (where, fmt, want, st.short(data.decode("utf-8", "replace"), 200)))
+        check(b"burn_a" in data, "%s %s: the burner's function missing" % (where, fmt))
+    with open(c.path("%s-f.txt" % where)) as f:
+        roots = set(line.split(";", 1)[0] for line in f.read().splitlines() if line)
+    check(roots and all(r.startswith("thread ") and r.endswith(tag) for r in roots),
+          "%s: collapsed thread roots %s" % (where, sorted(roots)[:4]))
+    return roots
+
+
 @tests("formats")
 def t_formats(c):
     """record from the host into every format with --threads: each file names the
     container (collapsed, flame graph, HTML, speedscope: the thread root frames end with
-    [docker:<id12>]; text: its header; pprof and JSON are checked by 'record'), and the
-    burner's lines are in it."""
-    cg = needs("v2")
-    c.hpid, truth = start_container(c, cg)
-    tag = "[docker:%s]" % CG.id2[:12]
-    seen = []
-    for fmt, name in (("collapsed", "f.txt"), ("flamegraph", "f.svg"), ("html", "f.html"),
-                      ("speedscope", "f.speedscope.json"), ("text", "f.text")):
-        _, text = c.record(["-d", "1", "-r", "200", "--threads", "--pid", c.hpid], fmt,
-                           name=name)
-        want = ("container docker:%s" % CG.id2[:12]) if fmt == "text" else tag
-        check(want in text, "%s: no %r in %s" % (fmt, want, st.short(text, 300)))
-        check("burn_a" in text and "ctr_work.py" in text,
-              "%s: the burner's function missing: %s" % (fmt, st.short(text, 300)))
-        seen.append(fmt)
-    roots = set(line.split(";", 1)[0] for line in
-                open(c.path("f.txt")).read().splitlines() if line)
+    [docker:<id12>]; text: its header; pprof: a label) and holds the burner's function."""
+    needs("v2")
+    c.hpid, truth = start_container(c, needs("v2"))
+    roots = format_checks(c, lambda args: c.scry_ok(["record", "-q"] + args), c.hpid, "host")
     stop_container(c)
-    check(roots and all(r.startswith("thread ") and r.endswith(tag) for r in roots),
-          "collapsed thread roots %s" % sorted(roots)[:4])
-    return "%s name %s; roots e.g. %s" % (", ".join(seen), tag, sorted(roots)[0])
+    return "%s; roots e.g. %s" % (", ".join(f for f, _ in FORMATS), sorted(roots)[0])
+
+
+LAUNCH_KEEP = """import time
+def ring():
+    with open("/proc/self/maps") as f:
+        return "scry-ring" in f.read()
+t0 = time.time()
+while not ring() and time.time() - t0 < 20:
+    time.sleep(0.05)  # until scry's shim is in (injected into this root)
+time.sleep(0.5)
+keep = []
+for i in range(1000):
+    keep.append(bytes(100000))  #@keep@
+time.sleep(1.0)
+"""
+
+
+@tests("launch_memory")
+def t_launch_memory(c):
+    """Launch mode into a container: `scry record --memory --subprocesses -- sh -c '...
+    cgroup; exec unshare --pid ... chroot ROOT python'` follows the fork to the Python
+    process, injects the shim into its root, and charges the 100 MB it keeps to the
+    keeping line (within 15%); the summary names the container."""
+    cg = needs("v2")
+    script = c.path("keep.py")
+    with open(script, "w") as f:
+        f.write(LAUNCH_KEEP)
+    inner = ["unshare", "--pid", "--mount", "--uts", "--ipc", "--fork",
+             "--mount-proc=%s" % os.path.join(c.interp.root, "proc")] + c.interp.argv(
+                 c.tpath(script))
+    shell = 'echo $$ > "$1/cgroup.procs" && shift && exec "$@"'
+    out = c.path("launch.json")
+    res = c.scry_ok(["record", "--memory", "--subprocesses", "-f", "json", "-o", out, "--",
+                     "sh", "-c", shell, "sh", cg] + inner)
+    doc = st.load_json(out, "record --memory --subprocesses")
+    got = sum(l.get("net_mb", 0) for l in doc["lines"]
+              if l["file"] == c.tpath(script) and l["line"] == 11) * (1 << 20)
+    want = 1000 * 100033
+    check(abs(got - want) <= 0.15 * want, "keep line: %.1f MB kept, truth %.1f MB: %s"
+          % (got / 1e6, want / 1e6, st.short(res.err, 400)))
+    py = [p for p in doc.get("processes", []) if p.get("python_version")]
+    check(len(py) == 1, "one Python process: %s" % doc.get("processes"))
+    check(("docker:%s" % CG.id2[:12]) in res.err, "summary without the container: %s"
+          % st.short(res.err, 400))
+    return "keep line %.1f MB (truth %.1f MB); %s" % (got / 1e6, want / 1e6, py[0]["command"]
+                                                      if py else "")
 
 
 @tests("exec")
@@ -414,7 +477,8 @@ def t_inside(c):
     """scry inside the container (its PID namespace and /proc, CAP_SYS_PTRACE): the target
     is pid 1 and its threads have their own tids only; dump --json (names, idle flags,
     --native frames named, the container), top (the container in its header), record
-    --memory (samples under the container's tids) and record (CPU shares, exact lines)."""
+    --memory (samples under the container's tids), every format naming the container and
+    record (CPU shares, exact lines)."""
     cg = needs("v2")
     c.hpid, truth = start_container(c, cg)
     res = scry_inside(c, c.hpid, ["dump", "--json", "--native", "--pid", "1"])
@@ -451,6 +515,10 @@ def t_inside(c):
     check(mthreads and all(tid in own for tid, _ in mthreads),
           "memory samples under tids %s, want the container's own %s: %s"
           % (mthreads, sorted(own), st.short(res.err, 300)))
+    def record_inside(args):
+        r = scry_inside(c, c.hpid, ["record", "-q"] + args)
+        check(r.rc == 0, str(r))
+    format_checks(c, record_inside, 1, "inside")
     out = c.path("inside.json")
     res = scry_inside(c, c.hpid, ["record", "-d", "2", "-r", "250", "--format", "json",
                                   "-o", out, "--pid", "1"])
@@ -529,17 +597,20 @@ def t_rootless(c):
 
 def main():
     global CG
+    global EXE
     ap = st.add_common_args(st.runner.parser(__doc__))
+    ap.add_argument("--python", default="3.14", choices=LABELS, help="sid's interpreter")
     a = ap.parse_args()
+    EXE = "python" + a.python
     sel = tests.select(a.k)
     if os.geteuid() != 0:
         return st.skip_all("containers", "needs root (namespaces, cgroups, chroot)", len(sel))
     if not shutil.which("unshare"):
         return st.skip_all("containers", "no unshare (util-linux)", len(sel))
     try:
-        interp = st.find(LABEL)
+        interp = st.find(a.python)
     except Skip as e:
-        return st.skip_all("containers", "%s: %s" % (LABEL, e), len(sel))
+        return st.skip_all("containers", "%s: %s" % (a.python, e), len(sel))
     probe = subprocess.run(["unshare", "--pid", "--mount", "--fork", "true"],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     if probe.returncode != 0:
