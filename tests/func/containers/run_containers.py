@@ -478,7 +478,7 @@ def t_inside(c):
     is pid 1 and its threads have their own tids only; dump --json (names, idle flags,
     --native frames named, the container), top (the container in its header), record
     --memory (samples under the container's tids), every format naming the container and
-    record (CPU shares, exact lines)."""
+    record, --native and --blocking (CPU shares, exact lines)."""
     cg = needs("v2")
     c.hpid, truth = start_container(c, cg)
     res = scry_inside(c, c.hpid, ["dump", "--json", "--native", "--pid", "1"])
@@ -519,17 +519,24 @@ def t_inside(c):
         r = scry_inside(c, c.hpid, ["record", "-q"] + args)
         check(r.rc == 0, str(r))
     format_checks(c, record_inside, 1, "inside")
-    out = c.path("inside.json")
-    res = scry_inside(c, c.hpid, ["record", "-d", "2", "-r", "250", "--format", "json",
-                                  "-o", out, "--pid", "1"])
-    check(res.rc == 0, str(res))
-    check(("in container docker:%s" % CG.id2[:12]) in res.err,
-          "summary without the container: %s" % st.short(res.err, 300))
-    rec = st.load_json(out, "record inside")
-    got, n = shares_of("inside", rec, truth["lines"])
+    runs = []
+    for extra in ([], ["--native"], ["--blocking"]):
+        out = c.path("inside%d.json" % len(runs))
+        res = scry_inside(c, c.hpid, ["record", "-d", "2", "-r", "250", "--format", "json",
+                                      "-o", out, "--pid", "1"] + extra)
+        check(res.rc == 0, str(res))
+        check(("in container docker:%s" % CG.id2[:12]) in res.err,
+              "summary without the container: %s" % st.short(res.err, 300))
+        what = "inside " + " ".join(extra)
+        runs.append((what, res, shares_of(what, st.load_json(out, what), truth["lines"])))
     want = st.shares(stop_container(c)["cpu_s"], ("burn_a", "burn_b"))
-    check(n >= 20, "%d samples on the burn lines (want >= 20): %s" % (n, st.short(res.err, 300)))
-    return st.compare_shares(st.shares(got, ("burn_a", "burn_b")), want, n, "inside", SHARE_TOL)
+    details = []
+    for what, res, (got, n) in runs:
+        check(n >= 20, "%s: %d samples on the burn lines (want >= 20): %s"
+              % (what, n, st.short(res.err, 300)))
+        details.append(st.compare_shares(st.shares(got, ("burn_a", "burn_b")), want, n,
+                                         what.strip(), SHARE_TOL))
+    return "; ".join(details)
 
 
 ROOTLESS = """import threading, time
