@@ -1,11 +1,72 @@
-/* disasm.c - finding the addresses a function refers to, with capstone. */
+/* disasm.c - finding the addresses a function refers to, with capstone.
+ *
+ * libcapstone is loaded on first use (dlopen of the soname its headers belong to), not
+ * linked: relocating its tables costs every scry command about 0.8 ms and 375 page faults
+ * at start (measured: an empty program linked with it and without), while most commands
+ * never disassemble (3.11+ interpreters give their version in Py_Version; symbols or the
+ * .PyRuntime section find the runtime). */
 #include "disasm.h"
 
 #include <capstone/capstone.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "scry_err.h"
+
+#define CS_STR2(x) #x
+#define CS_STR(x)  CS_STR2(x)
+#define CS_SONAME  "libcapstone.so." CS_STR(CS_API_MAJOR)
+
+static struct {
+    unsigned (*version)(int *major, int *minor);
+    cs_err (*open)(cs_arch arch, cs_mode mode, csh *handle);
+    cs_err (*option)(csh handle, cs_opt_type type, size_t value);
+    cs_insn *(*malloc)(csh handle);
+    bool (*disasm_iter)(csh handle, const uint8_t **code, size_t *size, uint64_t *address,
+                        cs_insn *insn);
+    void (*free)(cs_insn *insn, size_t count);
+    cs_err (*close)(csh *handle);
+} cs;
+static pthread_once_t cs_once = PTHREAD_ONCE_INIT;
+static int cs_loaded;
+
+static void cs_load(void)
+{
+    void *lib = dlopen(CS_SONAME, RTLD_NOW | RTLD_LOCAL);
+    if (!lib)
+        return;
+    const struct {
+        const char *name;
+        void *slot;
+    } fns[] = {
+        {"cs_version", &cs.version},
+        {"cs_open", &cs.open},
+        {"cs_option", &cs.option},
+        {"cs_malloc", &cs.malloc},
+        {"cs_disasm_iter", &cs.disasm_iter},
+        {"cs_free", &cs.free},
+        {"cs_close", &cs.close},
+    };
+    for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
+        void *f = dlsym(lib, fns[i].name);
+        if (!f)
+            return;                        /* stays loaded, never used: harmless */
+        memcpy(fns[i].slot, &f, sizeof f); /* object pointer to function pointer (POSIX) */
+    }
+    int major = 0, minor = 0;
+    cs.version(&major, &minor);
+    cs_loaded = major == CS_API_MAJOR; /* the structs we read are this version's */
+}
+
+/* 1 when capstone could be loaded (once per process), else 0. */
+static int cs_ready(void)
+{
+    pthread_once(&cs_once, cs_load);
+    return cs_loaded;
+}
 
 /* Immediates below this are constants, not addresses. */
 #define MIN_IMM_ADDR 0x10000u
@@ -75,26 +136,26 @@ int elfsym_disasm_refs(const uint8_t *code, size_t len, uint64_t addr, unsigned 
         return 0;
     if (len > ELFSYM_DISASM_MAX_BYTES)
         len = ELFSYM_DISASM_MAX_BYTES;
-    if (cs_open(CS_ARCH_X86, CS_MODE_64, &h) != CS_ERR_OK)
+    if (!cs_ready() || cs.open(CS_ARCH_X86, CS_MODE_64, &h) != CS_ERR_OK)
         return SCRY_E_NOSYS;
-    cs_option(h, CS_OPT_DETAIL, CS_OPT_ON);
-    cs_insn *in = cs_malloc(h);
+    cs.option(h, CS_OPT_DETAIL, CS_OPT_ON);
+    cs_insn *in = cs.malloc(h);
     if (!in) {
-        cs_close(&h);
+        cs.close(&h);
         return SCRY_E_NOMEM;
     }
     const uint8_t *p = code;
     size_t left = len;
     uint64_t pc = addr;
     for (unsigned k = 0; k < ELFSYM_DISASM_MAX_INSNS && n < max; k++) {
-        if (!cs_disasm_iter(h, &p, &left, &pc, in))
+        if (!cs.disasm_iter(h, &p, &left, &pc, in))
             break;
         n = refs_of(in, kinds, out, n, max);
         if (stop_at_ret && insn_is_stop(in->id))
             break;
     }
-    cs_free(in, 1);
-    cs_close(&h);
+    cs.free(in, 1);
+    cs.close(&h);
     return (int)n;
 }
 

@@ -3,10 +3,12 @@
  * The PY_VERSION literal ("3.8.18") is not always a string of its own in .rodata: the
  * linker merges string tails, so it may be the end of "/tmp/python-build.../Python-3.8.18".
  * Py_GetVersion passes it to snprintf, so its code holds the literal's exact address;
- * that is tried first, and a scored .rodata scan is the fallback.
+ * that is tried first, and a scored .rodata scan is the fallback. 3.11+ export Py_Version
+ * (PY_VERSION_HEX), read before either.
  */
 #include "pyversion.h"
 
+#include <elf.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -215,12 +217,36 @@ static int version_from_rodata(const elfsym_obj_t *obj, elfsym_pyversion_t *out)
     return best ? 0 : SCRY_E_NOTFOUND;
 }
 
+/* 3.11+: the exported constant Py_Version (PY_VERSION_HEX, an unsigned long): no
+ * disassembly needed. Only a plausible value is taken (3.11 or later, a known release
+ * level); anything else leaves the other ways to decide. */
+static int version_from_hex(const elfsym_obj_t *obj, elfsym_pyversion_t *out)
+{
+    elfsym_sym_t s;
+    uint64_t hex = 0;
+    if (elfsym_obj_lookup(obj, "Py_Version", &s) != 0 || s.type != STT_OBJECT || s.size != 8 ||
+        elfsym_obj_read_vaddr(obj, s.value, &hex, sizeof hex) != 0)
+        return SCRY_E_NOTFOUND;
+    int major = (int)(hex >> 24 & 0xff), minor = (int)(hex >> 16 & 0xff);
+    int micro = (int)(hex >> 8 & 0xff), level = (int)(hex >> 4 & 0xf);
+    if (hex >> 32 || major != 3 || minor < 11 || minor > 99 || micro > 99 || level < 0xa ||
+        level == 0xd || level == 0xe)
+        return SCRY_E_NOTFOUND;
+    out->major = major;
+    out->minor = minor;
+    out->micro = micro;
+    out->level = level == 0xa ? 'a' : level == 0xb ? 'b' : level == 0xc ? 'c' : 'f';
+    out->serial = level == 0xf ? 0 : (int)(hex & 0xf);
+    return 0;
+}
+
 int elfsym_obj_pyversion(const elfsym_obj_t *obj, elfsym_pyversion_t *out)
 {
     elfsym_pyversion_t v;
     if (!obj || !out)
         return SCRY_E_INVAL;
-    if (version_from_code(obj, &v) == 0 || version_from_rodata(obj, &v) == 0) {
+    if (version_from_hex(obj, &v) == 0 || version_from_code(obj, &v) == 0 ||
+        version_from_rodata(obj, &v) == 0) {
         *out = v;
         return 0;
     }

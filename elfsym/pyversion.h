@@ -29,7 +29,8 @@ int elfsym_pyversion_from_name(const char *path, int *major, int *minor);
 /* True when the base name of PATH is a versioned libpython shared library. */
 int elfsym_is_libpython_name(const char *path);
 
-/* Finds the version of the CPython in OBJ from its file: first the strings that
+/* Finds the version of the CPython in OBJ from its file: first the exported Py_Version
+ * constant (3.11+), then the strings that
  * Py_GetVersion refers to (the PY_VERSION literal, found by disassembly), then a scan of
  * .rodata (64 MiB at most) for a NUL-terminated version string. Returns 0 with OUT,
  * SCRY_E_NOTFOUND, or SCRY_E_IO. */
