@@ -347,6 +347,7 @@ static int run(serve_state_t *st)
         serve_log("no process-events connector (%s): scanning /proc every %g s", why,
                   st->cfg->scan_interval_s < 0.5 ? st->cfg->scan_interval_s : 0.5);
     }
+    serve_whoran_open(st);
     serve_log("started: out-dir %s, interval %g s, rate %g Hz, socket %s%s%s", st->cfg->out_dir,
               st->cfg->interval_s, st->cfg->rate_hz, st->cfg->socket_path,
               st->cfg->pyroscope_url ? ", pushing to " : "",
@@ -429,6 +430,8 @@ static int run(serve_state_t *st)
         serve_log("%llu windows stay in the spool for the next start",
                   (unsigned long long)ps.spooled);
     }
+    perfev_free(st->whoran);
+    st->whoran = NULL;
     return 0;
 }
 

@@ -9,6 +9,7 @@
 #include "config.h"
 #include "ctl.h"
 #include "discover.h"
+#include "perfev.h"
 #include "pystate.h"
 #include "push.h"
 #include "sampler.h"
@@ -18,7 +19,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define SERVE_IDLE_CHECK_NS  1000000000ull  /* an idle target is looked at once a second */
+#define SERVE_IDLE_CHECK_NS 1000000000ull /* an idle target is looked at once a second */
+#define SERVE_WHORAN_HZ     49            /* the per-CPU clock that says who ran */
+#define SERVE_WHORAN_RECHECK_NS                                                                    \
+    10000000000ull /* with it, an idle target not seen on a CPU is looked at every 10 s */
 #define SERVE_PENDING_MAX_NS 10000000000ull /* a new process has 10 s to become readable */
 #define SERVE_MAX_TARGETS    4096
 #define SERVE_MAX_PENDING    1024
@@ -44,8 +48,10 @@ typedef struct serve_target {
     uint64_t unsampled;     /* CPU ticks seen since the last sampled check */
     uint64_t busy_until_ns; /* stays at its rate until then after it last used CPU */
     uint64_t last_sample_ns;
-    uint64_t opened_ns; /* when its opening began: an exec before it is the program read */
-    uint64_t next_ns;   /* next check (CLOCK_MONOTONIC) */
+    uint64_t opened_ns;  /* when its opening began: an exec before it is the program read */
+    uint64_t next_ns;    /* next check (CLOCK_MONOTONIC) */
+    uint64_t checked_ns; /* last look at its CPU time */
+    int seen;            /* the per-CPU clock saw it on a CPU since that look */
     uint64_t samples, errors;
     struct serve_win *win; /* its window in the current interval (cache) */
 } serve_target_t;
@@ -124,6 +130,8 @@ typedef struct serve_state {
     long clk_tck;
     serve_record_t records[SERVE_MAX_RECORDS];
     size_t n_records;
+    perfev_t *whoran; /* one cpu-clock event per CPU: who ran (NULL: /proc every second) */
+    uint64_t whoran_records, idle_checks_skipped;
 } serve_state_t;
 
 /* serve_targets.c */
@@ -155,8 +163,14 @@ void serve_targets_scan(serve_state_t *st);
 /* Tries to open the pending processes that are due. */
 void serve_targets_open_pending(serve_state_t *st, uint64_t now);
 
-/* Checks the targets that are due and samples those that used CPU. Returns the next time
- * anything is due. */
+/* Opens the per-CPU "who ran" clock (perfev cpu_wide at SERVE_WHORAN_HZ) when the kernel
+ * allows it, and says in the log which way idle targets are watched. */
+void serve_whoran_open(serve_state_t *st);
+
+/* Checks the targets that are due and samples those that used CPU. With the per-CPU
+ * clock, an idle target that was not seen on a CPU is looked at only every
+ * SERVE_WHORAN_RECHECK_NS (CPU used in bursts between its ticks is still found then).
+ * Returns the next time anything is due. */
 uint64_t serve_targets_tick(serve_state_t *st, uint64_t now);
 
 /* Re-applies the selection rules to every target (after a reload). */

@@ -6,6 +6,12 @@
  * did is sampled at its rate. Checks are aligned on multiples of their period, so targets
  * with the same rate share one wake-up. CPU a target used between two samples is not lost:
  * the sampler weighs a running sample by the CPU time since the thread was last seen.
+ *
+ * Where the kernel allows system-wide perf events (root, CAP_PERFMON), it says which
+ * processes ran: a cpu-clock event per CPU at SERVE_WHORAN_HZ, idle time excluded, gives
+ * the pid on that CPU at each tick. An idle target that was not seen is then looked at
+ * only every SERVE_WHORAN_RECHECK_NS instead of every second: 200 idle services cost a few
+ * records per CPU instead of 200 reads of /proc a second.
  */
 #include "log.h"
 #include "proc.h"
@@ -425,6 +431,35 @@ static void emit(const scry_sample_t *s, void *ctx)
         t->errors++;
 }
 
+void serve_whoran_open(serve_state_t *st)
+{
+    perfev_opts_t o = {.rate_hz = SERVE_WHORAN_HZ, .clock = PERFEV_CLOCK_CPU, .cpu_wide = 1};
+    int rc = perfev_open(&o, &st->whoran);
+    if (rc == 0)
+        rc = perfev_set_cpus(st->whoran);
+    if (rc > 0) {
+        serve_log("idle targets: the kernel's per-CPU clock says which ran (%d CPUs at %d Hz); "
+                  "the others are looked at every %llu s",
+                  rc, SERVE_WHORAN_HZ,
+                  (unsigned long long)(SERVE_WHORAN_RECHECK_NS / 1000000000ull));
+        return;
+    }
+    perfev_free(st->whoran);
+    st->whoran = NULL;
+    serve_log("idle targets: looked at every second through /proc (per-CPU perf events "
+              "refused: %s; CAP_PERFMON or perf_event_paranoid <= 0 allows them)",
+              scry_strerror(rc));
+}
+
+static void whoran_cb(const perfev_sample_t *s, void *ctx)
+{
+    serve_state_t *st = ctx;
+    st->whoran_records++;
+    serve_target_t *t = s->pid > 0 ? find_target(st, s->pid, NULL) : NULL;
+    if (t)
+        t->seen = 1;
+}
+
 static uint64_t align_up(uint64_t now, uint64_t period)
 {
     return (now / period + 1) * period;
@@ -433,6 +468,8 @@ static uint64_t align_up(uint64_t now, uint64_t period)
 uint64_t serve_targets_tick(serve_state_t *st, uint64_t now)
 {
     uint64_t next = UINT64_MAX;
+    if (st->whoran)
+        perfev_read(st->whoran, whoran_cb, st);
     for (size_t i = 0; i < st->n_targets;) {
         serve_target_t *t = st->targets[i];
         if (t->next_ns > now) {
@@ -441,6 +478,16 @@ uint64_t serve_targets_tick(serve_state_t *st, uint64_t now)
             i++;
             continue;
         }
+        if (st->whoran && !t->busy && !t->seen && now - t->checked_ns < SERVE_WHORAN_RECHECK_NS) {
+            st->idle_checks_skipped++; /* not on a CPU since the last look: still idle */
+            t->next_ns = align_up(now, SERVE_IDLE_CHECK_NS);
+            if (t->next_ns < next)
+                next = t->next_ns;
+            i++;
+            continue;
+        }
+        t->seen = 0;
+        t->checked_ns = now;
         uint64_t ticks;
         if (read_cpu_ticks(t, &ticks) != 0) {
             remove_target(st, i, "exited");

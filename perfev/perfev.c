@@ -101,7 +101,10 @@ int perfev_open(const perfev_opts_t *opts, perfev_t **out)
     if (!out)
         return SCRY_E_INVAL;
     *out = NULL;
-    if (!opts || opts->pid <= 0 || !(opts->rate_hz >= 1 && opts->rate_hz <= 100000) ||
+    if (opts && opts->cpu_wide && (opts->clock != PERFEV_CLOCK_CPU || opts->stack_bytes))
+        return SCRY_E_INVAL;
+    if (!opts || (opts->pid <= 0 && !opts->cpu_wide) ||
+        !(opts->rate_hz >= 1 && opts->rate_hz <= 100000) ||
         (opts->clock != PERFEV_CLOCK_TASK && opts->clock != PERFEV_CLOCK_CPU) ||
         opts->stack_bytes > PERFEV_STACK_MAX ||
         (opts->ring_pages && (opts->ring_pages & (opts->ring_pages - 1))))
@@ -171,7 +174,13 @@ static int thread_open(struct perfev *p, pid_t tid, perfev_thread_t *t)
     struct perf_event_attr a;
     fill_attr(&a, p->opts.clock, p->period_ns, p->regs_mask, p->opts.stack_bytes,
               p->opts.exclude_kernel, (uint64_t)pages * p->page, p->opts.wake_each);
-    long fd = sys_perf_event_open(&a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+    long fd;
+    if (p->opts.cpu_wide) { /* TID is CPU + 1: every process on that CPU, idle excluded */
+        a.exclude_idle = 1;
+        fd = sys_perf_event_open(&a, -1, (int)(tid - 1), -1, PERF_FLAG_FD_CLOEXEC);
+    } else {
+        fd = sys_perf_event_open(&a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+    }
     if (fd < 0) {
         p->st.open_failed++;
         return open_errno(errno);
@@ -323,6 +332,25 @@ int perfev_set_threads(perfev_t *p, const pid_t *tids, size_t n, perfev_sample_f
         (first_err == SCRY_E_PERM || first_err == SCRY_E_NOSYS))
         return first_err;
     return (int)p->nthreads;
+}
+
+int perfev_set_cpus(perfev_t *p)
+{
+    if (!p || !p->opts.cpu_wide)
+        return SCRY_E_INVAL;
+    long n = sysconf(_SC_NPROCESSORS_CONF);
+    if (n < 1)
+        n = 1;
+    if (n > (long)PERFEV_MAX_THREADS)
+        n = PERFEV_MAX_THREADS;
+    pid_t *keys = malloc((size_t)n * sizeof *keys);
+    if (!keys)
+        return SCRY_E_NOMEM;
+    for (long i = 0; i < n; i++)
+        keys[i] = (pid_t)(i + 1); /* a key per CPU (0 is no key) */
+    int rc = perfev_set_threads(p, keys, (size_t)n, NULL, NULL);
+    free(keys);
+    return rc == 0 ? SCRY_E_PERM : rc;
 }
 
 int perfev_read(perfev_t *p, perfev_sample_fn cb, void *ctx)

@@ -52,6 +52,10 @@ typedef struct perfev_opts {
     int wake_each;        /* 1: every record wakes perfev_wait (read the Python stack while
                              it still is the one sampled); 0: nobody is woken, the rings
                              are read on the caller's own clock */
+    int cpu_wide;         /* 1: who runs on each CPU, whatever the process: one cpu-clock
+                             event per CPU (perfev_set_cpus), idle time excluded; PID is
+                             ignored, CLOCK must be PERFEV_CLOCK_CPU, no stack. Needs
+                             CAP_PERFMON (or CAP_SYS_ADMIN, or perf_event_paranoid <= 0) */
 } perfev_opts_t;
 
 /* Registers in a sample, in this order (the kernel's x86-64 numbering, compacted). */
@@ -126,6 +130,13 @@ typedef void (*perfev_sample_fn)(const perfev_sample_t *s, void *ctx);
  * SCRY_E_PERM / SCRY_E_NOSYS when no event could be opened at all for a non-empty TIDS,
  * SCRY_E_INVAL or SCRY_E_NOMEM. */
 int perfev_set_threads(perfev_t *p, const pid_t *tids, size_t n, perfev_sample_fn cb, void *ctx);
+
+/* For a cpu_wide sampler: opens one event per CPU the system has (offline CPUs are
+ * skipped). Returns the number of CPUs with an event, SCRY_E_PERM / SCRY_E_NOSYS when none
+ * could be opened (not allowed: see perfev_opts.cpu_wide), SCRY_E_INVAL for a sampler
+ * that is not cpu_wide, or SCRY_E_NOMEM. Records then carry the pid and tid of whatever
+ * ran on that CPU when its clock fired. */
+int perfev_set_cpus(perfev_t *p);
 
 /* Opens an event for thread TID now (a thread learnt of between two listings). Returns 0
  * (also when it is already open), SCRY_E_GONE (no such thread) or another negative

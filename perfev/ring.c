@@ -137,7 +137,10 @@ int perfev__drain(struct perfev *p, perfev_thread_t *t, perfev_sample_fn cb, voi
         }
         if (h.type == PERF_RECORD_SAMPLE) {
             perfev_sample_t s;
-            if (perfev_parse_sample(rec, h.size, p->opts.stack_bytes, &s) == 0 && s.tid == t->tid) {
+            /* a thread's ring holds that thread's records; a CPU's (cpu_wide: key CPU + 1)
+             * that CPU's */
+            if (perfev_parse_sample(rec, h.size, p->opts.stack_bytes, &s) == 0 &&
+                (p->opts.cpu_wide ? s.cpu + 1 == (uint32_t)t->tid : s.tid == t->tid)) {
                 p->st.samples++;
                 delivered++;
                 if (cb)
