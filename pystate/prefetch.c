@@ -10,9 +10,11 @@
 typedef struct pf_region {
     raddr_t addr;
     uint32_t len;
-    uint32_t off; /* into the data buffer */
+    uint32_t off; /* into the data buffer (a twice region: its first copy, then its second) */
     uint8_t range;
-    uint8_t valid; /* read successfully this sample */
+    uint8_t twice; /* read twice in a row (pystate__pf_read_twice) */
+    uint8_t valid; /* read successfully this sample (both copies) */
+    uint8_t done;  /* copies read this sample */
     uint32_t slot; /* its index in the hash table */
 } pf_region_t;
 
@@ -32,6 +34,7 @@ struct pystate_prefetch {
     uint8_t *data;
     size_t data_cap;
     rmem_iov_t *iov;
+    uint32_t *iov_region; /* the region each iov entry reads */
     uint64_t hits, misses;
     int direct; /* pystate__pf_direct */
 };
@@ -59,8 +62,11 @@ pystate_prefetch_t *pystate__pf_new(void)
         return NULL;
     pf->cur = &pf->sets[0];
     pf->next = &pf->sets[1];
-    pf->iov = malloc(PF_MAX_REGIONS * sizeof *pf->iov);
-    if (!pf->iov) {
+    pf->iov = malloc(2 * PF_MAX_REGIONS * sizeof *pf->iov);
+    pf->iov_region = malloc(2 * PF_MAX_REGIONS * sizeof *pf->iov_region);
+    if (!pf->iov || !pf->iov_region) {
+        free(pf->iov);
+        free(pf->iov_region);
         free(pf);
         return NULL;
     }
@@ -73,6 +79,7 @@ void pystate__pf_free(pystate_prefetch_t *pf)
         return;
     free(pf->data);
     free(pf->iov);
+    free(pf->iov_region);
     free(pf);
 }
 
@@ -95,20 +102,26 @@ void pystate__pf_plan(pystate_prefetch_t *pf, raddr_t addr, size_t len, int rang
     pf_set_t *s = pf->next;
     if (!addr || len == 0 || len > PF_RANGE_MAX)
         return;
+    int twice = range == PF_RANGE_TWICE;
     pf_region_t *r = find_exact(s, addr);
     if (r) {
-        if (len > r->len && s->bytes + (len - r->len) <= PF_MAX_BYTES) {
-            s->bytes += len - r->len;
-            r->len = (uint32_t)len;
+        size_t copies = r->twice || twice ? 2 : 1;
+        size_t want = len > r->len ? len : r->len;
+        size_t had = (size_t)r->len * (r->twice ? 2 : 1);
+        if (want * copies > had && s->bytes + (want * copies - had) <= PF_MAX_BYTES) {
+            s->bytes += want * copies - had;
+            r->len = (uint32_t)want;
+            r->twice = (uint8_t)(copies == 2);
         }
         return;
     }
-    if (s->n >= PF_MAX_REGIONS || s->bytes + len > PF_MAX_BYTES ||
+    if (s->n >= PF_MAX_REGIONS || s->bytes + len * (twice ? 2 : 1) > PF_MAX_BYTES ||
         (range && s->nranges >= sizeof s->ranges / sizeof s->ranges[0]))
         return;
     size_t idx = s->n++;
-    s->regions[idx] = (pf_region_t){.addr = addr, .len = (uint32_t)len, .range = (uint8_t)range};
-    s->bytes += len;
+    s->regions[idx] = (pf_region_t){
+        .addr = addr, .len = (uint32_t)len, .range = (uint8_t)(range != 0), .twice = (uint8_t)twice};
+    s->bytes += len * (twice ? 2 : 1);
     size_t i = pf_slot(addr);
     while (s->hash[i])
         i = (i + 1) & (PF_HASH - 1);
@@ -142,26 +155,36 @@ int pystate__pf_begin(pystate_prefetch_t *pf, rmem_t *m)
      * its stack changes meanwhile, the walk then starts from a newer top over older
      * parents (a leaf at a slightly stale line), never from an older top over parents
      * that have moved on (a wrong caller). */
-    size_t off = 0;
+    size_t niov = 0;
+    for (size_t i = 0; i < s->n; i++)
+        niov += s->regions[i].twice ? 2 : 1;
+    size_t off = 0, k = niov;
     for (size_t i = 0; i < s->n; i++) {
         pf_region_t *r = &s->regions[i];
         r->off = (uint32_t)off;
-        r->valid = 0;
-        pf->iov[s->n - 1 - i] = (rmem_iov_t){r->addr, pf->data + off, r->len};
-        off += r->len;
+        r->valid = r->done = 0;
+        /* a twice region: its first copy, then at once its second (read in that order) */
+        for (int c = r->twice ? 1 : 0; c >= 0; c--) {
+            k--;
+            pf->iov[k] = (rmem_iov_t){r->addr, pf->data + off + (size_t)c * r->len, r->len};
+            pf->iov_region[k] = (uint32_t)i;
+        }
+        off += (size_t)r->len * (r->twice ? 2 : 1);
     }
     size_t done = 0;
-    while (done < s->n) {
-        int got = rmem_readv(m, pf->iov + done, s->n - done);
+    while (done < niov) {
+        int got = rmem_readv(m, pf->iov + done, niov - done);
         if (got < 0) {
             if (done == 0)
                 return got == SCRY_E_FAULT ? 0 : got;
             break;
         }
-        for (size_t i = done; i < done + (size_t)got; i++)
-            s->regions[s->n - 1 - i].valid = 1;
+        for (size_t i = done; i < done + (size_t)got; i++) {
+            pf_region_t *r = &s->regions[pf->iov_region[i]];
+            r->valid = ++r->done == (r->twice ? 2 : 1);
+        }
         done += (size_t)got;
-        if (done < s->n)
+        if (done < niov)
             done++; /* skip the region that faulted: it stays invalid */
     }
     return 0;
@@ -184,13 +207,14 @@ int pystate__pf_read(pystate_prefetch_t *pf, rmem_t *m, raddr_t addr, void *buf,
         }
     }
     if (r) {
-        memcpy(buf, pf->data + r->off + (addr - r->addr), len);
+        /* a twice region serves its second (later) copy */
+        memcpy(buf, pf->data + r->off + (r->twice ? r->len : 0) + (addr - r->addr), len);
         pf->hits++;
         if (r->range) {
             if (range)
                 pystate__pf_plan(pf, addr, len, range);
-            else
-                pystate__pf_plan(pf, r->addr, r->len, 1); /* keep the covering range */
+            else /* keep the covering range */
+                pystate__pf_plan(pf, r->addr, r->len, r->twice ? PF_RANGE_TWICE : 1);
         } else {
             pystate__pf_plan(pf, addr, len, range);
         }
@@ -201,6 +225,31 @@ int pystate__pf_read(pystate_prefetch_t *pf, rmem_t *m, raddr_t addr, void *buf,
     if (err == 0)
         pystate__pf_plan(pf, addr, len, range);
     return err;
+}
+
+int pystate__pf_read_twice(pystate_prefetch_t *pf, rmem_t *m, raddr_t addr, void *first,
+                           void *second, size_t len)
+{
+    pf_set_t *s = pf->cur;
+    for (size_t i = 0; !pf->direct && i < s->nranges; i++) {
+        pf_region_t *c = &s->regions[s->ranges[i]];
+        if (c->twice && c->valid && addr >= c->addr && addr - c->addr <= c->len &&
+            len <= c->len - (addr - c->addr)) {
+            memcpy(first, pf->data + c->off + (addr - c->addr), len);
+            memcpy(second, pf->data + c->off + c->len + (addr - c->addr), len);
+            pf->hits++;
+            pystate__pf_plan(pf, c->addr, c->len, PF_RANGE_TWICE);
+            return 0;
+        }
+    }
+    pf->misses++;
+    rmem_iov_t iov[2] = {{addr, first, len}, {addr, second, len}};
+    int got = rmem_readv(m, iov, 2);
+    if (got == 2) {
+        pystate__pf_plan(pf, addr, len, PF_RANGE_TWICE);
+        return 0;
+    }
+    return got < 0 ? got : SCRY_E_FAULT;
 }
 
 void pystate__pf_direct(pystate_prefetch_t *pf, int on)

@@ -31,11 +31,21 @@ void pystate__pf_free(pystate_prefetch_t *pf);
  * regions are just left out). */
 int pystate__pf_begin(pystate_prefetch_t *pf, rmem_t *m);
 
+#define PF_RANGE_TWICE 2 /* RANGE value: a range read twice in a row (pystate__pf_read_twice) */
+
 /* Reads LEN bytes at ADDR: from the batch when a region covers it, else from the target.
  * Records the region for the next sample (RANGE: a region others may fall inside, e.g. a
- * data-stack chunk; otherwise keyed by its exact address). Returns 0 or an rmem code. */
+ * data-stack chunk; otherwise keyed by its exact address). Returns 0 or an rmem code. A
+ * region read twice serves its second copy. */
 int pystate__pf_read(pystate_prefetch_t *pf, rmem_t *m, raddr_t addr, void *buf, size_t len,
                      int range);
+
+/* Two copies of LEN bytes at ADDR taken one right after the other (FIRST, then SECOND), in
+ * the same batch (or one process_vm_readv of two regions when no planned region read twice
+ * covers them, or in direct mode): what changed between them changed while they were
+ * read. Plans the range, read twice, for the next sample. Returns 0 or an rmem code. */
+int pystate__pf_read_twice(pystate_prefetch_t *pf, rmem_t *m, raddr_t addr, void *first,
+                           void *second, size_t len);
 
 /* While ON is non-zero, pystate__pf_read ignores the batch and reads the target directly
  * (still planning what it reads): a retry after a torn read must see the target as it is

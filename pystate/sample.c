@@ -45,7 +45,8 @@ typedef struct thread_work {
     raddr_t top_frame;
     raddr_t cframe;
     raddr_t chunk;
-    uint8_t *chunk_buf;
+    uint8_t *chunk_buf;   /* the chunk as read (the later of two copies) */
+    uint8_t *chunk_first; /* the copy read just before it (same length) */
     size_t chunk_len;
     size_t chunk_cap;
     raw_frame_t *raw;
@@ -79,6 +80,7 @@ void pystate_snapshot_free(pystate_snapshot_t *s)
         free(s->threads[i].frame_addrs);
         free(s->work[i].raw);
         free(s->work[i].chunk_buf);
+        free(s->work[i].chunk_first);
     }
     free(s->threads);
     free(s->work);
@@ -264,18 +266,36 @@ static int read_frame_root(pystate_target_t *t, thread_work_t *w)
         want = CHUNK_READ_MAX;
     if (w->chunk_cap < want) {
         uint8_t *nb = realloc(w->chunk_buf, want);
-        if (!nb)
+        if (nb)
+            w->chunk_buf = nb;
+        uint8_t *nf = nb ? realloc(w->chunk_first, want) : NULL;
+        if (!nb || !nf)
             return SCRY_E_NOMEM;
-        w->chunk_buf = nb;
+        w->chunk_first = nf;
         w->chunk_cap = want;
     }
-    if (pystate__pf_read(t->prefetch, t->mem, w->chunk, w->chunk_buf, want, 1) == 0) {
+    /* Twice in a row: a frame of the chain whose header differs between the copies was
+     * pushed or popped while the chunk was read (walk_interpreter_frames). */
+    if (pystate__pf_read_twice(t->prefetch, t->mem, w->chunk, w->chunk_first, w->chunk_buf,
+                               want) == 0) {
         w->chunk_len = want;
         /* Room for the stack to grow by the next sample. */
         uint64_t slack = want + 1024 < size ? want + 1024 : size;
-        pystate__pf_plan(t->prefetch, w->chunk, slack < CHUNK_READ_MAX ? slack : want, 1);
+        pystate__pf_plan(t->prefetch, w->chunk, slack < CHUNK_READ_MAX ? slack : want,
+                         PF_RANGE_TWICE);
     }
     return 0;
+}
+
+/* Whether the 8 bytes at ADDR + OFF are the same in both copies of the chunk (1 when the
+ * frame is not inside the copies: nothing to compare). */
+static int same_in_both(const thread_work_t *w, raddr_t addr, int64_t off)
+{
+    if (off < 0 || !w->chunk_len || addr < w->chunk ||
+        addr - w->chunk + (uint64_t)off + 8 > w->chunk_len)
+        return 1;
+    size_t at = (size_t)(addr - w->chunk) + (size_t)off;
+    return memcmp(w->chunk_first + at, w->chunk_buf + at, 8) == 0;
 }
 
 /* Reads LEN bytes of a frame at ADDR, from the thread's chunk copy when it lies inside. */
@@ -380,6 +400,16 @@ static void walk_interpreter_frames(pystate_target_t *t, thread_work_t *w)
         }
         uint8_t owner = pystate__u8_at(buf, len, L->iframe_owner);
         raddr_t next = pystate__u64_at(buf, len, L->iframe_previous);
+        /* Below the leaf, a frame is suspended in a call: its code and caller stay put. One
+         * that differs between the two copies of the chunk was popped (and its slot reused)
+         * while the chunk was read: the chain may join frames that never coexisted. */
+        if (steps > 1 && (!same_in_both(w, f, L->iframe_code) ||
+                          !same_in_both(w, f, L->iframe_previous))) {
+            w->torn = 1;
+            t->stats.torn++;
+            t->stats.torn_moved++;
+            return;
+        }
         if (owner > FRAME_OWNER_MAX || (owner == FRAME_OWNED_BY_GENERATOR && !next)) {
             /* not a frame any more, or a generator that yielded (a running generator
              * always has a caller; it is never a thread's root) */
