@@ -25,6 +25,7 @@
     10000000000ull /* with it, an idle target not seen on a CPU is looked at every 10 s */
 #define SERVE_PENDING_MAX_NS 10000000000ull /* a new process has 10 s to become readable */
 #define SERVE_MAX_TARGETS    4096
+#define SERVE_MAX_RAN        65536 /* per-CPU records looked at per tick (the rest: counted) */
 #define SERVE_MAX_PENDING    1024
 #define SERVE_MAX_WINDOWS    1024
 
@@ -130,7 +131,9 @@ typedef struct serve_state {
     long clk_tck;
     serve_record_t records[SERVE_MAX_RECORDS];
     size_t n_records;
-    perfev_t *whoran; /* one cpu-clock event per CPU: who ran (NULL: /proc every second) */
+    perfev_t *whoran;         /* one cpu-clock event per CPU: who ran (NULL: /proc every second) */
+    pid_t ran[SERVE_MAX_RAN]; /* pids of the records read this tick (scratch) */
+    size_t n_ran;
     uint64_t whoran_records, idle_checks_skipped;
 } serve_state_t;
 

@@ -455,9 +455,29 @@ static void whoran_cb(const perfev_sample_t *s, void *ctx)
 {
     serve_state_t *st = ctx;
     st->whoran_records++;
-    serve_target_t *t = s->pid > 0 ? find_target(st, s->pid, NULL) : NULL;
-    if (t)
-        t->seen = 1;
+    if (s->pid > 0 && st->n_ran < SERVE_MAX_RAN)
+        st->ran[st->n_ran++] = s->pid;
+}
+
+static int cmp_pid(const void *a, const void *b)
+{
+    pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Reads the per-CPU rings and marks the targets that were on a CPU since the last time: the
+ * pids of the records sorted once, then one binary search per target (a host with many
+ * CPUs gives thousands of records a second, and there may be thousands of targets). */
+static void whoran_read(serve_state_t *st)
+{
+    st->n_ran = 0;
+    perfev_read(st->whoran, whoran_cb, st);
+    if (!st->n_ran)
+        return;
+    qsort(st->ran, st->n_ran, sizeof *st->ran, cmp_pid);
+    for (size_t i = 0; i < st->n_targets; i++)
+        if (bsearch(&st->targets[i]->pid, st->ran, st->n_ran, sizeof *st->ran, cmp_pid))
+            st->targets[i]->seen = 1;
 }
 
 static uint64_t align_up(uint64_t now, uint64_t period)
@@ -469,7 +489,7 @@ uint64_t serve_targets_tick(serve_state_t *st, uint64_t now)
 {
     uint64_t next = UINT64_MAX;
     if (st->whoran)
-        perfev_read(st->whoran, whoran_cb, st);
+        whoran_read(st);
     for (size_t i = 0; i < st->n_targets;) {
         serve_target_t *t = st->targets[i];
         if (t->next_ns > now) {
