@@ -259,8 +259,20 @@ def _fleet(ctx, fleet, its):
     check(rc == 0 and lst.get("ok"), "ctl list: %s %s" % (lst, err))
     listed = len(lst["targets"])
     time.sleep(max(0, 16 - st.since(t0)))
+    rc, lst2, err = ctl_json(ctx, sock, "list")
+    dmn = lst2.get("daemon", {}) if rc == 0 else {}
     rc = d.stop()
     log = d.text()
+    # Idle targets: the per-CPU clock says who ran (root may open it), else /proc every
+    # second, said in the log; with the clock most idle checks are skipped.
+    watch = dmn.get("idle_watch")
+    if watch == "perf":
+        check(dmn.get("whoran_records", 0) > 0 and dmn.get("idle_checks_skipped", 0) > 50,
+              "per-CPU clock: %s" % dmn)
+        check("the kernel's per-CPU clock says which ran" in log, "log: %s" % short(log, 400))
+    else:
+        check(watch == "proc" and "per-CPU perf events refused" in log,
+              "idle_watch %r: %s" % (watch, short(log, 400)))
     check(rc == 0, "scry serve exit %s: %s" % (rc, short(log, 600)))
     check(listed >= 20, "only %d targets listed: %s" % (listed, short(json.dumps(lst), 600)))
     check(re.search(r"target %d \(svc\) exited" % exiter["p"].pid, log),
@@ -318,9 +330,10 @@ def _fleet(ctx, fleet, its):
     if overloaded:
         raise Skip("machine overloaded, shares not conclusive: %s" % "; ".join(overloaded))
     check(pickup < 1.5, "a new target was picked up after %.2f s" % pickup)
-    return "%d targets of %s, %d windows, %d SVGs parsed, new target picked up in %.2f s; %s" % (
-        listed, "/".join(it.label for it in its), len(windows), n_svg, pickup,
-        "; ".join(details))
+    return ("%d targets of %s, %d windows, %d SVGs parsed, new target picked up in %.2f s; "
+            "idle watch %s (%s per-CPU records, %s idle checks skipped); %s" % (
+                listed, "/".join(it.label for it in its), len(windows), n_svg, pickup, watch,
+                dmn.get("whoran_records"), dmn.get("idle_checks_skipped"), "; ".join(details)))
 
 
 @tests("push")
