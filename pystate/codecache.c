@@ -131,6 +131,8 @@ const pystate_code_t *pystate__code_get(pystate_target_t *t, raddr_t addr, const
     pystate_code_t *slot = &t->codes.slots[i];
     if (slot->addr == addr && (!key || memcmp(slot->key, key, (size_t)t->code_key_len) == 0)) {
         t->stats.code_hits++;
+        if (key)
+            slot->checked_sample = t->stats.samples;
         return slot;
     }
     t->stats.code_misses++;
@@ -151,6 +153,19 @@ const pystate_code_t *pystate__code_get(pystate_target_t *t, raddr_t addr, const
         code_clear(&t->codes, slot);
         return NULL;
     }
+    if (key)
+        slot->checked_sample = t->stats.samples;
+    return slot;
+}
+
+const pystate_code_t *pystate__code_checked(pystate_target_t *t, raddr_t addr)
+{
+    if (!addr || (addr & 7) || !t->stats.samples)
+        return NULL;
+    pystate_code_t *slot = &t->codes.slots[code_slot(addr)];
+    if (slot->addr != addr || slot->checked_sample != t->stats.samples)
+        return NULL;
+    t->stats.code_hits++;
     return slot;
 }
 

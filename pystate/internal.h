@@ -29,6 +29,8 @@ typedef struct pystate_code {
     uint32_t ncodeunits;  /* 3.11+: Py_SIZE(code) */
     uint32_t last_offset; /* memo: last looked-up offset and its line */
     int32_t last_line;
+    uint64_t checked_sample; /* the sample (stats.samples) in which its key last matched the
+                                object: within that sample it is not read again */
 } pystate_code_t;
 
 typedef struct pystate_codecache {
@@ -110,6 +112,12 @@ void pystate__codecache_fini(pystate_codecache_t *c);
  * code object at code_key_start) matches the cached copy; otherwise reads it anew.
  * KEY may be NULL to skip validation. Returns NULL when it cannot be read. */
 const pystate_code_t *pystate__code_get(pystate_target_t *t, raddr_t addr, const uint8_t *key);
+
+/* The cached code object at ADDR when its key was already checked against the target in
+ * the current sample (a live frame holds its code object: a second thread with frames of
+ * the same function need not read it again; a one-shot dump of 100 threads read it 100
+ * times), else NULL. */
+const pystate_code_t *pystate__code_checked(pystate_target_t *t, raddr_t addr);
 
 /* Line of byte offset OFFSET in CODE (0 when unknown). */
 int pystate__code_line(const pystate_target_t *t, pystate_code_t *code, uint32_t offset);

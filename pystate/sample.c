@@ -490,10 +490,14 @@ static int resolve_thread(pystate_target_t *t, pystate_snapshot_t *s, size_t i)
         for (uint32_t k = 0; k < w->nraw; k++) {
             raw_frame_t *r = &w->raw[k];
             if (r->code != last_code || !code) {
-                /* Validate the cached copy against the object as it is now. */
-                int kerr =
-                    pf(t, r->code + (uint64_t)t->code_key_start, key, (size_t)t->code_key_len);
-                code = kerr ? NULL : (pystate_code_t *)pystate__code_get(t, r->code, key);
+                /* Validate the cached copy against the object as it is now (once per
+                 * sample: a frame keeps its code object alive). */
+                code = (pystate_code_t *)pystate__code_checked(t, r->code);
+                if (!code) {
+                    int kerr = pf(t, r->code + (uint64_t)t->code_key_start, key,
+                                  (size_t)t->code_key_len);
+                    code = kerr ? NULL : (pystate_code_t *)pystate__code_get(t, r->code, key);
+                }
                 last_code = r->code;
             }
             if (!code) {
