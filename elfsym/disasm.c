@@ -8,12 +8,12 @@
 #include "disasm.h"
 
 #include <capstone/capstone.h>
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "dl_table.h"
 #include "scry_err.h"
 
 #define CS_STR2(x) #x
@@ -35,13 +35,8 @@ static int cs_loaded;
 
 static void cs_load(void)
 {
-    void *lib = dlopen(CS_SONAME, RTLD_NOW | RTLD_LOCAL);
-    if (!lib)
-        return;
-    const struct {
-        const char *name;
-        void *slot;
-    } fns[] = {
+    static const char *const soname[] = {CS_SONAME};
+    const scry_dl_fn_t fns[] = {
         {"cs_version", &cs.version},
         {"cs_open", &cs.open},
         {"cs_option", &cs.option},
@@ -50,12 +45,8 @@ static void cs_load(void)
         {"cs_free", &cs.free},
         {"cs_close", &cs.close},
     };
-    for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
-        void *f = dlsym(lib, fns[i].name);
-        if (!f)
-            return;                        /* stays loaded, never used: harmless */
-        memcpy(fns[i].slot, &f, sizeof f); /* object pointer to function pointer (POSIX) */
-    }
+    if (scry_dl_load(soname, 1, fns, sizeof fns / sizeof fns[0], NULL, 0) != 0)
+        return;
     int major = 0, minor = 0;
     cs.version(&major, &minor);
     cs_loaded = major == CS_API_MAJOR; /* the structs we read are this version's */

@@ -1,8 +1,8 @@
 /* curl_dl.c - libcurl loaded on first use: see curl_dl.h. */
 #include "curl_dl.h"
+#include "dl_table.h"
 #include "scry_err.h"
 
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -13,33 +13,10 @@ static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static int load_err;
 static char load_msg[256];
 
-/* Resolves NAME into *SLOT; 0 or SCRY_E_NOSYS with load_msg set. */
-static int resolve(void *lib, const char *name, void *slot)
-{
-    void *f = dlsym(lib, name);
-    if (!f) {
-        snprintf(load_msg, sizeof load_msg, "libcurl has no %s", name);
-        return SCRY_E_NOSYS;
-    }
-    memcpy(slot, &f, sizeof f); /* object pointer to function pointer, as POSIX allows */
-    return 0;
-}
-
 static void load(void)
 {
     static const char *const names[] = {"libcurl.so.4", "libcurl-gnutls.so.4", "libcurl-nss.so.4"};
-    void *lib = NULL;
-    for (size_t i = 0; i < sizeof names / sizeof names[0] && !lib; i++)
-        lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-        snprintf(load_msg, sizeof load_msg, "cannot load libcurl (libcurl.so.4): %s", dlerror());
-        load_err = SCRY_E_NOSYS;
-        return;
-    }
-    const struct {
-        const char *name;
-        void *slot;
-    } fns[] = {
+    const scry_dl_fn_t fns[] = {
         {"curl_global_init", &serve_curl.global_init},
         {"curl_easy_init", &serve_curl.easy_init},
         {"curl_easy_cleanup", &serve_curl.easy_cleanup},
@@ -59,9 +36,11 @@ static void load(void)
         {"curl_slist_append", &serve_curl.slist_append},
         {"curl_slist_free_all", &serve_curl.slist_free_all},
     };
-    for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++)
-        if ((load_err = resolve(lib, fns[i].name, fns[i].slot)) != 0)
-            return; /* the library stays loaded: harmless, and never loaded twice */
+    if (scry_dl_load(names, sizeof names / sizeof names[0], fns, sizeof fns / sizeof fns[0],
+                     load_msg, sizeof load_msg) != 0) {
+        load_err = SCRY_E_NOSYS;
+        return;
+    }
     if (serve_curl.global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
         snprintf(load_msg, sizeof load_msg, "curl_global_init failed");
         load_err = SCRY_E_NOSYS;
