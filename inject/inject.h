@@ -101,7 +101,8 @@ int inject_session_close(inject_session_t *s);
 pid_t inject_session_tid(const inject_session_t *s);
 
 /* Finds the runtime address of function or object SYMBOL defined by the file mapped in PID
- * whose path, as PID sees it, is OBJECT (when OBJECT contains a '/') or whose file name starts with OBJECT
+ * whose path, as PID sees it, is OBJECT (when OBJECT contains a '/') or whose file name starts with
+ * OBJECT
  * ("libc.so", "libscry-shim.so"). Uses the .dynsym/.symtab of the file and its load bias.
  * Returns 0, SCRY_E_NOTFOUND, SCRY_E_NOPROC, SCRY_E_PERM, or another elfsym error. */
 int inject_find_symbol(pid_t pid, const char *object, const char *symbol, raddr_t *addr);

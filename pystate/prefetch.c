@@ -119,8 +119,10 @@ void pystate__pf_plan(pystate_prefetch_t *pf, raddr_t addr, size_t len, int rang
         (range && s->nranges >= sizeof s->ranges / sizeof s->ranges[0]))
         return;
     size_t idx = s->n++;
-    s->regions[idx] = (pf_region_t){
-        .addr = addr, .len = (uint32_t)len, .range = (uint8_t)(range != 0), .twice = (uint8_t)twice};
+    s->regions[idx] = (pf_region_t){.addr = addr,
+                                    .len = (uint32_t)len,
+                                    .range = (uint8_t)(range != 0),
+                                    .twice = (uint8_t)twice};
     s->bytes += len * (twice ? 2 : 1);
     size_t i = pf_slot(addr);
     while (s->hash[i])

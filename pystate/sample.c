@@ -276,8 +276,8 @@ static int read_frame_root(pystate_target_t *t, thread_work_t *w)
     }
     /* Twice in a row: a frame of the chain whose header differs between the copies was
      * pushed or popped while the chunk was read (walk_interpreter_frames). */
-    if (pystate__pf_read_twice(t->prefetch, t->mem, w->chunk, w->chunk_first, w->chunk_buf,
-                               want) == 0) {
+    if (pystate__pf_read_twice(t->prefetch, t->mem, w->chunk, w->chunk_first, w->chunk_buf, want) ==
+        0) {
         w->chunk_len = want;
         /* Room for the stack to grow by the next sample. */
         uint64_t slack = want + 1024 < size ? want + 1024 : size;
@@ -403,8 +403,8 @@ static void walk_interpreter_frames(pystate_target_t *t, thread_work_t *w)
         /* Below the leaf, a frame is suspended in a call: its code and caller stay put. One
          * that differs between the two copies of the chunk was popped (and its slot reused)
          * while the chunk was read: the chain may join frames that never coexisted. */
-        if (steps > 1 && (!same_in_both(w, f, L->iframe_code) ||
-                          !same_in_both(w, f, L->iframe_previous))) {
+        if (steps > 1 &&
+            (!same_in_both(w, f, L->iframe_code) || !same_in_both(w, f, L->iframe_previous))) {
             w->torn = 1;
             t->stats.torn++;
             t->stats.torn_moved++;
@@ -494,8 +494,8 @@ static int resolve_thread(pystate_target_t *t, pystate_snapshot_t *s, size_t i)
                  * sample: a frame keeps its code object alive). */
                 code = (pystate_code_t *)pystate__code_checked(t, r->code);
                 if (!code) {
-                    int kerr = pf(t, r->code + (uint64_t)t->code_key_start, key,
-                                  (size_t)t->code_key_len);
+                    int kerr =
+                        pf(t, r->code + (uint64_t)t->code_key_start, key, (size_t)t->code_key_len);
                     code = kerr ? NULL : (pystate_code_t *)pystate__code_get(t, r->code, key);
                 }
                 last_code = r->code;
