@@ -233,9 +233,12 @@ int pystate__pf_read_twice(pystate_prefetch_t *pf, rmem_t *m, raddr_t addr, void
                            void *second, size_t len)
 {
     pf_set_t *s = pf->cur;
-    for (size_t i = 0; !pf->direct && i < s->nranges; i++) {
-        pf_region_t *c = &s->regions[s->ranges[i]];
-        if (c->twice && c->valid && addr >= c->addr && addr - c->addr <= c->len &&
+    /* the region planned at ADDR itself first (a thread's chunk is planned at its start),
+     * then any range read twice that covers it */
+    pf_region_t *exact = pf->direct ? NULL : find_exact(s, addr);
+    for (size_t i = 0; !pf->direct && i <= s->nranges; i++) {
+        pf_region_t *c = i == 0 ? exact : &s->regions[s->ranges[i - 1]];
+        if (c && c->twice && c->valid && addr >= c->addr && addr - c->addr <= c->len &&
             len <= c->len - (addr - c->addr)) {
             memcpy(first, pf->data + c->off + (addr - c->addr), len);
             memcpy(second, pf->data + c->off + c->len + (addr - c->addr), len);

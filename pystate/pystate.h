@@ -147,10 +147,9 @@ typedef struct pystate_stats {
     uint64_t truncated;   /* threads whose stack the depth bound cut */
     uint64_t code_misses; /* code objects read (cache misses) */
     uint64_t code_hits;
-    uint64_t torn;       /* inconsistent reads detected (each led to a retry) */
-    uint64_t torn_moved; /* of which: a caller frame moved between two copies of the chunk */
-    uint64_t retries;    /* stacks read again directly because the first read was torn */
-    uint64_t dropped;    /* thread stacks dropped: never consistent within the retries */
+    uint64_t torn;    /* inconsistent reads detected (each led to a retry) */
+    uint64_t retries; /* stacks read again directly because the first read was torn */
+    uint64_t dropped; /* thread stacks dropped: never consistent within the retries */
 } pystate_stats_t;
 
 pystate_stats_t pystate_target_stats(const pystate_target_t *t);

@@ -407,7 +407,6 @@ static void walk_interpreter_frames(pystate_target_t *t, thread_work_t *w)
             (!same_in_both(w, f, L->iframe_code) || !same_in_both(w, f, L->iframe_previous))) {
             w->torn = 1;
             t->stats.torn++;
-            t->stats.torn_moved++;
             return;
         }
         if (owner > FRAME_OWNER_MAX || (owner == FRAME_OWNED_BY_GENERATOR && !next)) {
