@@ -493,6 +493,10 @@ int sampler_run(sampler_t *s, double duration_s, volatile sig_atomic_t *stop, sa
     uint64_t next = start;
     int perf = s->backend == SAMPLER_PERF;
     uint64_t last_read = 0;
+    /* A tick is late when it runs more than this after it was due: half an interval, and
+     * three quarters with the perf back end, whose ticks wait up to half an interval for
+     * a record (below). */
+    uint64_t late_after = perf ? s->interval_ns / 4 * 3 : s->interval_ns / 2;
     if (perf)
         sampler__ask_short_slice();
     while (!(stop && *stop)) {
@@ -523,7 +527,7 @@ int sampler_run(sampler_t *s, double duration_s, volatile sig_atomic_t *stop, sa
             }
         } else {
             /* A tick (a record that woke us in the half interval before it counts as it). */
-            if (now > next + s->interval_ns / 2) {
+            if (now > next + late_after) {
                 uint64_t late = now - next;
                 s->stats.late++;
                 s->stats.late_total_ns += late;
@@ -551,7 +555,11 @@ int sampler_run(sampler_t *s, double duration_s, volatile sig_atomic_t *stop, sa
                 next = end;
         }
         if (perf) {
-            sampler__perf_wait(s, next);
+            /* The tick waits up to half an interval for a record (whose read does the
+             * tick's work): a busy thread then costs one wake-up per sample, not one for
+             * its record and another for the tick. */
+            uint64_t wake = next + s->interval_ns / 2;
+            sampler__perf_wait(s, wake < end ? wake : end);
         } else {
             struct timespec ts = {(time_t)(next / 1000000000ull), (long)(next % 1000000000ull)};
             clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
