@@ -56,6 +56,8 @@ typedef struct pystate_thread {
     uint8_t truncated;    /* the depth bound (PYSTATE_MAX_DEPTH) cut the stack */
     uint8_t dropped;      /* the stack never read consistently (the thread ran on while it was
                              read, PYSTATE_TORN_RETRIES times): no frames, do not emit it */
+    uint8_t skipped;      /* not read: the thread filter (pystate_set_thread_filter) left it
+                             out; no frames, and the GIL and name are still known */
     uint8_t leaf_opclass; /* enum pystate_opclass of the leaf frame's instruction */
     uint32_t nframes;
     scry_frame_t *frames; /* leaf first; owned by the snapshot */
@@ -128,6 +130,14 @@ const pystate_layout_t *pystate_target_layout(const pystate_target_t *t);
 pystate_snapshot_t *pystate_snapshot_new(void);
 void pystate_snapshot_free(pystate_snapshot_t *s);
 
+/* Which threads pystate_sample reads the stacks of: FN(CTX, TID) with the thread's host
+ * tid (pystate_thread_t.tid) returns nonzero to read it. Threads whose tid is not known are
+ * always read. FN NULL (the default): every thread. The thread states themselves are read
+ * either way (ids, GIL, names); only the frames of the others are not: with many threads,
+ * most of them waiting, a sampler that knows which ones ran reads only those. */
+typedef int (*pystate_thread_filter_fn)(void *ctx, int32_t tid);
+void pystate_set_thread_filter(pystate_target_t *t, pystate_thread_filter_fn fn, void *ctx);
+
 /* Reads every thread of every interpreter into SNAP (replacing what it held).
  * Returns 0 (threads may be truncated; see the counts), SCRY_E_GONE when the process
  * exited, SCRY_E_PERM, or SCRY_E_CORRUPT when even the thread list could not be read. */
@@ -143,7 +153,8 @@ const pystate_thread_t *pystate_snapshot_thread(const pystate_snapshot_t *s, siz
 /* Counters since the target was opened. */
 typedef struct pystate_stats {
     uint64_t samples;
-    uint64_t threads_read;
+    uint64_t threads_read;    /* thread stacks read */
+    uint64_t threads_skipped; /* thread states whose stacks the filter left out */
     uint64_t truncated;   /* threads whose stack the depth bound cut */
     uint64_t code_misses; /* code objects read (cache misses) */
     uint64_t code_hits;

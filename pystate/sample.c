@@ -461,6 +461,22 @@ static void finish_entries(thread_work_t *w)
 
 /* Phase 4, one thread: validate code objects, read the leaf instruction, fill the frames.
  * A code object that is gone or changed marks the walk torn. Returns 0 or SCRY_E_NOMEM. */
+/* Fills the ids of thread I from its work entry, and clears what a read sets. */
+static void thread_ids(pystate_target_t *t, pystate_snapshot_t *s, size_t i)
+{
+    const thread_work_t *w = &s->work[i];
+    pystate_thread_t *th = &s->threads[i];
+    th->tstate = w->tstate;
+    th->pthread_id = w->pthread_id;
+    th->ns_tid = w->tid ? w->tid : pystate__tid_from_pthread(t, w->pthread_id);
+    th->tid = proc_tidmap_to_host(t->tidmap, th->ns_tid);
+    th->interp_id = w->interp_id;
+    th->gil = th->gil_known = 0;
+    th->truncated = 0;
+    th->skipped = 0;
+    th->leaf_opclass = PYSTATE_OP_UNKNOWN;
+}
+
 static int resolve_thread(pystate_target_t *t, pystate_snapshot_t *s, size_t i)
 {
     const pystate_layout_t *L = &t->layout;
@@ -475,14 +491,8 @@ static int resolve_thread(pystate_target_t *t, pystate_snapshot_t *s, size_t i)
             if (!th->frames || !th->entry || !th->frame_addrs)
                 return SCRY_E_NOMEM;
         }
-        th->tstate = w->tstate;
-        th->pthread_id = w->pthread_id;
-        th->ns_tid = w->tid ? w->tid : pystate__tid_from_pthread(t, w->pthread_id);
-        th->tid = proc_tidmap_to_host(t->tidmap, th->ns_tid);
-        th->interp_id = w->interp_id;
-        th->gil = th->gil_known = 0;
+        thread_ids(t, s, i);
         th->truncated = w->truncated;
-        th->leaf_opclass = PYSTATE_OP_UNKNOWN;
         uint32_t n = 0;
         raddr_t last_code = 0;
         pystate_code_t *code = NULL;
@@ -687,19 +697,39 @@ int pystate_sample(pystate_target_t *t, pystate_snapshot_t *s)
     err = list_threads(t, s);
     if (err)
         return err;
+    size_t nread = 0;
     for (size_t i = 0; i < s->count; i++) {
-        s->threads[i].dropped = 0;
+        pystate_thread_t *th = &s->threads[i];
+        th->dropped = 0;
+        if (t->filter) {
+            thread_ids(t, s, i);
+            if (th->tid > 0 && !t->filter(t->filter_ctx, th->tid)) {
+                th->nframes = 0;
+                th->skipped = 1;
+                t->stats.threads_skipped++;
+                continue;
+            }
+        }
         if ((err = read_thread(t, s, i)) != 0)
             return err;
-        if (s->threads[i].truncated)
+        nread++;
+        if (th->truncated)
             t->stats.truncated++;
     }
     mark_gil(t, s);
     uint64_t fin = 0;
     s->finalizing = t->finalizing_addr && pf(t, t->finalizing_addr, &fin, 8) == 0 && fin != 0;
     assign_names(t, s);
-    t->stats.threads_read += s->count;
+    t->stats.threads_read += nread;
     return 0;
+}
+
+void pystate_set_thread_filter(pystate_target_t *t, pystate_thread_filter_fn fn, void *ctx)
+{
+    if (!t)
+        return;
+    t->filter = fn;
+    t->filter_ctx = ctx;
 }
 
 int32_t pystate__tid_from_pthread(pystate_target_t *t, uint64_t pthread_id)

@@ -351,6 +351,23 @@ static int wanted(const sampler_t *s, char state)
     return s->opts.idle || state == 'R';
 }
 
+/* pystate's thread filter without --idle: only the threads that are running (as this
+ * tick's task list has them); the others would not be emitted. */
+static int running_now(void *ctx, int32_t tid)
+{
+    const sampler_t *s = ctx;
+    task_info_t *task = tasks_find(s->tasks, tid);
+    return task && wanted(s, task->state);
+}
+
+static int sample_running(sampler_t *s)
+{
+    pystate_set_thread_filter(s->target, s->opts.idle ? NULL : running_now, s);
+    int err = pystate_sample(s->target, s->snap);
+    pystate_set_thread_filter(s->target, NULL, NULL);
+    return err;
+}
+
 int sampler_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
 {
     if (s->backend == SAMPLER_PERF)
@@ -379,7 +396,7 @@ int sampler_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
     }
     int err = sampler__follow_exec(s, 0) ? SCRY_E_AGAIN
               : s->gone                  ? SCRY_E_GONE
-                                         : pystate_sample(s->target, s->snap);
+                                         : sample_running(s);
     if (err) {
         tasks_resume_all(s->tasks);
         if (err == SCRY_E_GONE || procinfo_exists(pid) != 0) {

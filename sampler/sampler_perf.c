@@ -7,7 +7,7 @@
  *     outside CPython and the C runtime -> native; else decided by the leaf Python
  *     instruction below) and, with --native, unwound from its copy (unwind_copied);
  *  2. only when some thread ran (or with --idle), one pystate_sample reads the Python
- *     stacks, right after;
+ *     stacks, right after: of the threads that ran (with --idle, of every thread);
  *  3. each Python thread that ran gets one sample per record with a native stack (merged),
  *     or one per class with the CPU time its records add up to; with --idle, a thread that
  *     is off CPU (its stat state is not R) gets an off-CPU sample for the wall time since
@@ -109,6 +109,41 @@ static perf_thread_t *slot(struct sampler_perf *p, pid_t tid)
         }
     }
     return NULL;
+}
+
+/* The table entry of TID, or NULL when it has none (nothing is added). */
+static perf_thread_t *find_slot(struct sampler_perf *p, pid_t tid)
+{
+    if (tid <= 0)
+        return NULL;
+    size_t h = ((uint32_t)tid * 2654435761u) & (PERF_SLOTS - 1);
+    for (size_t i = 0; i < PERF_SLOTS; i++) {
+        perf_thread_t *t = &p->tab[(h + i) & (PERF_SLOTS - 1)];
+        if (t->tid == tid)
+            return t;
+        if (t->tid == 0)
+            return NULL;
+    }
+    return NULL;
+}
+
+/* pystate's thread filter: only the threads this read has records of. */
+static int ran_this_read(void *ctx, int32_t tid)
+{
+    struct sampler_perf *p = ctx;
+    const perf_thread_t *t = find_slot(p, tid);
+    return t && t->rgen == p->rgen;
+}
+
+/* Reads the Python stacks: with --idle (IDLE) every thread's, else only those of the
+ * threads that ran (with many threads, most of them wait for the GIL or for work, and
+ * reading their stacks was most of the sampler's cost). */
+static int perf_sample(sampler_t *s, int idle)
+{
+    pystate_set_thread_filter(s->target, idle ? NULL : ran_this_read, s->perf);
+    int err = pystate_sample(s->target, s->snap);
+    pystate_set_thread_filter(s->target, NULL, NULL);
+    return err;
 }
 
 static void to_unwind_regs(const perfev_sample_t *r, unwind_regs_t *u)
@@ -329,7 +364,7 @@ static int perf_read(sampler_t *s, int tick, uint64_t t0, sampler_emit_fn emit, 
     }
     int err = sampler__follow_exec(s, 0) ? SCRY_E_AGAIN
               : s->gone                  ? SCRY_E_GONE
-                                         : pystate_sample(s->target, s->snap);
+                                         : perf_sample(s, idle);
     if (err) {
         if (err == SCRY_E_GONE || procinfo_exists(pid) != 0) {
             s->stats.target_exited = 1;
