@@ -6,6 +6,9 @@
  * did is sampled at its rate. Checks are aligned on multiples of their period, so targets
  * with the same rate share one wake-up. CPU a target used between two samples is not lost:
  * the sampler weighs a running sample by the CPU time since the thread was last seen.
+ * A busy target sampled through perf events is not looked at in /proc: its tick drains its
+ * task-clock rings (no system call when it did not run), and their records say whether it
+ * did; after a second without any it is checked at the idle period again.
  *
  * Where the kernel allows system-wide perf events (root, CAP_PERFMON), it says which
  * processes ran: a cpu-clock event per CPU at SERVE_WHORAN_HZ, idle time excluded, gives
@@ -508,21 +511,28 @@ uint64_t serve_targets_tick(serve_state_t *st, uint64_t now)
         }
         t->seen = 0;
         t->checked_ns = now;
-        uint64_t ticks;
-        if (read_cpu_ticks(t, &ticks) != 0) {
-            remove_target(st, i, "exited");
-            continue;
-        }
-        uint64_t delta = ticks - t->cpu_ticks;
-        t->cpu_ticks = ticks;
-        t->unsampled += delta;
-        /* A target checked at the idle period that used a single clock tick (<= 1% of a
-         * CPU) is sampled only once that adds up or every 10 s: the CPU is not lost (the
-         * next sample weighs it), and a service that merely wakes up costs no sampling. */
-        int used = t->busy ? delta > 0
+        /* A busy target sampled through perf events needs no look at /proc: its own
+         * task-clock records, drained by the tick, say whether it ran (its exit shows in
+         * the sampler's thread listing). */
+        int used = -1;
+        if (!t->busy || sampler_backend(t->sampler) != SAMPLER_PERF) {
+            uint64_t ticks;
+            if (read_cpu_ticks(t, &ticks) != 0) {
+                remove_target(st, i, "exited");
+                continue;
+            }
+            uint64_t delta = ticks - t->cpu_ticks;
+            t->cpu_ticks = ticks;
+            t->unsampled += delta;
+            /* A target checked at the idle period that used a single clock tick (<= 1% of a
+             * CPU) is sampled only once that adds up or every 10 s: the CPU is not lost (the
+             * next sample weighs it), and a service that merely wakes up costs no sampling. */
+            used = t->busy ? delta > 0
                            : t->unsampled >= 2 ||
                                  (t->unsampled >= 1 && now - t->last_sample_ns >= 10000000000ull);
+        }
         if (used || t->busy) {
+            uint64_t records = sampler_stats(t->sampler)->read_records;
             t->unsampled = 0;
             t->last_sample_ns = now;
             if (!t->win) {
@@ -537,6 +547,8 @@ uint64_t serve_targets_tick(serve_state_t *st, uint64_t now)
             }
             if (err)
                 t->errors++;
+            if (used < 0)
+                used = sampler_stats(t->sampler)->read_records != records;
         }
         /* CPU time moves in clock ticks (4-10 ms): a service on a third of a CPU often
          * shows none over one 20-50 ms period, so it stays at its rate for 1 s after it

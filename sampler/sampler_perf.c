@@ -13,8 +13,8 @@
  *     is off CPU (its stat state is not R) gets an off-CPU sample for the wall time since
  *     its previous tick that was not CPU time.
  * Without --idle no /proc file is read per thread per tick: the thread list
- * (/proc/PID/task) is read every 200 ms or when a Python thread without an event shows
- * up. Nothing is stopped.
+ * (/proc/PID/task) is read every 200 ms (every 20 ticks, at most 1 s, at rates under 100 Hz) or when a
+ * Python thread without an event shows up. Nothing is stopped.
  */
 #include "sampler_internal.h"
 
@@ -31,7 +31,9 @@
 
 #define PERF_SLOTS       16384u /* thread table (power of two) */
 #define PERF_MAX_PENDING 64u    /* records unwound per tick (the rest count without stack) */
-#define PERF_LIST_NS     200000000ull
+#define PERF_LIST_NS     200000000ull /* thread list reread at least this often, */
+#define PERF_LIST_TICKS  20u          /* or every this many ticks when that is longer, */
+#define PERF_LIST_MAX_NS 1000000000ull /* but at least once a second */
 #define PERF_STACK_BYTES 32768u
 #define PERF_KINDS       4 /* enum unwind_ip_kind + 1 */
 
@@ -70,6 +72,7 @@ struct sampler_perf {
     perf_pending_t *pend;
     size_t npend;
     uint64_t touched;
+    int ran_since_list; /* some record came since the thread list was last read */
     proc_threads_t *states; /* --idle: stat files of threads that did not run */
 };
 
@@ -79,9 +82,11 @@ static int list_tids(struct sampler_perf *p)
     int n = proc_list_tasks(p->pid, p->tids, TASKS_MAX);
     if (n < 0)
         return SCRY_E_GONE;
-    /* An exited process that its parent has not reaped yet keeps one zombie task. */
+    /* An exited process that its parent has not reaped yet keeps one zombie task (not
+     * looked for when a record came since the last listing: it ran then, and if it has
+     * exited since, the next listing finds the zombie). */
     char state = 0;
-    if (n == 1 &&
+    if (n == 1 && !p->ran_since_list &&
         (proc_read_task_state(p->pid, p->tids[0], &state) != 0 || state == 'Z' || state == 'X'))
         return SCRY_E_GONE;
     return n > 0 ? n : SCRY_E_GONE;
@@ -172,6 +177,7 @@ static void on_record(const perfev_sample_t *r, void *ctx)
         t->gen = p->gen;
     }
     p->touched++;
+    p->ran_since_list = 1;
     p->rec_n++;
     p->rec_sum_ns += r->time_ns;
     if (!p->rec_min_ns || r->time_ns < p->rec_min_ns)
@@ -413,8 +419,19 @@ int sampler__perf_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
     uint64_t t0 = scry_now_ns();
     s->stats.ticks++;
     p->gen++;
-    if (p->stale || t0 - p->last_list_ns >= PERF_LIST_NS) {
-        int n = sampler__reused(s) ? -1 : list_tids(p);
+    /* The list is reread every 200 ms, and at low rates (the daemon's 19 Hz) every 20
+     * ticks, at most 1 s: a new thread is found sooner when a read of the stacks shows it. */
+    uint64_t every = s->interval_ns * PERF_LIST_TICKS;
+    if (every < PERF_LIST_NS)
+        every = PERF_LIST_NS;
+    if (every > PERF_LIST_MAX_NS)
+        every = PERF_LIST_MAX_NS;
+    if (p->stale || t0 - p->last_list_ns >= every) {
+        /* A process whose threads' events gave records since the last listing was alive
+         * then: its pid cannot have gone to another process so soon (that needs the
+         * host to cycle through its whole pid space), so /proc/PID/stat is not read. */
+        int n = !p->ran_since_list && sampler__reused(s) ? -1 : list_tids(p);
+        p->ran_since_list = 0;
         if (n < 0) {
             s->stats.target_exited = 1;
             return SCRY_E_GONE;
