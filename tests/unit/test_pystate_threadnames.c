@@ -198,6 +198,11 @@ static int open_target(pid_t pid, strtab_t *strings, pystate_target_t **t, const
     return rc;
 }
 
+static int only_tid(void *ctx, int32_t tid)
+{
+    return tid == *(const int32_t *)ctx;
+}
+
 static void test_named(const char *python, const char *what)
 {
     child_t c = {0};
@@ -270,6 +275,33 @@ static void test_named(const char *python, const char *what)
     CHECK(rc == 0 && t->names.refreshed_ns == refreshed, "%s: second sample refreshed", what);
     for (size_t i = 0; rc == 0 && i < pystate_snapshot_count(snap); i++)
         CHECK(pystate_snapshot_thread(snap, i)->name != NULL, "%s: name lost", what);
+    /* The thread filter: only alpha's frames are read; the others are listed, named and
+     * marked skipped, without frames; without the filter every thread has its frames. */
+    int32_t alpha = 0;
+    for (size_t i = 0; rc == 0 && i < pystate_snapshot_count(snap); i++)
+        if (pystate_snapshot_thread(snap, i)->pthread_id == e[1].ident)
+            alpha = pystate_snapshot_thread(snap, i)->tid;
+    CHECK(alpha > 0, "%s: alpha's tid", what);
+    pystate_set_thread_filter(t, only_tid, &alpha);
+    uint64_t skipped0 = pystate_target_stats(t).threads_skipped;
+    rc = pystate_sample(t, snap);
+    CHECK(rc == 0 && pystate_snapshot_count(snap) == 5, "%s: filtered sample", what);
+    for (size_t i = 0; rc == 0 && i < pystate_snapshot_count(snap); i++) {
+        const pystate_thread_t *th = pystate_snapshot_thread(snap, i);
+        int is_alpha = th->tid == alpha;
+        CHECK(is_alpha ? th->nframes > 0 && !th->skipped : th->nframes == 0 && th->skipped,
+              "%s: filter: tid %d has %u frames, skipped %d", what, (int)th->tid, th->nframes,
+              th->skipped);
+        CHECK(th->name != NULL, "%s: filter: name lost", what);
+    }
+    CHECK(pystate_target_stats(t).threads_skipped == skipped0 + 4, "%s: 4 threads skipped",
+          what);
+    pystate_set_thread_filter(t, NULL, NULL);
+    rc = pystate_sample(t, snap);
+    for (size_t i = 0; rc == 0 && i < pystate_snapshot_count(snap); i++)
+        CHECK(pystate_snapshot_thread(snap, i)->nframes > 0 &&
+                  !pystate_snapshot_thread(snap, i)->skipped,
+              "%s: unfiltered: thread %zu has no frames", what, i);
     printf("  %-22s ok: %s, %s, %s, %s, %s\n", what, e[0].name, e[1].name, e[2].name, e[3].name,
            e[4].name);
 out:
