@@ -155,8 +155,8 @@ typedef struct pystate_stats {
     uint64_t samples;
     uint64_t threads_read;    /* thread stacks read */
     uint64_t threads_skipped; /* thread states whose stacks the filter left out */
-    uint64_t truncated;   /* threads whose stack the depth bound cut */
-    uint64_t code_misses; /* code objects read (cache misses) */
+    uint64_t truncated;       /* threads whose stack the depth bound cut */
+    uint64_t code_misses;     /* code objects read (cache misses) */
     uint64_t code_hits;
     uint64_t torn;    /* inconsistent reads detected (each led to a retry) */
     uint64_t retries; /* stacks read again directly because the first read was torn */

@@ -360,9 +360,9 @@ static int running_now(void *ctx, int32_t tid)
     return task && wanted(s, task->state);
 }
 
-static int sample_running(sampler_t *s)
+int sampler__sample_threads(sampler_t *s, pystate_thread_filter_fn fn, void *ctx)
 {
-    pystate_set_thread_filter(s->target, s->opts.idle ? NULL : running_now, s);
+    pystate_set_thread_filter(s->target, fn, ctx);
     int err = pystate_sample(s->target, s->snap);
     pystate_set_thread_filter(s->target, NULL, NULL);
     return err;
@@ -396,7 +396,7 @@ int sampler_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
     }
     int err = sampler__follow_exec(s, 0) ? SCRY_E_AGAIN
               : s->gone                  ? SCRY_E_GONE
-                                         : sample_running(s);
+                        : sampler__sample_threads(s, s->opts.idle ? NULL : running_now, s);
     if (err) {
         tasks_resume_all(s->tasks);
         if (err == SCRY_E_GONE || procinfo_exists(pid) != 0) {

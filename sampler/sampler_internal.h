@@ -69,6 +69,11 @@ void sampler__emit(sampler_t *s, const pystate_thread_t *th, const unwind_frame_
  * One read of /proc/PID/stat. */
 int sampler__reused(sampler_t *s);
 
+/* One pystate_sample of the target into s->snap that reads the stacks only of the threads
+ * FN(CTX, tid) accepts (FN NULL: all; pystate_set_thread_filter), both back ends' way of
+ * not reading the stacks of threads that will not be sampled. Returns as pystate_sample. */
+int sampler__sample_threads(sampler_t *s, pystate_thread_filter_fn fn, void *ctx);
+
 /* After a failed read, and every 500 ms otherwise: when the process exec'd (its exec
  * mark changed) and is a Python program scry can read, makes TARGET that program (the
  * readers, unwinders and asyncio labels follow) and returns 1; else 0. Checks at most

@@ -13,8 +13,8 @@
  *     is off CPU (its stat state is not R) gets an off-CPU sample for the wall time since
  *     its previous tick that was not CPU time.
  * Without --idle no /proc file is read per thread per tick: the thread list
- * (/proc/PID/task) is read every 200 ms (every 20 ticks, at most 1 s, at rates under 100 Hz) or when a
- * Python thread without an event shows up. Nothing is stopped.
+ * (/proc/PID/task) is read every 200 ms (every 20 ticks, at most 1 s, at rates under 100 Hz) or
+ * when a Python thread without an event shows up. Nothing is stopped.
  */
 #include "sampler_internal.h"
 
@@ -29,10 +29,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PERF_SLOTS       16384u /* thread table (power of two) */
-#define PERF_MAX_PENDING 64u    /* records unwound per tick (the rest count without stack) */
-#define PERF_LIST_NS     200000000ull /* thread list reread at least this often, */
-#define PERF_LIST_TICKS  20u          /* or every this many ticks when that is longer, */
+#define PERF_SLOTS       16384u        /* thread table (power of two) */
+#define PERF_MAX_PENDING 64u           /* records unwound per tick (the rest count without stack) */
+#define PERF_LIST_NS     200000000ull  /* thread list reread at least this often, */
+#define PERF_LIST_TICKS  20u           /* or every this many ticks when that is longer, */
 #define PERF_LIST_MAX_NS 1000000000ull /* but at least once a second */
 #define PERF_STACK_BYTES 32768u
 #define PERF_KINDS       4 /* enum unwind_ip_kind + 1 */
@@ -72,7 +72,7 @@ struct sampler_perf {
     perf_pending_t *pend;
     size_t npend;
     uint64_t touched;
-    int ran_since_list; /* some record came since the thread list was last read */
+    int ran_since_list;     /* some record came since the thread list was last read */
     proc_threads_t *states; /* --idle: stat files of threads that did not run */
 };
 
@@ -92,12 +92,13 @@ static int list_tids(struct sampler_perf *p)
     return n > 0 ? n : SCRY_E_GONE;
 }
 
-/* The table entry of TID, inserted when missing (NULL only when the table is full). */
-static perf_thread_t *slot(struct sampler_perf *p, pid_t tid)
+/* The table entry of TID: found, or with INSERT added when missing. NULL when it has none
+ * (without INSERT) or the table is full. */
+static perf_thread_t *lookup(struct sampler_perf *p, pid_t tid, int insert)
 {
     if (tid <= 0)
         return NULL;
-    if (p->used >= PERF_SLOTS / 2) { /* threads come and go: start afresh */
+    if (insert && p->used >= PERF_SLOTS / 2) { /* threads come and go: start afresh */
         memset(p->tab, 0, PERF_SLOTS * sizeof *p->tab);
         p->used = 0;
     }
@@ -107,6 +108,8 @@ static perf_thread_t *slot(struct sampler_perf *p, pid_t tid)
         if (t->tid == tid)
             return t;
         if (t->tid == 0) {
+            if (!insert)
+                return NULL;
             memset(t, 0, sizeof *t);
             t->tid = tid;
             p->used++;
@@ -116,39 +119,17 @@ static perf_thread_t *slot(struct sampler_perf *p, pid_t tid)
     return NULL;
 }
 
-/* The table entry of TID, or NULL when it has none (nothing is added). */
-static perf_thread_t *find_slot(struct sampler_perf *p, pid_t tid)
+static perf_thread_t *slot(struct sampler_perf *p, pid_t tid)
 {
-    if (tid <= 0)
-        return NULL;
-    size_t h = ((uint32_t)tid * 2654435761u) & (PERF_SLOTS - 1);
-    for (size_t i = 0; i < PERF_SLOTS; i++) {
-        perf_thread_t *t = &p->tab[(h + i) & (PERF_SLOTS - 1)];
-        if (t->tid == tid)
-            return t;
-        if (t->tid == 0)
-            return NULL;
-    }
-    return NULL;
+    return lookup(p, tid, 1);
 }
 
 /* pystate's thread filter: only the threads this read has records of. */
 static int ran_this_read(void *ctx, int32_t tid)
 {
     struct sampler_perf *p = ctx;
-    const perf_thread_t *t = find_slot(p, tid);
+    const perf_thread_t *t = lookup(p, tid, 0);
     return t && t->rgen == p->rgen;
-}
-
-/* Reads the Python stacks: with --idle (IDLE) every thread's, else only those of the
- * threads that ran (with many threads, most of them wait for the GIL or for work, and
- * reading their stacks was most of the sampler's cost). */
-static int perf_sample(sampler_t *s, int idle)
-{
-    pystate_set_thread_filter(s->target, idle ? NULL : ran_this_read, s->perf);
-    int err = pystate_sample(s->target, s->snap);
-    pystate_set_thread_filter(s->target, NULL, NULL);
-    return err;
 }
 
 static void to_unwind_regs(const perfev_sample_t *r, unwind_regs_t *u)
@@ -370,7 +351,9 @@ static int perf_read(sampler_t *s, int tick, uint64_t t0, sampler_emit_fn emit, 
     }
     int err = sampler__follow_exec(s, 0) ? SCRY_E_AGAIN
               : s->gone                  ? SCRY_E_GONE
-                                         : perf_sample(s, idle);
+                        /* with --idle every thread's stack, else only
+                         * those of the threads that ran */
+                        : sampler__sample_threads(s, idle ? NULL : ran_this_read, s->perf);
     if (err) {
         if (err == SCRY_E_GONE || procinfo_exists(pid) != 0) {
             s->stats.target_exited = 1;

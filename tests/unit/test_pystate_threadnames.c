@@ -294,8 +294,7 @@ static void test_named(const char *python, const char *what)
               th->skipped);
         CHECK(th->name != NULL, "%s: filter: name lost", what);
     }
-    CHECK(pystate_target_stats(t).threads_skipped == skipped0 + 4, "%s: 4 threads skipped",
-          what);
+    CHECK(pystate_target_stats(t).threads_skipped == skipped0 + 4, "%s: 4 threads skipped", what);
     pystate_set_thread_filter(t, NULL, NULL);
     rc = pystate_sample(t, snap);
     for (size_t i = 0; rc == 0 && i < pystate_snapshot_count(snap); i++)
