@@ -47,8 +47,8 @@ typedef struct pystate_codecache {
 
 struct pystate_target {
     pid_t pid;
-    int discovery;      /* enum pystate_discovery */
-    int function_lines; /* pystate_open_opts_t.function_lines */
+    int discovery;                   /* enum pystate_discovery */
+    int function_lines;              /* pystate_open_opts_t.function_lines */
     pystate_thread_filter_fn filter; /* pystate_set_thread_filter */
     void *filter_ctx;
     rmem_t *mem;

@@ -491,8 +491,8 @@ static int resolve_thread(pystate_target_t *t, pystate_snapshot_t *s, size_t i)
             if (!th->frames || !th->entry || !th->frame_addrs)
                 return SCRY_E_NOMEM;
         }
-        thread_ids(t, s, i);
         th->truncated = w->truncated;
+        th->leaf_opclass = PYSTATE_OP_UNKNOWN; /* a retry resolves the thread again */
         uint32_t n = 0;
         raddr_t last_code = 0;
         pystate_code_t *code = NULL;
@@ -701,14 +701,12 @@ int pystate_sample(pystate_target_t *t, pystate_snapshot_t *s)
     for (size_t i = 0; i < s->count; i++) {
         pystate_thread_t *th = &s->threads[i];
         th->dropped = 0;
-        if (t->filter) {
-            thread_ids(t, s, i);
-            if (th->tid > 0 && !t->filter(t->filter_ctx, th->tid)) {
-                th->nframes = 0;
-                th->skipped = 1;
-                t->stats.threads_skipped++;
-                continue;
-            }
+        thread_ids(t, s, i);
+        if (t->filter && th->tid > 0 && !t->filter(t->filter_ctx, th->tid)) {
+            th->nframes = 0;
+            th->skipped = 1;
+            t->stats.threads_skipped++;
+            continue;
         }
         if ((err = read_thread(t, s, i)) != 0)
             return err;
