@@ -14,7 +14,8 @@
 /* Each returns the process exit code. */
 int cmd_record(const scry_config_t *cfg);
 int cmd_dump(const scry_config_t *cfg);
-int cmd_dump_async(const scry_config_t *cfg); /* dump --async (dump_async.c) */
+/* dump --async of process cfg->pid, written to OUT (dump_async.c). */
+int cmd_dump_async(const scry_config_t *cfg, FILE *out);
 int cmd_top(const scry_config_t *cfg);
 
 /* Writes the dump of every thread of the open target T (one sampler tick with every thread,

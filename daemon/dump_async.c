@@ -159,7 +159,7 @@ static void write_json(const pystate_info_t *info, const pystate_async_snapshot_
     fprintf(out, "\n]}\n");
 }
 
-int cmd_dump_async(const scry_config_t *cfg)
+int cmd_dump_async(const scry_config_t *cfg, FILE *out)
 {
     strtab_t *strings = strtab_new();
     pystate_target_t *t = NULL;
@@ -186,10 +186,10 @@ int cmd_dump_async(const scry_config_t *cfg)
     char what[600];
     procinfo_describe(info->pid, what, sizeof what);
     if (cfg->json)
-        write_json(info, s, stdout);
+        write_json(info, s, out);
     else
-        write_text(info, what, s, stdout, shown);
-    if (fflush(stdout) != 0 || ferror(stdout)) {
+        write_text(info, what, s, out, shown);
+    if (fflush(out) != 0 || ferror(out)) {
         fprintf(stderr, "scry: could not write the dump: %s\n", scry_strerror(SCRY_E_IO));
         goto out;
     }
