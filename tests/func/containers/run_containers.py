@@ -3,16 +3,18 @@
 
 usage: run_containers.py --scry PATH [--python 3.14|3.15] [-k PATTERN] [-v]
 
-Each test starts Debian sid's python3.14 or python3.15 (the cached root of scripts/sid-root.sh) the way
-Docker starts a container: `unshare --pid --mount --uts --ipc --fork` with its own /proc,
-chrooted into the root, inside a cgroup named like Docker's (cgroup v2
-`.../docker-<64 hex>.scope`, or cgroup v1 `/docker/<64 hex>` in the pids hierarchy). The
-target (ctr_work.py) is pid 1 of its namespace and stores its own thread ids; scry runs on
-the host with the host pid. Checks: dump (host and container tids of every thread, thread
-names, idle flags, --native frames named, --json), record with known-answer CPU shares and
-exact lines (perf, ptrace and --blocking), the container id in the summary line, dump
-header, JSON (`target.container`) and pprof labels. Needs root, unshare and a writable
-cgroup hierarchy; without them every test is skipped with the reason. About 25 s.
+Each test starts Debian sid's python3.14 or python3.15 (the cached root of
+scripts/sid-root.sh) the way Docker starts a container: `unshare --pid --mount --uts --ipc
+--net --fork` with its own /proc, chrooted into the root, inside a cgroup named like
+Docker's (cgroup v2 `.../docker-<64 hex>.scope`, or cgroup v1 `/docker/<64 hex>` in the
+pids hierarchy). The target (ctr_work.py) is pid 1 of its namespace and stores its own
+thread ids; scry runs on the host with the host pid. Checks: dump (host and container tids
+of every thread, thread names, idle flags, --native frames named, --json, --locals,
+--container and a pid reused while it dumps), record with known-answer CPU shares and exact
+lines (perf, ptrace and --blocking), source text read inside the root (text and HTML
+reports), the container id in the summary line, dump header, JSON (`target.container`) and
+pprof labels. Needs root, unshare and a writable cgroup hierarchy (strace for the pid-reuse
+test); without them the tests are skipped with the reason. About 55 s.
 Stdlib only; one line "PASS|FAIL|SKIP name: detail" per test, then "N passed, N failed, N
 skipped"; exit 1 on a failure.
 """
@@ -118,13 +120,13 @@ def nspid_map(hpid):
 
 
 def start_container(c, cgroup, work=None):
-    """Starts WORK (ctr_work.py) as pid 1 of new PID/mount/UTS/IPC namespaces, chrooted into
-    the sid root with its own /proc, in cgroup CGROUP (a directory). Returns (host pid,
-    truth)."""
+    """Starts WORK (ctr_work.py) as pid 1 of new PID/mount/UTS/IPC/network namespaces,
+    chrooted into the sid root with its own /proc, in cgroup CGROUP (a directory). Returns
+    (host pid, truth)."""
     root = c.interp.root
     script = c.stage(work or WORK)
     ready, out = c.path("ready.json"), c.path("out.json")
-    inner = ["unshare", "--pid", "--mount", "--uts", "--ipc", "--fork",
+    inner = ["unshare", "--pid", "--mount", "--uts", "--ipc", "--net", "--fork",
              "--mount-proc=%s" % os.path.join(root, "proc")] + c.interp.argv(
                  script, c.tpath(ready), c.tpath(out))
     shell = 'echo $$ > "$1/cgroup.procs" && shift && exec "$@"'
@@ -235,6 +237,69 @@ def t_dump(c):
         detail, len(named), len(natives), EXE, ", ".join(sorted(set(exe))[:3]))
 
 
+@tests("pid_reuse")
+def t_pid_reuse(c):
+    """dump --container when the pid of a process it listed is given to an unrelated process
+    before the dump: strace holds scry for 3 s right after it listed the container (at its
+    first access("/proc/PID") as it opens the target), the container's pid 1 is killed and
+    its host pid handed to a host Python (through ns_last_pid). scry notices by the start
+    time (the listing's against the one after attaching) and prints no dump of that
+    impostor: exit 1, an empty JSON array, a message naming the reuse."""
+    cg = needs("v2")
+    last = "/proc/sys/kernel/ns_last_pid"
+    if not shutil.which("strace") or not os.path.exists(last):
+        raise Skip("no strace or no %s to hand a pid to another process" % last)
+    c.hpid, truth = start_container(c, cg)
+    hpid, log = c.hpid, c.path("strace.log")
+    held = '"/proc/%d"' % hpid
+    sys_ = "access,faccessat,faccessat2"
+    cmd = ["strace", "-qq", "-e", "signal=none", "-o", log, "-P", "/proc/%d" % hpid,
+           "-e", "trace=" + sys_, "-e", "inject=%s:delay_exit=3000000" % sys_,
+           c.scry_path, "dump", "--json", "--container", CG.id2]
+    p = c.spawn(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.scry_args = ["(under strace)", "dump", "--json", "--container", CG.id2]
+    d = st.Deadline(20)
+    while True:
+        try:
+            with open(log) as f:
+                if held in f.read():
+                    break
+        except OSError:
+            pass
+        if d.expired() or p.poll() is not None:
+            raise Fail("scry never opened %d: %s" % (hpid, c.scry_finish(p, 10)))
+        time.sleep(0.01)
+    os.kill(hpid, 9)
+    c.wait(c.wrapper, 10, "container target")
+    c.release(c.wrapper)
+    d = st.Deadline(5)
+    while os.path.exists("/proc/%d" % hpid) and not d.expired():
+        time.sleep(0.01)
+    impostor = None
+    for _ in range(50):
+        if os.path.exists("/proc/%d" % hpid):
+            raise Skip("pid %d was taken by another process first" % hpid)
+        with open(last, "w") as f:
+            f.write(str(hpid - 1))
+        q = c.spawn([sys.executable, "-c", "import time; time.sleep(30)", c.tmp])
+        if q.pid == hpid:
+            impostor = q
+            break
+        c.kill(q)
+    if impostor is None:
+        raise Skip("could not hand pid %d to a new process (a busy machine)" % hpid)
+    res = c.scry_finish(p, 30)
+    try:
+        docs = json.loads(res.out)
+    except ValueError:
+        raise Fail("not JSON: %s" % res)
+    check(docs == [], "the impostor %d was dumped: %s" % (hpid, st.short(res.out, 300)))
+    check(res.rc == 1 and ("process %d is not the one listed in container" % hpid) in res.err
+          and "pid was reused" in res.err, "no reuse noticed: %s" % res)
+    c.kill(impostor)
+    return st.short(res.err.strip(), 200)
+
+
 def shares_of(what, doc, lines):
     """({burn_a, burn_b: self_pct}, their samples) of a JSON report; FAILs unless each
     function's hottest line is its marked line."""
@@ -332,6 +397,91 @@ def t_formats(c):
     return "%s; roots e.g. %s" % (", ".join(f for f, _ in FORMATS), sorted(roots)[0])
 
 
+def source_report(c, pid, where, burn_src):
+    """Records PID into a text and an HTML report (-d 1): both must show the source text of
+    burn_a's marked line BURN_SRC (read through the target's root) and no decoy line.
+    Returns the text report's line for it."""
+    got = None
+    for fmt, ext in (("text", "txt"), ("html", "html")):
+        res, data = c.record(["-q", "-d", "1", "-r", "200", "--pid", pid], fmt,
+                             name="src-%s.%s" % (where, ext))
+        check("HOST DECOY" not in data, "%s %s: the host's file was read" % (where, fmt))
+        if fmt == "text":
+            got = [ln for ln in data.splitlines() if burn_src in ln]
+            check(got, "%s text: no source line %r: %s" % (where, burn_src, st.short(data, 900)))
+            miss = [ln for ln in data.splitlines()
+                    if "source not available" in ln and "ctr_work.py" in ln]
+            check(not miss, "%s text: %s" % (where, miss))
+        else:
+            check(burn_src in data, "%s html: no source line %r" % (where, burn_src))
+    return got[0].strip()
+
+
+@tests("source")
+def t_source(c):
+    """Source text of a containerised target in the text and HTML reports: ctr_work.py
+    exists only inside the container's root (its path does not exist on the host), and the
+    reports show burn_a's marked line; then a decoy file with other text at that path on
+    the host: the reports still show the container's text, never the host's."""
+    cg = needs("v2")
+    c.hpid, truth = start_container(c, cg)
+    path = truth["file"]
+    check(path.startswith("/") and not os.path.exists(path),
+          "the target's script %s exists on the host" % path)
+    with open(c.interp.host_path(path)) as f:
+        lines = f.read().splitlines()
+    burn_src = lines[truth["lines"]["burn_a"] - 1].strip()
+    check("#@burn_a@" in burn_src, "marked line %r" % burn_src)
+    line = source_report(c, c.hpid, "only-root", burn_src)
+    decoy_dir = os.path.dirname(path)
+    os.mkdir(decoy_dir)  # a fresh name (mkdtemp inside the root): nothing of the host's
+    try:
+        with open(path, "w") as f:
+            f.write("\n".join("HOST DECOY %d" % (i + 1) for i in range(len(lines))) + "\n")
+        source_report(c, c.hpid, "decoy", burn_src)
+    finally:
+        shutil.rmtree(decoy_dir, ignore_errors=True)
+    stop_container(c)
+    return "%s not on the host; text report: %s; a host decoy at that path not read" % (
+        path, st.short(line, 100))
+
+
+@tests("locals")
+def t_locals(c):
+    """dump --locals (text and --json) of a containerised target: main_wait's argument out
+    (the target's path of its output file) on the main thread, and burn_a's argument quota
+    (0.75 x 31.7 ms) when the burner is caught in burn_a with an unchanged stack."""
+    cg = needs("v2")
+    c.hpid, truth = start_container(c, cg)
+    want_out = repr(c.tpath(c.out_path))
+    want_quota = repr(0.75 * 0.0317)
+    text = c.scry_ok(["dump", "--locals", "--pid", c.hpid]).out
+    check(("arg out = %s" % want_out) in text, "text: no 'arg out = %s': %s"
+          % (want_out, st.short(text, 900)))
+    quota = None
+    for _ in range(8):
+        doc = json.loads(c.scry_ok(["dump", "--locals", "--json", "--pid", c.hpid]).out)
+        by_name = dict((t["name"], t) for t in doc["threads"])
+        mw = [f for f in by_name["MainThread"]["frames"] if f.get("function") == "main_wait"]
+        check(mw and "locals" in mw[0], "json: main_wait without locals: %s" % mw)
+        args = dict((v["name"], v) for v in mw[0]["locals"])
+        check(args.get("out", {}).get("repr") == want_out and args["out"].get("arg") is True
+              and args["out"].get("type") == "str",
+              "json: main_wait's out %r, want %s" % (args.get("out"), want_out))
+        ba = [f for f in by_name["burner"]["frames"]
+              if f.get("function") == "burn_a" and "locals" in f]
+        if ba:
+            v = dict((x["name"], x) for x in ba[0]["locals"])
+            quota = v.get("quota")
+            check(quota and quota.get("arg") is True and quota.get("type") == "float"
+                  and quota.get("repr") == want_quota,
+                  "json: burn_a's quota %r, want %s" % (quota, want_quota))
+            break
+    check(quota is not None, "burn_a's locals never read in 8 dumps")
+    stop_container(c)
+    return "main_wait out = %s; burn_a quota = %s" % (want_out, quota["repr"])
+
+
 LAUNCH_KEEP = """import time
 def ring():
     with open("/proc/self/maps") as f:
@@ -357,7 +507,7 @@ def t_launch_memory(c):
     script = c.path("keep.py")
     with open(script, "w") as f:
         f.write(LAUNCH_KEEP)
-    inner = ["unshare", "--pid", "--mount", "--uts", "--ipc", "--fork",
+    inner = ["unshare", "--pid", "--mount", "--uts", "--ipc", "--net", "--fork",
              "--mount-proc=%s" % os.path.join(c.interp.root, "proc")] + c.interp.argv(
                  c.tpath(script))
     shell = 'echo $$ > "$1/cgroup.procs" && shift && exec "$@"'
@@ -374,8 +524,12 @@ def t_launch_memory(c):
     check(len(py) == 1, "one Python process: %s" % doc.get("processes"))
     check(("docker:%s" % CG.id2[:12]) in res.err, "summary without the container: %s"
           % st.short(res.err, 400))
-    return "keep line %.1f MB (truth %.1f MB); %s" % (got / 1e6, want / 1e6, py[0]["command"]
-                                                      if py else "")
+    # the fork into the new namespaces (PID, network, ...) found by the process-events
+    # connector (scry stays in the host's network namespace) or by /proc scans
+    how = re.search(r"children found by ([^,;(]*)", res.err)
+    check(how, "the summary says how children are found: %s" % st.short(res.err, 400))
+    return "keep line %.1f MB (truth %.1f MB); %s; children found by %s" % (
+        got / 1e6, want / 1e6, py[0]["command"] if py else "", how.group(1).strip())
 
 
 @tests("exec")
@@ -460,13 +614,14 @@ def t_memory_tids(c):
 
 
 def scry_inside(c, hpid, args, timeout=None):
-    """Runs scry ARGS inside the target's PID namespace with that namespace's own /proc (as
-    scry installed in the image sees it: `nsenter --pid`, then a private mount namespace
-    with a fresh /proc), the host's file system otherwise and all capabilities: Result."""
+    """Runs scry ARGS inside the target's PID and network namespaces with that namespace's
+    own /proc (as scry installed in the image sees it: `nsenter --pid --net`, then a private
+    mount namespace with a fresh /proc), the host's file system otherwise and all
+    capabilities: Result."""
     args = [str(a) for a in args]
     inner = 'mount -t proc proc /proc && exec "$@"'
-    cmd = ["nsenter", "--target", str(hpid), "--pid", "--", "unshare", "--mount", "--fork",
-           "sh", "-c", inner, "sh", c.scry_path] + args
+    cmd = ["nsenter", "--target", str(hpid), "--pid", "--net", "--", "unshare", "--mount",
+           "--fork", "sh", "-c", inner, "sh", c.scry_path] + args
     p = c.spawn(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     p.scry_args = ["(inside)"] + args
     return c.scry_finish(p, timeout)
@@ -555,7 +710,7 @@ def t_rootless(c):
     65534, no capabilities) too; another unprivileged user (65533) is refused with a
     message naming the missing privilege and a non-zero exit, for dump and record."""
     root = c.interp.root
-    inner = ["unshare", "--user", "--map-root-user", "--pid", "--mount", "--fork",
+    inner = ["unshare", "--user", "--map-root-user", "--pid", "--mount", "--net", "--fork",
              "--mount-proc=%s" % os.path.join(root, "proc"),
              "chroot", root, c.interp.path, "-c", ROOTLESS]
     p = c.spawn(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] + inner)
@@ -618,7 +773,8 @@ def main():
         interp = st.find(a.python)
     except Skip as e:
         return st.skip_all("containers", "%s: %s" % (a.python, e), len(sel))
-    probe = subprocess.run(["unshare", "--pid", "--mount", "--fork", "true"],
+    probe = subprocess.run(["unshare", "--pid", "--mount", "--uts", "--ipc", "--net", "--fork",
+                            "true"],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     if probe.returncode != 0:
         return st.skip_all("containers", "unshare cannot make namespaces here: %s"
