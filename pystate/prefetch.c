@@ -15,8 +15,23 @@ typedef struct pf_region {
     uint8_t twice; /* read twice in a row (pystate__pf_read_twice) */
     uint8_t valid; /* read successfully this sample (both copies) */
     uint8_t done;  /* copies read this sample */
+    uint8_t loose; /* PF_LOOSE: read in a merged piece, at no particular moment */
     uint32_t slot; /* its index in the hash table */
 } pf_region_t;
+
+/* A piece of loose regions read as one: LOOSE[FIRST .. FIRST + COUNT) of the sorted ones. */
+typedef struct pf_run {
+    raddr_t lo;
+    uint32_t len;
+    uint32_t first, count;
+} pf_run_t;
+
+typedef struct pf_key {
+    raddr_t addr;
+    uint32_t idx;
+} pf_key_t;
+
+#define PF_IOV_RUN 0x80000000u /* iov_region: a run's index, not a region's */
 
 typedef struct pf_set {
     pf_region_t regions[PF_MAX_REGIONS];
@@ -34,7 +49,9 @@ struct pystate_prefetch {
     uint8_t *data;
     size_t data_cap;
     rmem_iov_t *iov;
-    uint32_t *iov_region; /* the region each iov entry reads */
+    uint32_t *iov_region; /* the region each iov entry reads (or PF_IOV_RUN | run) */
+    pf_key_t *loose;      /* this sample's loose regions, by address */
+    pf_run_t *runs;
     uint64_t hits, misses;
     int direct; /* pystate__pf_direct */
 };
@@ -64,10 +81,10 @@ pystate_prefetch_t *pystate__pf_new(void)
     pf->next = &pf->sets[1];
     pf->iov = malloc(2 * PF_MAX_REGIONS * sizeof *pf->iov);
     pf->iov_region = malloc(2 * PF_MAX_REGIONS * sizeof *pf->iov_region);
-    if (!pf->iov || !pf->iov_region) {
-        free(pf->iov);
-        free(pf->iov_region);
-        free(pf);
+    pf->loose = malloc(PF_MAX_REGIONS * sizeof *pf->loose);
+    pf->runs = malloc(PF_MAX_REGIONS * sizeof *pf->runs);
+    if (!pf->iov || !pf->iov_region || !pf->loose || !pf->runs) {
+        pystate__pf_free(pf);
         return NULL;
     }
     return pf;
@@ -80,6 +97,8 @@ void pystate__pf_free(pystate_prefetch_t *pf)
     free(pf->data);
     free(pf->iov);
     free(pf->iov_region);
+    free(pf->loose);
+    free(pf->runs);
     free(pf);
 }
 
@@ -102,9 +121,12 @@ void pystate__pf_plan(pystate_prefetch_t *pf, raddr_t addr, size_t len, int rang
     pf_set_t *s = pf->next;
     if (!addr || len == 0 || len > PF_RANGE_MAX)
         return;
+    int loose = (range & PF_LOOSE) != 0;
+    range &= ~PF_LOOSE;
     int twice = range == PF_RANGE_TWICE;
     pf_region_t *r = find_exact(s, addr);
     if (r) {
+        r->loose = (uint8_t)(r->loose && loose); /* planned in order once: kept in order */
         size_t copies = r->twice || twice ? 2 : 1;
         size_t want = len > r->len ? len : r->len;
         size_t had = (size_t)r->len * (r->twice ? 2 : 1);
@@ -122,7 +144,8 @@ void pystate__pf_plan(pystate_prefetch_t *pf, raddr_t addr, size_t len, int rang
     s->regions[idx] = (pf_region_t){.addr = addr,
                                     .len = (uint32_t)len,
                                     .range = (uint8_t)(range != 0),
-                                    .twice = (uint8_t)twice};
+                                    .twice = (uint8_t)twice,
+                                    .loose = (uint8_t)(loose && len <= PF_RUN_MAX)};
     s->bytes += len * (twice ? 2 : 1);
     size_t i = pf_slot(addr);
     while (s->hash[i])
@@ -131,6 +154,72 @@ void pystate__pf_plan(pystate_prefetch_t *pf, raddr_t addr, size_t len, int rang
     s->regions[idx].slot = (uint32_t)i;
     if (range)
         s->ranges[s->nranges++] = (uint32_t)idx;
+}
+
+static int key_cmp(const void *a, const void *b)
+{
+    raddr_t x = ((const pf_key_t *)a)->addr, y = ((const pf_key_t *)b)->addr;
+    return x < y ? -1 : x > y;
+}
+
+static int is_loose(const pf_region_t *r)
+{
+    return r->loose && !r->twice && r->len <= PF_RUN_MAX;
+}
+
+/* Sorts the loose regions of S by address into pf->loose and cuts them into runs: pieces
+ * whose members lie within PF_MERGE_GAP of each other, at most PF_RUN_MAX long. Returns the
+ * number of runs and adds their bytes to *BYTES. */
+static size_t plan_runs(pystate_prefetch_t *pf, pf_set_t *s, size_t *bytes)
+{
+    size_t nl = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        if (is_loose(&s->regions[i]))
+            pf->loose[nl++] = (pf_key_t){s->regions[i].addr, (uint32_t)i};
+    }
+    if (nl > 32) {
+        qsort(pf->loose, nl, sizeof *pf->loose, key_cmp);
+    } else { /* a few dozen at most, mostly in order already: no allocation, no calls */
+        for (size_t i = 1; i < nl; i++) {
+            pf_key_t k = pf->loose[i];
+            size_t j = i;
+            for (; j > 0 && pf->loose[j - 1].addr > k.addr; j--)
+                pf->loose[j] = pf->loose[j - 1];
+            pf->loose[j] = k;
+        }
+    }
+    size_t nruns = 0;
+    for (size_t i = 0; i < nl;) {
+        const pf_region_t *r = &s->regions[pf->loose[i].idx];
+        raddr_t lo = r->addr, hi = r->addr + r->len;
+        size_t j = i + 1;
+        for (; j < nl; j++) {
+            const pf_region_t *q = &s->regions[pf->loose[j].idx];
+            raddr_t end = q->addr + q->len > hi ? q->addr + q->len : hi;
+            if (q->addr > hi + PF_MERGE_GAP || end - lo > PF_RUN_MAX)
+                break;
+            hi = end;
+        }
+        pf->runs[nruns++] = (pf_run_t){lo, (uint32_t)(hi - lo), (uint32_t)i, (uint32_t)(j - i)};
+        *bytes += (size_t)(hi - lo);
+        i = j;
+    }
+    return nruns;
+}
+
+static void mark_read(pystate_prefetch_t *pf, pf_set_t *s, uint32_t what)
+{
+    if (what & PF_IOV_RUN) {
+        const pf_run_t *run = &pf->runs[what & ~PF_IOV_RUN];
+        for (uint32_t k = 0; k < run->count; k++) {
+            pf_region_t *r = &s->regions[pf->loose[run->first + k].idx];
+            r->done = 1;
+            r->valid = 1;
+        }
+        return;
+    }
+    pf_region_t *r = &s->regions[what];
+    r->valid = ++r->done == (r->twice ? 2 : 1);
 }
 
 int pystate__pf_begin(pystate_prefetch_t *pf, rmem_t *m)
@@ -142,27 +231,46 @@ int pystate__pf_begin(pystate_prefetch_t *pf, rmem_t *m)
     pf->next = tmp;
     set_clear(pf->next);
     pf_set_t *s = pf->cur;
-    if (s->bytes > pf->data_cap) {
-        uint8_t *d = realloc(pf->data, s->bytes);
+    size_t bytes = 0;
+    size_t nruns = plan_runs(pf, s, &bytes);
+    for (size_t i = 0; i < s->n; i++) {
+        if (!is_loose(&s->regions[i]))
+            bytes += (size_t)s->regions[i].len * (s->regions[i].twice ? 2 : 1);
+    }
+    if (bytes > pf->data_cap) {
+        uint8_t *d = realloc(pf->data, bytes);
         if (!d) {
             set_clear(s);
             return SCRY_E_NOMEM;
         }
         pf->data = d;
-        pf->data_cap = s->bytes;
+        pf->data_cap = bytes;
     }
-    /* The regions are copied in the reverse of the order the walk first needed them: the
-     * root-ward frames before the leaf-ward ones, and the pointers to the top of each stack
-     * (thread states, current frames) last. The target runs while the kernel copies; if
-     * its stack changes meanwhile, the walk then starts from a newer top over older
-     * parents (a leaf at a slightly stale line), never from an older top over parents
-     * that have moved on (a wrong caller). */
-    size_t niov = 0;
+    /* The loose regions first, a piece per run; then the others in the reverse of the
+     * order the walk first needed them: the root-ward frames before the leaf-ward ones,
+     * and the pointers to the top of each stack (thread states, current frames) last. The
+     * target runs while the kernel copies; if its stack changes meanwhile, the walk then
+     * starts from a newer top over older parents (a leaf at a slightly stale line), never
+     * from an older top over parents that have moved on (a wrong caller). */
+    size_t off = 0, niov = 0;
+    for (size_t k = 0; k < nruns; k++) {
+        pf_run_t *run = &pf->runs[k];
+        for (uint32_t j = 0; j < run->count; j++) {
+            pf_region_t *r = &s->regions[pf->loose[run->first + j].idx];
+            r->off = (uint32_t)(off + (r->addr - run->lo));
+            r->valid = r->done = 0;
+        }
+        pf->iov[niov] = (rmem_iov_t){run->lo, pf->data + off, run->len};
+        pf->iov_region[niov++] = PF_IOV_RUN | (uint32_t)k;
+        off += run->len;
+    }
     for (size_t i = 0; i < s->n; i++)
-        niov += s->regions[i].twice ? 2 : 1;
-    size_t off = 0, k = niov;
+        niov += is_loose(&s->regions[i]) ? 0 : s->regions[i].twice ? 2 : 1;
+    size_t k = niov;
     for (size_t i = 0; i < s->n; i++) {
         pf_region_t *r = &s->regions[i];
+        if (is_loose(r))
+            continue;
         r->off = (uint32_t)off;
         r->valid = r->done = 0;
         /* a twice region: its first copy, then at once its second (read in that order) */
@@ -181,13 +289,11 @@ int pystate__pf_begin(pystate_prefetch_t *pf, rmem_t *m)
                 return got == SCRY_E_FAULT ? 0 : got;
             break;
         }
-        for (size_t i = done; i < done + (size_t)got; i++) {
-            pf_region_t *r = &s->regions[pf->iov_region[i]];
-            r->valid = ++r->done == (r->twice ? 2 : 1);
-        }
+        for (size_t i = done; i < done + (size_t)got; i++)
+            mark_read(pf, s, pf->iov_region[i]);
         done += (size_t)got;
         if (done < niov)
-            done++; /* skip the region that faulted: it stays invalid */
+            done++; /* skip the piece that faulted: its regions stay invalid */
     }
     return 0;
 }
@@ -213,10 +319,11 @@ int pystate__pf_read(pystate_prefetch_t *pf, rmem_t *m, raddr_t addr, void *buf,
         memcpy(buf, pf->data + r->off + (r->twice ? r->len : 0) + (addr - r->addr), len);
         pf->hits++;
         if (r->range) {
-            if (range)
+            if (range & ~PF_LOOSE)
                 pystate__pf_plan(pf, addr, len, range);
             else /* keep the covering range */
-                pystate__pf_plan(pf, r->addr, r->len, r->twice ? PF_RANGE_TWICE : 1);
+                pystate__pf_plan(pf, r->addr, r->len,
+                                 r->twice ? PF_RANGE_TWICE : (1 | (r->loose ? PF_LOOSE : 0)));
         } else {
             pystate__pf_plan(pf, addr, len, range);
         }

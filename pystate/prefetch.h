@@ -5,8 +5,9 @@
  * process_vm_readv (a few when it has more than IOV_MAX regions), and reads that fall
  * inside a planned region are served from that copy. In a steady state (the same
  * threads, mostly the same frames and code objects) a sample costs one system call; what
- * changed costs one call per new object. Everything is still validated by the walker
- * exactly as if it had been read directly.
+ * changed costs one call per new object. The regions are copied in an order that matters
+ * to torn-stack detection (pystate__pf_begin), except loose ones (PF_LOOSE). Everything is
+ * still validated by the walker exactly as if it had been read directly.
  */
 #ifndef SCRY_PYSTATE_PREFETCH_H
 #define SCRY_PYSTATE_PREFETCH_H
@@ -31,7 +32,18 @@ void pystate__pf_free(pystate_prefetch_t *pf);
  * regions are just left out). */
 int pystate__pf_begin(pystate_prefetch_t *pf, rmem_t *m);
 
-#define PF_RANGE_TWICE 2 /* RANGE value: a range read twice in a row (pystate__pf_read_twice) */
+/* RANGE values: 0, an exact region; 1, a range others may fall inside; PF_RANGE_TWICE, a
+ * range read twice in a row (pystate__pf_read_twice). Either of the first two may add
+ * PF_LOOSE: a region whose moment in the batch does not matter (a field that does not
+ * change, or whose staleness against the stacks is harmless: a code object's key or
+ * bytecode, a list head, the GIL's holder).
+ * Loose regions lying within PF_MERGE_GAP bytes of each other are read as one piece, ahead
+ * of the ordered ones: the kernel pins and looks up pages per piece, and that, not the
+ * copy, is most of what a small read costs (a cold one more than the bytes). */
+#define PF_RANGE_TWICE 2
+#define PF_LOOSE       4
+#define PF_MERGE_GAP   1024        /* < a page: a gap touches only its neighbours' pages */
+#define PF_RUN_MAX     (16u << 10) /* the largest merged piece */
 
 /* Reads LEN bytes at ADDR: from the batch when a region covers it, else from the target.
  * Records the region for the next sample (RANGE: a region others may fall inside, e.g. a

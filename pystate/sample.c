@@ -128,6 +128,13 @@ static int pf(pystate_target_t *t, raddr_t addr, void *buf, size_t len)
     return pystate__pf_read(t->prefetch, t->mem, addr, buf, len, 0);
 }
 
+/* A read whose moment in the batch does not matter (PF_LOOSE): list heads, a chunk's size, a
+ * code object's key or bytecode, the GIL's holder. Frames and thread states go through pf(). */
+static int pf_loose(pystate_target_t *t, raddr_t addr, void *buf, size_t len)
+{
+    return pystate__pf_read(t->prefetch, t->mem, addr, buf, len, PF_LOOSE);
+}
+
 /* Brent's cycle detection over a chain of frame addresses: a torn chain may loop through
  * any number of frames, not only to itself. */
 typedef struct cycle {
@@ -156,9 +163,9 @@ static int list_threads(pystate_target_t *t, pystate_snapshot_t *s)
     raddr_t interp = 0;
     int err;
     if (t->runtime)
-        err = pf(t, t->runtime + (uint64_t)L->runtime_interpreters_head, &interp, 8);
+        err = pf_loose(t, t->runtime + (uint64_t)L->runtime_interpreters_head, &interp, 8);
     else
-        err = pf(t, t->interp_head_addr, &interp, 8);
+        err = pf_loose(t, t->interp_head_addr, &interp, 8);
     if (err)
         return err == SCRY_E_FAULT ? SCRY_E_CORRUPT : err;
     size_t tsize = L->tstate_size > 0 && L->tstate_size < TSTATE_READ_MAX ? (size_t)L->tstate_size
@@ -174,11 +181,12 @@ static int list_threads(pystate_target_t *t, pystate_snapshot_t *s)
             break;
         }
         uint8_t ibuf[24];
-        err = pf(t, interp + (uint64_t)L->interp_next, ibuf, 8);
+        err = pf_loose(t, interp + (uint64_t)L->interp_next, ibuf, 8);
         if (!err)
-            err = pf(t, interp + (uint64_t)L->interp_tstate_head, ibuf + 8, 8);
+            err = pf_loose(t, interp + (uint64_t)L->interp_tstate_head, ibuf + 8, 8);
         if (!err)
-            err = pf(t, interp + (uint64_t)(L->interp_id >= 0 ? L->interp_id : 0), ibuf + 16, 8);
+            err = pf_loose(t, interp + (uint64_t)(L->interp_id >= 0 ? L->interp_id : 0), ibuf + 16,
+                           8);
         if (err == SCRY_E_FAULT)
             return ni == 0 ? SCRY_E_CORRUPT : 0;
         if (err)
@@ -253,7 +261,7 @@ static int read_frame_root(pystate_target_t *t, thread_work_t *w)
     if (!w->chunk || !w->top_frame || L->chunk_size < 0)
         return 0;
     uint64_t size = 0;
-    if (pf(t, w->chunk + (uint64_t)L->chunk_size, &size, 8) != 0 || size < 64 ||
+    if (pf_loose(t, w->chunk + (uint64_t)L->chunk_size, &size, 8) != 0 || size < 64 ||
         size > (1ull << 30))
         return 0;
     /* Read the chunk up to just past the top frame when that lies inside it. */
@@ -503,8 +511,8 @@ static int resolve_thread(pystate_target_t *t, pystate_snapshot_t *s, size_t i)
                  * sample: a frame keeps its code object alive). */
                 code = (pystate_code_t *)pystate__code_checked(t, r->code);
                 if (!code) {
-                    int kerr =
-                        pf(t, r->code + (uint64_t)t->code_key_start, key, (size_t)t->code_key_len);
+                    int kerr = pf_loose(t, r->code + (uint64_t)t->code_key_start, key,
+                                        (size_t)t->code_key_len);
                     code = kerr ? NULL : (pystate_code_t *)pystate__code_get(t, r->code, key);
                 }
                 last_code = r->code;
@@ -537,7 +545,7 @@ static int resolve_thread(pystate_target_t *t, pystate_snapshot_t *s, size_t i)
                     uint32_t at = 0;
                     uint8_t opc = 0;
                     if (pystate__pf_read(t->prefetch, t->mem, r->code + (uint64_t)L->code_adaptive,
-                                         t->bytecode_buf, blen, 1) == 0 &&
+                                         t->bytecode_buf, blen, 1 | PF_LOOSE) == 0 &&
                         pystate_opcode_find_instruction(L->major, L->minor, t->bytecode_buf, blen,
                                                         r->offset, &at, &opc) == 0)
                         op = opc;
@@ -561,17 +569,17 @@ static void mark_gil(pystate_target_t *t, pystate_snapshot_t *s)
     raddr_t holder = 0;
     int known = 0;
     if (t->tstate_current_addr) {
-        known = pf(t, t->tstate_current_addr, &holder, 8) == 0;
+        known = pf_loose(t, t->tstate_current_addr, &holder, 8) == 0;
     } else {
         raddr_t gil = 0;
         if (L->runtime_gil >= 0 && t->runtime)
             gil = t->runtime + (uint64_t)L->runtime_gil;
         else if (L->interp_gil_ptr >= 0 && s->count)
-            pf(t, s->work[0].interp + (uint64_t)L->interp_gil_ptr, &gil, 8);
+            pf_loose(t, s->work[0].interp + (uint64_t)L->interp_gil_ptr, &gil, 8);
         if (gil && L->gil_locked >= 0 && L->gil_last_holder >= 0) {
             int32_t locked = 0;
-            known = pf(t, gil + (uint64_t)L->gil_locked, &locked, 4) == 0 &&
-                    pf(t, gil + (uint64_t)L->gil_last_holder, &holder, 8) == 0;
+            known = pf_loose(t, gil + (uint64_t)L->gil_locked, &locked, 4) == 0 &&
+                    pf_loose(t, gil + (uint64_t)L->gil_last_holder, &holder, 8) == 0;
             if (!known || !locked)
                 holder = 0;
         }
@@ -716,7 +724,7 @@ int pystate_sample(pystate_target_t *t, pystate_snapshot_t *s)
     }
     mark_gil(t, s);
     uint64_t fin = 0;
-    s->finalizing = t->finalizing_addr && pf(t, t->finalizing_addr, &fin, 8) == 0 && fin != 0;
+    s->finalizing = t->finalizing_addr && pf_loose(t, t->finalizing_addr, &fin, 8) == 0 && fin != 0;
     assign_names(t, s);
     t->stats.threads_read += nread;
     return 0;
@@ -736,7 +744,7 @@ int32_t pystate__tid_from_pthread(pystate_target_t *t, uint64_t pthread_id)
         return 0;
     if (t->pthread_tid_offset >= 0) {
         int32_t tid = 0;
-        if (pf(t, pthread_id + (uint64_t)t->pthread_tid_offset, &tid, 4) != 0)
+        if (pf_loose(t, pthread_id + (uint64_t)t->pthread_tid_offset, &tid, 4) != 0)
             return 0;
         return tid;
     }
