@@ -97,6 +97,14 @@ static void lookup(struct unwind *u, uint64_t ip, int is_return, unwind_sym_t *o
     memset(out, 0, sizeof *out);
     out->ip = ip;
     uint64_t at = is_return && ip > 0 ? ip - 1 : ip;
+    for (size_t i = 0; i < UNWIND_SYM_RANGES; i++) {
+        if (at >= u->ranges[i].lo && at < u->ranges[i].hi) {
+            *out = u->ranges[i].sym;
+            out->ip = ip;
+            out->offset = ip - u->ranges[i].lo;
+            return;
+        }
+    }
     unwind_obj_t *o = unwind__obj_find(u, at);
     if (!o) {
         /* Not a file: [vdso], anonymous (JIT) code... name the mapping if it has a name. */
@@ -128,6 +136,12 @@ static void lookup(struct unwind *u, uint64_t ip, int is_return, unwind_sym_t *o
     out->symbol = strtab_intern(u->strings, sym.name);
     out->offset = ip - o->bias - sym.value;
     out->is_eval = (uint8_t)unwind__eval_kind(sym.raw_name ? sym.raw_name : sym.name);
+    if (sym.size > 0 && sym.size < (1u << 24) && at - o->bias - sym.value < sym.size) {
+        struct unwind_sym_range *r = &u->ranges[u->ranges_next++ % UNWIND_SYM_RANGES];
+        r->lo = o->bias + sym.value;
+        r->hi = r->lo + sym.size;
+        r->sym = *out;
+    }
 }
 
 void unwind__symbolize(struct unwind *u, uint64_t ip, int is_return, unwind_sym_t *out)
@@ -163,4 +177,5 @@ void unwind__syms_fini(struct unwind *u)
     }
     free(u->syms);
     u->syms = NULL;
+    memset(u->ranges, 0, sizeof u->ranges);
 }

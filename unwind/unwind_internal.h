@@ -57,6 +57,8 @@ typedef struct unwind_obj {
     unw_dyn_info_t di; /* UNW_INFO_FORMAT_REMOTE_TABLE over the target's .eh_frame_hdr */
 } unwind_obj_t;
 
+#define UNWIND_SYM_RANGES 8
+
 typedef struct unwind_sym {
     uint64_t ip; /* 0 = empty */
     const char *symbol;
@@ -104,6 +106,13 @@ struct unwind {
 
     /* symbols */
     unwind_sym_t *syms;
+    /* the last functions found, by address range: an IP not seen before inside one of them
+     * (the eval loop's, mostly) needs no symbol table search */
+    struct unwind_sym_range {
+        uint64_t lo, hi; /* [lo, hi) in the target; hi = 0: empty */
+        unwind_sym_t sym;
+    } ranges[UNWIND_SYM_RANGES];
+    unsigned ranges_next;
 
     unwind_stats_t st;
 };
