@@ -20,15 +20,18 @@ typedef struct sampler sampler_t;
 /* What to sample and how; zero is a valid default (100 Hz, auto back end, on-CPU threads
  * only, nothing stopped). */
 typedef struct sampler_opts {
-    double rate_hz;      /* rounds per second; <= 0: 100 */
-    const char *backend; /* "perf", "ptrace", "auto" or NULL (= auto) */
-    int instant;         /* one instant of every thread (dump): auto chooses ptrace */
-    int idle;            /* threads off CPU too */
-    int threads;         /* a root frame per thread (its name) */
-    int blocking;        /* stop the threads while reading (consistent stacks) */
-    int native;          /* native frames merged with Python's */
-    int gil;             /* only threads holding the GIL */
-    int async_labels;    /* asyncio task root frames (record --async) */
+    double rate_hz;                /* rounds per second; <= 0: 100 */
+    const char *backend;           /* "perf", "ptrace", "auto" or NULL (= auto) */
+    int instant;                   /* one instant of every thread (dump): auto chooses ptrace */
+    int idle;                      /* threads off CPU too */
+    int threads;                   /* a root frame per thread (its name) */
+    int blocking;                  /* stop the threads while reading (consistent stacks) */
+    int native;                    /* native frames merged with Python's */
+    int gil;                       /* only threads holding the GIL */
+    int async_labels;              /* asyncio task root frames (record --async) */
+    double list_every_s;           /* perf back end: the thread list reread this often (<= 0: every
+                                    * 20 ticks, 0.2 to 1 s; the daemon, which needs no new thread
+                                    * sooner than its targets, says 1) */
     pystate_open_opts_t open_opts; /* how to open the program a target execs */
 } sampler_opts_t;
 
@@ -41,14 +44,14 @@ typedef struct sampler_stats {
     uint64_t late;    /* rounds that started more than half an interval late */
     uint64_t late_total_ns;
     uint64_t late_max_ns;
-    uint64_t busy_ns;   /* time spent sampling (CPU cost) */
-    uint64_t gil_ticks; /* rounds where some thread held the GIL */
-    uint64_t lost;      /* perf back end: records the kernel dropped or scry rejected */
-    uint64_t execs;           /* times the process exec'd a new Python program, followed */
-    uint64_t read_records;    /* perf back end: records whose Python stack was read, and */
-    uint64_t read_delay_ns;   /* the time from each record to that read, summed */
+    uint64_t busy_ns;       /* time spent sampling (CPU cost) */
+    uint64_t gil_ticks;     /* rounds where some thread held the GIL */
+    uint64_t lost;          /* perf back end: records the kernel dropped or scry rejected */
+    uint64_t execs;         /* times the process exec'd a new Python program, followed */
+    uint64_t read_records;  /* perf back end: records whose Python stack was read, and */
+    uint64_t read_delay_ns; /* the time from each record to that read, summed */
     uint64_t read_delay_max_ns;
-    int finalizing;     /* the interpreter was tearing down at the last tick */
+    int finalizing; /* the interpreter was tearing down at the last tick */
     int target_exited;
 } sampler_stats_t;
 

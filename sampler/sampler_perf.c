@@ -409,6 +409,8 @@ int sampler__perf_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
         every = PERF_LIST_NS;
     if (every > PERF_LIST_MAX_NS)
         every = PERF_LIST_MAX_NS;
+    if (s->opts.list_every_s > 0 && s->opts.list_every_s <= 60)
+        every = (uint64_t)(s->opts.list_every_s * 1e9);
     if (p->stale || t0 - p->last_list_ns >= every) {
         /* A process whose threads' events gave records since the last listing was alive
          * then: its pid cannot have gone to another process so soon (that needs the
