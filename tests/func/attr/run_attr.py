@@ -537,6 +537,47 @@ def t_fresh_stacks(c):
     return detail
 
 
+BLOCKING_EXCESS_MAX = 15.0  # points of the clock line's share over the perf sampler's
+
+
+@test("blocking_clock_line")
+def t_blocking_clock_line(c):
+    """Where --blocking's stops land: in a loop of a clock line (a system call every ~90 us)
+    and a line of 3,000 additions, beside a napping thread, the clock line's share of the
+    two lines with --blocking against its share with the perf sampler (CPU time, exact by
+    construction), both printed beside the workload's own estimate. A stop asked of a
+    running thread is taken when the kick reaches its CPU, or at the exit of a system call
+    it enters before that, whichever is first: on this VM that pulls 2-8 points of the
+    samples onto the clock line (docs/accuracy.md, "--blocking"; not fixed). The test holds
+    the excess under 15 points: in the containers suite it was once 15-35% against 4-5%."""
+    if c.sampler == "ptrace":
+        raise Skip("compares --blocking with the perf sampler: run once, with perf")
+    sampler_property(c)
+    p, ready = c.workload("stacks.py", ["--mode", "clock"])
+    lines = ready["lines"]
+    shares, rows = {}, []
+    for name, extra in (("perf", ["--sampler", "perf"]), ("blocking", ["--blocking"])):
+        prof = os.path.join(c.tmp, "clock-%s.json" % name)
+        res = c.scry_ok(["record", "--pid", ready["pid"], "--rate", 500, "--duration", 3,
+                         "--format", "json", "-o", prof] + extra)
+        with open(prof) as f:
+            rep = json.load(f)
+        mine = dict((l["line"], l["samples"]) for l in rep["lines"]
+                    if os.path.basename(l.get("file", "")) == "stacks.py")
+        clock, adds = mine.get(lines["clock"], 0), mine.get(lines["adds"], 0)
+        check(clock + adds >= 100, "%s: %d samples on the two lines (%s)" % (
+            name, clock + adds, short(res.err)))
+        shares[name] = 100.0 * clock / (clock + adds)
+        hz = re.search(r"\(([0-9.]+) Hz achieved\)", res.err)
+        rows.append("%s %.1f%% of %d (%s Hz)" % (name, shares[name], clock + adds,
+                                                  hz.group(1) if hz else "?"))
+    detail = "clock line: %s; the workload's estimate %.1f%%" % (
+        ", ".join(rows), 100.0 * ready["clock_share"])
+    check(shares["blocking"] - shares["perf"] <= BLOCKING_EXCESS_MAX,
+          "--blocking's stops pulled onto the clock line: " + detail)
+    return detail
+
+
 class StopWatcher(threading.Thread):
     """Polls every thread's state of PID about every millisecond; records the longest
     continuous ptrace/job-control stop ('t'/'T') seen per thread."""

@@ -9,6 +9,9 @@
 --mode burst  call_hash() for about 15 ms of CPU, then call_nap(): time.sleep(20 ms), in
               a loop: the nap line uses almost no CPU (its thread CPU time is measured and
               given in the ready file, as a share of the loop's CPU)
+--mode clock  clock_loop(): a line that reads the CPU clock (a system call) and a line of
+              3,000 additions, in turn, beside a napping thread; the ready file gives the
+              clock line's share of the two lines' CPU, estimated from timing each alone
 CPU modes loop until SIGTERM; blocking modes block until SIGTERM (the default action
 ends them). Ready (with pid and the caller's line) once the first call is under way.
 """
@@ -47,6 +50,44 @@ def call_nap():
 
 def call_recv(sock):
     return sock.recv(1)  #@recv@
+
+
+def clock_loop(ready, args):
+    clock = time.process_time  # one busy thread: the process's CPU time is its own
+    x = 0
+    rounds = 0
+    while not Stop.flag:
+        end = clock() + 0.02
+        while clock() < end:  #@clock@
+            for i in range(3000): x += i  # noqa: E701  #@adds@
+        rounds += 1
+        if rounds == 10:
+            ready["lines"] = marker_lines(os.path.abspath(__file__))
+            ready["clock_share"] = clock_share(clock)
+            write_json(args.ready, ready)
+
+
+def clock_share(clock):
+    """The clock line's CPU over both lines', from the best of 5 timings of each alone."""
+    n, best_c, best_a = 2000, None, None
+    for _ in range(5):
+        t0 = clock()
+        for _ in range(n):
+            clock() < 0
+        c = (clock() - t0) / n
+        t0 = clock()
+        x = 0
+        for _ in range(20):
+            for i in range(3000): x += i  # noqa: E701
+        a = (clock() - t0) / 20
+        best_c = c if best_c is None else min(best_c, c)
+        best_a = a if best_a is None else min(best_a, a)
+    return best_c / (best_c + best_a)
+
+
+def napper():
+    while not Stop.flag:
+        time.sleep(0.5)
 
 
 def burst(args, ready):
@@ -100,6 +141,12 @@ def main():
         call, cargs = call_hash, (os.urandom(1 << 24),)
     elif args.mode == "burst":
         burst(args, ready)
+        return
+    elif args.mode == "clock":
+        t = threading.Thread(target=napper, name="napper")
+        t.daemon = True
+        t.start()
+        clock_loop(ready, args)
         return
     elif args.mode == "numpy":
         import numpy as np
