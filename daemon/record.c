@@ -466,6 +466,10 @@ static void print_summary(const recording_t *r, const report_end_t *end, const c
     if (st->lost)
         ll += (size_t)snprintf(lostbuf, sizeof lostbuf, ", %llu records lost",
                                (unsigned long long)st->lost);
+    if (st->syscall_stops && ll < sizeof lostbuf)
+        ll += (size_t)snprintf(lostbuf + ll, sizeof lostbuf - ll,
+                               ", %llu stops at a system call's exit not counted",
+                               (unsigned long long)st->syscall_stops);
     if (st->execs && smp && ll < sizeof lostbuf)
         ll += (size_t)snprintf(lostbuf + ll, sizeof lostbuf - ll,
                                ", followed %llu exec%s (now Python %s)",

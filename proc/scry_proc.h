@@ -86,6 +86,11 @@ void proc_threads_free(proc_threads_t *p);
  * on the first such call. */
 char proc_threads_state(proc_threads_t *p, pid_t tid, uint64_t *wall_delta_ns);
 
+/* As proc_threads_state, from the same read, with the thread's user and system CPU time
+ * so far (fields 14 and 15: clock ticks) in *UTIME and *STIME (0 when unreadable). */
+char proc_threads_state_times(proc_threads_t *p, pid_t tid, uint64_t *wall_delta_ns,
+                              uint64_t *utime, uint64_t *stime);
+
 /* The CPU time (schedstat) thread TID used since the previous call for it, or
  * PROC_NO_DELTA on the first call. Returns 0 or SCRY_E_GONE. */
 int proc_threads_cpu(proc_threads_t *p, pid_t tid, uint64_t *cpu_delta_ns);

@@ -287,8 +287,18 @@ static thread_files_t *thread_slot(proc_threads_t *p, pid_t tid)
 
 char proc_threads_state(proc_threads_t *p, pid_t tid, uint64_t *wall_delta_ns)
 {
+    return proc_threads_state_times(p, tid, wall_delta_ns, NULL, NULL);
+}
+
+char proc_threads_state_times(proc_threads_t *p, pid_t tid, uint64_t *wall_delta_ns,
+                              uint64_t *utime, uint64_t *stime)
+{
     if (wall_delta_ns)
         *wall_delta_ns = PROC_NO_DELTA;
+    if (utime)
+        *utime = 0;
+    if (stime)
+        *stime = 0;
     if (!p || tid <= 0)
         return 0;
     thread_files_t *s = thread_slot(p, tid);
@@ -300,6 +310,10 @@ char proc_threads_state(proc_threads_t *p, pid_t tid, uint64_t *wall_delta_ns)
         close_files(s);
         return 0;
     }
+    if (utime && proc_parse_stat_u64(buf, (size_t)n, 14, utime) != 0)
+        *utime = 0;
+    if (stime && proc_parse_stat_u64(buf, (size_t)n, 15, stime) != 0)
+        *stime = 0;
     if (wall_delta_ns) {
         uint64_t now = scry_now_ns();
         if (s->last_seen_ns && now >= s->last_seen_ns)

@@ -606,6 +606,7 @@ void family_stats(const family_t *f, sampler_stats_t *out, uint64_t *torn, uint6
         out->execs += m->st.execs;
         out->read_records += m->st.read_records;
         out->read_delay_ns += m->st.read_delay_ns;
+        out->syscall_stops += m->st.syscall_stops;
         if (m->st.read_delay_max_ns > out->read_delay_max_ns)
             out->read_delay_max_ns = m->st.read_delay_max_ns;
         *torn += m->torn;

@@ -322,8 +322,8 @@ void sampler__emit(sampler_t *s, const pystate_thread_t *th, const unwind_frame_
     s->stats.samples++;
 }
 
-static void emit_thread(sampler_t *s, const pystate_thread_t *th, const task_info_t *task,
-                        uint64_t now, sampler_emit_fn emit, void *ctx)
+static void emit_thread(sampler_t *s, const pystate_thread_t *th, task_info_t *task, uint64_t now,
+                        sampler_emit_fn emit, void *ctx)
 {
     char state = task ? task->state : 0;
     size_t nn = 0;
@@ -341,8 +341,12 @@ static void emit_thread(sampler_t *s, const pystate_thread_t *th, const task_inf
     unwind_classification_t cls = {.cls = SCRY_CLASS_PYTHON};
     unwind_classify(&ut, nn ? s->native : NULL, nn, th->leaf_opclass, &cls);
     int running = state == 'R' || state == 0;
-    sampler__emit(s, th, s->native, nn, cls.cls, cls.flags, sample_weight(s, running, task),
-                  running, now, emit, ctx);
+    uint64_t weight = sample_weight(s, running, task);
+    if (task) { /* the weight of its stops not counted (tasks_stop_counts) */
+        weight += task->carry_ns;
+        task->carry_ns = 0;
+    }
+    sampler__emit(s, th, s->native, nn, cls.cls, cls.flags, weight, running, now, emit, ctx);
 }
 
 /* Whether a thread in STATE is sampled this tick (its Python stack decides the rest). */
@@ -427,6 +431,13 @@ int sampler_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
             continue;
         if (th->nframes == 0 && !th->truncated)
             continue; /* a thread with no Python frames (e.g. starting or finishing) */
+        if (task && !tasks_stop_counts(task)) {
+            uint64_t w = sample_weight(s, 1, task);
+            if (task->carry_ns < 100 * s->interval_ns)
+                task->carry_ns += w;
+            s->stats.syscall_stops++;
+            continue;
+        }
         emit_thread(s, th, task, t0, emit, ctx);
     }
     tasks_resume_all(s->tasks);

@@ -9,7 +9,8 @@
 #include <string.h>
 #include <time.h>
 
-#define TASKS_STOP_MS 20
+#define TASKS_STOP_MS         20
+#define TASKS_SHARE_MIN_TICKS 10 /* CPU clock ticks before a thread's system share is used */
 
 struct tasks {
     pid_t pid;
@@ -18,6 +19,7 @@ struct tasks {
     int stale;
     size_t n;
     task_info_t list[TASKS_MAX];
+    task_info_t old[TASKS_MAX]; /* the previous listing, while a new one is merged */
 };
 
 tasks_t *tasks_new(pid_t pid)
@@ -50,9 +52,19 @@ static int list_tasks(tasks_t *t)
     int n = proc_list_tasks(t->pid, tids, TASKS_MAX);
     if (n < 0)
         return n;
+    /* Both lists are sorted: a thread listed before keeps its entry (its stop counts). */
+    size_t old_n = t->n;
+    memcpy(t->old, t->list, old_n * sizeof *t->list);
+    size_t j = 0;
     t->n = (size_t)n;
-    for (size_t i = 0; i < t->n; i++)
-        t->list[i].tid = tids[i];
+    for (size_t i = 0; i < t->n; i++) {
+        while (j < old_n && t->old[j].tid < tids[i])
+            j++;
+        if (j < old_n && t->old[j].tid == tids[i])
+            t->list[i] = t->old[j];
+        else
+            t->list[i] = (task_info_t){.tid = tids[i], .utime0 = UINT64_MAX};
+    }
     t->listed_ns = scry_now_ns();
     t->stale = 0;
     return 0;
@@ -77,7 +89,13 @@ int tasks_refresh(tasks_t *t)
         task_info_t *ti = &t->list[i];
         ti->stopped = 0;
         ti->cpu_delta = PROC_NO_DELTA;
-        ti->state = proc_threads_state(t->files, ti->tid, &ti->wall_delta);
+        ti->at_syscall = 0;
+        ti->state =
+            proc_threads_state_times(t->files, ti->tid, &ti->wall_delta, &ti->utime, &ti->stime);
+        if (ti->utime0 == UINT64_MAX) {
+            ti->utime0 = ti->utime;
+            ti->stime0 = ti->stime;
+        }
         if (ti->state == 'R')
             proc_threads_cpu(t->files, ti->tid, &ti->cpu_delta);
         alive += ti->state != 0;
@@ -118,13 +136,36 @@ task_info_t *tasks_at(tasks_t *t, size_t i)
 
 int tasks_stop(tasks_t *t, task_info_t *task)
 {
-    (void)t;
     if (task->stopped)
         return 0;
     int err = proc_stop_thread_timeout(task->tid, TASKS_STOP_MS);
-    if (err == 0)
+    if (err == 0) {
         task->stopped = 1;
+        proc_syscall_t sc;
+        task->at_syscall =
+            task->state == 'R' && proc_read_task_syscall(t->pid, task->tid, &sc) == 0 && sc.nr >= 0;
+    }
     return err;
+}
+
+int tasks_stop_counts(task_info_t *task)
+{
+    if (!task->stopped || task->state != 'R')
+        return 1;
+    task->stops_running++;
+    if (!task->at_syscall)
+        return 1;
+    if (task->utime < task->utime0 || task->stime < task->stime0) { /* a tid reused */
+        task->utime0 = task->utime;
+        task->stime0 = task->stime;
+    }
+    uint64_t du = task->utime - task->utime0, ds = task->stime - task->stime0;
+    double share = du + ds >= TASKS_SHARE_MIN_TICKS ? (double)ds / (double)(du + ds) : 0.0;
+    if (task->syscall_kept < share * task->stops_running + 1.0) {
+        task->syscall_kept++;
+        return 1;
+    }
+    return 0;
 }
 
 size_t tasks_stop_all(tasks_t *t)

@@ -24,6 +24,13 @@ typedef struct task_info {
     uint64_t cpu_delta;  /* CPU ns since it was last seen running, PROC_NO_DELTA unknown */
     uint64_t wall_delta; /* wall ns since its previous refresh, PROC_NO_DELTA unknown */
     uint8_t stopped;     /* stopped by tasks_stop */
+    uint8_t at_syscall;  /* running when asked, and stopped at a system call's exit */
+    /* Kept across refreshes while the thread lives (tasks_stop_counts): */
+    uint64_t utime, stime;   /* its user and system CPU so far (clock ticks) */
+    uint64_t utime0, stime0; /* the same when first listed */
+    uint32_t stops_running;  /* stops of it asked while it ran */
+    uint32_t syscall_kept;   /* of those, taken at a system call's exit and counted */
+    uint64_t carry_ns;       /* weight of its stops not counted, for its next sample */
 } task_info_t;
 
 /* Creates the table for process PID. NULL when out of memory. */
@@ -48,6 +55,17 @@ task_info_t *tasks_at(tasks_t *t, size_t i);
 /* Stops thread TID (PTRACE_SEIZE + PTRACE_INTERRUPT, bounded wait). Returns 0 or a
  * negative code; a thread that does not stop in time is left running. */
 int tasks_stop(tasks_t *t, task_info_t *task);
+
+/* Whether a sample of TASK, stopped by tasks_stop, counts. A stop asked of a running
+ * thread is taken when the kick reaches its CPU, or at the exit of a system call the thread
+ * enters before that: on a VM, where the kick takes microseconds, a line that makes a
+ * system call every few dozen microseconds caught several times its share of the stops
+ * (docs/accuracy.md, "--blocking"). Which of those stops were in the call already cannot
+ * be told apart, but how many there should be can: the thread's system time over its user
+ * plus system time (the kernel's own accounting) times its stops while running. Stops at a
+ * system call's exit beyond that count are not counted (returns 0; their weight goes to
+ * the thread's next sample, carry_ns); every other sample counts (returns 1). */
+int tasks_stop_counts(task_info_t *task);
 
 /* Stops every listed thread. Returns how many stopped. */
 size_t tasks_stop_all(tasks_t *t);

@@ -537,19 +537,20 @@ def t_fresh_stacks(c):
     return detail
 
 
-BLOCKING_EXCESS_MAX = 15.0  # points of the clock line's share over the perf sampler's
+BLOCKING_EXCESS_MAX = 4.0  # points of the clock line's share over the perf sampler's
 
 
 @test("blocking_clock_line")
 def t_blocking_clock_line(c):
     """Where --blocking's stops land: in a loop of a clock line (a system call every ~90 us)
     and a line of 3,000 additions, beside a napping thread, the clock line's share of the
-    two lines with --blocking against its share with the perf sampler (CPU time, exact by
-    construction), both printed beside the workload's own estimate. A stop asked of a
-    running thread is taken when the kick reaches its CPU, or at the exit of a system call
-    it enters before that, whichever is first: on this VM that pulls 2-8 points of the
-    samples onto the clock line (docs/accuracy.md, "--blocking"; not fixed). The test holds
-    the excess under 15 points: in the containers suite it was once 15-35% against 4-5%."""
+    two lines with --blocking is at most 4 points above its share with the perf sampler
+    (CPU time, exact by construction); both are printed beside the workload's own
+    estimate. A stop asked of a running thread is taken when the kick reaches its CPU, or
+    at the exit of a system call it enters before that: on this VM that pulled 2-8 points
+    of the samples onto the clock line (once 15-35% in the containers suite) until stops at
+    a system call's exit beyond the thread's system time stopped counting
+    (tasks_stop_counts; docs/accuracy.md, "--blocking")."""
     if c.sampler == "ptrace":
         raise Skip("compares --blocking with the perf sampler: run once, with perf")
     sampler_property(c)

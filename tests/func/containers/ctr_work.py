@@ -2,9 +2,9 @@
 
 Threads: "burner" spends its own CPU time (time.thread_time) 75/25 on burn_a/burn_b in
 rounds of 31.7 ms and counts what each really got (30,000 additions, about 1 ms, between
-two clock reads: --blocking's stops land on the clock's syscall line far more often than
+two clock reads: --blocking's stops landed on the clock's syscall line far more often than
 its CPU share, 15-35% of the function's samples with 3,000, so the marked line is kept far
-ahead; that bias is an open item of issue 11); "napper" sleeps in nap() and the main
+ahead; that bias is now corrected and tested by attr's blocking_clock_line); "napper" sleeps in nap() and the main
 thread in main_wait() (0.5 s naps: idle nearly all the time, even on a loaded machine). --ready gets the ids the process sees (its own namespace's:
 os.getpid() is 1) and the marked lines; on SIGTERM --out gets the CPU each function got.
 """
