@@ -301,22 +301,10 @@ static int read_cpu_ticks(serve_target_t *t, uint64_t *ticks)
     ssize_t n = pread(t->stat_fd, buf, sizeof buf - 1, 0);
     if (n <= 0)
         return SCRY_E_GONE;
-    buf[n] = '\0';
-    char *s = strrchr(buf, ')');
-    if (!s)
+    uint64_t ut = 0, stime = 0; /* fields 14 and 15: user and system clock ticks */
+    if (proc_parse_stat_u64(buf, (size_t)n, 14, &ut) != 0 ||
+        proc_parse_stat_u64(buf, (size_t)n, 15, &stime) != 0)
         return SCRY_E_GONE;
-    /* fields after ") ": 3 state ... 14 utime 15 stime */
-    unsigned long long ut = 0, stime = 0;
-    int field = 2;
-    for (char *p = s + 1; *p && field < 15; p++) {
-        if (*p != ' ')
-            continue;
-        field++;
-        if (field == 14)
-            ut = strtoull(p + 1, NULL, 10);
-        else if (field == 15)
-            stime = strtoull(p + 1, NULL, 10);
-    }
     *ticks = ut + stime;
     return 0;
 }
