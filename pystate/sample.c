@@ -445,6 +445,14 @@ static void walk_interpreter_frames(pystate_target_t *t, thread_work_t *w)
             if (instr >= start && instr - start < (1u << 26)) {
                 offset = (uint32_t)(instr - start);
                 has = 1;
+            } else if (w->nraw > 0) {
+                /* Not started (3.11/3.12 keep prev_instr one before the first instruction
+                 * until it runs), yet the caller of a frame above: a newer top over an
+                 * older copy of the chunk, where the frame above is a stale slot (a dump of
+                 * 3.11 showed chain_b at line 0 under chain_c, CI) */
+                w->torn = 1;
+                t->stats.torn++;
+                return;
             }
             int entry =
                 L->iframe_is_entry >= 0 ? pystate__u8_at(buf, len, L->iframe_is_entry) != 0 : 0;
