@@ -145,7 +145,7 @@ void pystate__pf_plan(pystate_prefetch_t *pf, raddr_t addr, size_t len, int rang
                                     .len = (uint32_t)len,
                                     .range = (uint8_t)(range != 0),
                                     .twice = (uint8_t)twice,
-                                    .loose = (uint8_t)(loose && len <= PF_RUN_MAX)};
+                                    .loose = (uint8_t)loose};
     s->bytes += len * (twice ? 2 : 1);
     size_t i = pf_slot(addr);
     while (s->hash[i])

@@ -17,6 +17,7 @@ struct tasks {
     proc_threads_t *files;
     uint64_t listed_ns;
     int stale;
+    int stops; /* tasks_stop was called: from then on each refresh reads the CPU times */
     size_t n;
     task_info_t list[TASKS_MAX];
     task_info_t old[TASKS_MAX]; /* the previous listing, while a new one is merged */
@@ -90,9 +91,10 @@ int tasks_refresh(tasks_t *t)
         ti->stopped = 0;
         ti->cpu_delta = PROC_NO_DELTA;
         ti->at_syscall = 0;
-        ti->state =
-            proc_threads_state_times(t->files, ti->tid, &ti->wall_delta, &ti->utime, &ti->stime);
-        if (ti->utime0 == UINT64_MAX) {
+        ti->state = t->stops ? proc_threads_state_times(t->files, ti->tid, &ti->wall_delta,
+                                                        &ti->utime, &ti->stime)
+                             : proc_threads_state(t->files, ti->tid, &ti->wall_delta);
+        if (t->stops && ti->utime0 == UINT64_MAX) {
             ti->utime0 = ti->utime;
             ti->stime0 = ti->stime;
         }
@@ -138,6 +140,7 @@ int tasks_stop(tasks_t *t, task_info_t *task)
 {
     if (task->stopped)
         return 0;
+    t->stops = 1;
     int err = proc_stop_thread_timeout(task->tid, TASKS_STOP_MS);
     if (err == 0) {
         task->stopped = 1;
@@ -153,7 +156,7 @@ int tasks_stop_counts(task_info_t *task)
     if (!task->stopped || task->state != 'R')
         return 1;
     task->stops_running++;
-    if (!task->at_syscall)
+    if (!task->at_syscall || task->utime0 == UINT64_MAX) /* no CPU times read yet */
         return 1;
     if (task->utime < task->utime0 || task->stime < task->stime0) { /* a tid reused */
         task->utime0 = task->utime;
