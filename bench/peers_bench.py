@@ -173,9 +173,10 @@ def slow_once(a, how, units):
                          stdout=subprocess.PIPE)
     p.stdout.readline()
     prof = None
-    if how == "scry":
+    if how.startswith("scry"):
+        extra = ["--sampler", "ptrace"] if how == "scry ptrace" else []
         prof = subprocess.Popen([a.scry, "record", "--pid", str(p.pid), "--rate", "1000", "-q",
-                                 "--format", "collapsed", "-o", "/tmp/pb-slow.txt"],
+                                 "--format", "collapsed", "-o", "/tmp/pb-slow.txt"] + extra,
                                 stderr=subprocess.DEVNULL)
     elif how == "austin":
         prof = subprocess.Popen([a.austin, "-i", "1ms", "-p", str(p.pid), "-o", "/tmp/pb-slow.a"],
@@ -191,7 +192,7 @@ def slow_once(a, how, units):
 
 
 def bench_slowdown(a, res):
-    rows = {"unprofiled": [], "scry": [], "austin": []}
+    rows = {"unprofiled": [], "scry": [], "scry ptrace": [], "austin": []}
     for _ in range(a.reps + 2):
         for how in rows:
             rows[how].append(slow_once(a, how, a.units))

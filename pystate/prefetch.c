@@ -303,6 +303,19 @@ int pystate__pf_read(pystate_prefetch_t *pf, rmem_t *m, raddr_t addr, void *buf,
 {
     pf_set_t *s = pf->cur;
     pf_region_t *r = pf->direct ? NULL : find_exact(s, addr);
+    /* A loose exact read inside a range read anyway (a chunk's size field inside the
+     * chunk) is served from the range, which alone is planned again: one piece less to
+     * pin and copy. */
+    if (!pf->direct && range == PF_LOOSE && r && !r->range) {
+        for (size_t i = 0; i < s->nranges; i++) {
+            pf_region_t *c = &s->regions[s->ranges[i]];
+            if (c->valid && addr >= c->addr && addr - c->addr <= c->len &&
+                len <= c->len - (addr - c->addr)) {
+                r = NULL;
+                break;
+            }
+        }
+    }
     if (!pf->direct && !(r && r->valid && len <= r->len)) {
         r = NULL;
         for (size_t i = 0; i < s->nranges; i++) {

@@ -16,6 +16,8 @@
 
 #define SAMPLER_MAX_FRAMES (PYSTATE_MAX_DEPTH + UNWIND_MAX_DEPTH + 3 + PYSTATE_ASYNC_LABEL_DEPTH)
 #define SAMPLER_LABELS     1024
+/* The longest wait of the perf back end for a record, without --idle (sampler_run). */
+#define SAMPLER_QUIET_WAIT_NS 20000000ull
 
 typedef struct thread_label {
     pid_t tid;

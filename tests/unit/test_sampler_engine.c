@@ -1,7 +1,8 @@
 /* test_sampler_engine.c - the sampler library against a real interpreter.
  *
- * The target's main thread spins in spin() (always on a CPU) and a thread named 'napper'
- * sleeps in nap() (never on a CPU). Known answers: with the ptrace back end and idle
+ * The target's main thread spins in spin() (always on a CPU; it says READY from inside
+ * spin(), so that a loaded machine cannot catch it still at module level) and a thread
+ * named 'napper' sleeps in nap() (never on a CPU). Known answers: with the ptrace back end and idle
  * threads off, every tick samples the spinning thread in spin() and never the napper; with
  * idle on, both, the napper in nap(); --threads puts "thread TID (NAME)" at the root; a run
  * of 0.6 s at 100 Hz takes at most 60 (+2) rounds, each with the spinner in spin() (a
@@ -24,8 +25,8 @@ static const char script[] = "import threading, time\n"
                              "        time.sleep(10)\n"
                              "threading.Thread(target=nap, name='napper', daemon=True).start()\n"
                              "time.sleep(0.2)\n"
-                             "print('READY', flush=True)\n"
                              "def spin():\n"
+                             "    print('READY', flush=True)\n"
                              "    x = 0\n"
                              "    while True:\n"
                              "        x = (x + 1) % 1000003\n"
