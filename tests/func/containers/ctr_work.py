@@ -59,7 +59,10 @@ def nap():
         time.sleep(0.5)  #@nap@
 
 
-def main_wait(out):
+def main_wait(out, ready, facts):
+    # Ready is written from in here, so that a dump taken as soon as it appears finds
+    # main_wait (and its argument out) on the main thread's stack.
+    write_json(ready, facts)
     while not stop.is_set():
         time.sleep(0.5)  #@main_wait@
     write_json(out, {"cpu_s": dict(spent)})
@@ -82,10 +85,9 @@ def main():
     threading.Thread(target=nap, name="napper", daemon=True).start()
     while len(tids) < 3 or spent["burn_a"] < 0.1:
         time.sleep(0.01)
-    write_json(ready, {"pid": os.getpid(), "tids": tids, "file": __file__,
-                       "lines": dict((k, marker(k)) for k in
-                                     ("burn_a", "burn_b", "nap", "main_wait"))})
-    main_wait(out)
+    main_wait(out, ready, {"pid": os.getpid(), "tids": tids, "file": __file__,
+                           "lines": dict((k, marker(k)) for k in
+                                         ("burn_a", "burn_b", "nap", "main_wait"))})
 
 
 main()
