@@ -598,9 +598,9 @@ int sampler_run(sampler_t *s, double duration_s, volatile sig_atomic_t *stop, sa
                 next = end;
         }
         if (perf) {
-            /* The tick waits up to half an interval for a record (whose read does the
-             * tick's work): a busy thread then costs one wake-up per sample, not one for
-             * its record and another for the tick. */
+            /* The tick waits for a record (whose read does the tick's work): a busy thread
+             * then costs one wake-up per sample, not one for its record and another for
+             * the tick. Up to half an interval with --idle, else up to quiet_wait. */
             uint64_t wake = next + (quiet_ok ? quiet_wait : s->interval_ns / 2);
             if (wake > end)
                 wake = end;
