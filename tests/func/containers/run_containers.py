@@ -13,8 +13,9 @@ of every thread, thread names, idle flags, --native frames named, --json, --loca
 --container and a pid reused while it dumps), record with known-answer CPU shares and exact
 lines (perf, ptrace and --blocking), source text read inside the root (text and HTML
 reports), the container id in the summary line, dump header, JSON (`target.container`) and
-pprof labels. Needs root, unshare and a writable cgroup hierarchy (strace for the pid-reuse
-test); without them the tests are skipped with the reason. About 55 s.
+pprof labels, and scry serve selecting the container by id (its windows named and indexed
+with the id, known shares in them). Needs root, unshare and a writable cgroup hierarchy (strace for the pid-reuse
+test); without them the tests are skipped with the reason. About 60 s.
 Stdlib only; one line "PASS|FAIL|SKIP name: detail" per test, then "N passed, N failed, N
 skipped"; exit 1 on a failure.
 """
@@ -579,6 +580,80 @@ def t_top(c):
     share = 100.0 * rows.get("burn_a", 0) / tot if tot else 0
     check(abs(share - 75) <= 12, "burn_a %.1f%% of the two (truth about 75%%)" % share)
     return "header %s; burn_a %.1f%% of the two" % (res.out.splitlines()[0][:80], share)
+
+
+def collapsed_shares(path):
+    """burn_a's share of burn_a + burn_b in a collapsed file (each stack counted for its
+    leaf-most of the two), and their samples."""
+    got = {"burn_a": 0, "burn_b": 0}
+    with open(path) as f:
+        for frames, n in st.parse_collapsed(f.read()):
+            for fn in reversed(frames):
+                if fn.split(" ")[0] in got:
+                    got[fn.split(" ")[0]] += n
+                    break
+    tot = got["burn_a"] + got["burn_b"]
+    return (100.0 * got["burn_a"] / tot if tot else 0.0), tot
+
+
+@tests("serve")
+def t_serve(c):
+    """scry serve on the host, selecting by container id (a 12-hex prefix): the
+    containerised target is found, `scry ctl list` names its container, its windows carry
+    the id (index.json, file names) and the burner's two functions keep their 75/25 share
+    in the collapsed stacks; SIGTERM writes the last window and leaves the target running."""
+    cg = needs("v2")
+    c.hpid, truth = start_container(c, cg)
+    out, sock = c.path("serve-out"), c.path("serve.sock")
+    log = c.path("serve.log")
+    d = c.spawn([c.scry_path, "serve", "--config", "/dev/null", "--out-dir", out, "--socket",
+                 sock, "--interval", 2, "--rate", 97, "--container", CG.id2[:12]],
+                log_name="serve.log")
+
+    def err():
+        with open(log, "rb") as f:
+            return st.short(f.read().decode("utf-8", "replace"), 600)
+    # the first window is cut short by the daemon's start (windows end on multiples of
+    # the interval): wait for one with the samples of most of a window
+    listed, wins = None, []
+    deadline = st.Deadline(30)
+    while not deadline.expired() and not (listed and wins and wins[-1]["samples"] >= 100):
+        time.sleep(0.5)
+        check(d.poll() is None, "scry serve exited: %s" % err())
+        if not listed:
+            r = subprocess.run([c.scry_path, "ctl", "--socket", sock, "--json", "list"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+            try:
+                ts = json.loads(r.stdout.decode() or "{}").get("targets", [])
+            except ValueError:
+                ts = []
+            listed = [t for t in ts if t.get("pid") == c.hpid] or None
+        if os.path.exists(os.path.join(out, "index.json")):
+            wins = [w for w in st.load_json(os.path.join(out, "index.json"),
+                                            "index.json")["windows"] if w.get("samples")]
+    os.kill(d.pid, 15)
+    c.wait(d, 30, "scry serve")
+    check(listed, "ctl list never showed pid %d: %s" % (c.hpid, err()))
+    check(CG.id2[:12] in json.dumps(listed[0]), "ctl list: no container id in %s" % listed[0])
+    check(wins, "no window with samples within 30 s: %s" % err())
+    w = max(wins, key=lambda x: x["samples"])
+    check(w.get("container", "").startswith(CG.id2[:12]), "window's container %r, want %s"
+          % (w.get("container"), CG.id2[:12]))
+    files = w.get("files") or {}
+    check(set(files) >= {"collapsed", "svg", "pb.gz"} and
+          all(CG.id2[:12] in f and os.path.exists(os.path.join(out, f)) for f in files.values()),
+          "the window's files lack the container id or are missing: %s" % files)
+    coll = [files["collapsed"]]
+    share, n = collapsed_shares(os.path.join(out, coll[0]))
+    check(n >= 40, "only %d samples of burn_a/burn_b in %s" % (n, coll[0]))
+    check(abs(share - 75) <= 15, "burn_a %.1f%% of the two in the window (truth about 75%%)"
+          % share)
+    states = st.task_states(c.hpid)
+    check(states and not any(x in "tTZX" for x in states.values()),
+          "the target after the daemon's exit: %s" % states)
+    stop_container(c)
+    return "pid %d in %s: %d windows, the fullest %s with %d samples, burn_a %.1f%% of the two" % (
+        c.hpid, w.get("container", "")[:12], len(wins), coll[0], n, share)
 
 
 @tests("cgroup_v1")
