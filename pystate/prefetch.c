@@ -298,34 +298,31 @@ int pystate__pf_begin(pystate_prefetch_t *pf, rmem_t *m)
     return 0;
 }
 
+/* The first range region of S read this sample that holds LEN bytes at ADDR, or NULL. */
+static pf_region_t *covering_range(pf_set_t *s, raddr_t addr, size_t len)
+{
+    for (size_t i = 0; i < s->nranges; i++) {
+        pf_region_t *c = &s->regions[s->ranges[i]];
+        if (c->valid && addr >= c->addr && addr - c->addr <= c->len &&
+            len <= c->len - (addr - c->addr))
+            return c;
+    }
+    return NULL;
+}
+
 int pystate__pf_read(pystate_prefetch_t *pf, rmem_t *m, raddr_t addr, void *buf, size_t len,
                      int range)
 {
     pf_set_t *s = pf->cur;
     pf_region_t *r = pf->direct ? NULL : find_exact(s, addr);
-    /* A loose exact read inside a range read anyway (a chunk's size field inside the
-     * chunk) is served from the range, which alone is planned again: one piece less to
-     * pin and copy. */
-    if (!pf->direct && range == PF_LOOSE && r && !r->range) {
-        for (size_t i = 0; i < s->nranges; i++) {
-            pf_region_t *c = &s->regions[s->ranges[i]];
-            if (c->valid && addr >= c->addr && addr - c->addr <= c->len &&
-                len <= c->len - (addr - c->addr)) {
-                r = NULL;
-                break;
-            }
-        }
-    }
-    if (!pf->direct && !(r && r->valid && len <= r->len)) {
-        r = NULL;
-        for (size_t i = 0; i < s->nranges; i++) {
-            pf_region_t *c = &s->regions[s->ranges[i]];
-            if (c->valid && addr >= c->addr && addr - c->addr <= c->len &&
-                len <= c->len - (addr - c->addr)) {
-                r = c;
-                break;
-            }
-        }
+    int usable = r && r->valid && len <= r->len;
+    /* Else a range that covers it. A loose exact read inside a range read anyway (a
+     * chunk's size field inside the chunk) is served from the range too, which alone is
+     * planned again: one piece less to pin and copy. */
+    if (!pf->direct && (!usable || (range == PF_LOOSE && !r->range))) {
+        pf_region_t *c = covering_range(s, addr, len);
+        if (c || !usable)
+            r = c;
     }
     if (r) {
         /* a twice region serves its second (later) copy */
