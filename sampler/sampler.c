@@ -531,8 +531,8 @@ int sampler_run(sampler_t *s, double duration_s, volatile sig_atomic_t *stop, sa
      * that passed meanwhile count as taken. A wait with a near deadline costs a timer
      * armed and cancelled at every sample (a fifth of a sample's CPU in a VM). */
     int quiet_ok = perf && !s->opts.idle;
-    uint64_t quiet_wait = s->interval_ns * 2 > SAMPLER_QUIET_WAIT_NS ? s->interval_ns * 2
-                                                                      : SAMPLER_QUIET_WAIT_NS;
+    uint64_t quiet_wait =
+        s->interval_ns * 2 > SAMPLER_QUIET_WAIT_NS ? s->interval_ns * 2 : SAMPLER_QUIET_WAIT_NS;
     uint64_t woke_due = 0; /* when the last wait ended without a record: its deadline */
     if (perf)
         sampler__ask_short_slice();
