@@ -6,6 +6,7 @@
 #include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -130,6 +131,7 @@ int perfev_open(const perfev_opts_t *opts, perfev_t **out)
         p->ring_pages = pow2_at_least(pages < RING_MAX_PAGES ? pages : RING_MAX_PAGES);
     }
     p->epfd = -1;
+    p->tfd = -1;
     p->wrap = malloc(PERFEV_RECORD_MAX);
     if (!p->wrap || (opts->wake_each && (p->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0)) {
         free(p->wrap);
@@ -158,6 +160,8 @@ void perfev_free(perfev_t *p)
         thread_close(&p->threads[i]);
     if (p->epfd >= 0)
         close(p->epfd);
+    if (p->tfd >= 0)
+        close(p->tfd);
     free(p->threads);
     free(p->wrap);
     free(p);
@@ -363,6 +367,39 @@ int perfev_read(perfev_t *p, perfev_sample_fn cb, void *ctx)
     return n;
 }
 
+/* Waits at least this long end by the set's timer (arm_timer). */
+#define PERFEV_TIMER_MIN_NS 4000000ull
+
+/* Arms the set's timer to fire at DEADLINE_NS, unless it already fires before it and less
+ * than half of LEFT_NS (the wait's length) early. A wait with a timeout arms and cancels a
+ * kernel timer each time (on a VM, a fifth of a sample's CPU): records that come every
+ * millisecond would pay it at every sample. The timer instead stays armed across waits and
+ * is moved every half wait or so; a wait it ends early is one without a record, which the
+ * caller's loop takes as such. Returns 0, or -1 when no timer can be used. */
+static int arm_timer(struct perfev *p, uint64_t deadline_ns, uint64_t left_ns)
+{
+    if (p->tfd < 0) {
+        int fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+        if (fd < 0)
+            return -1;
+        struct epoll_event e = {.events = EPOLLIN, .data.fd = fd};
+        if (epoll_ctl(p->epfd, EPOLL_CTL_ADD, fd, &e) != 0) {
+            close(fd);
+            return -1;
+        }
+        p->tfd = fd;
+        p->armed_ns = 0;
+    }
+    if (p->armed_ns && p->armed_ns <= deadline_ns && deadline_ns - p->armed_ns < left_ns / 2)
+        return 0;
+    struct itimerspec it = {
+        .it_value = {(time_t)(deadline_ns / 1000000000ull), (long)(deadline_ns % 1000000000ull)}};
+    if (timerfd_settime(p->tfd, TFD_TIMER_ABSTIME, &it, NULL) != 0)
+        return -1;
+    p->armed_ns = deadline_ns;
+    return 0;
+}
+
 int perfev_wait(perfev_t *p, uint64_t deadline_ns)
 {
     struct timespec now;
@@ -378,13 +415,23 @@ int perfev_wait(perfev_t *p, uint64_t deadline_ns)
     }
     uint64_t left = deadline_ns - t;
     struct timespec ts = {(time_t)(left / 1000000000ull), (long)(left % 1000000000ull)};
+    /* Long waits (the perf back end's quiet waits) end by the set's timer; short ones by
+     * the wait's own timeout. */
+    int timed = left >= PERFEV_TIMER_MIN_NS && arm_timer(p, deadline_ns, left) == 0;
     struct epoll_event e[8];
     /* Closed descriptors leave the set by themselves: the rings are ours alone. The event
      * of a thread that exited reports a hang-up forever: it leaves the set at once (its
      * ring is read and closed at the next listing), so that it cannot keep us awake. */
-    int n = epoll_pwait2(p->epfd, e, 8, &ts, NULL);
+    int n = epoll_pwait2(p->epfd, e, 8, timed ? NULL : &ts, NULL);
     int woke = 0;
     for (int i = 0; i < n; i++) {
+        if (e[i].data.fd == p->tfd) {
+            uint64_t expirations;
+            ssize_t got = read(p->tfd, &expirations, sizeof expirations); /* clears it */
+            (void)got;
+            p->armed_ns = 0;
+            continue;
+        }
         if (e[i].events & (EPOLLHUP | EPOLLERR))
             epoll_ctl(p->epfd, EPOLL_CTL_DEL, e[i].data.fd, NULL);
         if (e[i].events & EPOLLIN)

@@ -152,12 +152,15 @@ int perfev_has_thread(const perfev_t *p, pid_t tid);
 int perfev_read(perfev_t *p, perfev_sample_fn cb, void *ctx);
 
 /* Waits until some ring holds a record (only with opts.wake_each) or the CLOCK_MONOTONIC
- * time DEADLINE_NS has come, whichever is first; a signal ends the wait early too.
- * Returns 1 when a record woke it, 0 otherwise. Reads nothing: perfev_read does. */
+ * time DEADLINE_NS has come, whichever is first; a signal ends the wait early too, and a
+ * long wait (4 ms or more) may end up to half its length early, by a timer kept armed
+ * across waits. Returns 1 when a record woke it, 0 otherwise. Reads nothing: perfev_read
+ * does. */
 int perfev_wait(perfev_t *p, uint64_t deadline_ns);
 
 /* A descriptor that polls readable when perfev_wait would wake (an epoll set of the
- * rings; only with opts.wake_each, else -1): for a caller that waits on several things. It
+ * rings; only with opts.wake_each, else -1): for a caller that waits on several things
+ * instead of perfev_wait's long waits (whose timer is in the set, and would wake it). It
  * may also stay readable for a ring whose thread exited until perfev_wait drops it: call
  * perfev_wait (with a deadline just past now) when it is. */
 int perfev_wait_fd(const perfev_t *p);

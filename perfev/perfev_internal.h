@@ -32,7 +32,9 @@ struct perfev {
     size_t nthreads, cap;
     uint8_t *wrap; /* PERFEV_RECORD_MAX bytes: records that wrap are copied here */
     perfev_stats_t st;
-    int epfd; /* opts.wake_each: every ring's descriptor, for perfev_wait; else -1 */
+    int epfd;          /* opts.wake_each: every ring's descriptor, for perfev_wait; else -1 */
+    int tfd;           /* a timer in the epoll set that ends perfev_wait's long waits, or -1 */
+    uint64_t armed_ns; /* when the timer fires (CLOCK_MONOTONIC), 0 when disarmed */
 };
 
 /* Reads every record of thread T's ring (ring.c). Returns the samples delivered. */

@@ -9,6 +9,7 @@
 int pystate__codecache_init(pystate_codecache_t *c)
 {
     c->slots = calloc(PYSTATE_CODE_CACHE, sizeof *c->slots);
+    c->memo = calloc(PYSTATE_CODE_MEMO, sizeof *c->memo);
     memset(c->filled, 0, sizeof c->filled);
     c->bytes = 0;
     c->flushes = 0;
@@ -41,6 +42,8 @@ void pystate__codecache_fini(pystate_codecache_t *c)
     codecache_flush(c);
     free(c->slots);
     c->slots = NULL;
+    free(c->memo);
+    c->memo = NULL;
 }
 
 static size_t code_slot(raddr_t addr)
@@ -119,7 +122,7 @@ static int code_load(pystate_target_t *t, raddr_t addr, pystate_code_t *code)
         (uint64_t)(t->code_key_start + t->code_key_len) <= size)
         memcpy(code->key, hdr + t->code_key_start, (size_t)t->code_key_len);
     code->addr = addr;
-    code->last_offset = UINT32_MAX;
+    code->gen = ++t->codes.gen ? t->codes.gen : ++t->codes.gen; /* never 0 */
     return 0;
 }
 
@@ -169,16 +172,45 @@ const pystate_code_t *pystate__code_checked(pystate_target_t *t, raddr_t addr)
     return slot;
 }
 
+/* The memo entry of (CODE, OFFSET), made theirs when it held another's. */
+static pystate_code_memo_t *memo_entry(const pystate_codecache_t *c, const pystate_code_t *code,
+                                       uint32_t offset)
+{
+    if (!c->memo)
+        return NULL;
+    uint64_t h = (code->addr ^ ((uint64_t)offset << 32)) * 0x9E3779B97F4A7C15ULL;
+    pystate_code_memo_t *m = &c->memo[(h >> 40) & (PYSTATE_CODE_MEMO - 1)];
+    if (m->code != code->addr || m->gen != code->gen || m->offset != offset)
+        *m = (pystate_code_memo_t){code->addr, code->gen, offset, INT32_MIN, -1};
+    return m;
+}
+
 int pystate__code_line(const pystate_target_t *t, pystate_code_t *code, uint32_t offset)
 {
-    if (code->last_offset == offset)
-        return code->last_line;
+    pystate_code_memo_t *m = memo_entry(&t->codes, code, offset);
+    if (m && m->line != INT32_MIN)
+        return m->line;
     int line = 0;
     if (!code->linetable ||
         pystate_line_for_offset(t->layout.linetable_style, code->linetable, code->linetable_len,
-                                code->firstlineno, offset, &line) != 0)
+                                code->firstlineno, offset, &line) != 0 ||
+        line == INT32_MIN)
         line = 0;
-    code->last_offset = offset;
-    code->last_line = line;
+    if (m)
+        m->line = line;
     return line;
+}
+
+int pystate__code_opclass(const pystate_target_t *t, const pystate_code_t *code, uint32_t offset)
+{
+    const pystate_code_memo_t *m = memo_entry(&t->codes, code, offset);
+    return m ? m->opclass : -1;
+}
+
+void pystate__code_remember_opclass(const pystate_target_t *t, const pystate_code_t *code,
+                                    uint32_t offset, int opclass)
+{
+    pystate_code_memo_t *m = memo_entry(&t->codes, code, offset);
+    if (m && opclass >= 0 && opclass <= INT16_MAX)
+        m->opclass = (int16_t)opclass;
 }

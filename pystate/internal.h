@@ -13,8 +13,9 @@
 #define PYSTATE_TABLE_MAX         (1u << 20)  /* bytes of a line table or bytecode kept */
 #define PYSTATE_CODE_CACHE        8192        /* code objects cached (power of two) */
 #define PYSTATE_CODE_CACHE_BYTES  (32u << 20) /* line tables and bytecode held by the cache */
-#define PYSTATE_CODE_KEY_MAX      64          /* bytes of a code object compared to validate */
-#define PYSTATE_BYTECODE_READ_MAX 65536       /* bytes of 3.11+ bytecode read to find the leaf op */
+#define PYSTATE_CODE_MEMO         1024  /* (code, offset) -> line, opclass memo (power of 2) */
+#define PYSTATE_CODE_KEY_MAX      64    /* bytes of a code object compared to validate */
+#define PYSTATE_BYTECODE_READ_MAX 65536 /* bytes of 3.11+ bytecode read to find the leaf op */
 
 typedef struct pystate_code {
     raddr_t addr;                      /* 0 = empty slot */
@@ -26,15 +27,27 @@ typedef struct pystate_code {
     uint32_t linetable_len;
     uint8_t *bytecode; /* <= 3.10: co_code (owned); NULL on 3.11+ */
     uint32_t bytecode_len;
-    uint32_t ncodeunits;  /* 3.11+: Py_SIZE(code) */
-    uint32_t last_offset; /* memo: last looked-up offset and its line */
-    int32_t last_line;
+    uint32_t ncodeunits;     /* 3.11+: Py_SIZE(code) */
+    uint32_t gen;            /* when it was loaded (pystate_codecache_t.gen): a memo entry of an
+                                older load is another object's */
     uint64_t checked_sample; /* the sample (stats.samples) in which its key last matched the
                                 object: within that sample it is not read again */
 } pystate_code_t;
 
+/* What an offset of a code object was found to be: its line and its instruction's opclass
+ * (a busy leaf cycles through a few dozen offsets). */
+typedef struct pystate_code_memo {
+    raddr_t code;    /* 0: empty */
+    uint32_t gen;    /* the code's pystate_code_t.gen */
+    uint32_t offset; /* byte offset */
+    int32_t line;    /* INT32_MIN: not looked up */
+    int16_t opclass; /* -1: not looked up */
+} pystate_code_memo_t;
+
 typedef struct pystate_codecache {
     pystate_code_t *slots;
+    pystate_code_memo_t *memo; /* PYSTATE_CODE_MEMO entries, by (code, offset) */
+    uint32_t gen;              /* loads so far */
     /* one bit per slot ever loaded: fini frees those only (a dump touches a few dozen of
      * the 8192 slots; visiting all of them was ~7% of a dump) */
     uint64_t filled[PYSTATE_CODE_CACHE / 64];
@@ -123,6 +136,16 @@ const pystate_code_t *pystate__code_checked(pystate_target_t *t, raddr_t addr);
 
 /* Line of byte offset OFFSET in CODE (0 when unknown). */
 int pystate__code_line(const pystate_target_t *t, pystate_code_t *code, uint32_t offset);
+
+/* The opclass of the instruction at byte offset OFFSET of CODE when it was remembered
+ * (pystate__code_remember_opclass) and not forgotten since (the memo is small), else -1. 3.11+
+ * rewrite instructions in place only within their family (specialisation, instrumentation), whose
+ * opclass is the same. */
+int pystate__code_opclass(const pystate_target_t *t, const pystate_code_t *code, uint32_t offset);
+
+/* Remembers OPCLASS for the instruction at byte offset OFFSET of CODE. */
+void pystate__code_remember_opclass(const pystate_target_t *t, const pystate_code_t *code,
+                                    uint32_t offset, int opclass);
 
 /* Sets T's code-object key window (the fields compared to validate a code cache hit) from
  * T->layout. */

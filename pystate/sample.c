@@ -21,6 +21,9 @@
 #define TSTATE_READ_MAX          4096
 #define FRAME_READ_MAX           512
 #define CHUNK_READ_MAX           (256u * 1024)
+#define CHUNK_SLACK              1024 /* room planned for the stack to grow by a sample */
+#define CHUNK_ROOM_MIN           256  /* less room than this left in a page: plan the next */
+#define READ_PAGE                4096 /* process_vm_readv pins whole pages (4 KiB on x86-64) */
 #define CODE_BATCH_MAX           4096
 #define FRAME_OWNED_BY_CSTACK    3
 #define FRAME_OWNED_BY_GENERATOR 1             /* 3.11+ */
@@ -243,6 +246,31 @@ static int list_threads(pystate_target_t *t, pystate_snapshot_t *s)
     return 0;
 }
 
+static int64_t max4(int64_t a, int64_t b, int64_t c, int64_t d)
+{
+    int64_t m = a > b ? a : b;
+    m = m > c ? m : c;
+    return m > d ? m : d;
+}
+
+/* Bytes of an _PyInterpreterFrame (3.11+) that the walk reads: up to its last field used. */
+static size_t iframe_header_len(const pystate_layout_t *L)
+{
+    size_t len =
+        (size_t)max4(L->iframe_code, L->iframe_previous, L->iframe_instr,
+                     L->iframe_owner > L->iframe_is_entry ? L->iframe_owner : L->iframe_is_entry) +
+        8;
+    return len < FRAME_READ_MAX ? len : FRAME_READ_MAX;
+}
+
+/* A length to read from BASE: at least NEED (unless MAX is less), at most MAX, and not past
+ * the end of the page where BASE + NEED ends. */
+static uint64_t within_page(raddr_t base, uint64_t need, uint64_t max)
+{
+    uint64_t page_end = ((base + need + READ_PAGE - 1) & ~(uint64_t)(READ_PAGE - 1)) - base;
+    return max < page_end ? max : page_end;
+}
+
 /* Phase 2, one thread: its current frame (3.11/3.12: behind cframe), then its data-stack
  * chunk up to just past that frame. Returns 0, or SCRY_E_GONE/SCRY_E_PERM/SCRY_E_NOMEM. */
 static int read_frame_root(pystate_target_t *t, thread_work_t *w)
@@ -264,10 +292,14 @@ static int read_frame_root(pystate_target_t *t, thread_work_t *w)
     if (pf_loose(t, w->chunk + (uint64_t)L->chunk_size, &size, 8) != 0 || size < 64 ||
         size > (1ull << 30))
         return 0;
-    /* Read the chunk up to just past the top frame when that lies inside it. */
+    /* Read the chunk up to just past the top frame when that lies inside it, but not into
+     * a further page for bytes past the top frame's header (each page read costs a pin,
+     * and the chunk is read twice). */
     uint64_t want = size;
-    if (w->top_frame > w->chunk && w->top_frame - w->chunk < size)
-        want = w->top_frame - w->chunk + FRAME_READ_MAX;
+    if (w->top_frame > w->chunk && w->top_frame - w->chunk < size) {
+        uint64_t top = w->top_frame - w->chunk;
+        want = within_page(w->chunk, top + iframe_header_len(L), top + FRAME_READ_MAX);
+    }
     if (want > size)
         want = size;
     if (want > CHUNK_READ_MAX)
@@ -287,8 +319,11 @@ static int read_frame_root(pystate_target_t *t, thread_work_t *w)
     if (pystate__pf_read_twice(t->prefetch, t->mem, w->chunk, w->chunk_first, w->chunk_buf, want) ==
         0) {
         w->chunk_len = want;
-        /* Room for the stack to grow by the next sample. */
-        uint64_t slack = want + 1024 < size ? want + 1024 : size;
+        /* Room for the stack to grow by the next sample: to the end of the page the copy
+         * ends in, or into the next one when that leaves less than CHUNK_ROOM_MIN. */
+        uint64_t slack = within_page(w->chunk, want + CHUNK_ROOM_MIN, want + CHUNK_SLACK);
+        if (slack > size)
+            slack = size;
         pystate__pf_plan(t->prefetch, w->chunk, slack < CHUNK_READ_MAX ? slack : want,
                          PF_RANGE_TWICE);
     }
@@ -331,13 +366,6 @@ static int push_raw(thread_work_t *w, raddr_t frame, raddr_t code, uint32_t offs
     }
     w->raw[w->nraw++] = (raw_frame_t){frame, code, offset, (uint8_t)entry, (uint8_t)has_offset};
     return 0;
-}
-
-static int64_t max4(int64_t a, int64_t b, int64_t c, int64_t d)
-{
-    int64_t m = a > b ? a : b;
-    m = m > c ? m : c;
-    return m > d ? m : d;
 }
 
 /* Whether a PyFrameObject copy says it is executing: f_executing != 0 up to 3.9; in 3.10
@@ -390,10 +418,7 @@ static void walk_frame_objects(pystate_target_t *t, thread_work_t *w)
 static void walk_interpreter_frames(pystate_target_t *t, thread_work_t *w)
 {
     const pystate_layout_t *L = &t->layout;
-    size_t len =
-        (size_t)max4(L->iframe_code, L->iframe_previous, L->iframe_instr,
-                     L->iframe_owner > L->iframe_is_entry ? L->iframe_owner : L->iframe_is_entry) +
-        8;
+    size_t len = iframe_header_len(L);
     uint8_t buf[FRAME_READ_MAX];
     if (len > sizeof buf)
         len = sizeof buf;
@@ -477,6 +502,36 @@ static void finish_entries(thread_work_t *w)
 
 /* Phase 4, one thread: validate code objects, read the leaf instruction, fill the frames.
  * A code object that is gone or changed marks the walk torn. Returns 0 or SCRY_E_NOMEM. */
+
+/* The opclass of the leaf instruction at byte OFFSET of CODE, or -1 when unknown. */
+static int leaf_opclass(pystate_target_t *t, const thread_work_t *w, pystate_code_t *code,
+                        uint32_t offset)
+{
+    const pystate_layout_t *L = &t->layout;
+    if (code->bytecode && offset < code->bytecode_len)
+        return pystate_opcode_class(L->major, L->minor, code->bytecode[offset]);
+    if (!w->leaf_instr_addr || !code->ncodeunits)
+        return -1;
+    int cls = pystate__code_opclass(t, code, offset);
+    if (cls >= 0)
+        return cls; /* this offset's, found before */
+    /* 3.11/3.12 may leave prev_instr inside a CALL's inline caches: find the instruction by
+     * walking the bytecode, once per offset (the code object remembers a few). */
+    uint32_t blen = code->ncodeunits * 2u;
+    if (blen > PYSTATE_BYTECODE_READ_MAX)
+        blen = PYSTATE_BYTECODE_READ_MAX;
+    uint32_t at = 0;
+    uint8_t op = 0;
+    if (pystate__pf_read(t->prefetch, t->mem, code->addr + (uint64_t)L->code_adaptive,
+                         t->bytecode_buf, blen, 1 | PF_LOOSE) != 0 ||
+        pystate_opcode_find_instruction(L->major, L->minor, t->bytecode_buf, blen, offset, &at,
+                                        &op) != 0)
+        return -1;
+    cls = pystate_opcode_class(L->major, L->minor, op);
+    pystate__code_remember_opclass(t, code, offset, cls);
+    return cls;
+}
+
 /* Fills the ids of thread I from its work entry, and clears what a read sets. */
 static void thread_ids(pystate_target_t *t, pystate_snapshot_t *s, size_t i)
 {
@@ -495,7 +550,6 @@ static void thread_ids(pystate_target_t *t, pystate_snapshot_t *s, size_t i)
 
 static int resolve_thread(pystate_target_t *t, pystate_snapshot_t *s, size_t i)
 {
-    const pystate_layout_t *L = &t->layout;
     uint8_t key[PYSTATE_CODE_KEY_MAX];
     {
         thread_work_t *w = &s->work[i];
@@ -540,27 +594,9 @@ static int resolve_thread(pystate_target_t *t, pystate_snapshot_t *s, size_t i)
             th->entry[n] = r->entry;
             th->frame_addrs[n] = r->frame;
             if (n == 0) {
-                int op = -1;
-                if (code->bytecode && r->offset < code->bytecode_len) {
-                    op = code->bytecode[r->offset];
-                } else if (w->leaf_instr_addr && code->ncodeunits) {
-                    /* 3.11/3.12 may leave prev_instr inside a CALL's inline caches: find
-                     * the instruction by walking the bytecode. Reading the code's
-                     * bytecode as a range also serves the next sample's read. */
-                    uint32_t blen = code->ncodeunits * 2u;
-                    if (blen > PYSTATE_BYTECODE_READ_MAX)
-                        blen = PYSTATE_BYTECODE_READ_MAX;
-                    uint32_t at = 0;
-                    uint8_t opc = 0;
-                    if (pystate__pf_read(t->prefetch, t->mem, r->code + (uint64_t)L->code_adaptive,
-                                         t->bytecode_buf, blen, 1 | PF_LOOSE) == 0 &&
-                        pystate_opcode_find_instruction(L->major, L->minor, t->bytecode_buf, blen,
-                                                        r->offset, &at, &opc) == 0)
-                        op = opc;
-                }
-                if (op >= 0)
-                    th->leaf_opclass =
-                        (uint8_t)pystate_opcode_class(L->major, L->minor, (uint8_t)op);
+                int cls = leaf_opclass(t, w, code, r->offset);
+                if (cls >= 0)
+                    th->leaf_opclass = (uint8_t)cls;
             }
             n++;
         }

@@ -165,8 +165,7 @@ static void on_record(const perfev_sample_t *r, void *ctx)
         p->rec_min_ns = r->time_ns;
     int kind = UNWIND_IP_KERNEL;
     if (!r->kernel) {
-        unwind_frame_t leaf;
-        unwind_describe_ip(p->unw, r->ip, &leaf);
+        unwind_frame_t leaf = {.in_python = (uint8_t)unwind_ip_in_python(p->unw, r->ip)};
         kind = unwind_ip_kind(0, &leaf);
     }
     t->cpu += r->period_ns;

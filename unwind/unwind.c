@@ -415,3 +415,9 @@ int unwind_describe_ip(unwind_t *u, uint64_t ip, unwind_frame_t *out)
                             .in_python = s.in_python};
     return 0;
 }
+
+int unwind_ip_in_python(unwind_t *u, uint64_t ip)
+{
+    const unwind_obj_t *o = u ? unwind__obj_find(u, ip) : NULL;
+    return o && o->in_python;
+}

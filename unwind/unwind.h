@@ -87,6 +87,10 @@ int unwind_copied(unwind_t *u, pid_t tid, const unwind_regs_t *regs, const void 
  * NULL arguments. */
 int unwind_describe_ip(unwind_t *u, uint64_t ip, unwind_frame_t *out);
 
+/* 1 when IP lies in CPython's own code (what unwind_describe_ip's in_python says), else 0:
+ * the object is found, the function is not named. For classifying each perf record. */
+int unwind_ip_in_python(unwind_t *u, uint64_t ip);
+
 /* Forgets everything cached about the target's objects and libunwind's per-IP cache:
  * call it when the target loaded or unloaded code (dlopen/dlclose). Returns 0. */
 int unwind_flush(unwind_t *u);

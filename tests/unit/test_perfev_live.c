@@ -11,6 +11,8 @@
  *    stack copy starting at SP;
  *  - a thread started later is sampled once it is added;
  *  - a one-page ring read late: the kernel's lost records are counted;
+ *  - perfev_wait: ended by a record, by its deadline, or up to half its length early by
+ *    the timer it keeps armed across waits (after a signal ended the previous one);
  *  - the target was never stopped (its threads never left R/S).
  * Skipped (exit 0 with "SKIP") when perf events are refused on this machine.
  */
@@ -22,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -274,6 +277,55 @@ static int thread_stopped(pid_t pid)
     return stopped;
 }
 
+static void on_alarm(int sig)
+{
+    (void)sig; /* only ends a wait */
+}
+
+/* perfev_wait with wake_each: a record ends a wait at once; without one, a long wait ends
+ * by its deadline or up to half its length early (a timer kept armed across waits), never
+ * later; a signal ends it too. */
+static void check_waits(pid_t pid, pid_t busy, pid_t idle)
+{
+    perfev_t *p = NULL;
+    perfev_opts_t o = {.pid = pid, .rate_hz = 1000, .wake_each = 1};
+    CHECK(perfev_open(&o, &p) == 0);
+    CHECK(p && perfev_set_threads(p, &idle, 1, NULL, NULL) == 1);
+    uint64_t t0 = scry_now_ns();
+    CHECK(perfev_wait(p, t0 + 40000000ull) == 0);
+    uint64_t took = scry_now_ns() - t0;
+    fprintf(stderr, "  quiet wait of 40 ms: %.1f ms\n", (double)took / 1e6);
+    CHECK(took >= 39000000ull && took < 400000000ull);
+    /* Interrupted by a signal after 5 ms, the timer stays armed for 40 ms from t0; the next
+     * wait, to 50 ms, may end at 40 ms (10 ms early, less than half of its 45 ms). */
+    struct sigaction sa = {.sa_handler = on_alarm};
+    struct sigaction old;
+    sigaction(SIGALRM, &sa, &old);
+    t0 = scry_now_ns();
+    struct itimerval it = {.it_value = {0, 5000}};
+    setitimer(ITIMER_REAL, &it, NULL);
+    CHECK(perfev_wait(p, t0 + 40000000ull) == 0);
+    took = scry_now_ns() - t0;
+    CHECK(took < 39000000ull);
+    uint64_t t1 = scry_now_ns();
+    CHECK(perfev_wait(p, t0 + 50000000ull) == 0);
+    took = scry_now_ns() - t0;
+    fprintf(stderr, "  interrupted, then waited to 50 ms: ended at %.1f ms\n", (double)took / 1e6);
+    CHECK(took >= 39000000ull && took >= t1 - t0 + (t0 + 50000000ull - t1) / 2 - 1000000ull);
+    CHECK(took < 400000000ull);
+    sigaction(SIGALRM, &old, NULL);
+    /* A busy thread's records end a wait long before its deadline. */
+    CHECK(perfev_set_threads(p, &busy, 1, NULL, NULL) == 1);
+    int woke = 0;
+    t0 = scry_now_ns();
+    for (int i = 0; i < 5 && !woke; i++)
+        woke = perfev_wait(p, scry_now_ns() + 1000000000ull);
+    took = scry_now_ns() - t0;
+    fprintf(stderr, "  busy thread: woken after %.1f ms\n", (double)took / 1e6);
+    CHECK(woke == 1 && took < 500000000ull);
+    perfev_free(p);
+}
+
 int main(void)
 {
     int probe = perfev_probe(0, 0);
@@ -374,6 +426,9 @@ int main(void)
         CHECK(st.bad == 0);
         perfev_free(p);
     }
+
+    fprintf(stderr, "waits:\n");
+    check_waits(pid, h, s);
 
     /* Bad options. */
     perfev_t *p = NULL;

@@ -6,7 +6,8 @@
  * that has the native leaf (a sha256 function / deflate in libz), an eval-loop frame
  * rootward, and ends at the thread's root (start_thread/clone or main/_start) in at least
  * 80% of samples; no thread of the target is ever in a ptrace stop. unwind_describe_ip
- * names the leaf the same way the unwinder's first frame does.
+ * names the leaf the same way the unwinder's first frame does, and unwind_ip_in_python
+ * agrees with its in_python.
  */
 #include <dirent.h>
 
@@ -38,7 +39,7 @@ static const char script[] = "import hashlib, os, threading, time, zlib\n"
 typedef struct acc {
     unwind_t *u;
     pid_t h, z;
-    int n[2], leaf[2], eval[2], root[2], same_leaf[2];
+    int n[2], leaf[2], eval[2], root[2], same_leaf[2], same_kind[2];
     uint64_t max_ns;
     int printed[2];
 } acc_t;
@@ -87,6 +88,7 @@ static void on_sample(const perfev_sample_t *s, void *ctx)
     unwind_frame_t d;
     CHECK(unwind_describe_ip(a->u, s->ip, &d) == 0);
     a->same_leaf[k] += d.symbol == f[0].symbol && d.lib == f[0].lib;
+    a->same_kind[k] += unwind_ip_in_python(a->u, s->ip) == d.in_python;
     if (!a->printed[k] && leaf && ev > 0) {
         a->printed[k] = 1;
         print_stack(k == 0 ? "hashlib thread (from a copy)" : "zlib thread (from a copy)", f, n);
@@ -150,6 +152,7 @@ static void run(const char *py)
         CHECK(a.eval[k] * 10 >= a.n[k] * 8);
         CHECK(a.root[k] * 10 >= a.n[k] * 8);
         CHECK(a.same_leaf[k] * 10 >= a.n[k] * 9);
+        CHECK(a.same_kind[k] == a.n[k]); /* the record's class without naming its function */
     }
     CHECK(stopped == 0);
     perfev_free(p);
