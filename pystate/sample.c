@@ -500,9 +500,6 @@ static void finish_entries(thread_work_t *w)
         w->raw[w->nraw - 1].entry = 1;
 }
 
-/* Phase 4, one thread: validate code objects, read the leaf instruction, fill the frames.
- * A code object that is gone or changed marks the walk torn. Returns 0 or SCRY_E_NOMEM. */
-
 /* The opclass of the leaf instruction at byte OFFSET of CODE, or -1 when unknown. */
 static int leaf_opclass(pystate_target_t *t, const thread_work_t *w, pystate_code_t *code,
                         uint32_t offset)
@@ -516,7 +513,7 @@ static int leaf_opclass(pystate_target_t *t, const thread_work_t *w, pystate_cod
     if (cls >= 0)
         return cls; /* this offset's, found before */
     /* 3.11/3.12 may leave prev_instr inside a CALL's inline caches: find the instruction by
-     * walking the bytecode, once per offset (the code object remembers a few). */
+     * walking the bytecode, once per offset (remembered in the code cache's memo). */
     uint32_t blen = code->ncodeunits * 2u;
     if (blen > PYSTATE_BYTECODE_READ_MAX)
         blen = PYSTATE_BYTECODE_READ_MAX;
@@ -548,6 +545,8 @@ static void thread_ids(pystate_target_t *t, pystate_snapshot_t *s, size_t i)
     th->leaf_opclass = PYSTATE_OP_UNKNOWN;
 }
 
+/* Phase 4, one thread: validate code objects, read the leaf instruction, fill the frames.
+ * A code object that is gone or changed marks the walk torn. Returns 0 or SCRY_E_NOMEM. */
 static int resolve_thread(pystate_target_t *t, pystate_snapshot_t *s, size_t i)
 {
     uint8_t key[PYSTATE_CODE_KEY_MAX];
