@@ -14,13 +14,18 @@ target process (bench/workloads/spin.py), so they see the same program:
   native   1 thread, depth 25, busy, 1 kHz, native stacks: CPU per sample, and whether a
            thread of the target was seen stopped or traced (polled every 0.5 ms)
   slowdown the target's own CPU time for fixed work (bench/workloads/slowdown.py):
-           unprofiled, under scry (perf) at 1 kHz, under Austin at 1 kHz, interleaved
+           unprofiled, under scry (perf, ptrace) at 1 kHz, under Austin at 1 kHz, and
+           under Linux's own `perf record -e task-clock` at 1 kHz (when `perf` is
+           installed: what the kernel's clock alone costs the target, the floor of any
+           perf-event sampler; it wakes only when its ring is half full), interleaved
   dump     wall time of one dump of a 100-thread target: scry dump vs austin -w
 """
 import argparse
 import json
 import os
 import re
+import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -181,18 +186,26 @@ def slow_once(a, how, units):
     elif how == "austin":
         prof = subprocess.Popen([a.austin, "-i", "1ms", "-p", str(p.pid), "-o", "/tmp/pb-slow.a"],
                                 stderr=subprocess.DEVNULL)
+    elif how == "perf record":
+        prof = subprocess.Popen(["perf", "record", "-q", "-e", "task-clock", "-c", "1000000",
+                                 "--per-thread", "-p", str(p.pid), "-o", "/tmp/pb-slow.perf"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(0.3)
     p.stdin.write(b"go\n")
     p.stdin.flush()
     out = p.stdout.readline().decode().split()
     p.wait()
     if prof:
+        if how == "perf record":
+            prof.send_signal(signal.SIGINT)  # perf record -p outlives its target's exit
         prof.wait(timeout=60)
     return float(out[1]), float(out[2])
 
 
 def bench_slowdown(a, res):
     rows = {"unprofiled": [], "scry": [], "scry ptrace": [], "austin": []}
+    if shutil.which("perf"):
+        rows["perf record"] = []
     for _ in range(a.reps + 2):
         for how in rows:
             rows[how].append(slow_once(a, how, a.units))
