@@ -1,6 +1,8 @@
 #include "shimstage.h"
 
 #include "scry_err.h"
+#include "scry_proc.h"
+#include "srcread.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -23,12 +25,17 @@
 #define SHIMSTAGE_FILE      "libscry-shim.so"
 #define SHIMSTAGE_MAX_BYTES (64u << 20) /* the shim is ~100 KiB; anything bigger is wrong */
 
+/* Every name scry creates or removes in a target's root is one component resolved from a
+ * descriptor: the parent (the target's /tmp) or the directory scry made in it. Nothing is
+ * ever resolved through "dir/file": the target may swap the directory for a symbolic link
+ * at any moment, and such a path would follow it in scry's root (issue 24). */
 struct shimstage {
     char path[PATH_MAX]; /* what the target opens */
     int copied;
-    int parent_fd;  /* O_PATH: the target's /tmp (or /var/tmp, /dev/shm) */
-    char dir[64];   /* .scry-shim-<32 hex> */
-    char file[128]; /* dir/libscry-shim.so (or the data's name) */
+    int parent_fd; /* O_PATH: the target's /tmp (or /var/tmp, /dev/shm) */
+    int dir_fd;    /* the directory scry made in it, -1 before */
+    char dir[64];  /* .scry-shim-<32 hex> */
+    char name[48]; /* libscry-shim.so (or the data's name) */
     int janitor_fd; /* write end of the janitor's pipe: EOF = clean up now */
     pid_t janitor;
 };
@@ -42,6 +49,50 @@ static int open_in_root(int dirfd, const char *path, int flags, uint64_t resolve
     how.flags = (uint64_t)(flags | O_CLOEXEC);
     how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | resolve;
     return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof how);
+}
+
+/* openat2(DIRFD, NAME) for one of scry's own names under DIRFD: beneath it, no symbolic or
+ * magic link, no mount point crossed (a bind mount over the name). Async-signal-safe.
+ * Returns the descriptor or -1 (errno). */
+static int open_beneath(int dirfd, const char *name, int flags)
+{
+    struct open_how how;
+    memset(&how, 0, sizeof how);
+    how.flags = (uint64_t)(flags | O_NOFOLLOW | O_CLOEXEC);
+    how.resolve =
+        RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV;
+    return (int)syscall(SYS_openat2, dirfd, name, &how, sizeof how);
+}
+
+/* Opens scry's directory DIR under PARENT_FD (see open_beneath) when it is a directory
+ * owned by scry's user. Async-signal-safe. Returns the descriptor or -1. */
+static int open_own_dir(int parent_fd, const char *dir)
+{
+    int fd = open_beneath(parent_fd, dir, O_RDONLY | O_DIRECTORY);
+    struct stat st;
+    if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid())) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+/* Removes NAME from scry's directory (DIR_FD, or DIR opened under PARENT_FD when DIR_FD is
+ * -1), then DIR from PARENT_FD while that name still is the very directory: a name the
+ * target swapped for a link or another directory is left alone, and nothing is resolved
+ * outside the target's root. Async-signal-safe (the janitor calls it). */
+static void stage_remove(int parent_fd, int dir_fd, const char *dir, const char *name)
+{
+    int fd = dir_fd >= 0 ? dir_fd : open_own_dir(parent_fd, dir);
+    if (fd < 0)
+        return;
+    unlinkat(fd, name, 0);
+    struct stat mine, now;
+    if (fstat(fd, &mine) == 0 && fstatat(parent_fd, dir, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
+        S_ISDIR(now.st_mode) && now.st_dev == mine.st_dev && now.st_ino == mine.st_ino)
+        unlinkat(parent_fd, dir, AT_REMOVEDIR);
+    if (fd != dir_fd)
+        close(fd);
 }
 
 /* 1 when the target (root ROOTFD) sees the file HOST_PATH at the same path. */
@@ -64,7 +115,7 @@ static int same_file_in_root(int rootfd, const char *host_path)
  * finished with the copy, or died, even by SIGKILL) it removes the copy and the
  * directory (ENOENT when scry did it already) and exits. Async-signal-safe calls only
  * (forked from a process that may have threads). */
-static void janitor_run(int rfd, int parent_fd, const char *file, const char *dir)
+static void janitor_run(int rfd, int parent_fd, const char *dir, const char *name)
 {
     struct sigaction ign;
     memset(&ign, 0, sizeof ign);
@@ -86,8 +137,7 @@ static void janitor_run(int rfd, int parent_fd, const char *file, const char *di
         if (r == 0 || (r < 0 && errno != EINTR))
             break;
     }
-    unlinkat(parent_fd, file, 0);
-    unlinkat(parent_fd, dir, AT_REMOVEDIR);
+    stage_remove(parent_fd, -1, dir, name);
     _exit(0);
 }
 
@@ -163,7 +213,7 @@ static int janitor_start(shimstage_t *s)
     }
     if (pid == 0) {
         close(p[1]);
-        janitor_run(p[0], s->parent_fd, s->file, s->dir);
+        janitor_run(p[0], s->parent_fd, s->dir, s->name);
     }
     /* Its own process group before anything is created (its setsid may not have run
      * yet): a kill of scry's group must not take it along. */
@@ -191,10 +241,25 @@ static void janitor_end(shimstage_t *s)
     s->janitor = 0;
 }
 
-/* Opens a directory of the target (root ROOTFD) fit for the copy: no symbolic link on the
- * way, writable, executable files allowed. Returns an O_PATH descriptor or -1; *WHERE gets
- * its target path. */
-static int pick_parent(int rootfd, const char **where)
+/* 1 when CREDS (the target's file-system ids) may create entries in a directory of status
+ * ST by its mode bits: scry then creates nothing its target could not (a directory of the
+ * host the target bind-mounted as its /tmp is not written to by root). */
+static int target_may_write(const struct stat *st, const srcread_creds_t *creds)
+{
+    if (creds->uid == 0 || (st->st_mode & S_IWOTH))
+        return 1;
+    if (st->st_uid == creds->uid)
+        return (st->st_mode & S_IWUSR) != 0;
+    int in_group = st->st_gid == creds->gid;
+    for (uint32_t i = 0; i < creds->ngroups && !in_group; i++)
+        in_group = st->st_gid == creds->groups[i];
+    return in_group && (st->st_mode & S_IWGRP);
+}
+
+/* Opens a directory of the target (root ROOTFD, credentials CREDS) fit for the copy: no
+ * symbolic link on the way, writable by the target, executable files allowed. Returns an
+ * O_PATH descriptor or -1; *WHERE gets its target path. */
+static int pick_parent(int rootfd, const srcread_creds_t *creds, const char **where)
 {
     static const char *const cands[] = {"/tmp", "/var/tmp", "/dev/shm"};
     for (size_t i = 0; i < sizeof cands / sizeof *cands; i++) {
@@ -203,13 +268,23 @@ static int pick_parent(int rootfd, const char **where)
         if (fd < 0)
             continue;
         struct statfs sf;
-        if (fstatfs(fd, &sf) == 0 && !(sf.f_flags & (ST_NOEXEC | ST_RDONLY))) {
+        struct stat st;
+        if (fstatfs(fd, &sf) == 0 && !(sf.f_flags & (ST_NOEXEC | ST_RDONLY)) &&
+            fstat(fd, &st) == 0 && target_may_write(&st, creds)) {
             *where = cands[i];
             return fd;
         }
         close(fd);
     }
     return -1;
+}
+
+/* The file-system credentials of process PID (/proc/PID/status). Returns 0 or a code. */
+static int target_creds(pid_t pid, srcread_creds_t *creds)
+{
+    char buf[8192];
+    long n = proc_read_file(pid, 0, "status", buf, sizeof buf);
+    return n < 0 ? (int)n : srcread_parse_status(buf, (size_t)n, creds);
 }
 
 /* Writes LEN bytes of DATA as NAME (mode 0644) in DIRFD. Returns 0 or a SCRY_E_* code. */
@@ -240,10 +315,10 @@ static shimstage_t *stage(pid_t pid, const char *host_path, const char *name, co
 {
     int e = SCRY_E_NOMEM;
     shimstage_t *s = calloc(1, sizeof *s);
-    int rootfd = -1, dirfd = -1;
+    int rootfd = -1;
     if (!s)
         goto fail;
-    s->parent_fd = s->janitor_fd = -1;
+    s->parent_fd = s->dir_fd = s->janitor_fd = -1;
     char proc[64];
     snprintf(proc, sizeof proc, "/proc/%d/root", (int)pid);
     rootfd = open(proc, O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -261,13 +336,20 @@ static shimstage_t *stage(pid_t pid, const char *host_path, const char *name, co
     /* Another root: a private copy in it. Resolved by openat2 inside the target's root (a
      * container's symbolic links cannot lead us out of it). */
     const char *where = NULL;
-    s->parent_fd = pick_parent(rootfd, &where);
+    srcread_creds_t creds;
+    e = target_creds(pid, &creds);
+    if (e) {
+        snprintf(msg, len, "cannot read the credentials of process %d: %s", (int)pid,
+                 scry_strerror(e));
+        goto fail;
+    }
+    s->parent_fd = pick_parent(rootfd, &creds, &where);
     if (s->parent_fd < 0) {
         e = errno == ENOSYS ? SCRY_E_NOSYS : SCRY_E_NOTFOUND;
         snprintf(msg, len,
                  "process %d has another root (a container?) with no /tmp, /var/tmp "
                  "or /dev/shm to put the memory shim in (a real directory on a "
-                 "writable file system that allows execution%s)",
+                 "writable file system that allows execution, writable by the process%s)",
                  (int)pid, errno == ENOSYS ? "; openat2 needs Linux 5.6" : "");
         goto fail;
     }
@@ -280,8 +362,9 @@ static shimstage_t *stage(pid_t pid, const char *host_path, const char *name, co
     int n = snprintf(s->dir, sizeof s->dir, ".scry-shim-");
     for (size_t i = 0; i < sizeof rnd; i++)
         n += snprintf(s->dir + n, sizeof s->dir - (size_t)n, "%02x", rnd[i]);
-    snprintf(s->file, sizeof s->file, "%s/%s", s->dir, name);
-    if ((size_t)snprintf(s->path, sizeof s->path, "%s/%s", where, s->file) >= sizeof s->path) {
+    snprintf(s->name, sizeof s->name, "%s", name);
+    if ((size_t)snprintf(s->path, sizeof s->path, "%s/%s/%s", where, s->dir, name) >=
+        sizeof s->path) {
         e = SCRY_E_TRUNC;
         goto fail;
     }
@@ -298,25 +381,27 @@ static shimstage_t *stage(pid_t pid, const char *host_path, const char *name, co
                  strerror(errno));
         goto fail;
     }
-    dirfd = openat(s->parent_fd, s->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (dirfd < 0 || fchmod(dirfd, 0711) != 0) { /* the target may run as another user */
+    /* The directory as it is now (the target may have swapped the name already: then it
+     * is refused, or it is another directory of the target's, harmless to write into). */
+    s->dir_fd = open_own_dir(s->parent_fd, s->dir);
+    if (s->dir_fd < 0 || fchmod(s->dir_fd, 0711) != 0) { /* the target may be another user */
         e = SCRY_E_IO;
-        snprintf(msg, len, "cannot prepare %s in the root of process %d: %s", s->path, (int)pid,
-                 strerror(errno));
+        snprintf(msg, len,
+                 "cannot prepare %s in the root of process %d: %s (did the process replace "
+                 "it?)",
+                 s->path, (int)pid, strerror(errno));
         goto fail;
     }
-    e = host_path ? copy_shim(host_path, dirfd, name) : put_data(dirfd, name, data, dlen);
+    e = host_path ? copy_shim(host_path, s->dir_fd, name)
+                  : put_data(s->dir_fd, name, data, dlen);
     if (e) {
         snprintf(msg, len, "cannot copy %s into the root of process %d (as %s): %s",
                  host_path ? host_path : name, (int)pid, s->path, scry_strerror(e));
         goto fail;
     }
-    close(dirfd);
     close(rootfd);
     return s;
 fail:
-    if (dirfd >= 0)
-        close(dirfd);
     if (rootfd >= 0)
         close(rootfd);
     shimstage_free(s);
@@ -356,11 +441,11 @@ void shimstage_free(shimstage_t *s)
 {
     if (!s)
         return;
-    if (s->copied && s->parent_fd >= 0) {
-        unlinkat(s->parent_fd, s->file, 0);
-        unlinkat(s->parent_fd, s->dir, AT_REMOVEDIR);
-    }
-    janitor_end(s);
+    if (s->copied && s->parent_fd >= 0 && s->dir_fd >= 0)
+        stage_remove(s->parent_fd, s->dir_fd, s->dir, s->name);
+    janitor_end(s); /* it removes what is left when scry could not open its directory */
+    if (s->dir_fd >= 0)
+        close(s->dir_fd);
     if (s->parent_fd >= 0)
         close(s->parent_fd);
     free(s);

@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""Hardening round 2 (issue 24 items 1, 4, 8): what a target can make root's scry do.
+
+usage: run_round2.py --scry PATH [-k PATTERN] [-v]
+
+staging.*: a process in the target's root races `--memory` staging: it renames each fresh
+  .scry-shim-* directory and puts a symbolic link to a host 0700 directory in its place,
+  whose root-owned libscry-shim.so and load.py must survive every try (ptrace injection on
+  Debian's 3.11 in a chroot; remote execution, load.py, on sid's 3.14 in its root).
+source_cap: 256 code objects named after hard links of one 16 MiB file: scry's peak RSS
+  (VmHWM) stays bounded, the reports say how much source was left out.
+fd_limit: `record --subprocesses` under a hard RLIMIT_NOFILE of 256 with 300 live children:
+  it records its whole duration, never calls the running parent exited, says it stopped
+  following new children.
+Needs root (chroot, mounts). Stdlib only. One line "PASS|FAIL|SKIP name: detail" per test.
+"""
+import os
+import re
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "lib"))
+import scrytest as st  # noqa: E402
+from scrytest import Fail, Skip, check  # noqa: E402
+
+PY = "/usr/bin/python3.11"  # Debian's: static, so it runs in a chroot holding only /usr
+tests = st.Tests()
+
+# --- item 1: staging in a hostile root ---------------------------------------------------
+
+# Runs inside the target's root: swaps every new .scry-shim-* directory for a link to
+# HOSTDIR (a path of scry's root) as fast as it can see it.
+ATTACKER = r"""
+import os, sys
+seen = set()
+while True:
+    try:
+        names = os.listdir('/tmp')
+    except OSError:
+        continue
+    for nm in names:
+        if nm.startswith('.scry-shim-') and nm not in seen:
+            seen.add(nm)
+            try:
+                os.rename('/tmp/' + nm, '/tmp/moved' + nm)
+                os.symlink(sys.argv[1], '/tmp/' + nm)
+                print('swapped', nm, flush=True)
+            except OSError as e:
+                print('missed', nm, e, flush=True)
+"""
+
+TARGET = "import time\nwhile 1:\n    x = [bytearray(100) for i in range(100)]\n"
+BAIT = b"root's own file: scry must never remove it\n"
+
+
+def host_bait(c):
+    """A root-owned 0700 host directory holding the names scry stages."""
+    d = c.path("host-private")
+    os.makedirs(d)
+    os.chmod(d, 0o700)
+    for name in ("libscry-shim.so", "load.py"):
+        with open(os.path.join(d, name), "wb") as f:
+            f.write(BAIT)
+    return d
+
+
+def bait_intact(d):
+    for name in ("libscry-shim.so", "load.py"):
+        try:
+            with open(os.path.join(d, name), "rb") as f:
+                if f.read() != BAIT:
+                    return False
+        except OSError:
+            return False
+    return True
+
+
+def wait_python(c, p, what):
+    """Waits until the Python that P execs into has run 0.2 s of CPU."""
+    d = st.Deadline(20)
+    while not d.expired():
+        check(p.poll() is None, "%s exited early: %s" % (what, st.short(c.proc_log(p), 500)))
+        try:
+            exe = os.readlink("/proc/%d/exe" % p.pid)
+            with open("/proc/%d/stat" % p.pid) as f:
+                utime = int(f.read().rsplit(")", 1)[1].split()[11])
+        except OSError:
+            exe, utime = "", 0
+        if "python" in os.path.basename(exe) and utime > 20:
+            return
+        time.sleep(0.05)
+    raise Fail("%s never became a running Python" % what)
+
+
+def staging_race(c, setup, root, py, tries):
+    """TRIES fresh targets in ROOT (prepared by shell SETUP in a private mount namespace),
+    each attached with --memory while an attacker in the same root swaps the staging
+    directories. Returns (swaps, host file lost count, last scry message)."""
+    bait = host_bait(c)
+    swaps, lost, last = 0, 0, ""
+    for i in range(tries):
+        sh = ("%s && (chroot %s %s -c \"$1\" %s &) && exec chroot %s %s -c \"$2\""
+              % (setup, root, py, bait, root, py))
+        p = c.spawn(["unshare", "--mount", "--propagation", "private", "sh", "-c", sh, "sh",
+                     ATTACKER, TARGET], log_name="try-%d.log" % i)
+        wait_python(c, p, "target %d" % i)
+        r = c.scry(["record", "-q", "--memory", "-d", "0.5", "-f", "json", "-o",
+                    c.path("mem-%d.json" % i), "--pid", p.pid], timeout=60)
+        last = st.short(r.err, 300)
+        c.kill(p)
+        log = c.proc_log(p)
+        swaps += log.count("swapped")
+        if not bait_intact(bait):
+            lost += 1
+            for name in ("libscry-shim.so", "load.py"):  # put the bait back
+                with open(os.path.join(bait, name), "wb") as f:
+                    f.write(BAIT)
+    return swaps, lost, last
+
+
+@tests("staging.chroot")
+def t_staging_chroot(c):
+    """Debian's 3.11 in a chroot (ptrace injection stages libscry-shim.so)."""
+    root = c.path("root")
+    for d in ("usr", "tmp", "dev"):
+        os.makedirs(os.path.join(root, d))
+    os.chmod(os.path.join(root, "tmp"), 0o1777)
+    for l in ("lib", "lib64", "bin"):
+        os.symlink("usr/" + l, os.path.join(root, l))
+    tries = 5
+    swaps, lost, last = staging_race(c, "mount --bind /usr %s/usr" % root, root, PY, tries)
+    check(swaps >= tries, "the attacker swapped only %d directories in %d tries (%s)"
+          % (swaps, tries, last))
+    check(lost == 0, "a host file was removed in %d of %d tries" % (lost, tries))
+    return "%d swaps in %d tries, host files intact" % (swaps, tries)
+
+
+@tests("staging.remote_exec")
+def t_staging_remote_exec(c):
+    """sid's 3.14 in its root with a private /tmp (remote execution stages the shim and
+    load.py)."""
+    root = st.sid_root()
+    py = "python3.14"
+    if not root or not os.path.exists(os.path.join(root, "usr/bin", py)):
+        raise Skip("no sid root with %s" % py)
+    tries = 3
+    setup = "mount -t tmpfs -o mode=1777 none %s/tmp" % root
+    swaps, lost, last = staging_race(c, setup, root, py, tries)
+    check(swaps >= tries, "the attacker swapped only %d directories in %d tries (%s)"
+          % (swaps, tries, last))
+    check(lost == 0, "a host file was removed in %d of %d tries" % (lost, tries))
+    return "%d swaps in %d tries, host files intact" % (swaps, tries)
+
+
+def main():
+    ap = st.add_common_args(st.runner.parser(__doc__))
+    a = ap.parse_args()
+    sel = tests.select(a.k)
+    if os.geteuid() != 0:
+        return st.skip_all("security.round2", "needs root", len(sel))
+    if not os.path.exists(PY):
+        return st.skip_all("security.round2", "no %s" % PY, len(sel))
+    return st.run(sel, lambda t: st.Ctx(t.name, scry=os.path.abspath(a.scry), verbose=a.v,
+                                        prefix="scry-r2"), "security.round2", verbose=a.v)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
