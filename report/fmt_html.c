@@ -238,7 +238,14 @@ static void hot_lines(report__html_t *h)
         snippet_cell(h, l);
         report__sb_puts(b, "</tr>\n");
     }
-    report__sb_puts(b, "</tbody></table></section>\n");
+    report__sb_puts(b, "</tbody></table>");
+    uint32_t cut = report__src_cut(h->src); /* source section and this table together */
+    if (cut)
+        report__sb_printf(b,
+                          "<p class=\"sc-note\">The source of %u file%s was not read: the "
+                          "report's source budget (%s) is spent.</p>",
+                          cut, cut == 1 ? "" : "s", REPORT__SRC_BUDGET_TEXT);
+    report__sb_puts(b, "</section>\n");
 }
 
 static void functions(report__html_t *h)

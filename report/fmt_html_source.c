@@ -321,7 +321,7 @@ static void file_head(emit_t *e, int open, int32_t nlines, int whole)
         report__sb_puts(b, " \xc2\xb7 source not available");
         if (err < 0 && err != SCRY_E_NOSYS) {
             report__sb_puts(b, ": ");
-            report__sb_xml(b, scry_strerror(err), 100);
+            report__sb_xml(b, report__src_why(e->h->src, f->file), 100);
         }
     }
     report__sb_puts(b, "</span>");

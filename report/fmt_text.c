@@ -215,7 +215,17 @@ static void missing_source(text_t *t, const report__view_t *v, uint32_t top, rep
         on(t, "2");
         report__sb_puts(&t->b, "  source not available: ");
         put_clean(&t->b, l->file, strlen(l->file), width);
-        report__sb_printf(&t->b, " (%s)", scry_strerror(err));
+        report__sb_printf(&t->b, " (%s)", report__src_why(src, l->file));
+        off(t);
+        report__sb_putc(&t->b, '\n');
+    }
+    uint32_t cut = report__src_cut(src);
+    if (cut) {
+        on(t, "2");
+        report__sb_printf(&t->b,
+                          "  the source of %u file%s was not read: the report's source "
+                          "budget (%s) is spent",
+                          cut, cut == 1 ? "" : "s", REPORT__SRC_BUDGET_TEXT);
         off(t);
         report__sb_putc(&t->b, '\n');
     }

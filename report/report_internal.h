@@ -297,6 +297,18 @@ const char *report__src_line(report__src_t *c, const char *file, int32_t line, s
 /* Why FILE's source is unavailable (after report__src_line asked for it): a negative scry
  * code, SCRY_E_NOSYS when no reader was given, 0 when the source is there or unknown. */
 int report__src_error(report__src_t *c, const char *file);
+/* The text and line tables one cache holds are bounded: once REPORT__SRC_BUDGET bytes are
+ * held (one file may overshoot it, at most by the reader's own limit), later files are not
+ * read (a target naming hundreds of code objects after links of one big file cannot make
+ * scry read gigabytes). */
+#define REPORT__SRC_BUDGET      (32u << 20)
+#define REPORT__SRC_BUDGET_TEXT "32 MiB"
+/* Why FILE's source is unavailable, for the reader of a report (static text): the budget,
+ * or scry_strerror of report__src_error. NULL when it is there, unknown, or the error is
+ * not negative. */
+const char *report__src_why(report__src_t *c, const char *file);
+/* How many files were not read because the budget was spent. */
+uint32_t report__src_cut(const report__src_t *c);
 /* Splits DATA (LEN bytes, NUL-terminated, modified: newlines become NULs) into at most
  * REPORT__SRC_MAX_LINES lines; *STARTS (malloc'd) receives each line's offset. Returns
  * the line count (>= 1), or 0 when out of memory. */

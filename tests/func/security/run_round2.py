@@ -152,6 +152,68 @@ def t_staging_remote_exec(c):
     return "%d swaps in %d tries, host files intact" % (swaps, tries)
 
 
+# --- item 4: source bytes per report -----------------------------------------------------
+
+SRC_LINKS = 256
+SRC_MIB = 16
+
+
+def hostile_source(c):
+    """One 16 MiB file (short lines) and SRC_LINKS hard links of it, all readable."""
+    d = c.path("src")
+    os.makedirs(d)
+    big = os.path.join(d, "big.py")
+    line = b"x = 1  # padding padding padding padding padding padding padding padding\n"
+    with open(big, "wb") as f:
+        f.write(line * (SRC_MIB * 1024 * 1024 // len(line)))
+    names = []
+    for i in range(SRC_LINKS):
+        n = os.path.join(d, "f%03d.py" % i)
+        os.link(big, n)
+        names.append(n)
+    return names
+
+
+def src_target(names):
+    """Python code with one hot function per name in NAMES (its code object names it)."""
+    code = ["fs = []"]
+    for i, n in enumerate(names):
+        code.append("exec(compile('def f(k):\\n for i in range(k): pass\\n', %r, 'exec')); "
+                    "fs.append(f)" % n)
+    code.append("while 1:\n for f in fs: f(2000)")
+    return "\n".join(code)
+
+
+@tests("source_cap")
+def t_source_cap(c):
+    """256 code objects named after hard links of one 16 MiB file: the peak RSS of record -f
+    text and -f html stays under 128 MiB (32 MiB budget, one 16 MiB file over it), and the reports say what was left out."""
+    if not os.path.exists("/usr/bin/time"):
+        raise Skip("no /usr/bin/time")
+    names = hostile_source(c)
+    p = c.spawn([PY, "-c", src_target(names)])
+    wait_python(c, p, "target")
+    c.targets.append(("hostile source", p))
+    got = []
+    for fmt in ("text", "html"):
+        out, rss = c.path("report." + fmt), c.path("rss-" + fmt)
+        t0 = st.now()
+        r = c.spawn(["/usr/bin/time", "-f", "%M", "-o", rss, c.scry_path, "record", "-q",
+                     "-r", "1000", "-d", "2", "-f", fmt, "-o", out, "--pid", p.pid],
+                    log_name="scry-%s.log" % fmt)
+        rc = c.wait(r, 120, "scry record -f " + fmt)
+        took = st.since(t0)
+        check(rc == 0, "scry record -f %s: exit %s: %s" % (fmt, rc, st.short(c.proc_log(r))))
+        with open(rss) as f:
+            peak = int(f.read().split()[-1]) // 1024
+        with open(out, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+        got.append("%s %d MiB in %.1f s" % (fmt, peak, took))
+        c.expect(peak < 128, "%s: peak RSS %d MiB < 128 MiB" % (fmt, peak))
+        c.expect("source budget" in text, "%s report says the source budget was spent" % fmt)
+    return ", ".join(got)
+
+
 def main():
     ap = st.add_common_args(st.runner.parser(__doc__))
     a = ap.parse_args()
