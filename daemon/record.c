@@ -95,6 +95,7 @@ typedef struct progress {
     memprof_t *mem; /* --memory: drained after every tick */
     pystate_target_t *target;
     memory_sink_t sink;
+    int limit_said; /* --subprocesses: family_limit_note printed */
 } progress_t;
 
 /* Moves the shim's pending events into the profile. A corrupt ring ends memory
@@ -154,7 +155,15 @@ static int show_family_progress(family_t *f, void *ctx)
     size_t n = 0, live = family_procs(f, &procs);
     for (size_t i = 0; i < live; i++)
         n += procs[i].sampled && !procs[i].exited;
-    return progress_round(ctx, &st, n);
+    progress_t *p = ctx;
+    if (!p->limit_said && family_limit_note(f)[0]) { /* at once; the count at the end */
+        p->limit_said = 1;
+        fprintf(stderr,
+                "%sscry: --subprocesses: descriptors run short (RLIMIT_NOFILE): new child "
+                "processes are no longer followed; those followed go on (the count at the end)\n",
+                p->tty ? "\r\033[K" : "");
+    }
+    return progress_round(p, &st, n);
 }
 
 /* Ends the launched program CHILD, which still runs although the recording is over (WHY:
@@ -514,6 +523,8 @@ static void print_summary(const recording_t *r, const report_end_t *end, const c
             strcmp(path, "-") == 0 ? "to standard output" : path);
     if (memline[0])
         fprintf(stderr, "scry: %s\n", memline);
+    if (r->fam && family_limit_note(r->fam)[0])
+        fprintf(stderr, "scry: %s\n", family_limit_note(r->fam));
     print_processes(end);
 }
 

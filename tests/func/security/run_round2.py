@@ -15,7 +15,7 @@ fd_limit: `record --subprocesses` under a hard RLIMIT_NOFILE of 256 with 300 liv
 Needs root (chroot, mounts). Stdlib only. One line "PASS|FAIL|SKIP name: detail" per test.
 """
 import os
-import re
+import subprocess
 import sys
 import time
 
@@ -212,6 +212,92 @@ def t_source_cap(c):
         c.expect(peak < 128, "%s: peak RSS %d MiB < 128 MiB" % (fmt, peak))
         c.expect("source budget" in text, "%s report says the source budget was spent" % fmt)
     return ", ".join(got)
+
+
+# --- item 8: --subprocesses at the descriptor limit --------------------------------------
+
+FD_CHILDREN = 300
+FAMILY = r"""
+import os, sys, time
+for i in range(int(sys.argv[1])):
+    if os.fork() == 0:
+        while True:
+            time.sleep(0.05)
+open(sys.argv[2] + '.tmp', 'w').write('ready')
+os.rename(sys.argv[2] + '.tmp', sys.argv[2])
+while True:
+    sum(range(10000))
+"""
+
+
+def cpu_ticks(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        v = f.read().rsplit(")", 1)[1].split()
+    return int(v[11]) + int(v[12])
+
+
+@tests("fd_limit")
+def t_fd_limit(c):
+    """A parent with 300 live children; scry's hard RLIMIT_NOFILE 256: the recording lasts
+    its 4 s, the parent is sampled throughout and not called exited, and scry says it stopped
+    following children. With a soft limit of 128 under a hard 4096 every child is followed
+    (the soft limit is raised)."""
+    if not os.path.exists("/usr/bin/prlimit"):
+        raise Skip("no prlimit")
+    ready = c.path("ready")
+    p = c.spawn([PY, "-c", FAMILY, str(FD_CHILDREN), ready])
+    d = st.Deadline(30)
+    while not os.path.exists(ready) and not d.expired():
+        check(p.poll() is None, "family exited: %s" % st.short(c.proc_log(p)))
+        time.sleep(0.05)
+    check(os.path.exists(ready), "the family never forked its %d children" % FD_CHILDREN)
+    c.targets.append(("parent of %d" % FD_CHILDREN, p))
+    got = []
+    for nofile, name in (("256:256", "short"), ("128:4096", "raised")):
+        t0 = st.now()
+        res, rep, cpu = record_family_limited(c, p.pid, nofile, name)
+        took = st.since(t0)
+        root = [q for q in rep["processes"] if q["pid"] == p.pid]
+        check(root, "%s: the parent is not in the report" % name)
+        root = root[0]
+        followed = len(rep["processes"]) - 1
+        c.expect(took >= 3.8 and rep["duration_s"] >= 3.8,
+                 "%s: recorded %.1f s (report %.1f s) of 4" % (name, took, rep["duration_s"]))
+        c.expect(not root["exited"], "%s: the running parent is not called exited" % name)
+        c.expect(root["samples"] >= 0.5 * cpu * 20,
+                 "%s: parent sampled throughout: %d samples for %.1f s of CPU at 20 Hz"
+                 % (name, root["samples"], cpu))
+        said = "no longer followed" in res.err
+        if name == "short":
+            c.expect(said, "short: scry says it stopped following children")
+            c.expect(0 < followed < FD_CHILDREN, "short: %d children followed" % followed)
+        else:
+            c.expect(not said, "raised: no shortage message")
+            c.expect(followed == FD_CHILDREN, "raised: all %d children followed (%d)"
+                     % (FD_CHILDREN, followed))
+        got.append("%s: %d children followed, %d parent samples in %.1f s"
+                   % (name, followed, root["samples"], took))
+    return "; ".join(got)
+
+
+def record_family_limited(c, pid, nofile, name):
+    """record --subprocesses -d 4 of PID run under prlimit --nofile=NOFILE: (Result, JSON
+    report, the parent's CPU seconds during the run)."""
+    out = c.path(name + ".json")
+    before = cpu_ticks(pid)
+    r = c.spawn(["prlimit", "--nofile=" + nofile, c.scry_path, "record", "--subprocesses",
+                 "-r", "20", "-d", "4", "-f", "json", "-o", out, "--pid", pid],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        so, se = r.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        c.kill(r)
+        raise Fail("%s: scry did not end within 60 s" % name)
+    cpu = (cpu_ticks(pid) - before) / float(os.sysconf("SC_CLK_TCK"))
+    err = se.decode("utf-8", "replace")
+    check(r.returncode == 0, "%s: scry exit %s: %s" % (name, r.returncode, st.short(err)))
+    res = st.Result(r.args, r.returncode, so.decode(), err, 0)
+    return res, st.load_json(out, "report"), cpu
 
 
 def main():
