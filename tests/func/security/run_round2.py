@@ -6,7 +6,8 @@ usage: run_round2.py --scry PATH [-k PATTERN] [-v]
 staging.*: a process in the target's root races `--memory` staging: it renames each fresh
   .scry-shim-* directory and puts a symbolic link to a host 0700 directory in its place,
   whose root-owned libscry-shim.so and load.py must survive every try (ptrace injection on
-  Debian's 3.11 in a chroot; remote execution, load.py, on sid's 3.14 in its root).
+  Debian's 3.11 in a chroot; remote execution, load.py, on sid's 3.14 in its root); and a
+  /tmp bind-mounted from a host directory the target cannot write gets nothing from root.
 source_cap: 256 code objects named after hard links of one 16 MiB file: scry's peak RSS
   (VmHWM) stays bounded, the reports say how much source was left out.
 fd_limit: `record --subprocesses` under a hard RLIMIT_NOFILE of 256 with 300 live children:
@@ -17,6 +18,7 @@ Needs root (chroot, mounts). Stdlib only. One line "PASS|FAIL|SKIP name: detail"
 import os
 import subprocess
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "lib"))
@@ -151,6 +153,42 @@ def t_staging_remote_exec(c):
     check(lost == 0, "a host file was removed in %d of %d tries" % (lost, tries))
     return "%d swaps in %d tries, host files intact" % (swaps, tries)
 
+
+
+@tests("staging.bound_tmp")
+def t_staging_bound_tmp(c):
+    """A target run as nobody in a chroot whose /tmp is a root-owned 0755 host directory it
+    bind-mounted there: scry (root) creates nothing in that directory and says why."""
+    root = c.path("root")
+    for d in ("usr", "tmp", "dev"):
+        os.makedirs(os.path.join(root, d))
+    for l in ("lib", "lib64", "bin"):
+        os.symlink("usr/" + l, os.path.join(root, l))
+    host = c.path("host-readonly")
+    os.makedirs(host)
+    os.chmod(host, 0o755)
+    sh = ("mount --bind /usr %s/usr && mount --bind %s %s/tmp && exec chroot --userspec=65534:65534"
+          " %s %s -c \"$1\"" % (root, host, root, root, PY))
+    p = c.spawn(["unshare", "--mount", "--propagation", "private", "sh", "-c", sh, "sh", TARGET])
+    wait_python(c, p, "target")
+    seen = []
+    stop = threading.Event()
+
+    def watch():
+        while not stop.is_set():
+            seen.extend(os.listdir(host))
+    w = threading.Thread(target=watch, daemon=True)
+    w.start()
+    try:
+        r = c.scry(["record", "-q", "--memory", "-d", "0.5", "-f", "json", "-o",
+                    c.path("mem.json"), "--pid", p.pid], timeout=60)
+    finally:
+        stop.set()
+        w.join(5)
+    check(not seen, "root created %s in a host directory the target cannot write"
+          % sorted(set(seen)))
+    check("writable by the process" in r.err, "scry does not say why: %s" % st.short(r.err))
+    return "nothing created; scry says: %s" % st.short(r.err, 160)
 
 # --- item 4: source bytes per report -----------------------------------------------------
 
