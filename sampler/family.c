@@ -152,15 +152,34 @@ static void member_gone(family_t *f, member_t *m, int exited)
     m->state = M_GONE;
 }
 
-/* Lets M go after its sampler returned ERR: exited when ERR is SCRY_E_GONE, else failed
- * (the error becomes its "why"; it is not said to have exited). */
-static void member_failed(family_t *f, member_t *m, int err)
+/* 1 unless member M's process is known to be gone: reaped, a zombie, or its pid taken by
+ * another process. (A sampler may take a /proc file it could not open, for lack of a
+ * descriptor, for an exit.) */
+static int still_there(const member_t *m)
 {
-    if (err != SCRY_E_GONE) {
-        const char *w = strtab_intern(f->strings, scry_strerror(err));
-        m->info.why = w ? w : f->s_empty;
+    uint64_t start = 0;
+    char state = 0;
+    int err = proc_read_identity(m->info.pid, &start, NULL, 0);
+    if (err == SCRY_E_GONE || (err == 0 && start != m->start_time))
+        return 0;
+    return proc_read_task_state(m->info.pid, m->info.pid, &state) != 0 ||
+           (state != 'Z' && state != 'X');
+}
+
+/* M's sampler returned ERR (SCRY_E_GONE: the target exited). A process that is gone is
+ * let go as exited; one that still runs loses its sampler, keeps the error as its "why"
+ * and is tried again like a new program (never said to have exited). */
+static void member_failed(family_t *f, member_t *m, int err, uint64_t now)
+{
+    if (err == SCRY_E_GONE && !still_there(m)) {
+        member_gone(f, m, 1);
+        return;
     }
-    member_gone(f, m, err == SCRY_E_GONE);
+    const char *w = strtab_intern(f->strings, scry_strerror(err == SCRY_E_GONE ? SCRY_E_IO : err));
+    m->info.why = w ? w : f->s_empty;
+    drop_sampler(f, m);
+    m->state = M_WAITING;
+    m->program_since_ns = m->last_try_ns = now;
 }
 
 /* The descriptors scry has open (/proc/self/fd), or -1. */
@@ -249,6 +268,7 @@ static int start_member(family_t *f, member_t *m, pystate_target_t *t)
         snprintf(f->backend, sizeof f->backend, "%s", sampler_backend_desc(m->smp));
     m->target = t;
     m->state = M_SAMPLED;
+    m->info.why = f->s_empty; /* a failure before, if any, is over */
     m->listed = 1;
     m->info.sampled = 1;
     m->mark_moved_ns = 0;
@@ -518,7 +538,7 @@ static void tick_members(family_t *f, uint64_t now)
         m->st = *sampler_stats(m->smp);
         m->torn = pystate_target_stats(sampler_target(m->smp)).dropped;
         if (err || m->st.target_exited) {
-            member_failed(f, m, m->st.target_exited ? SCRY_E_GONE : err);
+            member_failed(f, m, m->st.target_exited ? SCRY_E_GONE : err, now);
         } else {
             if (m->hook_ctx && f->hooks.round)
                 f->hooks.round(f->hooks.ctx, m->hook_ctx,
@@ -550,7 +570,7 @@ static void read_member_early(family_t *f, member_t *m, uint64_t now)
     int err = sampler__perf_read_early(m->smp, emit_member, f);
     m->st = *sampler_stats(m->smp);
     if (err)
-        member_failed(f, m, err);
+        member_failed(f, m, err, now);
 }
 
 /* Sleeps until DEADLINE_NS, or less: connector news are read at once, and a member's perf

@@ -97,7 +97,7 @@ def wait_python(c, p, what):
 def staging_race(c, setup, root, py, tries):
     """TRIES fresh targets in ROOT (prepared by shell SETUP in a private mount namespace),
     each attached with --memory while an attacker in the same root swaps the staging
-    directories. Returns (swaps, host file lost count, last scry message)."""
+    directories. Fails when the attacker did not swap each time or a host file was lost."""
     bait = host_bait(c)
     swaps, lost, last = 0, 0, ""
     for i in range(tries):
@@ -117,24 +117,28 @@ def staging_race(c, setup, root, py, tries):
             for name in ("libscry-shim.so", "load.py"):  # put the bait back
                 with open(os.path.join(bait, name), "wb") as f:
                     f.write(BAIT)
-    return swaps, lost, last
+    check(swaps >= tries, "the attacker swapped only %d directories in %d tries (%s)"
+          % (swaps, tries, last))
+    check(lost == 0, "a host file was removed in %d of %d tries" % (lost, tries))
+    return "%d swaps in %d tries, host files intact" % (swaps, tries)
 
 
-@tests("staging.chroot")
-def t_staging_chroot(c):
-    """Debian's 3.11 in a chroot (ptrace injection stages libscry-shim.so)."""
+def make_chroot(c):
+    """A chroot for Debian's static 3.11: /usr (bind-mounted by the caller), /tmp (1777)."""
     root = c.path("root")
     for d in ("usr", "tmp", "dev"):
         os.makedirs(os.path.join(root, d))
     os.chmod(os.path.join(root, "tmp"), 0o1777)
     for l in ("lib", "lib64", "bin"):
         os.symlink("usr/" + l, os.path.join(root, l))
-    tries = 5
-    swaps, lost, last = staging_race(c, "mount --bind /usr %s/usr" % root, root, PY, tries)
-    check(swaps >= tries, "the attacker swapped only %d directories in %d tries (%s)"
-          % (swaps, tries, last))
-    check(lost == 0, "a host file was removed in %d of %d tries" % (lost, tries))
-    return "%d swaps in %d tries, host files intact" % (swaps, tries)
+    return root
+
+
+@tests("staging.chroot")
+def t_staging_chroot(c):
+    """Debian's 3.11 in a chroot (ptrace injection stages libscry-shim.so)."""
+    root = make_chroot(c)
+    return staging_race(c, "mount --bind /usr %s/usr" % root, root, PY, 5)
 
 
 @tests("staging.remote_exec")
@@ -145,25 +149,14 @@ def t_staging_remote_exec(c):
     py = "python3.14"
     if not root or not os.path.exists(os.path.join(root, "usr/bin", py)):
         raise Skip("no sid root with %s" % py)
-    tries = 3
-    setup = "mount -t tmpfs -o mode=1777 none %s/tmp" % root
-    swaps, lost, last = staging_race(c, setup, root, py, tries)
-    check(swaps >= tries, "the attacker swapped only %d directories in %d tries (%s)"
-          % (swaps, tries, last))
-    check(lost == 0, "a host file was removed in %d of %d tries" % (lost, tries))
-    return "%d swaps in %d tries, host files intact" % (swaps, tries)
-
+    return staging_race(c, "mount -t tmpfs -o mode=1777 none %s/tmp" % root, root, py, 3)
 
 
 @tests("staging.bound_tmp")
 def t_staging_bound_tmp(c):
     """A target run as nobody in a chroot whose /tmp is a root-owned 0755 host directory it
     bind-mounted there: scry (root) creates nothing in that directory and says why."""
-    root = c.path("root")
-    for d in ("usr", "tmp", "dev"):
-        os.makedirs(os.path.join(root, d))
-    for l in ("lib", "lib64", "bin"):
-        os.symlink("usr/" + l, os.path.join(root, l))
+    root = make_chroot(c)
     host = c.path("host-readonly")
     os.makedirs(host)
     os.chmod(host, 0o755)
