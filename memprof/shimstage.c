@@ -113,8 +113,9 @@ static int same_file_in_root(int rootfd, const char *host_path)
 /* The janitor: a child in its own session (not killed with scry's process group) holding
  * only the pipe's read end and the directory's parent. When the pipe reaches EOF (scry
  * finished with the copy, or died, even by SIGKILL) it removes the copy and the
- * directory (ENOENT when scry did it already) and exits. Async-signal-safe calls only
- * (forked from a process that may have threads). */
+ * directory as stage_remove does (nothing when scry did it already, or when the name is no
+ * longer scry's directory) and exits. Async-signal-safe calls only (forked from a process
+ * that may have threads). */
 static void janitor_run(int rfd, int parent_fd, const char *dir, const char *name)
 {
     struct sigaction ign;
