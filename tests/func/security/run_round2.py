@@ -149,7 +149,7 @@ def t_staging_remote_exec(c):
     py = "python3.14"
     if not root or not os.path.exists(os.path.join(root, "usr/bin", py)):
         raise Skip("no sid root with %s" % py)
-    return staging_race(c, "mount -t tmpfs -o mode=1777 none %s/tmp" % root, root, py, 3)
+    return staging_race(c, "mount -t tmpfs -o mode=1777 none %s/tmp" % root, root, py, 2)
 
 
 @tests("staging.bound_tmp")
