@@ -46,6 +46,7 @@ PY = "/usr/bin/python3.11"  # Debian's: the same on the host and in the bookworm
 WORKLOAD = os.path.join(HERE, "workload.py")
 KEEP_MARK = "SCRYKEEPLINE"  # the source text of the only line that keeps memory
 NOBODY = 65534
+RINGS_PER_TARGET = 201  # the workload's threads with its argument 200: one perf ring each
 CAPS = ["chown", "dac_override", "dac_read_search", "fowner", "fsetid", "kill", "setgid",
         "setuid", "setpcap", "linux_immutable", "net_bind_service", "net_broadcast",
         "net_admin", "net_raw", "ipc_lock", "ipc_owner", "sys_module", "sys_rawio",
@@ -124,14 +125,14 @@ def cap_mask(names):
     return sum(1 << CAPS.index(n) for n in names)
 
 
-def start_target(c, as_nobody=False, python=PY, extra=()):
+def start_target(c, as_nobody=False, python=PY, threads=0):
     """The workload, started from a copy in the test's directory (owned by nobody and closed
     to others with AS_NOBODY, run as nobody); waits until it has used 0.2 s of CPU."""
     d = c.path("app")
     os.makedirs(d, exist_ok=True)
     script = os.path.join(d, "workload.py")
     shutil.copy(WORKLOAD, script)
-    argv = [python, script] + list(extra)
+    argv = [python, script, str(threads)]
     if as_nobody:
         for p in (d, script):
             os.chown(p, NOBODY, NOBODY)
@@ -274,6 +275,9 @@ class Daemon(object):
             f.write("out-dir = %s\nsocket = %s\ninterval = 2\nmatch = %s\n"
                     % (self.out, self.sock, os.path.basename(c.tmp)))
         setpriv = ["setpriv", "--bounding-set", ",".join(["-all"] + ["+" + x for x in caps])]
+        # A tight locked-memory limit (64 KiB, the kernel's default before 5.16): the perf
+        # rings of the target's 200 threads then need CAP_IPC_LOCK.
+        setpriv = ["prlimit", "--memlock=65536:65536"] + setpriv
         if unit.get("NoNewPrivileges", ["no"])[0] in ("yes", "true", "1", "on"):
             setpriv.append("--no-new-privs")
         self.p = c.spawn(hidden(setpriv + exe), log_name="daemon-%d.log" % len(c.procs))
@@ -320,6 +324,18 @@ class Daemon(object):
         with open(out) as f:
             return f.read()
 
+    def rings(self):
+        """How many perf rings the daemon has mapped."""
+        with open("/proc/%d/maps" % self.p.pid) as f:
+            return sum(1 for line in f if "perf_event" in line)
+
+    def wait_rings(self, n, timeout=10):
+        """True once the daemon has N perf rings mapped."""
+        d = st.Deadline(timeout)
+        while self.rings() < n and not d.expired():
+            time.sleep(0.3)
+        return self.rings() >= n
+
     def stop(self):
         self.p.send_signal(signal.SIGTERM)
         try:
@@ -339,7 +355,7 @@ def t_unit_caps(c):
     """The daemon under exactly the unit's capability set: every documented feature works."""
     prefix = install_prefix(c)
     caps = unit_caps(parse_unit(os.path.join(prefix, "lib/systemd/system/scry.service")))
-    tp, script = start_target(c, as_nobody=True)
+    tp, script = start_target(c, as_nobody=True, threads=200)
     d = Daemon(c, prefix, caps)
     lst = d.wait_target(tp.pid)
     check(lst, "target %d never listed: %s" % (tp.pid, st.short(d.log(), 600)))
@@ -349,6 +365,9 @@ def t_unit_caps(c):
     check(lst["daemon"]["idle_watch"] == "perf" and "per-CPU clock says which ran" in d.log(),
           "the per-CPU clock is not used: %s" % st.short(d.log(), 400))
     check("no process-events connector" not in d.log(), "no connector: %s" % d.log()[:400])
+    rings = RINGS_PER_TARGET + os.cpu_count()
+    check(d.wait_rings(rings), "%d perf rings for the target's 201 threads and %d CPUs, not %d"
+          % (d.rings(), os.cpu_count(), rings))
     _, dump, _ = d.ctl("dump", str(tp.pid))
     check("workload.py" in dump and "main" in dump, "ctl dump: %s" % st.short(dump, 300))
     mem = d.record_memory(tp.pid, "memory.txt")
@@ -400,6 +419,12 @@ def lacks_dac_override(c, d, tp):
     return "alloc MB" not in d.record_memory(tp.pid, "m.txt"), "no memory recording"
 
 
+def lacks_ipc_lock(c, d, tp):
+    d.wait_target(tp.pid)
+    rings = RINGS_PER_TARGET + os.cpu_count()
+    return not d.wait_rings(rings, timeout=4), "%d of %d perf rings" % (d.rings(), rings)
+
+
 def lacks_setid(c, d, tp):
     d.wait_target(tp.pid)
     text = d.record_memory(tp.pid, "m.txt")
@@ -408,7 +433,7 @@ def lacks_setid(c, d, tp):
 
 NEEDED_FOR = {"sys_ptrace": lacks_ptrace, "perfmon": lacks_perfmon,
               "net_admin": lacks_net_admin, "dac_override": lacks_dac_override,
-              "setuid": lacks_setid, "setgid": lacks_setid}
+              "setuid": lacks_setid, "setgid": lacks_setid, "ipc_lock": lacks_ipc_lock}
 
 
 @tests("unit_caps_least")
@@ -416,7 +441,7 @@ def t_unit_caps_least(c):
     """Each capability of the unit is needed: the daemon without it loses its feature."""
     prefix = install_prefix(c)
     caps = unit_caps(parse_unit(os.path.join(prefix, "lib/systemd/system/scry.service")))
-    tp, _ = start_target(c, as_nobody=True)
+    tp, _ = start_target(c, as_nobody=True, threads=200)
     lost = []
     for cap in caps:
         check(cap in NEEDED_FOR, "CAP_%s: no known use (add its check or drop it)" % cap.upper())

@@ -1,6 +1,8 @@
 # The installed scry's target (tests/func/install): burn() spends CPU without allocating,
 # keep() allocates and keeps 64 KiB blocks (the only line that allocates much), the loop
-# sleeps between rounds.
+# sleeps between rounds. An argument N adds N idle threads.
+import sys
+import threading
 import time
 
 DATA = bytes(range(256)) * 80
@@ -20,6 +22,8 @@ def keep(held):
 
 
 def main():
+    for _ in range(int(sys.argv[1]) if len(sys.argv) > 1 else 0):  # idle threads
+        threading.Thread(target=time.sleep, args=(3600,), daemon=True).start()
     held = []
     while True:
         burn()
