@@ -22,7 +22,8 @@ deb             cpack -G DEB in the build directory; in a throw-away overlay of 
                 Debian root of the host's release (scripts/debian-root.sh) the package's
                 Depends are installed with apt-get, the .deb with dpkg -i, then scry record
                 --memory, scry dump against the root's python3 and scry serve --check-config
-                run under chroot; dpkg -r leaves nothing but /etc/scry/scry.conf.
+                run under chroot; dpkg -r leaves nothing but /etc/scry/scry.conf (a conffile),
+                dpkg --purge nothing at all.
 
 Needs root (mounts, chroot, setpriv); otherwise prints "SKIP install: ..." and passes.
 Stdlib only. One line "PASS|FAIL|SKIP name: detail" per test, then "N passed, N failed, N
@@ -539,6 +540,9 @@ def deb_inner(a):
     after = snapshot(m)
     res["left"] = sorted(after - before)
     res["removed"] = sorted(before - after)
+    if "dpkg -r" in res:
+        step("dpkg --purge", ch + ["dpkg", "--purge", "scry"], env=env)
+        res["purged_left"] = sorted(snapshot(m) - before)
     print(json.dumps(res))
     return 0
 
@@ -567,7 +571,7 @@ def t_deb(c):
     check(rc == 0 and out.strip(), "the chroot steps: exit %d: %s" % (rc, st.short(err, 600)))
     res = json.loads(out)
     for name, r in res.items():
-        if isinstance(r, list) and len(r) == 3 and name != "left" and name != "removed":
+        if isinstance(r, list) and len(r) == 3 and name not in ("left", "removed", "purged_left"):
             if name == "deps" and r[0] != 0 and re.search(r"Failed to fetch|resolve", r[2]):
                 raise Skip("the package's Depends cannot be fetched: %s" % st.short(r[2], 300))
             check(r[0] == 0, "%s: exit %d: %s %s" % (name, r[0], st.short(r[1], 300),
@@ -582,7 +586,9 @@ def t_deb(c):
           "dpkg -r left %s" % res["left"][:20])
     check(not res["removed"], "installing and removing scry removed %s" % res["removed"][:20])
     check(res["dpkg -s"][1] == "deinstall ok config-files", "after dpkg -r: %s" % res["dpkg -s"][1])
-    return ("%s, Depends %s; %.1f MB on the keeping line; dpkg -r left only the configuration"
+    check(not res["purged_left"], "dpkg --purge left %s" % res["purged_left"][:20])
+    return ("%s, Depends %s; %.1f MB on the keeping line; dpkg -r left only the configuration, "
+            "--purge nothing"
             % (debs[0], ", ".join(deps), mb))
 
 
