@@ -15,7 +15,9 @@ unit_caps       the installed unit's CapabilityBoundingSet (= AmbientCapabilitie
                 bounding set (setpriv): its CapEff is that set, the per-CPU clock watches
                 idle targets, the connector is used, and every ctl verb works on a target of
                 another user (list, dump, record --memory with the source read as that user,
-                record, set-rate, reload, flush, SIGTERM leaving the target untraced).
+                record, set-rate, reload, flush, SIGTERM leaving the target untraced), the
+                perf rings of its 201 threads under a 64 KiB memlock limit, record --memory
+                of a Python chrooted into the cached Debian root (the shim staged there).
 unit_caps_least each capability of that set is needed: without it the feature it is there for
                 fails (a capability with no known use fails the test).
 deb             cpack -G DEB in the build directory; in a throw-away overlay of the cached
@@ -373,6 +375,7 @@ def t_unit_caps(c):
     check("workload.py" in dump and "main" in dump, "ctl dump: %s" % st.short(dump, 300))
     mem = d.record_memory(tp.pid, "memory.txt")
     mb = check_memory_report(mem, "ctl record --memory")
+    chrooted = chroot_memory(c, d)
     cpu_out = c.path("cpu.txt")
     d.ctl("record", str(tp.pid), "--duration", "1", "--format", "text", "--output", cpu_out)
     with open(cpu_out) as f:
@@ -390,8 +393,32 @@ def t_unit_caps(c):
     rc = d.stop()
     check(rc == 0, "the daemon exited %d after SIGTERM" % rc)
     check(tp.poll() is None and tracer_of(tp.pid) == 0, "the target is dead or still traced")
-    return ("%s: per-CPU clock, list, dump, record --memory (%.1f MB on the keeping line, "
-            "source as nobody), record, set-rate, reload, flush" % (",".join(caps), mb))
+    return ("%s: per-CPU clock, %d perf rings, list, dump, record --memory (%.1f MB on the "
+            "keeping line, source as nobody; %s), record, set-rate, reload, flush"
+            % (",".join(caps), rings, mb, chrooted))
+
+
+def chroot_memory(c, d):
+    """ctl record --memory of a Python chrooted into the cached Debian root (another root,
+    as a container's: the shim is staged into it): the keeping line first."""
+    rc, root, _ = run([os.path.join(ARGS.source, "scripts", "debian-root.sh"), "--path"])
+    root = root.strip()
+    if not os.path.exists(os.path.join(root, ".scry-debian-root")):
+        return "no Debian root for a chrooted target (scripts/debian-root.sh)"
+    inside = os.path.join("/tmp", os.path.basename(c.tmp))  # holds the daemon's match key
+    os.makedirs(root + inside)
+    try:
+        shutil.copy(WORKLOAD, root + inside)
+        p = c.spawn(["chroot", root, "/usr/bin/python3", inside + "/workload.py"])
+        wait_running(p.pid, lambda: p.poll() is not None, lambda: c.proc_log(p))
+        check(d.wait_target(p.pid), "the chrooted target was never listed")
+        mb = check_memory_report(d.record_memory(p.pid, "chroot.txt"), "chrooted --memory")
+        c.kill(p)
+        check(not [x for x in os.listdir(root + "/tmp") if x.startswith(".scry-shim")],
+              "the staged shim was left in the root's /tmp")
+    finally:
+        shutil.rmtree(root + inside, ignore_errors=True)
+    return "chrooted %s: %.1f MB" % (os.path.basename(root), mb)
 
 
 def lacks_ptrace(c, d, tp):
