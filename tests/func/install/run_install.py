@@ -270,9 +270,8 @@ class Daemon(object):
         self.c = c
         self.sock = c.path("scry.sock")
         self.out = c.path("out")
-        for p in (self.sock,):
-            if os.path.exists(p):
-                os.unlink(p)
+        if os.path.exists(self.sock):
+            os.unlink(self.sock)
         shutil.rmtree(self.out, ignore_errors=True)
         with open(c.path("scry.conf"), "w") as f:
             f.write("out-dir = %s\nsocket = %s\ninterval = 2\nmatch = %s\n"
@@ -311,21 +310,34 @@ class Daemon(object):
             time.sleep(0.3)
         return None
 
-    def wait_log(self, text, timeout=15):
+    def wait_log(self, text, timeout=15, seen=0):
+        """True once the daemon's log holds TEXT more than SEEN times."""
         d = st.Deadline(timeout)
         while not d.expired():
-            if text in self.log():
+            if self.log().count(text) > seen:
                 return True
             time.sleep(0.2)
         return False
 
-    def record_memory(self, pid, name):
+    def record(self, pid, name, *args):
+        """ctl record PID ARGS --format text --output NAME: the report's text."""
         out = self.c.path(name)
-        self.ctl("record", str(pid), "--memory", "--duration", "2", "--format", "text",
-                 "--output", out)
-        check(self.wait_log("recording of target %d ended" % pid), "the recording never ended")
+        argv = ["record", str(pid)] + list(args) + ["--format", "text", "--output", out]
+        ended = "recording of target %d ended" % pid
+        seen = self.log().count(ended)
+        d = st.Deadline(5)
+        while True:  # the daemon may still be closing the previous recording (issue 25.10)
+            rc, o, err = self.ctl(*argv, ok=False)
+            if rc == 0 or "already under way" not in err or d.expired():
+                break
+            time.sleep(0.3)
+        check(rc == 0, "ctl %s: exit %d: %s %s" % (" ".join(argv), rc, o, err))
+        check(self.wait_log(ended, seen=seen), "the recording never ended")
         with open(out) as f:
             return f.read()
+
+    def record_memory(self, pid, name):
+        return self.record(pid, name, "--memory", "--duration", "2")
 
     def rings(self):
         """How many perf rings the daemon has mapped."""
@@ -376,10 +388,7 @@ def t_unit_caps(c):
     mem = d.record_memory(tp.pid, "memory.txt")
     mb = check_memory_report(mem, "ctl record --memory")
     chrooted = chroot_memory(c, d)
-    cpu_out = c.path("cpu.txt")
-    d.ctl("record", str(tp.pid), "--duration", "1", "--format", "text", "--output", cpu_out)
-    with open(cpu_out) as f:
-        check("burn" in f.read(), "ctl record: burn is missing")
+    check("burn" in d.record(tp.pid, "cpu.txt", "--duration", "1"), "ctl record: burn is missing")
     d.ctl("set-rate", str(tp.pid), "49")
     rate = [t["rate"] for t in d.listing()["targets"] if t["pid"] == tp.pid]
     check(rate == [49.0], "after set-rate 49: %s" % rate)
