@@ -617,8 +617,10 @@ int cmd_record(const scry_config_t *cfg)
     const char *path = NULL;
     if (!r.strings)
         goto out;
+    /* --memory without the shim is refused (memprof_new said why): never a CPU-only
+     * profile where memory was asked for */
     if (cfg->memory && !(r.mem = memprof_new(cfg->memory_sample_bytes, 0)))
-        fprintf(stderr, "scry: going on without memory profiling\n");
+        goto out;
     if (r.mem && cfg->inject)
         memprof_set_inject(r.mem, !strcmp(cfg->inject, "ptrace")        ? MEMPROF_INJECT_PTRACE
                                   : !strcmp(cfg->inject, "remote-exec") ? MEMPROF_INJECT_REMOTE_EXEC
