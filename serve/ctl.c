@@ -1,7 +1,9 @@
 /* ctl.c - the control socket: request parser, server, authorisation. */
 #include "ctl.h"
+#include "config.h"
 #include "log.h"
 #include "scry_err.h"
+#include "scry_parse.h"
 #include "scry_time.h"
 #include "store.h"
 
@@ -23,20 +25,15 @@ struct serve_ctl {
     serve_ctl_stats_t stats;
 };
 
-static const struct {
-    const char *name;
-    enum serve_ctl_cmd cmd;
-} cmds[] = {
-    {"list", SERVE_CTL_LIST},     {"dump", SERVE_CTL_DUMP},         {"flush", SERVE_CTL_FLUSH},
-    {"record", SERVE_CTL_RECORD}, {"set-rate", SERVE_CTL_SET_RATE}, {"reload", SERVE_CTL_RELOAD},
-};
+/* The request words, in enum serve_ctl_cmd's order. */
+static const char *const cmd_names[] = {"list", "dump", "flush", "record", "set-rate", "reload"};
 
 static int get_number(json_object *v, double lo, double hi, double *out)
 {
     if (!json_object_is_type(v, json_type_int) && !json_object_is_type(v, json_type_double))
         return -1;
     double d = json_object_get_double(v);
-    if (!isfinite(d) || d < lo || d > hi)
+    if (!scry_in_range(d, lo, hi))
         return -1;
     *out = d;
     return 0;
@@ -88,16 +85,17 @@ int serve_ctl_parse(const char *buf, size_t len, serve_ctl_req_t *req, char *msg
     {
         double d;
         if (strcmp(key, "cmd") == 0) {
-            const char *s =
-                json_object_is_type(val, json_type_string) ? json_object_get_string(val) : NULL;
-            size_t i = 0;
-            while (s && i < sizeof cmds / sizeof cmds[0] && strcmp(cmds[i].name, s) != 0)
-                i++;
-            if (!s || i == sizeof cmds / sizeof cmds[0]) {
+            /* the string's own length: a "reload\u0000" is not "reload" */
+            int i = json_object_is_type(val, json_type_string)
+                        ? scry_parse_word(json_object_get_string(val),
+                                          (size_t)json_object_get_string_len(val), cmd_names,
+                                          sizeof cmd_names / sizeof cmd_names[0])
+                        : SCRY_E_INVAL;
+            if (i < 0) {
                 snprintf(msg, msglen, "unknown cmd (list, dump, flush, record, set-rate, reload)");
                 goto out;
             }
-            req->cmd = cmds[i].cmd;
+            req->cmd = (enum serve_ctl_cmd)i;
             have_cmd = 1;
         } else if (strcmp(key, "pid") == 0) {
             if (!json_object_is_type(val, json_type_int) || get_number(val, 1, 0x3fffffff, &d)) {
@@ -106,8 +104,9 @@ int serve_ctl_parse(const char *buf, size_t len, serve_ctl_req_t *req, char *msg
             }
             req->pid = (pid_t)d;
         } else if (strcmp(key, "rate") == 0) {
-            if (get_number(val, 0.1, 1000, &d)) {
-                snprintf(msg, msglen, "rate must be a number of Hz between 0.1 and 1000");
+            if (get_number(val, SERVE_RATE_MIN_HZ, SERVE_RATE_MAX_HZ, &d)) {
+                snprintf(msg, msglen, "rate must be a number of Hz from %g to %g",
+                         SERVE_RATE_MIN_HZ, SERVE_RATE_MAX_HZ);
                 goto out;
             }
             req->rate_hz = d;
@@ -126,9 +125,8 @@ int serve_ctl_parse(const char *buf, size_t len, serve_ctl_req_t *req, char *msg
         } else if (strcmp(key, "format") == 0) {
             const char *f = json_object_is_type(val, json_type_string)
                                 ? json_object_get_string(val) : NULL;
-            size_t fl = f ? strlen(f) : 0;
-            if (!f || fl == 0 || fl >= sizeof req->format ||
-                strspn(f, "abcdefghijklmnopqrstuvwxyz0123456789-") != fl) {
+            size_t fl = f ? (size_t)json_object_get_string_len(val) : 0;
+            if (!f || scry_parse_name(f, fl, sizeof req->format - 1) != 0) {
                 snprintf(msg, msglen, "format must be a format name (letters, digits, '-')");
                 goto out;
             }

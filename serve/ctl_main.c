@@ -1,6 +1,8 @@
 /* ctl_main.c - `scry ctl`, the control socket's command-line client. */
+#include "config.h"
 #include "ctl.h"
 #include "scry_err.h"
+#include "scry_parse.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -25,12 +27,10 @@ static void ctl_usage(FILE *f)
 
 static int parse_pid(const char *s, long *out)
 {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (*s == '\0' || *end != '\0' || errno || v <= 0 || v > 0x3fffffff)
+    long long v;
+    if (scry_parse_int(s, 1, 0x3fffffff, &v) != 0)
         return -1;
-    *out = v;
+    *out = (long)v;
     return 0;
 }
 
@@ -82,17 +82,14 @@ int serve_ctl_main(int argc, char **argv)
         else if (strcmp(a, "--output") == 0 && i + 1 < argc)
             output = argv[++i];
         else if (strcmp(a, "--duration") == 0 && i + 1 < argc) {
-            char *end;
-            duration = strtod(argv[++i], &end);
-            if (*end || duration <= 0 || duration > 3600) {
-                fprintf(stderr, "scry ctl: --duration takes 0 < S <= 3600\n");
+            if (scry_parse_number(argv[++i], 0.1, 3600, &duration) != 0) {
+                fprintf(stderr, "scry ctl: --duration takes 0.1 <= S <= 3600\n");
                 return 2;
             }
         } else if (strcmp(a, "--rate") == 0 && i + 1 < argc) {
-            char *end;
-            rate = strtod(argv[++i], &end);
-            if (*end || !(rate >= 1 && rate <= 1000)) {
-                fprintf(stderr, "scry ctl: --rate takes 1 <= HZ <= 1000\n");
+            if (scry_parse_number(argv[++i], SERVE_RATE_MIN_HZ, SERVE_RATE_MAX_HZ, &rate) != 0) {
+                fprintf(stderr, "scry ctl: --rate takes %g <= HZ <= %g\n", SERVE_RATE_MIN_HZ,
+                        SERVE_RATE_MAX_HZ);
                 return 2;
             }
         } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
@@ -136,9 +133,9 @@ int serve_ctl_main(int argc, char **argv)
                 json_object_object_add(req, "format", json_object_new_string(format));
         }
     } else if (strcmp(cmd, "set-rate") == 0) {
-        char *end;
-        double hz = strtod(pos[npos - 1], &end);
-        bad = npos < 2 || *end || hz <= 0;
+        double hz = 0;
+        bad = npos < 2 ||
+              scry_parse_number(pos[npos - 1], SERVE_RATE_MIN_HZ, SERVE_RATE_MAX_HZ, &hz) != 0;
         if (!bad && npos == 3)
             bad = parse_pid(pos[1], &pid) != 0;
         if (!bad) {
