@@ -340,9 +340,9 @@ static int write_svg(const report_profile_t *p, const fg_t *g0, int metric, FILE
     report__sb_printf(&b, "<text id=\"subtitle\" x=\"%d\" y=\"%d\">", width / 2, FG_FONT * 3 + 2);
     {
         report__sb_t sub = {0};
-        report__sb_printf(&sub, "pid %d", (int)p->meta.pid);
+        report__sb_target(&sub, p);
         if (p->meta.command && p->meta.command[0])
-            report__sb_printf(&sub, ": %.120s", p->meta.command);
+            report__sb_printf(&sub, "%s%.120s", sub.len ? ": " : "", p->meta.command);
         report__sb_puts(&sub, " \xe2\x80\x94 ");
         fmt_value(&sub, total, metric);
         report__sb_xml(&b, sub.oom ? "" : sub.buf, 0);

@@ -524,3 +524,20 @@ int report__profile_add_cpu(report_profile_t *p, const scry_sample_t *s, uint64_
     p->metric_value[SCRY_METRIC_CPU] += value;
     return 0;
 }
+
+void report__sb_target(report__sb_t *b, const report_profile_t *p)
+{
+    size_t n = p->end.processes ? p->end.nprocesses : 0;
+    if (p->meta.pid > 0 || n == 1) {
+        report__sb_printf(b, "pid %d", p->meta.pid > 0 ? (int)p->meta.pid
+                                                       : (int)p->end.processes[0].pid);
+        return;
+    }
+    if (n == 0)
+        return;
+    report__sb_printf(b, "%zu processes: pids", n);
+    for (size_t i = 0; i < n && i < 8; i++)
+        report__sb_printf(b, "%s %d", i ? "," : "", (int)p->end.processes[i].pid);
+    if (n > 8)
+        report__sb_puts(b, ", ...");
+}

@@ -250,6 +250,10 @@ typedef struct report__sb {
 } report__sb_t;
 
 void report__sb_free(report__sb_t *b);
+/* profile.c: appends who was profiled to B: "pid N" for one process (meta.pid, else the one
+ * process of end.processes), "N processes: pids A, B, ..." (at most 8 listed) for several,
+ * nothing when none is known. */
+void report__sb_target(report__sb_t *b, const report_profile_t *p);
 void report__sb_putn(report__sb_t *b, const char *s, size_t n);
 void report__sb_puts(report__sb_t *b, const char *s);
 void report__sb_putc(report__sb_t *b, char c);
