@@ -312,14 +312,13 @@ static int check_conflicts(scry_config_t *cfg)
             fprintf(stderr, "scry: diff needs two JSON reports: scry diff BASE.json NEW.json\n");
             return SCRY_E_INVAL;
         }
-        int f = REPORT_FORMAT_TEXT;
-        if (cfg->format)
-            f = report_format_parse(cfg->format);
-        else if (cfg->output && strcmp(cfg->output, "-") != 0 &&
-                 report_format_from_path(cfg->output) == REPORT_FORMAT_FLAMEGRAPH)
-            f = REPORT_FORMAT_FLAMEGRAPH;
-        if (f != REPORT_FORMAT_TEXT && f != REPORT_FORMAT_FLAMEGRAPH) {
-            fprintf(stderr, "scry: diff writes flamegraph or text, not '%s'\n", cfg->format);
+        char why[512];
+        int f = report_format_choose(
+            "diff", cfg->format, cfg->output,
+            REPORT_FORMAT_BIT(REPORT_FORMAT_TEXT) | REPORT_FORMAT_BIT(REPORT_FORMAT_FLAMEGRAPH),
+            REPORT_FORMAT_TEXT, why, sizeof why);
+        if (f < 0) {
+            fprintf(stderr, "scry: %s\n", why);
             return SCRY_E_INVAL;
         }
         cfg->format_id = f;
@@ -372,20 +371,17 @@ static int check_conflicts(scry_config_t *cfg)
             return SCRY_E_INVAL;
         }
     }
-    /* The output format: --format, else the output name's extension, else a flame graph. */
-    cfg->format_id = REPORT_FORMAT_FLAMEGRAPH;
-    if (cfg->format) {
-        cfg->format_id = report_format_parse(cfg->format);
-        if (cfg->format_id < 0) {
-            char names[160];
-            report_format_names(names, sizeof names);
-            fprintf(stderr, "scry: unknown format '%s' (%s)\n", cfg->format, names);
+    /* The output format: --format, else the output name's extension, else a flame graph
+     * (report_format_choose: the one rule; a name that contradicts --format is refused). */
+    {
+        char why[512];
+        int f = report_format_choose(command_name(cfg->command), cfg->format, cfg->output,
+                                     REPORT_FORMAT_ALL, REPORT_FORMAT_FLAMEGRAPH, why, sizeof why);
+        if (f < 0) {
+            fprintf(stderr, "scry: %s\n", why);
             return SCRY_E_INVAL;
         }
-    } else if (cfg->output && strcmp(cfg->output, "-") != 0) {
-        int f = report_format_from_path(cfg->output);
-        if (f >= 0)
-            cfg->format_id = f;
+        cfg->format_id = f;
     }
     /* The user's-code options act on line views only: never accepted and ignored. */
     const char *scope = cfg->all_lines   ? "--all-lines"

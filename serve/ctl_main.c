@@ -1,6 +1,7 @@
 /* ctl_main.c - `scry ctl`, the control socket's command-line client. */
 #include "config.h"
 #include "ctl.h"
+#include "report.h"
 #include "scry_err.h"
 #include "scry_parse.h"
 
@@ -17,8 +18,9 @@ static void ctl_usage(FILE *f)
                "  flush                        end the current windows now\n"
                "  record PID [--memory] [--duration S] [--rate HZ] [--format F] [--output FILE]\n"
                "                               an on-demand profile of one process (default 10 s\n"
-               "                               at scry record's 100 Hz, format text; F as scry\n"
-               "                               record --format); the daemon answers at its end;\n"
+               "                               at scry record's 100 Hz; F as scry record --format\n"
+               "                               but pprof; default: from FILE's extension as in\n"
+               "                               scry record, else text); the daemon answers at its end;\n"
                "                               FILE is written here\n"
                "  set-rate [PID] HZ            the sampling rate of one target, or of all\n"
                "  reload                       read the configuration again (as SIGHUP)\n"
@@ -129,8 +131,22 @@ int serve_ctl_main(int argc, char **argv)
                 json_object_object_add(req, "duration", json_object_new_double(duration));
             if (cmd[0] == 'r' && rate > 0)
                 json_object_object_add(req, "rate", json_object_new_double(rate));
-            if (cmd[0] == 'r' && format)
-                json_object_object_add(req, "format", json_object_new_string(format));
+            if (cmd[0] == 'r') {
+                /* scry record's rule: the output name's extension, or a clear refusal */
+                char why[512];
+                int f = report_format_choose(
+                    "ctl record", format, output,
+                    REPORT_FORMAT_ALL & ~REPORT_FORMAT_BIT(REPORT_FORMAT_PPROF),
+                    REPORT_FORMAT_TEXT, why, sizeof why);
+                if (f < 0) {
+                    fprintf(stderr, "scry ctl: %s\n", why);
+                    json_object_put(req);
+                    return 2;
+                }
+                json_object_object_add(
+                    req, "format",
+                    json_object_new_string(report_format_name((enum report_format)f)));
+            }
         }
     } else if (strcmp(cmd, "set-rate") == 0) {
         double hz = 0;

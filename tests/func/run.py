@@ -625,7 +625,8 @@ def t_error_bad_rate_and_output(c):
     msgs = []
     for args in (["--rate", "1e-300"], ["--rate", "0.001"], ["--rate", "nan"],
                  ["-o", os.path.join(c.tmp, "missing", "x.svg")], ["-o", c.tmp],
-                 ["--memory", "--inject", "bogus"], ["--inject", "ptrace"]):
+                 ["--memory", "--inject", "bogus"], ["--inject", "ptrace"],
+                 ["-f", "text"], ["--memory", "--memory-sample-bytes", "nan"]):
         argv = ["record", "--pid", truth["pid"], "-d", 30] + args
         if "-o" not in args:
             argv += ["-o", os.path.join(c.tmp, "x.svg")]
@@ -634,6 +635,12 @@ def t_error_bad_rate_and_output(c):
         check(res.wall < 5, "took %.1f s: sampled before refusing %s" % (res.wall, args))
         check(res.err.strip().startswith("scry: "), "no message: %s" % res)
         msgs.append(res.err.strip().splitlines()[-1])
+    # diff writes text or SVG: an output named .html is refused, never filled with text
+    d_html = os.path.join(c.tmp, "d.html")
+    res = c.scry(["diff", "a.json", "b.json", "-o", d_html], timeout=30)
+    check(res.rc == 2 and "HTML" in res.err and not os.path.exists(d_html),
+          "diff -o d.html: %s" % res)
+    msgs.append(res.err.strip().splitlines()[-1])
     check(p.poll() is None, "target died")
     return "; ".join(msgs)
 

@@ -627,6 +627,13 @@ def t_record(ctx):
           % short(err, 300))
     rc, _, err = ctl(ctx, sock, "record", pid, "--rate", 0.5, timeout=20)
     check(rc == 2 and "--rate" in err, "ctl record --rate 0.5 refused: rc %d %s" % (rc, err))
+    # the output name's extension picks the format, as in scry record, or a clear refusal
+    svg = ctx.path("ctl.svg")
+    rc, _, err = ctl(ctx, sock, "record", pid, "--duration", 0.5, "--output", svg, timeout=30)
+    check(rc == 0 and open(svg).read(200).lstrip().startswith("<?xml"),
+          "ctl record --output x.svg: rc %d %s %s" % (rc, short(err), open(svg).read(60)))
+    rc, _, err = ctl(ctx, sock, "record", pid, "--format", "text", "--output", ctx.path("t.svg"))
+    check(rc == 2 and "--format text writes text" in err, "--format text --output t.svg: %s" % err)
     rc = d.stop()
     check(rc == 0, "scry serve exit %s" % rc)
     fleet.cleanup()
