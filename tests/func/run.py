@@ -20,6 +20,7 @@ import re
 import resource
 import shutil
 import statistics
+import subprocess
 import sys
 import time
 import xml.dom.minidom
@@ -826,6 +827,31 @@ def t_launch_duration(c):
             check("SIGKILL" in res.err, "SIGKILL not said: %s" % short(res.err))
         rows.append("%s %.1f s" % ("SIGTERM ignored:" if ignore else "ended:", wall))
     return "; ".join(rows)
+
+
+@test("launch_no_idle_wait", common=True)
+def t_launch_no_idle_wait(c):
+    """record -- CMD ends when the program does: a program that runs for milliseconds
+    takes about as long under scry (it took 0.2-0.4 s more: the sampler noticed the exit
+    only at its next thread listing). Best of 5 runs of `-c pass`, against the best of 5
+    bare runs."""
+    def best(argv):
+        walls = []
+        for _ in range(5):
+            t0 = st.now()
+            r = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               timeout=30, env=c.env())
+            walls.append(st.since(t0))
+            check(r.returncode == 0, "%s: exit %d %s" % (argv[:3], r.returncode,
+                                                        short(r.stderr.decode())))
+        return min(walls)
+    py = c.interp.argv("-c", "pass")
+    bare = best(py)
+    under = best([c.scry_path, "record", "-q", "-o", os.path.join(c.tmp, "p.svg"), "--"] + py)
+    ratio = under / max(bare, 0.005)
+    check(ratio <= 3, "scry record -- python -c pass took %.0f ms, the program alone %.0f ms "
+          "(x%.1f, want <= 3)" % (under * 1e3, bare * 1e3, ratio))
+    return "%.0f ms under scry, %.0f ms bare (x%.1f)" % (under * 1e3, bare * 1e3, ratio)
 
 
 @test("exec_followed")
