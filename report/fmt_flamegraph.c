@@ -158,9 +158,9 @@ static void fmt_value(report__sb_t *b, uint64_t v, int metric)
     if (metric == SCRY_METRIC_CPU) {
         report__sb_printf(b, "%" PRIu64 " sample%s", v, v == 1 ? "" : "s");
     } else if (v >= 1024 * 1024) {
-        report__sb_printf(b, "%.2f MB", (double)v / REPORT__MB);
+        report__sb_printf(b, "%.2f MiB", (double)v / REPORT__MB);
     } else if (v >= 1024) {
-        report__sb_printf(b, "%.1f KB", (double)v / 1024.0);
+        report__sb_printf(b, "%.1f KiB", (double)v / 1024.0);
     } else {
         report__sb_printf(b, "%" PRIu64 " bytes", v);
     }

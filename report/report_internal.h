@@ -26,7 +26,7 @@
 #define REPORT__FOOT_MAX  256        /* program footprint points kept */
 #define REPORT__ADDR_MAX  (1u << 21) /* live sampled blocks tracked for free matching */
 #define REPORT__NONE      UINT32_MAX
-#define REPORT__MB        (1024.0 * 1024.0)
+#define REPORT__MB        (1024.0 * 1024.0) /* a MiB: every "MB" figure (JSON *_mb keys too) */
 
 typedef struct report__frame {
     const char *function;
