@@ -429,10 +429,61 @@ void report_profile_free(report_profile_t *p)
     free(p);
 }
 
+/* CPython 3.12's entry frames (a C function calling Python code) run the interpreter's
+ * trampoline code object, "<interpreter trampoline>" in "<shim>". The frame itself says
+ * nothing the stack does not: below it is the Python line that called the C function,
+ * above it (when there is one) the Python function entered. As py-spy and Austin do, it is
+ * never shown; a sample that stops at one is charged to the calling line (in C, on the way
+ * into or out of the callee). docs/usage.md "Entry frames". */
+static int is_trampoline(const scry_frame_t *f)
+{
+    return f->kind == SCRY_FRAME_PYTHON && f->function && f->function[0] == '<' && f->file &&
+           strcmp(f->file, "<shim>") == 0 && strcmp(f->function, "<interpreter trampoline>") == 0;
+}
+
+/* S without its trampoline frames: S itself when it has none, else *COPY with its frames in
+ * BUF (NBUF frames) or, for a deeper stack, in *OWNED (malloc'd: the caller frees it).
+ * NULL when out of memory. */
+static const scry_sample_t *without_trampolines(const scry_sample_t *s, scry_sample_t *copy,
+                                                scry_frame_t *buf, size_t nbuf,
+                                                scry_frame_t **owned)
+{
+    *owned = NULL;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < s->nframes; i++)
+        n += is_trampoline(&s->frames[i]);
+    if (n == 0)
+        return s;
+    scry_frame_t *f = buf;
+    if (s->nframes - n > nbuf && !(f = *owned = malloc((s->nframes - n) * sizeof *f)))
+        return NULL;
+    *copy = *s;
+    copy->nframes = 0;
+    for (uint32_t i = 0; i < s->nframes; i++)
+        if (!is_trampoline(&s->frames[i]))
+            f[copy->nframes++] = s->frames[i];
+    copy->frames = f;
+    return copy;
+}
+
+static int profile_add(report_profile_t *p, const scry_sample_t *s);
+
 int report_profile_add(report_profile_t *p, const scry_sample_t *s)
 {
     if (!p || !s || (s->nframes && !s->frames) || s->metric >= REPORT__NMETRIC)
         return SCRY_E_INVAL;
+    scry_sample_t copy;
+    scry_frame_t buf[128], *owned;
+    const scry_sample_t *use = without_trampolines(s, &copy, buf, 128, &owned);
+    if (!use)
+        return SCRY_E_NOMEM;
+    int rc = profile_add(p, use);
+    free(owned);
+    return rc;
+}
+
+static int profile_add(report_profile_t *p, const scry_sample_t *s)
+{
     uint32_t id = find_stack(p, s);
     if (id == REPORT__NONE)
         return SCRY_E_NOMEM;

@@ -149,7 +149,8 @@ void report_profile_free(report_profile_t *p);
  * should arrive in time order (memory footprints are tracked over time). Cost: O(nframes)
  * and no allocation when the stack was seen before. Returns 0, SCRY_E_INVAL (NULL
  * argument, frames NULL with nframes > 0, unknown metric) or SCRY_E_NOMEM (the sample is
- * then not counted). Stacks deeper than 4096 frames keep their 4096 leaf-most frames. */
+ * then not counted). Stacks deeper than 4096 frames keep their 4096 leaf-most frames.
+ * CPython 3.12's entry frames ("<interpreter trampoline>" in "<shim>") are left out. */
 int report_profile_add(report_profile_t *p, const scry_sample_t *s);
 
 /* Records the end-of-run summary (copied). May be called again to replace it. Returns 0

@@ -854,6 +854,27 @@ def t_launch_no_idle_wait(c):
     return "%.0f ms under scry, %.0f ms bare (x%.1f)" % (under * 1e3, bare * 1e3, ratio)
 
 
+@test("entry_frames_hidden")
+def t_entry_frames_hidden(c):
+    """3.12 runs a generator resumed from C (sum, list, sorted) behind an entry frame of the
+    trampoline code object, "<interpreter trampoline> (<shim>:0)": never in a profile (it
+    was at the leaf of 2-7% of the stacks); its time goes to the calling line."""
+    if c.version < (3, 11):
+        raise Skip("no entry frames before 3.11")
+    res, text = c.record(["-r", 250, "--"] + c.workload_cmd("generators.py", ["--seconds", 3]),
+                         "collapsed")
+    stacks = parse_collapsed(text)
+    total = sum(n for _, n in stacks)
+    shown = sum(n for frames, n in stacks if any("trampoline" in fr[0] or fr[1] == "<shim>"
+                                                 for fr in frames))
+    check(total >= 50, "only %d samples" % total)
+    check(shown == 0, "%d of %d samples show an entry frame: %s" % (
+        shown, total, short(text, 400)))
+    gen = sum(n for frames, n in stacks if any(fr[0] in ("leaf", "mid") for fr in frames))
+    check(gen > total / 8, "the generators have %d of %d samples" % (gen, total))
+    return "%d samples, none with an entry frame, %d in the generators" % (total, gen)
+
+
 @test("exec_followed")
 def t_exec_followed(c):
     """A Python process that execs a Python program (itself here) is followed: the new
