@@ -140,7 +140,7 @@ int report_format_choose(const char *cmd, const char *name, const char *path, un
         if (!(allowed & REPORT_FORMAT_BIT((enum report_format)by_path))) {
             scry_errmsg(msg, msglen,
                         "the name %s asks for %s (%s), which %s does not write (it writes %s): "
-                        "give the file another name, or --format",
+                        "give the file another name",
                         path, entry_of((enum report_format)by_path)->media,
                         entry_of((enum report_format)by_path)->name, cmd, names);
             return SCRY_E_INVAL;

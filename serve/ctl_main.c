@@ -19,9 +19,9 @@ static void ctl_usage(FILE *f)
                "  record PID [--memory] [--duration S] [--rate HZ] [--format F] [--output FILE]\n"
                "                               an on-demand profile of one process (default 10 s\n"
                "                               at scry record's 100 Hz; F as scry record --format\n"
-               "                               but pprof; default: from FILE's extension as in\n"
-               "                               scry record, else text); the daemon answers at its end;\n"
-               "                               FILE is written here\n"
+               "                               but pprof, by default from FILE's extension as in\n"
+               "                               scry record, else text); the daemon answers at its\n"
+               "                               end; FILE is written here\n"
                "  set-rate [PID] HZ            the sampling rate of one target, or of all\n"
                "  reload                       read the configuration again (as SIGHUP)\n"
                "--socket defaults to /run/scry/scry.sock; --json prints the raw reply.\n");
