@@ -354,13 +354,11 @@ static int check_conflicts(scry_config_t *cfg)
     }
     cfg->metric_id = -1;
     if (cfg->metric) {
-        cfg->metric_id = !strcmp(cfg->metric, "cpu")     ? SCRY_METRIC_CPU
-                         : !strcmp(cfg->metric, "alloc") ? SCRY_METRIC_ALLOC
-                         : !strcmp(cfg->metric, "copy")  ? SCRY_METRIC_COPY
-                         : !strcmp(cfg->metric, "free")  ? SCRY_METRIC_FREE
-                         : !strcmp(cfg->metric, "inuse") ? REPORT_METRIC_INUSE
-                         : !strcmp(cfg->metric, "peak")  ? REPORT_METRIC_PEAK
-                                                         : -1;
+        static const char *const words[] = {"cpu", "alloc", "copy", "free", "inuse", "peak"};
+        static const int ids[] = {SCRY_METRIC_CPU,  SCRY_METRIC_ALLOC,   SCRY_METRIC_COPY,
+                                  SCRY_METRIC_FREE, REPORT_METRIC_INUSE, REPORT_METRIC_PEAK};
+        int w = scry_parse_word(cfg->metric, strlen(cfg->metric), words, 6);
+        cfg->metric_id = w < 0 ? -1 : ids[w];
         if (cfg->metric_id < 0) {
             fprintf(stderr, "scry: --metric is cpu, alloc, copy, free, inuse or peak, not '%s'\n",
                     cfg->metric);
@@ -413,8 +411,8 @@ static int check_conflicts(scry_config_t *cfg)
         }
         cfg->assume_minor = (int)n;
     }
-    if (cfg->inject && strcmp(cfg->inject, "remote-exec") && strcmp(cfg->inject, "ptrace") &&
-        strcmp(cfg->inject, "auto")) {
+    static const char *const how[] = {"remote-exec", "ptrace", "auto"};
+    if (cfg->inject && scry_parse_word(cfg->inject, strlen(cfg->inject), how, 3) < 0) {
         fprintf(stderr, "scry: --inject is remote-exec, ptrace or auto, not '%s'\n", cfg->inject);
         return SCRY_E_INVAL;
     }
@@ -423,8 +421,8 @@ static int check_conflicts(scry_config_t *cfg)
                         "preloads the shim)\n");
         return SCRY_E_INVAL;
     }
-    if (cfg->sampler && strcmp(cfg->sampler, "perf") && strcmp(cfg->sampler, "ptrace") &&
-        strcmp(cfg->sampler, "auto")) {
+    static const char *const samplers[] = {"perf", "ptrace", "auto"};
+    if (cfg->sampler && scry_parse_word(cfg->sampler, strlen(cfg->sampler), samplers, 3) < 0) {
         fprintf(stderr, "scry: --sampler is perf, ptrace or auto, not '%s'\n", cfg->sampler);
         return SCRY_E_INVAL;
     }
@@ -461,10 +459,10 @@ static int check_conflicts(scry_config_t *cfg)
     cfg->open_opts.assume_minor = cfg->assume_minor;
     cfg->open_opts.discovery = PYSTATE_DISCOVERY_ALL;
     if (cfg->discovery) {
-        if (!strcmp(cfg->discovery, "section"))
-            cfg->open_opts.discovery = PYSTATE_DISCOVERY_SECTION;
-        else if (!strcmp(cfg->discovery, "disasm"))
-            cfg->open_opts.discovery = PYSTATE_DISCOVERY_DISASM;
+        static const char *const ways[] = {"section", "disasm"};
+        int w = scry_parse_word(cfg->discovery, strlen(cfg->discovery), ways, 2);
+        if (w >= 0)
+            cfg->open_opts.discovery = w == 0 ? PYSTATE_DISCOVERY_SECTION : PYSTATE_DISCOVERY_DISASM;
         else {
             fprintf(stderr, "scry: --discovery is section or disasm, not '%s'\n", cfg->discovery);
             return SCRY_E_INVAL;
