@@ -40,6 +40,21 @@ static int get_number(json_object *v, double lo, double hi, double *out)
     return 0;
 }
 
+/* Whether the LEN bytes of JSON text at BUF hold a string escape of NUL (\u0000). json-c
+ * keeps such a string whole but hands keys out as C strings: {"cmd\u0000x": ...} would
+ * read as "cmd". No request needs a NUL, so none is taken. */
+static int has_escaped_nul(const char *buf, size_t len)
+{
+    for (size_t i = 0; i + 1 < len; i++) {
+        if (buf[i] != '\\')
+            continue;
+        if (buf[i + 1] == 'u' && i + 5 < len && strncmp(buf + i + 2, "0000", 4) == 0)
+            return 1;
+        i++; /* the escaped character: "\\u0000" is a backslash and text */
+    }
+    return 0;
+}
+
 int serve_ctl_parse(const char *buf, size_t len, serve_ctl_req_t *req, char *msg, size_t msglen)
 {
     memset(req, 0, sizeof *req);
@@ -53,7 +68,7 @@ int serve_ctl_parse(const char *buf, size_t len, serve_ctl_req_t *req, char *msg
         snprintf(msg, msglen, "empty request");
         return SCRY_E_INVAL;
     }
-    if (memchr(buf, '\0', len)) {
+    if (memchr(buf, '\0', len) || has_escaped_nul(buf, len)) {
         snprintf(msg, msglen, "request contains a NUL byte");
         return SCRY_E_INVAL;
     }
