@@ -7,7 +7,6 @@
 
 #include <ctype.h>
 #include <errno.h>
-#include <math.h>
 #include <pwd.h>
 #include <stdarg.h>
 #include <stddef.h>
