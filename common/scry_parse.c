@@ -13,22 +13,21 @@ const scry_unit_t scry_units_seconds[] = {
     {"", 1}, {"s", 1}, {"ms", 0.001}, {"m", 60}, {"h", 3600}, {"d", 86400}, {NULL, 0},
 };
 
-#define KI 1024.0
 const scry_unit_t scry_units_bytes[] = {
     {"", 1},
     {"b", 1},
-    {"k", KI},
-    {"kb", KI},
-    {"kib", KI},
-    {"m", KI * KI},
-    {"mb", KI * KI},
-    {"mib", KI * KI},
-    {"g", KI * KI * KI},
-    {"gb", KI * KI * KI},
-    {"gib", KI * KI * KI},
-    {"t", KI * KI * KI * KI},
-    {"tb", KI * KI * KI * KI},
-    {"tib", KI * KI * KI * KI},
+    {"k", 1024.0},
+    {"kb", 1024.0},
+    {"kib", 1024.0},
+    {"m", 1048576.0},
+    {"mb", 1048576.0},
+    {"mib", 1048576.0},
+    {"g", 1073741824.0},
+    {"gb", 1073741824.0},
+    {"gib", 1073741824.0},
+    {"t", 1099511627776.0},
+    {"tb", 1099511627776.0},
+    {"tib", 1099511627776.0},
     {NULL, 0},
 };
 
@@ -69,8 +68,7 @@ static size_t number_len(const char *s)
     return i;
 }
 
-int scry_parse_quantity(const char *s, const scry_unit_t *units, double lo, double hi,
-                        double *out)
+int scry_parse_quantity(const char *s, const scry_unit_t *units, double lo, double hi, double *out)
 {
     if (!s)
         return SCRY_E_INVAL;

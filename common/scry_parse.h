@@ -28,8 +28,7 @@ extern const scry_unit_t scry_units_percent[]; /* "", % */
 /* Parses S as a finite decimal number followed by one of UNITS' suffixes (UNITS NULL: no
  * suffix), multiplies, and checks LO <= value <= HI. Returns 0 with the value in OUT, or
  * SCRY_E_INVAL. */
-int scry_parse_quantity(const char *s, const scry_unit_t *units, double lo, double hi,
-                        double *out);
+int scry_parse_quantity(const char *s, const scry_unit_t *units, double lo, double hi, double *out);
 
 /* scry_parse_quantity without units. */
 int scry_parse_number(const char *s, double lo, double hi, double *out);

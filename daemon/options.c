@@ -42,7 +42,8 @@ static const opt_spec_t opt_table[] = {
     {"format", 'f', OPT_STRING, offsetof(scry_config_t, format), REC | DIF, "FMT",
      "record: flamegraph, html, text, json, speedscope, collapsed, pprof (default: from the "
      "--output name's extension, else flamegraph); diff: flamegraph or text (default: from "
-     "--output's extension, else text)", 0, 0},
+     "--output's extension, else text)",
+     0, 0},
     {"output", 'o', OPT_STRING, offsetof(scry_config_t, output), REC | DIF, "PATH",
      "where to write ('-' for stdout; record's default scry-PID-TIME.EXT, diff's stdout)", 0, 0},
     {"idle", 'i', OPT_FLAG, offsetof(scry_config_t, idle), REC | DMP | TOP, NULL,
@@ -59,11 +60,13 @@ static const opt_spec_t opt_table[] = {
     {"async", 'a', OPT_FLAG, offsetof(scry_config_t, async_tasks), REC | DMP, NULL,
      "asyncio (Python 3.14+; older versions are refused): dump shows each event loop's tasks, "
      "their coroutine stacks and the await graph instead of threads; record puts each sample "
-     "under its thread's running task and the tasks awaiting it (root frames 'task NAME')", 0, 0},
+     "under its thread's running task and the tasks awaiting it (root frames 'task NAME')",
+     0, 0},
     {"locals", 'l', OPT_FLAG, offsetof(scry_config_t, locals), DMP, NULL,
      "each Python frame's arguments and local variables, with short reprs read from outside "
      "(ints, floats, str, bytes, None/bools, lists and tuples with a few items, dict and set "
-     "sizes; other objects as <Type object>); no code runs in the target", 0, 0},
+     "sizes; other objects as <Type object>); no code runs in the target",
+     0, 0},
     {"container", 0, OPT_STRING, offsetof(scry_config_t, container), DMP, "ID|CGROUP",
      "every Python process of a container: its id (at least 12 hex digits) or cgroup path", 0, 0},
     {"memory", 'm', OPT_FLAG, offsetof(scry_config_t, memory), REC, NULL,
@@ -71,44 +74,52 @@ static const opt_spec_t opt_table[] = {
     {"inject", 0, OPT_STRING, offsetof(scry_config_t, inject), REC, "HOW",
      "--memory with --pid: how the shim gets into the target: remote-exec (Python 3.14+'s "
      "PEP 768 remote execution at a safe point; refused where the target does not allow it), "
-     "ptrace (the trampoline), or auto (default: remote-exec where allowed, else ptrace)", 0, 0},
+     "ptrace (the trampoline), or auto (default: remote-exec where allowed, else ptrace)",
+     0, 0},
     {"memory-sample-bytes", 0, OPT_BYTES, offsetof(scry_config_t, memory_sample_bytes), REC,
      "BYTES", "mean bytes between allocation samples (default 128k; copies: 1M; suffixes k, M, G)",
      1, 1e12},
     {"metric", 0, OPT_STRING, offsetof(scry_config_t, metric), REC, "WHAT",
      "what flame graphs and stack formats weigh: cpu (default), alloc, copy, free, inuse (bytes "
-     "still held at the end), peak (bytes held at the highest footprint)", 0, 0},
+     "still held at the end), peak (bytes held at the highest footprint)",
+     0, 0},
     {"include", 0, OPT_GLOB, offsetof(scry_config_t, include), REC | TOP, "GLOB",
      "line views (top: the lines view): files matching GLOB are the user's code (fnmatch on "
-     "the whole path, '*' crosses '/'; repeatable)", 0, 0},
+     "the whole path, '*' crosses '/'; repeatable)",
+     0, 0},
     {"exclude", 0, OPT_GLOB, offsetof(scry_config_t, exclude), REC | TOP, "GLOB",
      "line views: files matching GLOB are not the user's code (wins over --include; "
-     "repeatable)", 0, 0},
+     "repeatable)",
+     0, 0},
     {"all-lines", 0, OPT_FLAG, offsetof(scry_config_t, all_lines), REC | TOP, NULL,
      "line views charge the innermost Python line (library lines too), not the user's line", 0, 0},
     {"function", 'F', OPT_FLAG, offsetof(scry_config_t, function), REC, NULL,
      "aggregate by function instead of line: every Python frame at its function's first line "
-     "(stack formats: flamegraph, collapsed, speedscope, pprof, json)", 0, 0},
+     "(stack formats: flamegraph, collapsed, speedscope, pprof, json)",
+     0, 0},
     {"quiet", 'q', OPT_FLAG, offsetof(scry_config_t, quiet), REC, NULL,
      "do not print the summary line", 0, 0},
     {"window", 'w', OPT_DOUBLE, offsetof(scry_config_t, window_s), TOP, "SECONDS",
-     "top: percentages over the last SECONDS (default 1; key 'w' toggles since start)", 0.001,
-     1e9},
+     "top: percentages over the last SECONDS (default 1; key 'w' toggles since start)", 0.001, 1e9},
     {"once", 0, OPT_FLAG, offsetof(scry_config_t, once), TOP, NULL,
      "top: print one plain-text table after --duration (default 2 s) and exit", 0, 0},
     {"assume-version", 0, OPT_STRING, offsetof(scry_config_t, assume_version), REC | DMP | TOP,
      "3.N",
      "read a Python newer than scry knows with 3.N's _Py_DebugOffsets layout (3.15; only when "
-     "its block validates; the summary says so)", 0, 0},
+     "its block validates; the summary says so)",
+     0, 0},
     {"sampler", 0, OPT_STRING, offsetof(scry_config_t, sampler), REC | DMP | TOP, "HOW",
      "perf (the kernel's CPU clock per thread, nothing stopped), ptrace (a wall-clock tick "
-     "over /proc), or auto (default: perf where allowed)", 0, 0},
+     "over /proc), or auto (default: perf where allowed)",
+     0, 0},
     {"discovery", 0, OPT_STRING, offsetof(scry_config_t, discovery), REC | DMP | TOP, "WAY",
      "for tests: find the runtime without its symbol (section) or without symbol and section "
-     "(disasm)", 0, 0},
+     "(disasm)",
+     0, 0},
     {"subprocesses", 's', OPT_FLAG, offsetof(scry_config_t, subprocesses), REC | DMP | TOP, NULL,
      "also every Python descendant (present or started later, through shells too); each "
-     "process is a root frame 'process PID (command)'", 0, 0},
+     "process is a root frame 'process PID (command)'",
+     0, 0},
 };
 
 static const char *command_name(enum scry_command c)
@@ -217,7 +228,8 @@ static int set_value(const opt_spec_t *o, const char *value, scry_config_t *cfg)
     }
     case OPT_BYTES:
         if (scry_parse_bytes(value, (uint64_t)o->lo, (uint64_t)o->hi, (uint64_t *)base) != 0) {
-            fprintf(stderr, "scry: --%s needs a size such as 512k or 1M (at most 10^12 bytes), not '%s'\n",
+            fprintf(stderr,
+                    "scry: --%s needs a size such as 512k or 1M (at most 10^12 bytes), not '%s'\n",
                     o->long_name, value);
             return SCRY_E_INVAL;
         }
@@ -313,10 +325,10 @@ static int check_conflicts(scry_config_t *cfg)
             return SCRY_E_INVAL;
         }
         char why[512];
-        int f = report_format_choose(
-            "diff", cfg->format, cfg->output,
-            REPORT_FORMAT_BIT(REPORT_FORMAT_TEXT) | REPORT_FORMAT_BIT(REPORT_FORMAT_FLAMEGRAPH),
-            REPORT_FORMAT_TEXT, why, sizeof why);
+        int f = report_format_choose("diff", cfg->format, cfg->output,
+                                     REPORT_FORMAT_BIT(REPORT_FORMAT_TEXT) |
+                                         REPORT_FORMAT_BIT(REPORT_FORMAT_FLAMEGRAPH),
+                                     REPORT_FORMAT_TEXT, why, sizeof why);
         if (f < 0) {
             fprintf(stderr, "scry: %s\n", why);
             return SCRY_E_INVAL;
@@ -462,7 +474,8 @@ static int check_conflicts(scry_config_t *cfg)
         static const char *const ways[] = {"section", "disasm"};
         int w = scry_parse_word(cfg->discovery, strlen(cfg->discovery), ways, 2);
         if (w >= 0)
-            cfg->open_opts.discovery = w == 0 ? PYSTATE_DISCOVERY_SECTION : PYSTATE_DISCOVERY_DISASM;
+            cfg->open_opts.discovery =
+                w == 0 ? PYSTATE_DISCOVERY_SECTION : PYSTATE_DISCOVERY_DISASM;
         else {
             fprintf(stderr, "scry: --discovery is section or disasm, not '%s'\n", cfg->discovery);
             return SCRY_E_INVAL;

@@ -252,18 +252,22 @@ static void record_child(serve_state_t *st, const serve_ctl_req_t *req, pid_t pi
 static int do_record(serve_state_t *st, serve_target_t *t, const serve_ctl_req_t *req,
                      const serve_ctl_peer_t *peer, json_object *reply)
 {
-    serve_records_reap(st, 0); /* the answered ones: their client may ask again at once */
+    /* A recording whose child has answered is over, reaped or not (the child only has
+     * _exit left): its client may ask again at once. Its slot is waited for only when
+     * every slot is taken. */
+    serve_records_reap(st,
+                       st->n_records >= SERVE_MAX_RECORDS ? SERVE_REAP_ANSWERED : SERVE_REAP_ENDED);
     if (st->n_records >= SERVE_MAX_RECORDS) {
         fail(reply, "too many recordings under way (at most 4): try again later");
         return 0;
     }
     for (size_t i = 0; i < st->n_records; i++)
-        if (st->records[i].target == t->pid) {
+        if (st->records[i].target == t->pid && !*st->records[i].answered) {
             fail(reply, "a recording of that process is already under way");
             return 0;
         }
-    volatile int *answered = mmap(NULL, sizeof(int), PROT_READ | PROT_WRITE,
-                                  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    volatile int *answered =
+        mmap(NULL, sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (answered == MAP_FAILED) {
         fail(reply, strerror(errno));
         return 0;
@@ -284,16 +288,16 @@ static int do_record(serve_state_t *st, serve_target_t *t, const serve_ctl_req_t
     return 1;
 }
 
-void serve_records_reap(serve_state_t *st, int stop)
+void serve_records_reap(serve_state_t *st, int how)
 {
-    for (size_t i = 0; stop && i < st->n_records; i++)
+    for (size_t i = 0; how == SERVE_REAP_STOP && i < st->n_records; i++)
         kill(st->records[i].child, SIGTERM);
     for (size_t i = 0; i < st->n_records;) {
         int status = 0;
-        /* a child that has answered only has _exit left: waiting for it is brief, and
-         * a recording that is over never counts as under way */
-        pid_t r = waitpid(st->records[i].child, &status,
-                          stop || *st->records[i].answered ? 0 : WNOHANG);
+        /* a child that has answered only has _exit left: waiting for it is brief */
+        int wait =
+            how == SERVE_REAP_STOP || (how == SERVE_REAP_ANSWERED && *st->records[i].answered);
+        pid_t r = waitpid(st->records[i].child, &status, wait ? 0 : WNOHANG);
         if (r == 0 || (r < 0 && errno == EINTR)) {
             i++;
             continue;

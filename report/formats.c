@@ -18,7 +18,12 @@ static const struct format_entry {
     const char *media;     /* what the file is: formats of one media share their endings */
     format_writer_fn write;
 } formats[] = {
-    {REPORT_FORMAT_FLAMEGRAPH, "flamegraph", "svg", "svg", {".svg"}, "SVG",
+    {REPORT_FORMAT_FLAMEGRAPH,
+     "flamegraph",
+     "svg",
+     "svg",
+     {".svg"},
+     "SVG",
      report__write_flamegraph},
     {REPORT_FORMAT_HTML, "html", NULL, "html", {".html", ".htm"}, "HTML", report__write_html},
     {REPORT_FORMAT_TEXT, "text", NULL, "txt", {".txt"}, "text", report__write_text},
@@ -37,7 +42,12 @@ static const struct format_entry {
      {".folded", ".collapsed"},
      "text",
      report__write_collapsed},
-    {REPORT_FORMAT_PPROF, "pprof", "pb", "pb.gz", {".pb.gz", ".pb", ".pprof"}, "pprof",
+    {REPORT_FORMAT_PPROF,
+     "pprof",
+     "pb",
+     "pb.gz",
+     {".pb.gz", ".pb", ".pprof"},
+     "pprof",
      report__write_pprof},
 };
 
@@ -149,8 +159,8 @@ int report_format_choose(const char *cmd, const char *name, const char *path, un
     }
     int f = report_format_parse(name);
     if (f < 0 || !(allowed & REPORT_FORMAT_BIT((enum report_format)f))) {
-        scry_errmsg(msg, msglen, "%s format '%s' (%s writes %s)", f < 0 ? "unknown" : "no",
-                    name, cmd, names);
+        scry_errmsg(msg, msglen, "%s format '%s' (%s writes %s)", f < 0 ? "unknown" : "no", name,
+                    cmd, names);
         return SCRY_E_INVAL;
     }
     const struct format_entry *want = entry_of((enum report_format)f);
@@ -158,8 +168,8 @@ int report_format_choose(const char *cmd, const char *name, const char *path, un
         scry_errmsg(msg, msglen,
                     "--format %s writes %s, but the name %s asks for %s: give the file a "
                     "matching name (.%s) or drop --format",
-                    want->name, want->media, path,
-                    entry_of((enum report_format)by_path)->media, want->extension);
+                    want->name, want->media, path, entry_of((enum report_format)by_path)->media,
+                    want->extension);
         return SCRY_E_INVAL;
     }
     return f;

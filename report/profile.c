@@ -580,8 +580,8 @@ void report__sb_target(report__sb_t *b, const report_profile_t *p)
 {
     size_t n = p->end.processes ? p->end.nprocesses : 0;
     if (p->meta.pid > 0 || n == 1) {
-        report__sb_printf(b, "pid %d", p->meta.pid > 0 ? (int)p->meta.pid
-                                                       : (int)p->end.processes[0].pid);
+        report__sb_printf(b, "pid %d",
+                          p->meta.pid > 0 ? (int)p->meta.pid : (int)p->end.processes[0].pid);
         return;
     }
     if (n == 0)

@@ -231,8 +231,7 @@ int report__view_build_over(report__view_t *v, const report_profile_t *p,
 int report__view_build_frames(report__view_t *v);
 void report__view_free(report__view_t *v);
 /* CPU samples (*COUNT) and figure in the view's unit (*VALUE) of stack SI, every class. */
-void report__view_stack_cpu(const report__view_t *v, uint32_t si, uint64_t *count,
-                            uint64_t *value);
+void report__view_stack_cpu(const report__view_t *v, uint32_t si, uint64_t *count, uint64_t *value);
 /* GIL share in percent (daemon's figure, else derived with REPORT_F_GIL); < 0 unknown. */
 double report__gil_pct(const report__view_t *v);
 /* Picks the metric drawn by collapsed/flamegraph (OPT->metric or automatic). */

@@ -133,8 +133,7 @@ static uint64_t stack_cpu_value(const report__view_t *v, uint32_t si, int c)
     return v->p->stacks[si].value[SCRY_METRIC_CPU][c];
 }
 
-void report__view_stack_cpu(const report__view_t *v, uint32_t si, uint64_t *count,
-                            uint64_t *value)
+void report__view_stack_cpu(const report__view_t *v, uint32_t si, uint64_t *count, uint64_t *value)
 {
     *count = *value = 0;
     for (int c = 0; c < REPORT__NCLASS; c++) {

@@ -40,10 +40,12 @@ typedef struct opt {
 
 static const opt_t opts[] = {
     {"out-dir", OPT_STR, OFF(out_dir), "DIR", "where window files and index.json go", 0, 0},
-    {"interval", OPT_SECONDS, OFF(interval_s), "SECONDS", "length of one window (default 60)", 1, 86400},
-    {"socket", OPT_STR, OFF(socket_path), "PATH", "control socket (default /run/scry/scry.sock)", 0, 0},
-    {"rate", OPT_HZ, OFF(rate_hz), "HZ", "samples per second per target, 1 to 1000 (default 19)", SERVE_RATE_MIN_HZ,
-     SERVE_RATE_MAX_HZ},
+    {"interval", OPT_SECONDS, OFF(interval_s), "SECONDS", "length of one window (default 60)", 1,
+     86400},
+    {"socket", OPT_STR, OFF(socket_path), "PATH", "control socket (default /run/scry/scry.sock)", 0,
+     0},
+    {"rate", OPT_HZ, OFF(rate_hz), "HZ", "samples per second per target, 1 to 1000 (default 19)",
+     SERVE_RATE_MIN_HZ, SERVE_RATE_MAX_HZ},
     {"max-cpu", OPT_PCT, OFF(max_cpu_pct), "PCT",
      "CPU budget, share of one core (\"1%\"); rates are lowered to keep it (default: none)", 0,
      100},
@@ -370,8 +372,7 @@ int serve_config_set(serve_config_t *c, const char *section, const char *key, co
         if (err == SCRY_E_NOMEM)
             set_msg(msg, msglen, "out of memory");
         else if (o->kind == OPT_BOOL)
-            set_msg(msg, msglen, "%s: bad value '%s' (expected %s)", key, v,
-                    SCRY_PARSE_BOOL_WORDS);
+            set_msg(msg, msglen, "%s: bad value '%s' (expected %s)", key, v, SCRY_PARSE_BOOL_WORDS);
         else if (o->hi > o->lo)
             set_msg(msg, msglen, "%s: bad value '%s' (expected %s from %g to %g)", key, v, o->arg,
                     o->lo, o->hi);

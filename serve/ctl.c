@@ -142,7 +142,8 @@ int serve_ctl_parse(const char *buf, size_t len, serve_ctl_req_t *req, char *msg
                                 ? json_object_get_string(val) : NULL;
             size_t fl = f ? (size_t)json_object_get_string_len(val) : 0;
             int fmt = f && scry_parse_name(f, fl, sizeof req->format - 1) == 0
-                          ? report_format_parse(f) : SCRY_E_INVAL;
+                          ? report_format_parse(f)
+                          : SCRY_E_INVAL;
             if (fmt < 0 || fmt == REPORT_FORMAT_PPROF) {
                 /* a reply is JSON text: pprof's gzip bytes do not travel in it */
                 snprintf(msg, msglen, "format must be a format name of scry record but pprof");

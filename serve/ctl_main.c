@@ -134,10 +134,10 @@ int serve_ctl_main(int argc, char **argv)
             if (cmd[0] == 'r') {
                 /* scry record's rule: the output name's extension, or a clear refusal */
                 char why[512];
-                int f = report_format_choose(
-                    "ctl record", format, output,
-                    REPORT_FORMAT_ALL & ~REPORT_FORMAT_BIT(REPORT_FORMAT_PPROF),
-                    REPORT_FORMAT_TEXT, why, sizeof why);
+                int f = report_format_choose("ctl record", format, output,
+                                             REPORT_FORMAT_ALL &
+                                                 ~REPORT_FORMAT_BIT(REPORT_FORMAT_PPROF),
+                                             REPORT_FORMAT_TEXT, why, sizeof why);
                 if (f < 0) {
                     fprintf(stderr, "scry ctl: %s\n", why);
                     json_object_put(req);

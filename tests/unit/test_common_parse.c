@@ -13,8 +13,8 @@ static void test_numbers(void)
     double d = -1;
     CHECK(scry_parse_number("19", 1, 1000, &d) == 0 && d == 19, "%g", d);
     CHECK(scry_parse_number("2.5e1", 1, 1000, &d) == 0 && d == 25, "%g", d);
-    static const char *bad[] = {"",    " 1",  "1 ",  "nan", "NaN", "inf",  "-inf", "0x10",
-                                "1e-300", "1e300", "1e999", "abc", "1..2", "+", "1e", "0"};
+    static const char *bad[] = {"",       " 1",    "1 ",    "nan", "NaN",  "inf", "-inf", "0x10",
+                                "1e-300", "1e300", "1e999", "abc", "1..2", "+",   "1e",   "0"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         d = -1;
         CHECK(scry_parse_number(bad[i], 1, 1000, &d) != 0 && d == -1, "accepted '%s'", bad[i]);
@@ -51,8 +51,8 @@ static void test_ints_bools_words(void)
 {
     long long v = 0;
     CHECK(scry_parse_int("1234", 1, 0x3fffffff, &v) == 0 && v == 1234, "%lld", v);
-    static const char *bad[] = {"", "12abc", " 1", "1.0", "0", "99999999999999999999", "+1",
-                                "0x10"};
+    static const char *bad[] = {"",   "12abc", " 1", "1.0", "0", "99999999999999999999",
+                                "+1", "0x10"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         CHECK(scry_parse_int(bad[i], 1, 0x3fffffff, &v) != 0, "accepted '%s'", bad[i]);
     int b = -1;
@@ -69,8 +69,7 @@ static void test_ints_bools_words(void)
     CHECK(scry_parse_name("web-1.api_x", 11, 64) == 0, "name");
     static const char *badnames[] = {"", "..", "../../etc", ".hidden", "-x", "a/b", "a b", "é"};
     for (size_t i = 0; i < sizeof badnames / sizeof badnames[0]; i++)
-        CHECK(scry_parse_name(badnames[i], strlen(badnames[i]), 64) != 0, "name '%s'",
-              badnames[i]);
+        CHECK(scry_parse_name(badnames[i], strlen(badnames[i]), 64) != 0, "name '%s'", badnames[i]);
     CHECK(scry_parse_name("ab\0c", 4, 64) != 0, "NUL in a name");
     CHECK(scry_parse_name("abcd", 4, 3) != 0, "too long");
 }

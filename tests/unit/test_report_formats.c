@@ -75,8 +75,8 @@ static void test_from_path(void)
  * refusal; --format wins only when the name does not contradict it. */
 static void test_choose(void)
 {
-    const unsigned diff = REPORT_FORMAT_BIT(REPORT_FORMAT_TEXT) |
-                          REPORT_FORMAT_BIT(REPORT_FORMAT_FLAMEGRAPH);
+    const unsigned diff =
+        REPORT_FORMAT_BIT(REPORT_FORMAT_TEXT) | REPORT_FORMAT_BIT(REPORT_FORMAT_FLAMEGRAPH);
     const unsigned ctl = REPORT_FORMAT_ALL & ~REPORT_FORMAT_BIT(REPORT_FORMAT_PPROF);
     char msg[512];
     static const struct {

@@ -72,7 +72,9 @@ int main(void)
               (unsigned char)buf[0] == 0x1f && (unsigned char)buf[1] == 0x8b,
           "pprof gz");
     char raw[1 << 16];
-    z_stream z = {.next_in = (Bytef *)buf, .avail_in = (uInt)len, .next_out = (Bytef *)raw,
+    z_stream z = {.next_in = (Bytef *)buf,
+                  .avail_in = (uInt)len,
+                  .next_out = (Bytef *)raw,
                   .avail_out = sizeof raw - 1};
     CHECK(inflateInit2(&z, 16 + MAX_WBITS) == Z_OK && inflate(&z, Z_FINISH) == Z_STREAM_END,
           "gunzip");

@@ -180,9 +180,9 @@ static void test_bool_flags(void)
         const char *a, *b;
         int want;
     } forms[] = {
-        {"--all-python", NULL, 1},       {"--all-python", "true", 1}, {"--all-python", "yes", 1},
-        {"--all-python=on", NULL, 1},    {"--all-python", "0", 0},    {"--all-python", "FALSE", 0},
-        {"--all-python=no", NULL, 0},    {"--no-all-python", NULL, 0},
+        {"--all-python", NULL, 1},    {"--all-python", "true", 1},  {"--all-python", "yes", 1},
+        {"--all-python=on", NULL, 1}, {"--all-python", "0", 0},     {"--all-python", "FALSE", 0},
+        {"--all-python=no", NULL, 0}, {"--no-all-python", NULL, 0},
     };
     for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
         serve_config_t *c = forms[i].b ? from_args(msg, sizeof msg, "--config", "/dev/null",
