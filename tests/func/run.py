@@ -867,7 +867,7 @@ def t_entry_frames_hidden(c):
     total = sum(n for _, n in stacks)
     shown = sum(n for frames, n in stacks if any("trampoline" in fr[0] or fr[1] == "<shim>"
                                                  for fr in frames))
-    check(total >= 50, "only %d samples" % total)
+    check(total >= 20, "only %d samples" % total)
     check(shown == 0, "%d of %d samples show an entry frame: %s" % (
         shown, total, short(text, 400)))
     gen = sum(n for frames, n in stacks if any(fr[0] in ("leaf", "mid") for fr in frames))
