@@ -453,7 +453,7 @@ static report_end_t end_of(recording_t *r, double elapsed, char *memline, size_t
         .late_mean_ms = st->late ? (double)st->late_total_ns / (double)st->late / 1e6 : 0,
         .late_max_ms = (double)st->late_max_ns / 1e6,
         .target_exited = st->target_exited && !r->child,
-        .gil_fraction = st->ticks && !r->fam ? (double)st->gil_ticks / (double)st->ticks : -1,
+        .gil_fraction = -1, /* the report's: the share of the samples that held it */
     };
     if (r->fam) {
         end.nprocesses = list_processes(r);

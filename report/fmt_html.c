@@ -99,7 +99,7 @@ static void header(report__html_t *h)
     }
     double gil = report__gil_pct(v);
     if (gil >= 0)
-        snprintf(tmp, sizeof tmp, "%.1f%%", gil);
+        snprintf(tmp, sizeof tmp, "%.1f%% %s", gil, report__gil_unit(v));
     else
         snprintf(tmp, sizeof tmp, "unknown");
     meta_item(b, "GIL held", tmp);

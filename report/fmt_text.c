@@ -188,7 +188,7 @@ static void header(text_t *t, const report__view_t *v)
         processes(t, p);
     double gil = report__gil_pct(v);
     if (gil >= 0)
-        report__sb_printf(&t->b, "GIL held %.1f%% of the time\n", gil);
+        report__sb_printf(&t->b, "GIL held %.1f%% %s\n", gil, report__gil_unit(v));
     if (v->has_memory)
         report__sb_printf(&t->b, "memory: peak %.1f MiB, net %.1f MiB at the end\n",
                           (double)p->mem_peak / REPORT__MB, (double)p->mem_net / REPORT__MB);

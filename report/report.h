@@ -150,7 +150,8 @@ void report_profile_free(report_profile_t *p);
  * and no allocation when the stack was seen before. Returns 0, SCRY_E_INVAL (NULL
  * argument, frames NULL with nframes > 0, unknown metric) or SCRY_E_NOMEM (the sample is
  * then not counted). Stacks deeper than 4096 frames keep their 4096 leaf-most frames.
- * CPython 3.12's entry frames ("<interpreter trampoline>" in "<shim>") are left out. */
+ * A CPython 3.12 entry frame ("<interpreter trampoline>" in "<shim>") as the innermost
+ * Python frame is left out. */
 int report_profile_add(report_profile_t *p, const scry_sample_t *s);
 
 /* Records the end-of-run summary (copied). May be called again to replace it. Returns 0

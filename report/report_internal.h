@@ -234,6 +234,8 @@ void report__view_free(report__view_t *v);
 void report__view_stack_cpu(const report__view_t *v, uint32_t si, uint64_t *count, uint64_t *value);
 /* GIL share in percent (daemon's figure, else derived with REPORT_F_GIL); < 0 unknown. */
 double report__gil_pct(const report__view_t *v);
+/* What report__gil_pct is a share of: "of the samples", or with --gil "of the time". */
+const char *report__gil_unit(const report__view_t *v);
 /* Picks the metric drawn by collapsed/flamegraph (OPT->metric or automatic). */
 int report__pick_metric(const report_profile_t *p, const report_options_t *opt);
 /* Value of a stack for METRIC: sample count for CPU, bytes for memory metrics. */

@@ -413,18 +413,27 @@ void report__view_free(report__view_t *v)
     memset(v, 0, sizeof *v);
 }
 
-/* GIL share in percent, or < 0 when unknown. */
+/* GIL share in percent, or < 0 when unknown: the caller's figure (end.gil_fraction), else
+ * the share of the CPU samples that held it (a thread that never lets it go is 100%,
+ * however little CPU it gets; counting sampling rounds instead followed the CPU share).
+ * With --gil only the holder is sampled: then the share of the time it was held. Not for
+ * several processes (one per interpreter). */
 double report__gil_pct(const report__view_t *v)
 {
     const report_profile_t *p = v->p;
     if (p->have_end && p->end.gil_fraction >= 0)
         return 100.0 * (p->end.gil_fraction > 1 ? 1 : p->end.gil_fraction);
-    if (!(p->meta.flags & REPORT_F_GIL) || !v->cpu_count)
+    if (!v->cpu_count || (p->have_end && p->end.nprocesses))
         return -1;
     double x;
-    if (v->use_weight && v->duration_s > 0)
+    if ((p->meta.flags & REPORT_F_GIL) && v->use_weight && v->duration_s > 0)
         x = (double)p->gil_weight / (v->duration_s * 1e9);
     else
         x = (double)p->gil_count / (double)v->cpu_count;
     return 100.0 * (x > 1 ? 1 : x);
+}
+
+const char *report__gil_unit(const report__view_t *v)
+{
+    return (v->p->meta.flags & REPORT_F_GIL) ? "of the time" : "of the samples";
 }

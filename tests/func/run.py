@@ -854,6 +854,19 @@ def t_launch_no_idle_wait(c):
     return "%.0f ms under scry, %.0f ms bare (x%.1f)" % (under * 1e3, bare * 1e3, ratio)
 
 
+@test("gil_share_of_samples", common=True)
+def t_gil_share_of_samples(c):
+    """The text report's "GIL held N% of the samples": a thread that burns 10 ms and naps
+    10 ms holds the GIL in every sample taken of it (it said 22-50% "of the time": the
+    share of sampling rounds, which follows the CPU the program gets)."""
+    if c.interp.version < (3, 0):
+        raise Skip("Python 2 is refused")
+    res, text = c.record(["--"] + c.workload_cmd("half_asleep.py", ["--seconds", 2]), "text")
+    m = re.search(r"GIL held ([\d.]+)% of the samples", text)
+    check(m and float(m.group(1)) >= 90, "GIL line: %s" % (m and m.group(0) or short(text, 400)))
+    return m.group(0)
+
+
 @test("entry_frames_hidden")
 def t_entry_frames_hidden(c):
     """3.12 runs a generator resumed from C (sum, list, sorted) behind an entry frame of the

@@ -144,7 +144,7 @@ static void test_cpu(void)
     CHECK(strstr(html, "<dt>duration</dt><dd>2.00 s</dd>") != NULL);
     CHECK(strstr(html, "<dt>samples</dt><dd>10 at 100 Hz</dd>") != NULL);
     CHECK(strstr(html, "<dt>errors</dt><dd>3</dd>") != NULL);
-    CHECK(strstr(html, "<dt>GIL held</dt><dd>42.0%</dd>") != NULL);
+    CHECK(strstr(html, "<dt>GIL held</dt><dd>42.0% of the samples</dd>") != NULL);
     /* source view: the file read through the reader, rooted in tmpdir, hostile source escaped */
     CHECK(strstr(html, "<span class=\"sc-fname\">/srv/app.py</span>") != NULL);
     CHECK(strstr(html, "    total = sum(x * x for x in data)  # &lt;/script&gt;&lt;script&gt;"
