@@ -128,7 +128,7 @@ int main(void)
         add_mem(p, a, 1, SCRY_METRIC_ALLOC, 0, 1 << 20, 0x1000 * (uint64_t)(i + 1),
                 (uint64_t)i * 50000000);
     out = render(p, REPORT_FORMAT_TEXT, NULL, &rc);
-    CHECK(rc == 0 && out && strstr(out, "alloc MB") && strstr(out, "\xe2\x96\x81") &&
+    CHECK(rc == 0 && out && strstr(out, "alloc MiB") && strstr(out, "\xe2\x96\x81") &&
           strstr(out, "\xe2\x96\x88") && strstr(out, "40.0") && strstr(out, "Possible leaks"));
     if (out)
         printf("%s", out);
