@@ -210,7 +210,8 @@ static int open_outputs(serve_state_t *st, serve_config_t *cfg, int first)
 {
     char msg[512];
     serve_store_t *store =
-        serve_store_new(cfg->out_dir, cfg->retention_age_s, cfg->retention_bytes, msg, sizeof msg);
+        serve_store_new(cfg->out_dir, cfg->retention_age_s, cfg->retention_bytes, cfg->out_gid,
+                        msg, sizeof msg);
     if (!store) {
         serve_log("%s", msg);
         return SCRY_E_IO;

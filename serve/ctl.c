@@ -174,10 +174,10 @@ serve_ctl_t *serve_ctl_new(const char *path, char *msg, size_t msglen)
     char *slash = strrchr(dir, '/');
     if (slash && slash != dir) {
         *slash = '\0';
-        if (serve_mkdirs(dir) != 0) {
-            snprintf(msg, msglen, "%s: cannot create the directory: %s", dir, strerror(errno));
+        int dfd = serve_dir_open(dir, 0755, (gid_t)-1, msg, msglen);
+        if (dfd < 0)
             return NULL;
-        }
+        close(dfd);
     }
     struct stat st;
     if (lstat(path, &st) == 0) {
@@ -195,9 +195,13 @@ serve_ctl_t *serve_ctl_new(const char *path, char *msg, size_t msglen)
             close(probe);
         unlink(path); /* stale */
     }
+    /* mode 0666 from the start (authorisation is per request): no chmod by name, which
+     * would follow a link put in the socket's place */
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || chmod(path, 0666) != 0 ||
-        listen(fd, 64) != 0) {
+    mode_t old_umask = umask(0111);
+    int bound = fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
+    umask(old_umask);
+    if (!bound || listen(fd, 64) != 0) {
         snprintf(msg, msglen, "%s: cannot listen: %s", path, strerror(errno));
         if (fd >= 0)
             close(fd);

@@ -442,12 +442,13 @@ def t_ctl(ctx):
     its = interps(["3.12", "debian3.11"])
     check(its, "no interpreter")
     fleet = Fleet(ctx)
-    os.chmod(ctx.tmp, 0o777)  # the user's workload writes its ready file here
+    os.chmod(ctx.tmp, 0o1777)  # the user's workload writes its ready file here (sticky: the
+    # daemon refuses an out-dir or socket directory that others may write to)
     root_t = fleet.start(its[0], "root-owned")
     user_t = fleet.start(its[-1], "user-owned", user=user)
     for m in fleet.members:
         ctx.targets.append((m["name"], m["p"]))
-    out, sock = ctx.path("out"), ctx.path("scry.sock")
+    out, sock = ctx.path("out"), ctx.path("run/scry.sock")
     d = Daemon(ctx, ["--config", "/dev/null", "--out-dir", out, "--socket", sock, "--interval", 3,
                      "--match", TOKEN_RE])
     d.wait_line(r"target %d:" % user_t["p"].pid, 30)
