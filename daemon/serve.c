@@ -396,6 +396,9 @@ static int run(serve_state_t *st)
         for (size_t i = 0; i < st->n_pending; i++)
             if (st->pending[i].next_ns < next)
                 next = st->pending[i].next_ns;
+        uint64_t ctl_due = serve_ctl_deadline_ns(st->ctl);
+        if (ctl_due < next)
+            next = ctl_due;
         now = scry_now_ns();
         int timeout = next <= now ? 0 : (int)((next - now + 999999) / 1000000);
         /* The connector is drained on a 200 ms cadence rather than woken up for: on a busy
@@ -403,17 +406,18 @@ static int run(serve_state_t *st)
          * would cost more than the rest of the daemon (its socket buffer holds 4 MiB). */
         if (timeout > SERVE_EVENT_CADENCE_MS)
             timeout = SERVE_EVENT_CADENCE_MS;
-        struct pollfd fds[2] = {{.fd = st->sigfd, .events = POLLIN},
-                                {.fd = serve_ctl_fd(st->ctl), .events = POLLIN}};
-        int n = poll(fds, 2, timeout);
+        /* the control socket never blocks the loop: its connections are polled with the
+         * rest and served as far as they can be without waiting */
+        struct pollfd fds[SERVE_CTL_MAX_CONNS + 2] = {{.fd = st->sigfd, .events = POLLIN}};
+        size_t nctl = serve_ctl_pollfds(st->ctl, fds + 1, SERVE_CTL_MAX_CONNS + 1);
+        int n = poll(fds, 1 + nctl, timeout);
         if (n < 0 && errno != EINTR) {
             serve_log("poll: %s", strerror(errno));
             return SCRY_E_IO;
         }
         if (n > 0 && fds[0].revents)
             handle_signals(st);
-        if (n > 0 && fds[1].revents)
-            serve_ctl_serve(st->ctl, serve_ctl_handle, st);
+        serve_ctl_serve(st->ctl, fds + 1, n > 0 ? nctl : 0, serve_ctl_handle, st);
         if (st->n_records)
             serve_records_reap(st, 0);
         if (proc_discover_fd(st->disc) >= 0) {

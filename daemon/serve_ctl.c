@@ -190,7 +190,7 @@ static void record_child(serve_state_t *st, const serve_ctl_req_t *req, pid_t pi
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL); /* the daemon's signalfd signals: cmd_record's */
     signal(SIGCHLD, SIG_DFL);
-    close(serve_ctl_fd(st->ctl));
+    serve_ctl_close_in_child(st->ctl, fd);
     close(st->sigfd);
     prctl(PR_SET_PDEATHSIG, SIGTERM); /* the daemon gone: end now, answer with what is there */
     double dur = req->duration_s > 0 ? req->duration_s : RECORD_DEFAULT_S;

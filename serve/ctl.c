@@ -17,11 +17,20 @@
 #include <time.h>
 #include <unistd.h>
 
+#define SERVE_CTL_READ_MS  1000 /* a request must arrive within 1 s of the connection */
+#define SERVE_CTL_WRITE_MS 5000 /* and its reply be taken within 5 s */
+
+typedef struct ctl_conn ctl_conn_t;
+
 struct serve_ctl {
     int fd;
     char *path;
     serve_ctl_stats_t stats;
+    ctl_conn_t *conns[SERVE_CTL_MAX_CONNS];
+    size_t n_conns;
 };
+
+static void conn_close(serve_ctl_t *c, size_t i);
 
 static const struct {
     const char *name;
@@ -223,21 +232,29 @@ void serve_ctl_free(serve_ctl_t *c)
 {
     if (!c)
         return;
+    while (c->n_conns)
+        conn_close(c, 0);
     close(c->fd);
     unlink(c->path);
     free(c->path);
     free(c);
 }
 
-int serve_ctl_fd(const serve_ctl_t *c)
-{
-    return c->fd;
-}
-
 const serve_ctl_stats_t *serve_ctl_stats(const serve_ctl_t *c)
 {
     return &c->stats;
 }
+
+/* One client connection: its request being read, then its reply being written. */
+typedef struct ctl_conn {
+    int fd;
+    serve_ctl_peer_t peer;
+    uint64_t deadline_ms; /* reading, then writing, ends then */
+    size_t got;
+    char *out; /* the reply being sent (NULL: still reading) */
+    size_t out_len, out_off;
+    char in[SERVE_CTL_MAX_REQUEST + 2];
+} ctl_conn_t;
 
 static uint64_t now_ms(void)
 {
@@ -265,106 +282,236 @@ static int write_all(int fd, const char *buf, size_t len, uint64_t deadline_ms)
     return 0;
 }
 
-static void reply_error(int fd, const char *why, uint64_t deadline_ms)
-{
-    json_object *r = json_object_new_object();
-    json_object_object_add(r, "ok", json_object_new_boolean(0));
-    json_object_object_add(r, "error", json_object_new_string(why));
-    const char *t = json_object_to_json_string_ext(r, JSON_C_TO_STRING_PLAIN);
-    write_all(fd, t, strlen(t), deadline_ms);
-    write_all(fd, "\n", 1, deadline_ms);
-    json_object_put(r);
-}
-
-/* Serves one connection. */
-static void serve_one(serve_ctl_t *c, int fd, serve_ctl_handler handler, void *ctx)
-{
-    char buf[SERVE_CTL_MAX_REQUEST + 2];
-    size_t got = 0;
-    uint64_t deadline = now_ms() + 1000;
-    struct ucred cred;
-    socklen_t cl = sizeof cred;
-    c->stats.requests++;
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0) {
-        c->stats.bad_requests++;
-        return;
-    }
-    serve_ctl_peer_t peer = {cred.pid, cred.uid, cred.gid, fd};
-    int complete = 0;
-    while (!complete && got < sizeof buf) {
-        ssize_t n = recv(fd, buf + got, sizeof buf - got, MSG_DONTWAIT);
-        if (n > 0) {
-            if (memchr(buf + got, '\n', (size_t)n))
-                complete = 1;
-            got += (size_t)n;
-            continue;
-        }
-        if (n == 0) {
-            complete = 1;
-            break;
-        }
-        if (errno != EAGAIN && errno != EINTR)
-            break;
-        uint64_t t = now_ms();
-        if (t >= deadline)
-            break;
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        poll(&p, 1, (int)(deadline - t));
-    }
-    if (got > SERVE_CTL_MAX_REQUEST) {
-        c->stats.bad_requests++;
-        reply_error(fd, "request too large (at most 4096 bytes)", deadline + 1000);
-        return;
-    }
-    if (!complete) {
-        c->stats.bad_requests++;
-        reply_error(fd, "incomplete request (end it with a newline)", deadline + 1000);
-        return;
-    }
-    char *nl = memchr(buf, '\n', got);
-    size_t len = nl ? (size_t)(nl - buf) : got;
-    char why[256];
-    serve_ctl_req_t req;
-    if (serve_ctl_parse(buf, len, &req, why, sizeof why) != 0) {
-        c->stats.bad_requests++;
-        serve_log("control: bad request from pid %d uid %u: %s", (int)peer.pid, (unsigned)peer.uid,
-                  why);
-        reply_error(fd, why, deadline + 1000);
-        return;
-    }
-    json_object *reply = json_object_new_object();
-    if (!reply)
-        return;
-    /* a reply (a large dump) may take longer than the request: 5 s */
-    if (handler(ctx, &req, &peer, reply) == 0)
-        serve_ctl_reply(fd, reply, 5);
-    json_object_put(reply);
-}
-
-int serve_ctl_reply(int fd, json_object *reply, double timeout_s)
+/* REPLY as one line of text (malloc'ed, "ok": true added when it has no "ok"), or NULL. */
+static char *reply_line(json_object *reply, size_t *len)
 {
     json_object *ok;
     if (!json_object_object_get_ex(reply, "ok", &ok))
         json_object_object_add(reply, "ok", json_object_new_boolean(1));
     const char *t = json_object_to_json_string_ext(reply, JSON_C_TO_STRING_PLAIN);
-    uint64_t wdl = now_ms() + (uint64_t)(timeout_s * 1000);
-    if (write_all(fd, t, strlen(t), wdl) != 0 || write_all(fd, "\n", 1, wdl) != 0)
-        return SCRY_E_IO;
-    return 0;
+    size_t n = t ? strlen(t) : 0;
+    char *line = t ? malloc(n + 2) : NULL;
+    if (!line)
+        return NULL;
+    memcpy(line, t, n);
+    line[n] = '\n';
+    line[n + 1] = '\0';
+    *len = n + 1;
+    return line;
 }
 
-int serve_ctl_serve(serve_ctl_t *c, serve_ctl_handler handler, void *ctx)
+int serve_ctl_reply(int fd, json_object *reply, double timeout_s)
 {
-    int served = 0;
-    for (int i = 0; i < 16; i++) {
-        int fd = accept4(c->fd, NULL, NULL, SOCK_CLOEXEC);
-        if (fd < 0)
-            break;
-        serve_one(c, fd, handler, ctx);
-        close(fd);
-        served++;
+    size_t len = 0;
+    char *line = reply_line(reply, &len);
+    int err = line && write_all(fd, line, len, now_ms() + (uint64_t)(timeout_s * 1000)) == 0
+                  ? 0
+                  : SCRY_E_IO;
+    free(line);
+    return err;
+}
+
+static void conn_close(serve_ctl_t *c, size_t i)
+{
+    ctl_conn_t *k = c->conns[i];
+    close(k->fd);
+    free(k->out);
+    free(k);
+    c->conns[i] = c->conns[--c->n_conns];
+}
+
+/* Queues REPLY on connection K and sends what the socket takes now; the rest goes out as
+ * the client reads (within SERVE_CTL_WRITE_MS). */
+static void conn_answer(ctl_conn_t *k, json_object *reply)
+{
+    k->out = reply_line(reply, &k->out_len);
+    if (!k->out) {
+        k->out = strdup("");
+        k->out_len = 0;
     }
-    return served;
+    k->out_off = 0;
+    k->deadline_ms = now_ms() + SERVE_CTL_WRITE_MS;
+}
+
+static void conn_error(ctl_conn_t *k, const char *why)
+{
+    json_object *r = json_object_new_object();
+    json_object_object_add(r, "ok", json_object_new_boolean(0));
+    json_object_object_add(r, "error", json_object_new_string(why));
+    conn_answer(k, r);
+    json_object_put(r);
+}
+
+/* Sends what the socket takes of K's reply. Returns 1 when the connection is done (all
+ * sent, or the client gone), 0 to keep it. */
+static int conn_flush(ctl_conn_t *k)
+{
+    while (k->out_off < k->out_len) {
+        ssize_t n = send(k->fd, k->out + k->out_off, k->out_len - k->out_off,
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) {
+            k->out_off += (size_t)n;
+            continue;
+        }
+        return n < 0 && (errno == EAGAIN || errno == EINTR) ? 0 : 1;
+    }
+    return 1;
+}
+
+/* Reads what K's client sent; when the request is complete, answers it through HANDLER.
+ * Returns 1 when the connection is done, 0 to keep it. */
+static int conn_read(serve_ctl_t *c, ctl_conn_t *k, serve_ctl_handler handler, void *ctx)
+{
+    int complete = 0;
+    while (!complete && k->got < sizeof k->in) {
+        ssize_t n = recv(k->fd, k->in + k->got, sizeof k->in - k->got, MSG_DONTWAIT);
+        if (n > 0) {
+            complete = memchr(k->in + k->got, '\n', (size_t)n) != NULL;
+            k->got += (size_t)n;
+        } else if (n == 0) {
+            complete = 1;
+        } else if (errno == EAGAIN || errno == EINTR) {
+            return 0;
+        } else {
+            return 1;
+        }
+    }
+    c->stats.requests++;
+    if (k->got > SERVE_CTL_MAX_REQUEST) {
+        c->stats.bad_requests++;
+        conn_error(k, "request too large (at most 4096 bytes)");
+        return conn_flush(k);
+    }
+    char *nl = memchr(k->in, '\n', k->got);
+    size_t len = nl ? (size_t)(nl - k->in) : k->got;
+    char why[256];
+    serve_ctl_req_t req;
+    if (serve_ctl_parse(k->in, len, &req, why, sizeof why) != 0) {
+        c->stats.bad_requests++;
+        serve_log("control: bad request from pid %d uid %u: %s", (int)k->peer.pid,
+                  (unsigned)k->peer.uid, why);
+        conn_error(k, why);
+        return conn_flush(k);
+    }
+    json_object *reply = json_object_new_object();
+    if (!reply)
+        return 1;
+    int later = handler(ctx, &req, &k->peer, reply);
+    if (!later)
+        conn_answer(k, reply);
+    json_object_put(reply);
+    return later ? 1 : conn_flush(k); /* answered later: the handler's process holds a copy */
+}
+
+/* Connections of UID now. */
+static size_t conns_of(const serve_ctl_t *c, uid_t uid)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < c->n_conns; i++)
+        n += c->conns[i]->peer.uid == uid;
+    return n;
+}
+
+/* Accepts the pending connections (at most 16 a call) and reads what each sent already;
+ * one over the limits is answered with an error (without waiting) and closed. */
+static void accept_new(serve_ctl_t *c, serve_ctl_handler handler, void *ctx)
+{
+    for (int i = 0; i < 16; i++) {
+        int fd = accept4(c->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0)
+            return;
+        struct ucred cred;
+        socklen_t cl = sizeof cred;
+        ctl_conn_t *k = NULL;
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 ||
+            !(k = calloc(1, sizeof *k))) {
+            c->stats.bad_requests++;
+            close(fd);
+            continue;
+        }
+        k->fd = fd;
+        k->peer = (serve_ctl_peer_t){cred.pid, cred.uid, cred.gid, fd};
+        k->deadline_ms = now_ms() + SERVE_CTL_READ_MS;
+        if (c->n_conns >= SERVE_CTL_MAX_CONNS ||
+            conns_of(c, cred.uid) >= SERVE_CTL_MAX_CONNS_PER_UID) {
+            c->stats.refused++;
+            conn_error(k, "too many connections (at most 8 per user): try again later");
+            conn_flush(k);
+            close(fd);
+            free(k->out);
+            free(k);
+            continue;
+        }
+        c->conns[c->n_conns++] = k;
+        /* a quick client's request is often there already: served now, its slot freed */
+        if (conn_read(c, k, handler, ctx))
+            conn_close(c, c->n_conns - 1);
+    }
+}
+
+size_t serve_ctl_pollfds(const serve_ctl_t *c, struct pollfd *fds, size_t max)
+{
+    size_t n = 0;
+    if (max > 0)
+        fds[n++] = (struct pollfd){.fd = c->fd, .events = POLLIN};
+    for (size_t i = 0; i < c->n_conns && n < max; i++)
+        fds[n++] = (struct pollfd){.fd = c->conns[i]->fd,
+                                   .events = c->conns[i]->out ? POLLOUT : POLLIN};
+    return n;
+}
+
+uint64_t serve_ctl_deadline_ns(const serve_ctl_t *c)
+{
+    uint64_t d = UINT64_MAX;
+    for (size_t i = 0; i < c->n_conns; i++)
+        if (c->conns[i]->deadline_ms * 1000000u < d)
+            d = c->conns[i]->deadline_ms * 1000000u;
+    return d;
+}
+
+int serve_ctl_serve(serve_ctl_t *c, const struct pollfd *fds, size_t nfds,
+                    serve_ctl_handler handler, void *ctx)
+{
+    uint64_t req0 = c->stats.requests;
+    for (size_t f = 1; f < nfds; f++) {
+        if (!fds[f].revents)
+            continue;
+        for (size_t i = 0; i < c->n_conns; i++) {
+            ctl_conn_t *k = c->conns[i];
+            if (k->fd != fds[f].fd)
+                continue;
+            int done = k->out ? conn_flush(k) : conn_read(c, k, handler, ctx);
+            if (done)
+                conn_close(c, i);
+            break;
+        }
+    }
+    /* overdue: a request not complete in time gets an error, a reply not taken is dropped */
+    uint64_t t = now_ms();
+    for (size_t i = 0; i < c->n_conns;) {
+        ctl_conn_t *k = c->conns[i];
+        if (t < k->deadline_ms) {
+            i++;
+            continue;
+        }
+        if (!k->out) {
+            c->stats.bad_requests++;
+            conn_error(k, "incomplete request (end it with a newline)");
+            conn_flush(k);
+        }
+        conn_close(c, i);
+    }
+    if (nfds > 0 && fds[0].revents)
+        accept_new(c, handler, ctx);
+    return (int)(c->stats.requests - req0);
+}
+
+void serve_ctl_close_in_child(serve_ctl_t *c, int keep_fd)
+{
+    close(c->fd);
+    for (size_t i = 0; i < c->n_conns; i++)
+        if (c->conns[i]->fd != keep_fd)
+            close(c->conns[i]->fd);
 }
 
 int serve_ctl_call(const char *path, const char *request, double timeout_s, char **reply)

@@ -26,11 +26,14 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 
 #define SERVE_CTL_MAX_REQUEST 4096
 #define SERVE_CTL_MAX_REPLY   (64u << 20)
+#define SERVE_CTL_MAX_CONNS   64 /* connections open at once */
+#define SERVE_CTL_MAX_CONNS_PER_UID 8
 
 enum serve_ctl_cmd {
     SERVE_CTL_LIST,
@@ -85,6 +88,7 @@ typedef struct serve_ctl serve_ctl_t;
 typedef struct serve_ctl_stats {
     uint64_t requests;
     uint64_t bad_requests; /* malformed, oversized, too slow */
+    uint64_t refused;      /* connections over the limits */
 } serve_ctl_stats_t;
 
 /* Creates the listening socket at PATH (its directory is created with mode 0755; a stale
@@ -96,13 +100,27 @@ serve_ctl_t *serve_ctl_new(const char *path, char *msg, size_t msglen);
 /* Closes and unlinks the socket. NULL is a no-op. */
 void serve_ctl_free(serve_ctl_t *c);
 
-/* The listening socket, to poll for input. */
-int serve_ctl_fd(const serve_ctl_t *c);
+/* The descriptors to poll (the listening socket first, then each connection, POLLIN or
+ * POLLOUT), at most MAX (SERVE_CTL_MAX_CONNS + 1 is enough); returns how many. */
+size_t serve_ctl_pollfds(const serve_ctl_t *c, struct pollfd *fds, size_t max);
 
-/* Accepts the pending connections (at most 16), reads each request (at most 1 s per
- * client), answers through HANDLER, closes. Never blocks longer than 1 s per client.
- * Returns the number of requests served. */
-int serve_ctl_serve(serve_ctl_t *c, serve_ctl_handler handler, void *ctx);
+/* The earliest deadline of a connection (CLOCK_MONOTONIC ns; UINT64_MAX: none): poll's
+ * timeout should end by then so that serve_ctl_serve drops it. */
+uint64_t serve_ctl_deadline_ns(const serve_ctl_t *c);
+
+/* Does what FDS (as filled by serve_ctl_pollfds, revents set by poll) allow without ever
+ * blocking: reads requests, answers a complete one through HANDLER, sends replies as far
+ * as the socket takes them, drops connections past their deadline (a request must arrive
+ * within 1 s, with an error reply; a reply be taken within 5 s), accepts new connections
+ * (at most 16 a call). A connection over SERVE_CTL_MAX_CONNS in all or
+ * SERVE_CTL_MAX_CONNS_PER_UID for its user is answered with an error and closed at once.
+ * Returns the number of requests read. */
+int serve_ctl_serve(serve_ctl_t *c, const struct pollfd *fds, size_t nfds,
+                    serve_ctl_handler handler, void *ctx);
+
+/* In a child process forked by a handler: closes the listening socket and every
+ * connection but KEEP_FD (the socket file stays). */
+void serve_ctl_close_in_child(serve_ctl_t *c, int keep_fd);
 
 const serve_ctl_stats_t *serve_ctl_stats(const serve_ctl_t *c);
 

@@ -129,9 +129,10 @@ static void *server_thread(void *arg)
 {
     server_t *s = arg;
     while (!s->stop) {
-        struct pollfd p = {.fd = serve_ctl_fd(s->ctl), .events = POLLIN};
-        if (poll(&p, 1, 20) > 0)
-            serve_ctl_serve(s->ctl, handler, s);
+        struct pollfd p[SERVE_CTL_MAX_CONNS + 1];
+        size_t n = serve_ctl_pollfds(s->ctl, p, SERVE_CTL_MAX_CONNS + 1);
+        int r = poll(p, n, 20);
+        serve_ctl_serve(s->ctl, p, r > 0 ? n : 0, handler, s);
     }
     return NULL;
 }
@@ -214,6 +215,49 @@ static void test_server(void)
                 break;
         close(fd);
     }
+    /* idle connections (issue 24, item 3): a user's ninth is refused at once, while another
+     * user's request is answered at once (nothing waits for the idle ones) */
+    struct timespec settle = {0, 100 * 1000 * 1000};
+    nanosleep(&settle, NULL);
+    int idle[SERVE_CTL_MAX_CONNS_PER_UID];
+    for (int i = 0; i < SERVE_CTL_MAX_CONNS_PER_UID; i++) {
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        strcpy(sa.sun_path, path);
+        idle[i] = socket(AF_UNIX, SOCK_STREAM, 0);
+        if (connect(idle[i], (struct sockaddr *)&sa, sizeof sa) != 0)
+            CHECK(0, "idle connection %d", i);
+    }
+    nanosleep(&settle, NULL);
+    t0 = (double)scry_now_ns() / 1e9;
+    r = raw_call(path, "{\"cmd\":\"list\"}\n", 15, 1);
+    CHECK(r && strstr(r, "too many connections"), "ninth connection: %s (refused %llu)", r, (unsigned long long)serve_ctl_stats(s.ctl)->refused);
+    CHECK((double)scry_now_ns() / 1e9 - t0 < 0.5, "refused at once: %.2f s",
+          (double)scry_now_ns() / 1e9 - t0);
+    free(r);
+    if (getuid() == 0) {
+        pid_t other = fork();
+        if (other == 0) {
+            check_child_dies_with_test();
+            if (setgid(65534) != 0 || setuid(65534) != 0)
+                _exit(3);
+            char *rep = NULL;
+            double u0 = (double)scry_now_ns() / 1e9;
+            int rc = serve_ctl_call(path, "{\"cmd\":\"list\"}", 5, &rep);
+            _exit(rc == 0 && rep && strstr(rep, "\"ok\":true") &&
+                          (double)scry_now_ns() / 1e9 - u0 < 0.5
+                      ? 0
+                      : 1);
+        }
+        int ost = 0;
+        waitpid(other, &ost, 0);
+        CHECK(WIFEXITED(ost) && WEXITSTATUS(ost) == 0,
+              "another user answered within 0.5 s beside 8 idle connections: status %d", ost);
+    }
+    for (int i = 0; i < SERVE_CTL_MAX_CONNS_PER_UID; i++)
+        close(idle[i]);
+    CHECK(serve_ctl_stats(s.ctl)->refused >= 1, "refused counted");
+    nanosleep(&settle, NULL);
+
     /* another user: the credentials reach the handler, which refuses root's process */
     pid_t child = fork();
     if (child == 0) {
