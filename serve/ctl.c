@@ -7,6 +7,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <linux/kcmp.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <math.h>
 #include <poll.h>
 #include <stdio.h>
@@ -31,6 +36,7 @@ struct serve_ctl {
 };
 
 static void conn_close(serve_ctl_t *c, size_t i);
+static uint64_t now_ms(void);
 
 static const struct {
     const char *name;
@@ -165,9 +171,77 @@ out:
     return err;
 }
 
-int serve_ctl_authorized(const serve_ctl_peer_t *peer, uid_t owner)
+/* The child of serve_ctl_may_read: PEER's ids, then one byte per pid on FD. */
+static void may_read_child(const serve_ctl_peer_t *peer, const pid_t *pids, size_t n, int fd)
 {
-    return peer->uid == 0 || peer->uid == owner;
+    unsigned char buf[4096];
+    if (setgroups(0, NULL) != 0 || setresgid(peer->gid, peer->gid, peer->gid) != 0 ||
+        setresuid(peer->uid, peer->uid, peer->uid) != 0 || geteuid() != peer->uid)
+        _exit(1);
+    for (size_t i = 0; i < n;) {
+        size_t k = 0;
+        for (; k < sizeof buf && i < n; k++, i++)
+            buf[k] = syscall(SYS_kcmp, pids[i], pids[i], KCMP_VM, 0, 0) == 0;
+        for (size_t off = 0; off < k;) {
+            ssize_t w = write(fd, buf + off, k - off);
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0)
+                _exit(1);
+            off += (size_t)w;
+        }
+    }
+    _exit(0);
+}
+
+int serve_ctl_may_read(const serve_ctl_peer_t *peer, const pid_t *pids, size_t n,
+                       unsigned char *ok)
+{
+    memset(ok, 0, n);
+    if (n > SERVE_CTL_MAX_PIDS)
+        return SCRY_E_INVAL;
+    if (peer->uid == 0) {
+        memset(ok, 1, n);
+        return 0;
+    }
+    if (n == 0)
+        return 0;
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0)
+        return SCRY_E_IO;
+    pid_t c = fork();
+    if (c == 0) {
+        close(p[0]);
+        may_read_child(peer, pids, n, p[1]);
+    }
+    close(p[1]);
+    int err = c < 0 ? SCRY_E_IO : 0;
+    size_t got = 0;
+    uint64_t deadline = now_ms() + 2000;
+    while (c > 0 && got < n) {
+        uint64_t t = now_ms();
+        struct pollfd pf = {.fd = p[0], .events = POLLIN};
+        if (t >= deadline || poll(&pf, 1, (int)(deadline - t)) == 0) {
+            err = SCRY_E_TIMEOUT;
+            break;
+        }
+        ssize_t r = read(p[0], ok + got, n - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            err = SCRY_E_IO;
+            break;
+        }
+        got += (size_t)r;
+    }
+    close(p[0]);
+    if (c > 0) {
+        kill(c, SIGKILL);
+        waitpid(c, NULL, 0);
+    }
+    if (err)
+        memset(ok, 0, n);
+    return err;
 }
 
 serve_ctl_t *serve_ctl_new(const char *path, char *msg, size_t msglen)
@@ -430,7 +504,13 @@ static void accept_new(serve_ctl_t *c, serve_ctl_handler handler, void *ctx)
             continue;
         }
         k->fd = fd;
-        k->peer = (serve_ctl_peer_t){cred.pid, cred.uid, cred.gid, fd};
+        k->peer.pid = cred.pid;
+        k->peer.uid = cred.uid;
+        k->peer.gid = cred.gid;
+        k->peer.fd = fd;
+        socklen_t gl = sizeof k->peer.groups;
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, k->peer.groups, &gl) == 0)
+            k->peer.ngroups = gl / sizeof k->peer.groups[0];
         k->deadline_ms = now_ms() + SERVE_CTL_READ_MS;
         if (c->n_conns >= SERVE_CTL_MAX_CONNS ||
             conns_of(c, cred.uid) >= SERVE_CTL_MAX_CONNS_PER_UID) {

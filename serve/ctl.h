@@ -55,11 +55,15 @@ typedef struct serve_ctl_req {
 } serve_ctl_req_t;
 
 /* The peer of a request. */
+#define SERVE_CTL_MAX_GROUPS 256
+
 typedef struct serve_ctl_peer {
     pid_t pid;
-    uid_t uid;
+    uid_t uid; /* SO_PEERCRED: the client's effective ids when it connected */
     gid_t gid;
     int fd; /* the connection (a handler that answers later writes there: serve_ctl_reply) */
+    uint32_t ngroups; /* SO_PEERGROUPS (none when it has more than SERVE_CTL_MAX_GROUPS) */
+    gid_t groups[SERVE_CTL_MAX_GROUPS];
 } serve_ctl_peer_t;
 
 /* Parses one request of LEN bytes (not necessarily NUL-terminated; trailing whitespace
@@ -68,9 +72,18 @@ typedef struct serve_ctl_peer {
  * Returns 0, or SCRY_E_INVAL with the reason in MSG. Never reads past LEN. */
 int serve_ctl_parse(const char *buf, size_t len, serve_ctl_req_t *req, char *msg, size_t msglen);
 
-/* Returns 1 when PEER may see or act on a process owned by OWNER (root may, and a user
- * on their own processes), else 0. */
-int serve_ctl_authorized(const serve_ctl_peer_t *peer, uid_t owner);
+/* Sets OK[i] to 1 when PEER may see or act on process PIDS[i] (N of them), else 0: root
+ * may on any; another user exactly when the kernel's ptrace access check in
+ * PTRACE_MODE_READ_REALCREDS lets a process with PEER's uid and gid read it: every uid and
+ * gid of the target (real, effective, saved) equal to the peer's, the target dumpable and
+ * holding no capability the peer lacks, or the target in a user namespace the peer owns.
+ * The kernel decides: a child process takes PEER's ids (no groups, no capabilities) and
+ * asks kcmp(2), which makes that check, about each pid. Returns 0, or a negative code
+ * (fork failed, no answer within 2 s, or N over SERVE_CTL_MAX_PIDS) with OK all 0. */
+int serve_ctl_may_read(const serve_ctl_peer_t *peer, const pid_t *pids, size_t n,
+                       unsigned char *ok);
+
+#define SERVE_CTL_MAX_PIDS 65536
 
 /* Fills REPLY (an empty JSON object the server then sends) for request REQ from PEER and
  * returns 0. A handler sets "ok"; when it does not, the server adds "ok": true. A handler
