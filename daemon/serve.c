@@ -307,6 +307,22 @@ static void budget_check(serve_state_t *st, uint64_t now)
                   st->cfg->rate_hz * st->rate_factor, st->rate_factor);
 }
 
+/* Gives the memory of targets that went back to the kernel soon after they go (at most
+ * once a second), not only at the next window flush: a burst of hundreds of short-lived
+ * forks of a target leaves their tables' small blocks freed across the heap, and with
+ * bursts closer together than the interval RSS ratcheted (24 MB fresh, 92, 146, 180 MB
+ * after three bursts of 450 forks with a 60-s interval). */
+static void trim_after_exits(serve_state_t *st, uint64_t now)
+{
+    if (st->n_targets > st->trim_mark)
+        st->trim_mark = st->n_targets;
+    if (st->n_targets < st->trim_mark && now - st->trim_last_ns >= 1000000000ull) {
+        malloc_trim(0);
+        st->trim_mark = st->n_targets;
+        st->trim_last_ns = now;
+    }
+}
+
 static void on_event(void *ctx, enum proc_discover_event ev, pid_t pid, pid_t parent,
                      uint64_t when_ns)
 {
@@ -382,6 +398,7 @@ static int run(serve_state_t *st)
              * of short-lived services while the heap in use stayed flat). */
             malloc_trim(0);
         }
+        trim_after_exits(st, now);
         budget_check(st, now);
         if (st->reload_requested) {
             st->reload_requested = 0;
