@@ -222,17 +222,7 @@ def bench_churn(b, minutes):
            "%d kB at the end, max %d kB |" % (k, minutes, warm[0], warm[-1], max(warm))
 
 
-BURSTER = """import os, sys, time
-kids = []
-for i in range(int(sys.argv[1])):
-    p = os.fork()
-    if p == 0:
-        time.sleep(2)
-        os._exit(0)
-    kids.append(p)
-for p in kids:
-    os.waitpid(p, 0)
-"""
+BURSTER = os.path.join(HERE, "..", "tests", "func", "serve", "workloads", "burster.py")
 
 
 def settle_rss(d, seconds):
@@ -249,13 +239,10 @@ def bench_forkburst(b, n_idle, bursts, size):
     d = b.daemon()  # the default 60-s interval: a burst's memory must not wait for a flush
     b.wait_targets(d, n_idle)
     fresh = settle_rss(d, 10)
-    burster = os.path.join(b.tmp, "burster.py")
-    with open(burster, "w") as f:
-        f.write(BURSTER)
     it = b.interps[0]
     after = []
     for k in range(bursts):
-        p = b.spawn(it.argv(burster, size, "--name", TOKEN))
+        p = b.spawn(it.argv(BURSTER, size, "--name", TOKEN))
         p.wait(120)
         after.append(settle_rss(d, 10))
         log("  burst %d: RSS %d kB (fresh %d kB)" % (k + 1, after[-1], fresh))

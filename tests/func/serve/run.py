@@ -20,6 +20,8 @@ N skipped`):
   budget    --max-cpu lowers the rates and says so
   sigkill   SIGKILL of the daemon leaves every target running, never stopped
   churn     targets start and exit for a while: the daemon's memory stays flat
+  bursts    three bursts of 300 concurrent short-lived forks of a target, within one
+            window: the daemon's idle RSS stays within 1.3x of what it was before
 """
 import json
 import os
@@ -733,6 +735,42 @@ def t_churn(ctx):
     return "%d processes started and exited in %d s (%d picked up, %d exits seen); daemon RSS " \
            "%d kB after warm-up, %d kB at the end (%+d kB)" % (
                k, seconds, n_started, n_gone, first, last, growth)
+
+
+@tests("bursts")
+def t_bursts(ctx):
+    """Issue 24, item 5: bursts of short-lived forks of a target, closer together than the
+    interval, leave the daemon's idle RSS where it was (before: 24 MB fresh, 92, 146, 180 MB
+    after three bursts of 450; bench/serve_bench.py forkburst)."""
+    its = interps(["debian3.11", "3.12"])
+    check(its, "no interpreter")
+    fleet = Fleet(ctx)
+    for k in range(3):
+        m = fleet.start(its[0], "idle%d" % k)
+        ctx.targets.append((m["name"], m["p"]))
+    out, sock = ctx.path("out"), ctx.path("scry.sock")
+    d = Daemon(ctx, ["--config", "/dev/null", "--out-dir", out, "--socket", sock,
+                     "--match", TOKEN_RE])  # the default 60-s interval: no flush meanwhile
+    for m in fleet.members:
+        d.wait_line(r"target %d:" % m["p"].pid, 30)
+    time.sleep(2)
+    fresh = d.rss_kb()
+    after = []
+    for k in range(3):
+        p = ctx.spawn(its[0].argv(os.path.join(WORKLOADS, "burster.py"), 300, "--name",
+                                  "%s-burst" % TOKEN_RE))
+        p.wait(60)
+        time.sleep(2)
+        after.append(d.rss_kb())
+    n_burst = len(re.findall(r"target \d+: burster", d.text()))
+    rc = d.stop()
+    check(rc == 0, "exit %s" % rc)
+    fleet.cleanup()
+    check(n_burst >= 50, "only %d forks became targets" % n_burst)
+    check(max(after) <= 1.3 * fresh, "idle RSS %d kB fresh, %s kB after each burst" % (
+        fresh, after))
+    return "idle RSS %d kB fresh, %s kB after 3 bursts of 300 forks (%d were targets)" % (
+        fresh, ", ".join(str(a) for a in after), n_burst)
 
 
 def main():
