@@ -84,6 +84,8 @@ static void do_list(serve_state_t *st, const serve_ctl_peer_t *peer, json_object
                            json_object_new_int64((int64_t)st->windows_written));
     json_object_object_add(d, "bad_requests",
                            json_object_new_int64((int64_t)serve_ctl_stats(st->ctl)->bad_requests));
+    json_object_object_add(d, "refused_connections",
+                           json_object_new_int64((int64_t)serve_ctl_stats(st->ctl)->refused));
     /* how idle targets are watched: the per-CPU clock ("perf") or /proc every second */
     json_object_object_add(d, "idle_watch", json_object_new_string(st->whoran ? "perf" : "proc"));
     json_object_object_add(d, "whoran_records", json_object_new_int64((int64_t)st->whoran_records));

@@ -211,6 +211,9 @@ def t_socket(ctx):
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=attack_s + 30)
     check(r.returncode == 0, "connection holder: %s" % r.stderr.decode())
     made, refused = (int(x) for x in r.stdout.split())
+    rc, out, _ = ctl(ctx, None, "--json", "list")
+    counted = json.loads(out)["daemon"]["refused_connections"]
+    check(counted >= refused > 0, "refused %d, the daemon counted %d" % (refused, counted))
     time.sleep(INTERVAL + 1)
     allw = windows("svc")
     during = [w for w in allw if w["from"] >= t_attack and w["until"] <= t_attack + attack_s]
