@@ -24,6 +24,7 @@
 
 #define SERVE_CTL_READ_MS  1000 /* a request must arrive within 1 s of the connection */
 #define SERVE_CTL_WRITE_MS 5000 /* and its reply be taken within 5 s */
+#define SERVE_CTL_BUDGET_MS 20  /* time serve_ctl_serve starts new work in, per call */
 
 typedef struct ctl_conn ctl_conn_t;
 
@@ -553,9 +554,14 @@ int serve_ctl_serve(serve_ctl_t *c, const struct pollfd *fds, size_t nfds,
                     serve_ctl_handler handler, void *ctx)
 {
     uint64_t req0 = c->stats.requests;
+    uint64_t t0 = now_ms();
     for (size_t f = 1; f < nfds; f++) {
         if (!fds[f].revents)
             continue;
+        /* requests answered in the loop (a dump) take time: past the budget the rest wait
+         * for the next call, after the loop's due work */
+        if (now_ms() - t0 >= SERVE_CTL_BUDGET_MS)
+            break;
         for (size_t i = 0; i < c->n_conns; i++) {
             ctl_conn_t *k = c->conns[i];
             if (k->fd != fds[f].fd)
@@ -581,7 +587,7 @@ int serve_ctl_serve(serve_ctl_t *c, const struct pollfd *fds, size_t nfds,
         }
         conn_close(c, i);
     }
-    if (nfds > 0 && fds[0].revents)
+    if (nfds > 0 && fds[0].revents && now_ms() - t0 < SERVE_CTL_BUDGET_MS)
         accept_new(c, handler, ctx);
     return (int)(c->stats.requests - req0);
 }

@@ -125,7 +125,8 @@ uint64_t serve_ctl_deadline_ns(const serve_ctl_t *c);
  * blocking: reads requests, answers a complete one through HANDLER, sends replies as far
  * as the socket takes them, drops connections past their deadline (a request must arrive
  * within 1 s, with an error reply; a reply be taken within 5 s), accepts new connections
- * (at most 16 a call). A connection over SERVE_CTL_MAX_CONNS in all or
+ * (at most 16 a call). Once 20 ms went by in a call, what is left waits for the next one
+ * (poll reports it again at once). A connection over SERVE_CTL_MAX_CONNS in all or
  * SERVE_CTL_MAX_CONNS_PER_UID for its user is answered with an error and closed at once.
  * Returns the number of requests read. */
 int serve_ctl_serve(serve_ctl_t *c, const struct pollfd *fds, size_t nfds,
