@@ -177,8 +177,10 @@ static void window_schedule(serve_state_t *st, int64_t from)
 static void windows_flush(serve_state_t *st, int64_t now_unix)
 {
     int64_t from = st->win_from, until = now_unix > from ? now_unix : from + 1;
-    if (real_ns() + 500000000ull >= st->win_end_real_ns && st->win_end_real_ns)
-        until = (int64_t)((st->win_end_real_ns + 500000000ull) / 1000000000ull);
+    uint64_t grid_end = st->win_end_real_ns;
+    int on_grid = grid_end && real_ns() + 500000000ull >= grid_end;
+    if (on_grid)
+        until = (int64_t)((grid_end + 500000000ull) / 1000000000ull);
     for (size_t i = 0; i < st->n_targets; i++) {
         serve_target_t *t = st->targets[i];
         double secs = (double)(until - from);
@@ -197,6 +199,12 @@ static void windows_flush(serve_state_t *st, int64_t now_unix)
     }
     st->n_wins = 0;
     window_schedule(st, until);
+    /* The next window ends one interval after this one: a flush that came late (the loop
+     * held up) never makes a longer window; if that end has passed too, the next turn of
+     * the loop writes it. */
+    uint64_t iv = (uint64_t)(st->cfg->interval_s * 1e9);
+    if (on_grid && grid_end % iv == 0) /* else the interval changed (reload): a new grid */
+        st->win_end_real_ns = grid_end + iv;
     /* the targets' windows are found again on their next sample; live counts restart */
     for (size_t i = 0; i < st->n_targets; i++) {
         serve_target_t *t = st->targets[i];
