@@ -15,6 +15,7 @@ Tests (PASS/FAIL/SKIP name: detail; the run ends with `N passed, N failed, N ski
           setresuid(victim, 0, 0), not their own non-dumpable one, and the attacker none of
           them; `ctl record` of a victim process that holds an extra group reads the source
           as the victim (a file only that group may read stays out of the report)
+  stop    the daemon exits 0 on SIGTERM after all that (under ASan: no leak)
 """
 import grp
 import json
@@ -353,6 +354,19 @@ def t_ctl(ctx):
     check("secret.py" in out, "the hot file is not named in the report:\n%s" % short(out, 800))
     return "own dump ok; refused %s; ctl record shows no line of a group-0 file" % (
         ", ".join(refused))
+
+
+@tests("stop")
+def t_stop(ctx):
+    d = WORLD["daemon"]
+    d.p.send_signal(signal.SIGTERM)
+    try:
+        rc = d.p.wait(30)
+    except subprocess.TimeoutExpired:
+        raise Fail("scry serve did not stop within 30 s of SIGTERM")
+    d.t.join(5)
+    check(rc == 0, "scry serve exit %s: %s" % (rc, short(d.text(), 600)))
+    return "SIGTERM: exit 0"
 
 
 class Shared(object):
