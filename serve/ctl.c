@@ -10,6 +10,7 @@
 #include <grp.h>
 #include <linux/kcmp.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <math.h>
@@ -25,6 +26,8 @@
 #define SERVE_CTL_READ_MS  1000 /* a request must arrive within 1 s of the connection */
 #define SERVE_CTL_WRITE_MS 5000 /* and its reply be taken within 5 s */
 #define SERVE_CTL_BUDGET_MS 20  /* time serve_ctl_serve starts new work in, per call */
+#define SERVE_CTL_CHECK_MS  500 /* an access check's child answers within this, or is killed:
+                                   the user may stop it (it is theirs), not hold the loop */
 
 typedef struct ctl_conn ctl_conn_t;
 
@@ -176,8 +179,10 @@ out:
 static void may_read_child(const serve_ctl_peer_t *peer, const pid_t *pids, size_t n, int fd)
 {
     unsigned char buf[4096];
+    /* the user may signal this process once it is theirs, but not read it: not dumpable */
     if (setgroups(0, NULL) != 0 || setresgid(peer->gid, peer->gid, peer->gid) != 0 ||
-        setresuid(peer->uid, peer->uid, peer->uid) != 0 || geteuid() != peer->uid)
+        setresuid(peer->uid, peer->uid, peer->uid) != 0 || geteuid() != peer->uid ||
+        prctl(PR_SET_DUMPABLE, 0) != 0)
         _exit(1);
     for (size_t i = 0; i < n;) {
         size_t k = 0;
@@ -218,7 +223,7 @@ int serve_ctl_may_read(const serve_ctl_peer_t *peer, const pid_t *pids, size_t n
     close(p[1]);
     int err = c < 0 ? SCRY_E_IO : 0;
     size_t got = 0;
-    uint64_t deadline = now_ms() + 2000;
+    uint64_t deadline = now_ms() + SERVE_CTL_CHECK_MS;
     while (c > 0 && got < n) {
         uint64_t t = now_ms();
         struct pollfd pf = {.fd = p[0], .events = POLLIN};

@@ -79,7 +79,7 @@ int serve_ctl_parse(const char *buf, size_t len, serve_ctl_req_t *req, char *msg
  * holding no capability the peer lacks, or the target in a user namespace the peer owns.
  * The kernel decides: a child process takes PEER's ids (no groups, no capabilities) and
  * asks kcmp(2), which makes that check, about each pid. Returns 0, or a negative code
- * (fork failed, no answer within 2 s, or N over SERVE_CTL_MAX_PIDS) with OK all 0. */
+ * (fork failed, no answer within 0.5 s, or N over SERVE_CTL_MAX_PIDS) with OK all 0. */
 int serve_ctl_may_read(const serve_ctl_peer_t *peer, const pid_t *pids, size_t n,
                        unsigned char *ok);
 
