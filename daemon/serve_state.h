@@ -137,6 +137,8 @@ typedef struct serve_state {
     pid_t ran[SERVE_MAX_RAN]; /* pids of the records read this tick (scratch) */
     size_t n_ran;
     uint64_t whoran_records, idle_checks_skipped;
+    size_t trim_mark;      /* targets at the last malloc_trim, or the most since */
+    uint64_t trim_last_ns; /* when it ran */
 } serve_state_t;
 
 /* serve_targets.c */

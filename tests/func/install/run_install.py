@@ -31,6 +31,7 @@ Needs root (mounts, chroot, setpriv); otherwise prints "SKIP install: ..." and p
 Stdlib only. One line "PASS|FAIL|SKIP name: detail" per test, then "N passed, N failed, N
 skipped"; exit 1 on a failure.
 """
+import grp
 import json
 import os
 import re
@@ -256,6 +257,26 @@ def t_prefix(c):
 
 # -- the unit's capabilities ----------------------------------------------------------------
 
+# The readers' group of the daemon's window files (out-group): giving files a group root is
+# not in takes CAP_CHOWN.
+OUT_GROUP = "nogroup"
+
+
+def out_group_files(d, timeout):
+    """After a flush, how many of the daemon's files carry OUT_GROUP (waits up to TIMEOUT s
+    for index.json)."""
+    d.ctl("flush", ok=False)
+    idx = os.path.join(d.out, "index.json")
+    dl = st.Deadline(timeout)
+    while not os.path.exists(idx) and not dl.expired():
+        time.sleep(0.2)
+    gid = grp.getgrnam(OUT_GROUP).gr_gid
+    n = 0
+    for dirpath, _, files in os.walk(d.out):
+        n += sum(1 for f in files if os.stat(os.path.join(dirpath, f)).st_gid == gid)
+    return n
+
+
 class Daemon(object):
     """P/bin/scry serve as the installed unit runs it, under bounding set CAPS (hidden build
     tree), with a test configuration: a private socket and out-dir, 2 s windows, only the
@@ -274,8 +295,8 @@ class Daemon(object):
             os.unlink(self.sock)
         shutil.rmtree(self.out, ignore_errors=True)
         with open(c.path("scry.conf"), "w") as f:
-            f.write("out-dir = %s\nsocket = %s\ninterval = 2\nmatch = %s\n"
-                    % (self.out, self.sock, os.path.basename(c.tmp)))
+            f.write("out-dir = %s\nout-group = %s\nsocket = %s\ninterval = 2\nmatch = %s\n"
+                    % (self.out, OUT_GROUP, self.sock, os.path.basename(c.tmp)))
         setpriv = ["setpriv", "--bounding-set", ",".join(["-all"] + ["+" + x for x in caps])]
         # A tight locked-memory limit (64 KiB, the kernel's default before 5.16): the perf
         # rings of the target's 200 threads then need CAP_IPC_LOCK.
@@ -394,16 +415,14 @@ def t_unit_caps(c):
     check(rate == [49.0], "after set-rate 49: %s" % rate)
     d.ctl("reload")
     check(d.wait_log("configuration reloaded"), "reload: %s" % d.log()[-300:])
-    d.ctl("flush")
-    d_idx = st.Deadline(10)
-    while not os.path.exists(os.path.join(d.out, "index.json")) and not d_idx.expired():
-        time.sleep(0.2)
+    grouped = out_group_files(d, 10)
     check(os.path.exists(os.path.join(d.out, "index.json")), "flush wrote no index.json")
+    check(grouped > 0, "no window file has out-group %s" % OUT_GROUP)
     rc = d.stop()
     check(rc == 0, "the daemon exited %d after SIGTERM" % rc)
     check(tp.poll() is None and tracer_of(tp.pid) == 0, "the target is dead or still traced")
     return ("%s: per-CPU clock, %d perf rings, list, dump, record --memory (%.1f MB on the "
-            "keeping line, source as nobody; %s), record, set-rate, reload, flush"
+            "keeping line, source as nobody; %s), record, set-rate, reload, flush (out-group)"
             % (",".join(caps), rings, mb, chrooted))
 
 
@@ -476,7 +495,12 @@ def lacks_setid(c, d, tp):
     return KEEP_MARK not in text and "source not available" in text, "no source as the user"
 
 
-NEEDED_FOR = {"sys_ptrace": lacks_ptrace, "perfmon": lacks_perfmon,
+def lacks_chown(c, d, tp):
+    d.wait_target(tp.pid)
+    return out_group_files(d, 6) == 0, "no window files for out-group %s" % OUT_GROUP
+
+
+NEEDED_FOR = {"chown": lacks_chown, "sys_ptrace": lacks_ptrace, "perfmon": lacks_perfmon,
               "net_admin": lacks_net_admin, "dac_override": lacks_dac_override,
               "setuid": lacks_setid, "setgid": lacks_setid, "ipc_lock": lacks_ipc_lock}
 
