@@ -64,6 +64,7 @@ struct pystate_target {
     int function_lines;              /* pystate_open_opts_t.function_lines */
     pystate_thread_filter_fn filter; /* pystate_set_thread_filter */
     void *filter_ctx;
+    uint32_t torn_retries; /* pystate_set_torn_retries; 0: PYSTATE_TORN_RETRIES */
     rmem_t *mem;
     strtab_t *strings;
     pystate_layout_t layout;

@@ -20,6 +20,7 @@ import re
 import resource
 import shutil
 import statistics
+import subprocess
 import sys
 import time
 import xml.dom.minidom
@@ -362,6 +363,113 @@ def t_recursion_record(c):
     for frames, n in stacks:
         check_recursion(frames, truth, "collapsed stack (%d samples)" % n)
     return "%d samples, every stack holds all 501 recurse frames" % total
+
+
+TORN_MARK = "<changed while reading>"
+
+
+def check_busy_doc(doc, truth, what):
+    """One `dump --json` document of busy_recursion.py: the main thread, listed, with
+    <module> at the root and at most depth + 2 frames, or marked partial with the marker at
+    the root. Returns 1 when it was partial."""
+    th = thread_by_tid(doc).get(truth["pid"])
+    check(th is not None, "%s: main thread missing: %s" % (what, short(json.dumps(doc))))
+    names = [f["function"] for f in th["frames"]]
+    check(names, "%s: main thread without frames" % what)
+    if th.get("partial"):
+        check(names[-1] == TORN_MARK and TORN_MARK not in names[:-1],
+              "%s: partial stack without the marker at its root: %s" % (what, names))
+        names = names[:-1]
+    else:
+        check(names[-1] == "<module>", "%s: root is %s, not <module>: %s"
+              % (what, names[-1], names))
+    check(len(names) <= truth["depth"] + 2, "%s: %d frames, at most %d exist: %s"
+          % (what, len(names), truth["depth"] + 2, names))
+    check(set(names) <= {"descend", "<module>"} and "<module>" not in names[:-1],
+          "%s: frames not of the workload: %s" % (what, names))
+    inner = [f["line"] for f in th["frames"][1:] if f["function"] == "descend"]
+    check(all(n == truth["descend_line"] for n in inner),
+          "%s: a caller's descend not at its call line %d: %s"
+          % (what, truth["descend_line"], inner))
+    return 1 if th.get("partial") else 0
+
+
+def busy_dumps(c, truth, n):
+    """N `scry dump --pid P --json` in a row, from one shell loop (starting each from the
+    runner costs more than the dump): [(exit status, stdout)], and the seconds taken."""
+    sep = "@@scry-dump-rc"
+    script = ('i=0; while [ $i -lt %d ]; do "$0" dump --pid %d --json; echo "%s $?"; '
+              'i=$((i+1)); done' % (n, truth["pid"], sep))
+    t0 = now()
+    p = c.spawn(["sh", "-c", script, c.scry_path], stdout=subprocess.PIPE)
+    out, _ = p.communicate(timeout=SCRY_TIMEOUT * 2)
+    took = now() - t0
+    res, doc = [], []
+    for line in out.decode("utf-8", "replace").split("\n"):
+        if line.startswith(sep):
+            res.append((int(line.split()[1]), "\n".join(doc)))
+            doc = []
+        else:
+            doc.append(line)
+    check(len(res) == n, "%d dumps ran, %d expected (shell: %s)" % (len(res), n, p.returncode))
+    return res, took
+
+
+def check_busy_dumps(c, truth, n):
+    """N dumps of busy_recursion.py: each exits 0 and lists the main thread whole or marked
+    partial (check_busy_doc). Returns (partial count, seconds)."""
+    res, took = busy_dumps(c, truth, n)
+    partial = 0
+    for i, (rc, out) in enumerate(res):
+        what = "dump %d of %d" % (i + 1, n)
+        check(rc == 0, "%s: exit %d (its message is in %s)" % (what, rc, c.path("")))
+        try:
+            doc = json.loads(out)
+        except ValueError as e:
+            raise Fail("%s: not JSON (%s): %s" % (what, e, short(out)))
+        partial += check_busy_doc(doc, truth, what)
+    return partial, took
+
+
+@test("dump_busy_recursion")
+def t_dump_busy_recursion(c):
+    p, truth = c.workload("busy_recursion.py")
+    partial, took = check_busy_dumps(c, truth, 100)
+    check(partial == 0, "%d of 100 dumps partial" % partial)
+    text = c.scry_ok(["dump", "--pid", truth["pid"]]).out
+    check(re.search(r"^Thread %d .*\n    (descend|<module>) " % truth["pid"], text, re.M),
+          "text dump lists no main thread: %s" % short(text))
+    return "100 dumps (%.1f s) of a 20-deep recursion in a loop: every one whole" % took
+
+
+@test("dump_torn_vary")
+def t_dump_torn_vary(c):
+    if c.interp.label not in ("3.8", "3.14"):
+        raise Skip("1,000 dumps run on 3.8 and 3.14 (dump_busy_recursion on every version)")
+    p, truth = c.workload("busy_recursion.py", ["--vary", "--depth", 40])
+    partial, took = check_busy_dumps(c, truth, 1000)
+    return "1000 dumps (%.1f s) of a recursion of varying depth: none empty, %d partial " \
+        "(marked)" % (took, partial)
+
+
+@test("dump_no_stack_fails")
+def t_dump_no_stack_fails(c):
+    ready = c.path("ready-repl.json")
+    cmd = c.interp.argv("-i", os.path.join(c.workloads, "repl_idle.py"), "--ready",
+                        c.tpath(ready), "--max-seconds", 120)
+    p = c.spawn(cmd, stdin=subprocess.PIPE)
+    c.targets.append(("repl_idle.py", p))
+    truth = c.wait_json(ready, p, "workload repl_idle.py")
+    deadline = now() + 20
+    while True:  # the script's own frames may still be there for a moment
+        res = c.scry(["dump", "--pid", truth["pid"]])
+        if res.rc != 0 or now() > deadline:
+            break
+        time.sleep(0.1)
+    check(res.rc == 1 and "no thread of process %d has a Python stack" % truth["pid"] in res.err,
+          "dump of an interpreter at its C prompt: %s" % res)
+    check(p.poll() is None, "target died")
+    return "exit 1: %s" % short(res.err.strip(), 120)
 
 
 def check_threads_dump(doc, truth, pid):
