@@ -572,12 +572,23 @@ LOCALS_WANT = {
     "small": (False, "local", "int", "7"),
     "ratio": (False, "local", "float", "2.5"),
     "raw": (False, "local", "bytes", "b'ab\\x00\\xff'"),
-    "nested": (False, "local", "list", "[1, [2, <list len=2>], 's', None, ...]"),
-    "table": (False, "local", "dict", "<dict len=3>"),
+    "nested": (False, "local", "list", "[1, [2, <list len=2>], 's', None, 9]"),
+    "seq": (False, "local", "list", "[0, 1, 2, 3, 4, 5, 6, 7, ...]"),
+    "table": (False, "local", "dict", "{'a': 1, 'b': 2, 'c': 3}"),
+    "flags": (False, "local", "dict", "{'a': False, 'b': (1, 2, 3)}"),
+    "deep": (False, "local", "dict", "{'k': {'k': <dict len=1>}}"),
+    "holes": (False, "local", "dict", "{'a': 1, 'c': 3}"),
+    "squares": (False, "local", "dict",
+                "{0: 0, 1: 1, 2: 4, 3: 9, 4: 16, 5: 25, 6: 36, 7: 49, ...}"),
+    "empty": (False, "local", "dict", "{}"),
+    "mixed": (False, "local", "list", "[{'x': 1}, {2}]"),
     "nothing": (False, "local", "NoneType", "None"),
     "yes": (False, "local", "bool", "True"),
     "no": (False, "local", "bool", "False"),
-    "group": (False, "local", "set", "<set len=2>"),
+    "group": (False, "local", "set", "{1, 2}"),
+    "gaps": (False, "local", "set", "{1, 3}"),
+    "frozen": (False, "local", "frozenset", "frozenset({'x'})"),
+    "none_yet": (False, "local", "set", "set()"),
     "pair": (False, "local", "tuple", "(1, 'two')"),
     "closed": (False, "local", "str", "'cellval'"),
     "captured": (False, "free", "str", "'cellval'"),
@@ -602,9 +613,8 @@ def t_locals_dump(c):
         check((v["arg"], v["kind"], v["type"], v["repr"]) == (arg, kind, typ, rep),
               "local %s: %r; expected %r" % (name, (v["arg"], v["kind"], v["type"], v["repr"]),
                                              (arg, kind, typ, rep)))
-    check(got["long_text"].get("len") == 100 and got["nested"].get("len") == 5,
-          "lengths: long_text %s, nested %s" % (got["long_text"].get("len"),
-                                               got["nested"].get("len")))
+    lens = dict((k, got[k].get("len")) for k in ("long_text", "nested", "squares", "gaps"))
+    check(lens == {"long_text": 100, "nested": 5, "squares": 12, "gaps": 2}, "lengths: %s" % lens)
     outer = {}
     for v in frames[1].get("locals", []):
         # <= 3.10: a captured argument ('ready') has its argument slot and its cell
@@ -617,8 +627,8 @@ def t_locals_dump(c):
     check(outer["count"]["repr"] == "3" and outer["rest"]["repr"] == "('r1',)",
           "outer's arguments: %s, %s" % (outer["count"], outer["rest"]))
     text = c.scry_ok(["dump", "--pid", truth["pid"], "--locals"]).out
-    check(u"arg count = 3" in text and u"captured = 'cellval'  [free]" in text,
-          "text dump: %s" % short(text))
+    check(u"arg count = 3" in text and u"captured = 'cellval'  [free]" in text and
+          u"flags = {'a': False, 'b': (1, 2, 3)}" in text, "text dump: %s" % short(text))
     return "%d locals of inner, %d of outer" % (len(got), len(outer))
 
 
