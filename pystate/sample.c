@@ -856,13 +856,15 @@ static int read_once(pystate_target_t *t, pystate_snapshot_t *s, size_t i)
 static int read_thread(pystate_target_t *t, pystate_snapshot_t *s, size_t i)
 {
     thread_work_t *w = &s->work[i];
-    w->verify = t->torn_retries != 0; /* a one-shot reader: every walk is direct */
+    /* a careful reader's every walk (the first too: a one-shot reader has no batch); a
+     * sampler's retries are not checked so (they would drop twice as many stacks of a
+     * call-heavy program: docs/accuracy.md) */
+    w->verify = t->torn_retries != 0;
     w->odd_sig = 0;
     int err = read_once(t, s, i);
     if (err || !w->torn)
         return err;
     uint32_t retries = t->torn_retries ? t->torn_retries : PYSTATE_TORN_RETRIES;
-    w->verify = 1;
     pystate__pf_direct(t->prefetch, 1);
     for (uint32_t r = 0; r < retries && w->torn; r++) {
         t->stats.retries++;
