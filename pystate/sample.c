@@ -56,6 +56,7 @@ typedef struct thread_work {
     uint32_t nraw;
     uint8_t truncated;   /* the depth bound cut the chain (a legitimate deep stack) */
     uint8_t torn;        /* the chain or a code object changed under the reader */
+    uint8_t torn_after;  /* torn by a check of the whole walk, not while walking */
     uint8_t leaf_idle;   /* <= 3.10: the current frame was not executing (entered or left) */
     uint8_t verify;      /* <= 3.10: check the chain against a second copy (verify_chain) */
     uint8_t odd_caller;  /* careful reader: a caller's instruction cannot call (read_once) */
@@ -410,7 +411,7 @@ static int verify_chain(pystate_target_t *t, thread_work_t *w, size_t len, int64
         for (; n < 64 && at + n < w->nraw; n++)
             iov[n] = (rmem_iov_t){w->raw[at + n].frame, w->verify_buf + (at + n) * len, len};
         if (rmem_readv(t->mem, iov, n) != (int)n) {
-            w->torn = 1;
+            w->torn = w->torn_after = 1;
             t->stats.torn++;
             return 0;
         }
@@ -427,7 +428,7 @@ static int verify_chain(pystate_target_t *t, thread_work_t *w, size_t len, int64
             pystate__u64_at(b, len, L->frame_back) != back ||
             (k > 0 && (offset != w->raw[k].offset ||
                        (exec_off >= 0 && !frame_executing(L, b, len, exec_off))))) {
-            w->torn = 1;
+            w->torn = w->torn_after = 1;
             t->stats.torn++;
             return 0;
         }
@@ -468,8 +469,9 @@ static int walk_frame_objects(pystate_target_t *t, thread_work_t *w)
         if (exec_off >= 0 && !frame_executing(L, buf, len, exec_off)) {
             /* The current frame itself is not executing for a moment on its way in (the
              * flag is set after tstate->frame) and out (cleared before it is restored):
-             * check_top_same keeps it when the thread's current frame is still this one
-             * after the walk. Below the leaf, the frame left: the chain is stale. */
+             * read_once keeps it when the same frames read twice and the thread's current
+             * frame is still this one after the walk. Below the leaf, the frame left: the
+             * chain is stale. */
             if (w->nraw > 0) {
                 w->torn = 1;
                 t->stats.torn++;
@@ -761,6 +763,7 @@ static int walk_thread(pystate_target_t *t, pystate_snapshot_t *s, size_t i)
     w->nraw = 0;
     w->truncated = 0;
     w->torn = 0;
+    w->torn_after = 0;
     w->leaf_idle = 0;
     w->odd_caller = 0;
     w->leaf_instr_addr = 0;
@@ -796,21 +799,12 @@ static int check_top_same(pystate_target_t *t, thread_work_t *w)
     if (err == SCRY_E_GONE || err == SCRY_E_PERM)
         return err;
     if (err || top != w->top_frame) {
-        w->torn = 1;
+        w->torn = w->torn_after = 1;
         t->stats.torn++;
     }
     return 0;
 }
 
-/* Reads one thread's stack so that it is whole. The walk served from the batch is kept
- * unless it was torn (a loop, a frame or code object that is gone, a frame that is not
- * executing any more: the thread ran on between the reads); then the stack is read again
- * directly from the target, from the thread's current frame as it is now, up to
- * t->torn_retries times. A stack that never reads whole is handed on with the leaf part
- * the last reread found consistent, marked torn and counted in stats.dropped: the frames
- * below the tear are never guessed. (Requiring the current frame to be the same before and
- * after the read as well dropped 7-18% of a call-heavy program's stacks for no measurable
- * gain: docs/accuracy.md.) */
 /* A signature of the frames walked (never 0). */
 static uint64_t raw_signature(const thread_work_t *w)
 {
@@ -847,12 +841,23 @@ static int read_once(pystate_target_t *t, pystate_snapshot_t *s, size_t i)
     uint64_t sig = raw_signature(w);
     if (sig != w->odd_sig) {
         w->odd_sig = sig;
-        w->torn = 1;
+        w->torn = w->torn_after = 1;
         t->stats.torn++;
     }
     return 0;
 }
 
+/* Reads one thread's stack so that it is whole. The walk served from the batch is kept
+ * unless it was torn (a loop, a frame or code object that is gone, a frame that is not
+ * executing any more: the thread ran on between the reads); then the stack is read again
+ * directly from the target, from the thread's current frame as it is now, up to
+ * t->torn_retries times. A stack that never reads whole is handed on marked torn and
+ * counted in stats.dropped, with the leaf part the last reread found consistent up to
+ * where its walk broke; none when the walk was whole but failed a check of the whole
+ * (torn_after): which of its frames are from the same moment is not known. The frames
+ * below a tear are never guessed. (Requiring the current frame to be the same before and
+ * after the read as well dropped 7-18% of a call-heavy program's stacks for no measurable
+ * gain: docs/accuracy.md.) */
 static int read_thread(pystate_target_t *t, pystate_snapshot_t *s, size_t i)
 {
     thread_work_t *w = &s->work[i];
@@ -884,8 +889,8 @@ static int read_thread(pystate_target_t *t, pystate_snapshot_t *s, size_t i)
         t->stats.dropped++;
         s->threads[i].truncated = 0;
         s->threads[i].torn = 1;
-        if (err)
-            s->threads[i].nframes = 0; /* a read failed: nothing of it is known */
+        if (err || w->torn_after)
+            s->threads[i].nframes = 0; /* nothing of it is known to be whole */
     }
     return 0;
 }
