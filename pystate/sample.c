@@ -54,14 +54,16 @@ typedef struct thread_work {
     size_t chunk_cap;
     raw_frame_t *raw;
     uint32_t nraw;
-    uint8_t truncated;   /* the depth bound cut the chain (a legitimate deep stack) */
-    uint8_t torn;        /* the chain or a code object changed under the reader */
-    uint8_t torn_after;  /* torn by a check of the whole walk, not while walking */
-    uint8_t leaf_idle;   /* <= 3.10: the current frame was not executing (entered or left) */
-    uint8_t verify;      /* <= 3.10: check the chain against a second copy (verify_chain) */
-    uint8_t odd_caller;  /* careful reader: a caller's instruction cannot call (read_once) */
-    uint64_t odd_sig;    /* the signature of the last walk with an odd caller, else 0 */
-    uint8_t *verify_buf; /* that copy: nraw frame headers */
+    uint8_t truncated;     /* the depth bound cut the chain (a legitimate deep stack) */
+    uint8_t torn;          /* the chain or a code object changed under the reader */
+    uint8_t torn_after;    /* torn by a check of the whole walk, not while walking */
+    uint8_t top_moved;     /* careful: the current frame moved while the chunk was copied */
+    uint8_t top_unchecked; /* careful: not checked so (no chunk copy): check_top_same */
+    uint8_t leaf_idle;     /* <= 3.10: the current frame was not executing (entered or left) */
+    uint8_t verify;        /* <= 3.10: check the chain against a second copy (verify_chain) */
+    uint8_t odd_caller;    /* careful reader: a caller's instruction cannot call (read_once) */
+    uint64_t odd_sig;      /* the signature of the last walk with an odd caller, else 0 */
+    uint8_t *verify_buf;   /* that copy: nraw frame headers */
     size_t verify_cap;
     uint8_t leaf_instr[2];
     raddr_t leaf_instr_addr;
@@ -279,12 +281,43 @@ static uint64_t within_page(raddr_t base, uint64_t need, uint64_t max)
     return max < page_end ? max : page_end;
 }
 
+/* A careful reader's copy of W's chunk (WANT bytes, twice, as read_frame_root's) in one
+ * process_vm_readv between two reads of the thread's current-frame pointer: a frame popped
+ * and pushed again at the same place during the copy (a loop around a call, a recursion)
+ * leaves copies whose frames all look consistent yet come from different moments, and the
+ * pointer then moved under them (top_moved; the same pointer is a frame that stayed: the
+ * copy of microseconds leaves little room for one that left and came back). A copy that
+ * does not read leaves the chunk uncopied and the pointer to check_top_same. Returns 0,
+ * SCRY_E_GONE or SCRY_E_PERM. */
+static int read_chunk_careful(pystate_target_t *t, thread_work_t *w, size_t want)
+{
+    const pystate_layout_t *L = &t->layout;
+    raddr_t at = w->cframe ? w->cframe + (uint64_t)L->cframe_current_frame
+                           : w->tstate + (uint64_t)L->tstate_frame;
+    raddr_t tops[2] = {0, 0};
+    rmem_iov_t iov[4] = {{at, &tops[0], 8},
+                         {w->chunk, w->chunk_first, want},
+                         {w->chunk, w->chunk_buf, want},
+                         {at, &tops[1], 8}};
+    int n = rmem_readv(t->mem, iov, 4);
+    if (n == SCRY_E_GONE || n == SCRY_E_PERM)
+        return n;
+    if (n != 4)
+        return 0;
+    w->chunk_len = want;
+    w->top_unchecked = 0;
+    w->top_moved = tops[0] != w->top_frame || tops[1] != w->top_frame;
+    return 0;
+}
+
 /* Phase 2, one thread: its current frame (3.11/3.12: behind cframe), then its data-stack
  * chunk up to just past that frame. Returns 0, or SCRY_E_GONE/SCRY_E_PERM/SCRY_E_NOMEM. */
 static int read_frame_root(pystate_target_t *t, thread_work_t *w)
 {
     const pystate_layout_t *L = &t->layout;
     w->chunk_len = 0;
+    w->top_moved = 0;
+    w->top_unchecked = t->torn_retries != 0; /* until the careful copy below checks it */
     if (w->cframe) {
         int err = pf(t, w->cframe + (uint64_t)L->cframe_current_frame, &w->top_frame, 8);
         if (err == SCRY_E_GONE || err == SCRY_E_PERM)
@@ -322,6 +355,8 @@ static int read_frame_root(pystate_target_t *t, thread_work_t *w)
         w->chunk_first = nf;
         w->chunk_cap = want;
     }
+    if (t->torn_retries)
+        return read_chunk_careful(t, w, want);
     /* Twice in a row: a frame of the chain whose header differs between the copies was
      * pushed or popped while the chunk was read (walk_interpreter_frames). */
     if (pystate__pf_read_twice(t->prefetch, t->mem, w->chunk, w->chunk_first, w->chunk_buf, want) ==
@@ -783,16 +818,18 @@ static int walk_thread(pystate_target_t *t, pystate_snapshot_t *s, size_t i)
 /* A walk is whole only when the thread's current frame is still the one it started from
  * after it, when (a) that frame was not executing (leaf_idle: the thread was between the
  * frame's push and its first instruction, or between its return and its pop, all along; a
- * thread preempted there stays so for milliseconds), or (b) the reader is careful
- * (pystate_set_torn_retries) and the frames are 3.11+'s: a frame popped and pushed again at
- * the same place of the data stack between the reads (a loop around a call, a recursion)
- * leaves a copy whose frames all look consistent yet come from different moments. (<= 3.10
- * frames are objects that verify_chain copies again.) Otherwise the walk is torn. Returns 0
- * or an rmem code. */
+ * thread preempted there stays so for milliseconds), or (b) a careful reader's 3.11+ walk
+ * had no chunk copy to check it on (top_unchecked; read_chunk_careful). Otherwise the walk
+ * is torn. Returns 0 or an rmem code. */
 static int check_top_same(pystate_target_t *t, thread_work_t *w)
 {
-    int careful = t->torn_retries && t->layout.frame_style != PYSTATE_FRAMES_OBJECTS;
-    if ((!w->leaf_idle && !careful) || w->torn || !w->top_frame)
+    if (w->top_moved && !w->torn) {
+        w->torn = w->torn_after = 1;
+        t->stats.torn++;
+        return 0;
+    }
+    int unchecked = w->top_unchecked && t->layout.frame_style != PYSTATE_FRAMES_OBJECTS;
+    if ((!w->leaf_idle && !unchecked) || w->torn || !w->top_frame)
         return 0;
     raddr_t top = 0, cf = 0;
     int err = read_top_now(t, w, &top, &cf);
