@@ -155,10 +155,12 @@ def unwind():
 
 
 def image():
-    """fuzz_pystate_image: one empty image per version (the fuzzer builds the objects)."""
+    """fuzz_pystate_image: one empty image per version (the fuzzer builds the objects), read
+    as a sampler does and (selector bit 7) as a dump does."""
     clear("pystate_image")
     for v in range(8):
-        put("pystate_image", struct.pack("<BHI", v, 0x40, 4) + bytes(512))
+        for careful in (0, 0x80):
+            put("pystate_image", struct.pack("<BHI", v | careful, 0x40, 4) + bytes(512))
 
 
 def repr_images():
