@@ -23,7 +23,10 @@ int cmd_top(const scry_config_t *cfg);
  * report_dump_write: what 'scry dump' prints, also answered by the daemon (ctl dump).
  * Returns 0, or a negative code with why in MSG (empty when sampler_new already printed it:
  * a forced perf back end refused). LOCALS: each Python frame's arguments and locals too
- * (--locals; read after the stacks, shown where a thread's stack did not change since). */
+ * (--locals; read after the stacks, shown where a thread's stack did not change since).
+ * A stack that changes while it is read is read again, up to DUMP_TORN_RETRIES times, then
+ * shown with the part read whole (report_dump_thread_t.partial). No thread with a stack to
+ * show: SCRY_E_AGAIN, MSG says so (a dump is never empty). */
 int dump_target_write(pystate_target_t *t, strtab_t *strings, const sampler_opts_t *opts,
                       int locals, enum report_dump_format fmt, FILE *out, char *msg, size_t msglen);
 /* The container PID runs in, from /proc/PID/cgroup (proc_read_container), for the report:

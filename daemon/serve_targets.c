@@ -67,8 +67,9 @@ void serve_target_free(serve_target_t *t)
 static void remove_target(serve_state_t *st, size_t i, const char *why)
 {
     serve_target_t *t = st->targets[i];
-    serve_log("target %d (%s) %s after %llu samples", (int)t->pid, t->service, why,
-              (unsigned long long)t->samples);
+    uint64_t torn = t->sampler ? pystate_target_stats(sampler_target(t->sampler)).dropped : 0;
+    serve_log("target %d (%s) %s after %llu samples (%llu torn stacks dropped)", (int)t->pid,
+              t->service, why, (unsigned long long)t->samples, (unsigned long long)torn);
     if (t->win && t->win->live_targets > 0)
         t->win->live_targets--;
     serve_target_free(t);

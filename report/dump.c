@@ -52,7 +52,10 @@ static void write_text(const report_dump_t *d, FILE *out)
         if (t->ns_tid)
             snprintf(nsbuf, sizeof nsbuf, " [tid %d in its namespace]", (int)t->ns_tid);
         fprintf(out, "\nThread %d%s (%s%s): \"%s\"%s\n", (int)t->tid, nsbuf, state_word(t),
-                t->gil ? "+gil" : "", str(t->name), t->truncated ? " [truncated]" : "");
+                t->gil ? "+gil" : "", str(t->name),
+                t->truncated ? " [truncated]"
+                : t->partial ? " [partial: the stack changed while it was read]"
+                             : "");
         for (uint32_t k = 0; k < t->nframes; k++) {
             const scry_frame_t *f = &t->frames[k];
             if (f->kind == SCRY_FRAME_NATIVE)
@@ -117,9 +120,9 @@ static void write_json(const report_dump_t *d, FILE *out)
         report_json_fputs(out, t->name);
         fprintf(out,
                 ", \"gil\": %s, \"gil_wait\": %s, \"state\": \"%s\", \"truncated\": %s, "
-                "\"frames\": [",
+                "\"partial\": %s, \"frames\": [",
                 boolean(t->gil), boolean(t->gil_wait), t->running ? "running" : "idle",
-                boolean(t->truncated));
+                boolean(t->truncated), boolean(t->partial));
         for (uint32_t k = 0; k < t->nframes; k++) {
             const scry_frame_t *f = &t->frames[k];
             fprintf(out, "%s{\"function\": ", k ? ", " : "");

@@ -230,6 +230,8 @@ typedef struct report_dump_thread {
     uint8_t running;  /* on a CPU (else idle) */
     uint8_t gil_wait; /* off CPU waiting for the GIL */
     uint8_t truncated;
+    uint8_t partial; /* the stack changed while it was read, every reread too: FRAMES is the
+                        part read whole, its root frame "<changed while reading>" */
     uint32_t nframes;
     const scry_frame_t *frames;         /* leaf first */
     const report_dump_locals_t *locals; /* --locals: one per frame; NULL when not asked */

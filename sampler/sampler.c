@@ -69,6 +69,7 @@ sampler_t *sampler_new(const sampler_opts_t *opts, pystate_target_t *t, strtab_t
     s->snap = pystate_snapshot_new();
     s->tasks = tasks_new(pid);
     s->s_truncated = strtab_intern(strings, "<truncated>");
+    s->s_torn = strtab_intern(strings, "<changed while reading>");
     s->s_empty = strtab_intern(strings, "");
     s->s_gil_wait = strtab_intern(strings, "<waiting for the GIL>");
     s->interval_ns = (uint64_t)(1e9 / (opts->rate_hz > 0 ? opts->rate_hz : 100));
@@ -76,7 +77,7 @@ sampler_t *sampler_new(const sampler_opts_t *opts, pystate_target_t *t, strtab_t
         s->unwind = unwind_new(pid);
     if (opts->async_labels)
         s->async = pystate_async_labels_new(t);
-    if (!s->snap || !s->tasks || !s->s_truncated || !s->s_empty || !s->s_gil_wait ||
+    if (!s->snap || !s->tasks || !s->s_truncated || !s->s_torn || !s->s_empty || !s->s_gil_wait ||
         (opts->native && !s->unwind) || (opts->async_labels && !s->async)) {
         sampler_free(s);
         return NULL;
@@ -282,6 +283,8 @@ static uint32_t build_frames(sampler_t *s, const pystate_thread_t *th, const unw
     }
     if (th->truncated)
         out[n++] = (scry_frame_t){s->s_truncated, s->s_empty, 0, SCRY_FRAME_OTHER};
+    else if (th->torn)
+        out[n++] = (scry_frame_t){s->s_torn, s->s_empty, 0, SCRY_FRAME_OTHER};
     return n;
 }
 
@@ -314,6 +317,7 @@ void sampler__emit(sampler_t *s, const pystate_thread_t *th, const unwind_frame_
         .gil = th->gil,
         .running = (uint8_t)(running != 0),
         .truncated = th->truncated,
+        .torn = th->torn,
         .gil_wait = (flags & UNWIND_CLASSIFY_GIL_WAIT) != 0,
         .nframes = n,
         .frames = s->frames,
@@ -362,6 +366,14 @@ static int running_now(void *ctx, int32_t tid)
     const sampler_t *s = ctx;
     task_info_t *task = tasks_find(s->tasks, tid);
     return task && wanted(s, task->state);
+}
+
+int sampler__stack_wanted(const sampler_t *s, const pystate_thread_t *th)
+{
+    /* a torn one left out is counted in pystate's stats.dropped */
+    if (th->torn)
+        return s->opts.partial;
+    return th->nframes > 0 || th->truncated; /* none: a thread starting or finishing */
 }
 
 int sampler__sample_threads(sampler_t *s, pystate_thread_filter_fn fn, void *ctx)
@@ -429,8 +441,8 @@ int sampler_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
             continue;
         if (!wanted(s, state))
             continue;
-        if (th->nframes == 0 && !th->truncated)
-            continue; /* a thread with no Python frames (e.g. starting or finishing) */
+        if (!sampler__stack_wanted(s, th))
+            continue;
         if (task && !tasks_stop_counts(task)) {
             uint64_t w = sample_weight(s, 1, task);
             if (task->carry_ns < 100 * s->interval_ns)

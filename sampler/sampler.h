@@ -29,6 +29,10 @@ typedef struct sampler_opts {
     int native;                    /* native frames merged with Python's */
     int gil;                       /* only threads holding the GIL */
     int async_labels;              /* asyncio task root frames (record --async) */
+    int partial;                   /* a stack that stayed torn (pystate_thread_t.torn) is
+                                    * emitted: the part read whole under a root frame
+                                    * "<changed while reading>", the sample's torn set (dump,
+                                    * top); else it is left out (counted in pystate's stats) */
     double list_every_s;           /* perf back end: the thread list reread this often (<= 0: every
                                     * 20 ticks, 0.2 to 1 s; the daemon, which needs no new thread
                                     * sooner than its targets, says 1) */

@@ -44,6 +44,7 @@ struct sampler {
     thread_label_t labels[SAMPLER_LABELS];
     uint64_t interval_ns;
     const char *s_truncated;
+    const char *s_torn; /* "<changed while reading>" */
     const char *s_gil_wait;
     const char *s_empty;
     int backend;              /* enum sampler_backend */
@@ -75,6 +76,10 @@ int sampler__reused(sampler_t *s);
  * FN(CTX, tid) accepts (FN NULL: all; pystate_set_thread_filter), both back ends' way of
  * not reading the stacks of threads that will not be sampled. Returns as pystate_sample. */
 int sampler__sample_threads(sampler_t *s, pystate_thread_filter_fn fn, void *ctx);
+
+/* 1 when thread TH of the last snapshot is emitted: it has Python frames (or the depth
+ * bound cut them), or it stayed torn and S emits partial stacks (sampler_opts_t.partial). */
+int sampler__stack_wanted(const sampler_t *s, const pystate_thread_t *th);
 
 /* After a failed read, and every 500 ms otherwise: when the process exec'd (its exec
  * mark changed) and is a Python program scry can read, makes TARGET that program (the

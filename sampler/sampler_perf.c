@@ -376,7 +376,7 @@ static int perf_read(sampler_t *s, int tick, uint64_t t0, sampler_emit_fn emit, 
             p->stale = 1; /* a new thread: list them again next tick */
         if (s->opts.gil && !th->gil)
             continue;
-        if (th->nframes == 0 && !th->truncated)
+        if (!sampler__stack_wanted(s, th))
             continue;
         perf_thread_t *t = slot(p, th->tid);
         if (!t)

@@ -155,10 +155,12 @@ def unwind():
 
 
 def image():
-    """fuzz_pystate_image: one empty image per version (the fuzzer builds the objects)."""
+    """fuzz_pystate_image: one empty image per version (the fuzzer builds the objects), read
+    as a sampler does and (selector bit 7) as a dump does."""
     clear("pystate_image")
     for v in range(8):
-        put("pystate_image", struct.pack("<BHI", v, 0x40, 4) + bytes(512))
+        for careful in (0, 0x80):
+            put("pystate_image", struct.pack("<BHI", v | careful, 0x40, 4) + bytes(512))
 
 
 def repr_images():
@@ -174,6 +176,32 @@ def repr_images():
             struct.pack_into("<Q", b, 0x100 + 24, img + 0x200)
             b[0x200:0x200 + len(name)] = name
             put("pystate_repr", struct.pack("<BHH", v + 10 * i, 0x40, 0x40) + bytes(b))
+        # a dict and a set (and a frozenset) holding themselves (a cycle the depth bound
+        # cuts), with a deleted entry or slot: dict keys <= 3.10 {dk_size 8, dk_nentries 32,
+        # dk_indices 40}, 3.11+ {dk_log2_size 8, dk_log2_index_bytes 9, dk_kind 10 (general),
+        # dk_nentries 24, dk_indices 32}, 8 index bytes, then 24-byte {hash, key, value}
+        # entries; a set {used 24, mask 32, table 40} of 16-byte {key, hash} slots
+        for i, name in enumerate([b"dict", b"set", b"frozenset"]):
+            b = bytearray(1024)
+            struct.pack_into("<Q", b, 0x40 + 8, img + 0x100)
+            struct.pack_into("<Q", b, 0x100 + 24, img + 0x200)
+            b[0x200:0x200 + len(name)] = name
+            me = img + 0x40
+            if name == b"dict":
+                struct.pack_into("<qQQ", b, 0x40 + 16, 2, 0, img + 0x300)
+                if v < 5:
+                    struct.pack_into("<q", b, 0x308, 8)
+                    struct.pack_into("<q", b, 0x320, 3)
+                    entries = 0x300 + 40 + 8
+                else:
+                    b[0x308:0x30b] = bytes([3, 3, 0])
+                    struct.pack_into("<q", b, 0x318, 3)
+                    entries = 0x300 + 32 + 8
+                struct.pack_into("<QQQQQQQQQ", b, entries, 1, me, me, 2, 0, 0, 3, me, me)
+            else:
+                struct.pack_into("<qqQ", b, 0x40 + 24, 2, 7, img + 0x300)
+                struct.pack_into("<QQQQQQ", b, 0x300, me, 1, 0, 0, me, 3)
+            put("pystate_repr", struct.pack("<BHH", v + 10 * (7 + i), 0x40, 0x40) + bytes(b))
 
 
 def ring_records(n, base_time):
