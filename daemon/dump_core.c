@@ -170,6 +170,7 @@ static int collect_threads(core_dump_t *d, const scry_config_t *cfg, const pysta
     }
     int err = 0;
     const core_siginfo_t *si = core_siginfo(d->core);
+
     for (size_t i = 0; i < nct && !err; i++) {
         const core_thread_t *ct = core_thread(d->core, i);
         const pystate_thread_t *pt = python_thread(snap, ct->tid);
@@ -205,8 +206,12 @@ static int open_target(core_dump_t *d, const scry_config_t *cfg)
     int rc = pystate_target_open_src(src, map, d->strings, &cfg->open_opts, &d->t, err, sizeof err);
     if (rc) {
         const char *why = core_problems(d->core);
-        fprintf(stderr, "scry: %s: %s\n%s%s", cfg->core, err[0] ? err : scry_strerror(rc),
-                why[0] ? "scry: files refused:\n" : "", why);
+        fprintf(stderr, "scry: %s: %s\n", cfg->core, err[0] ? err : scry_strerror(rc));
+        if (why[0])
+            fprintf(stderr,
+                    "scry: files the core maps that scry did not read (missing, or another build "
+                    "than the one the core holds; --sysroot DIR names where they are):\n%s",
+                    why);
         return rc;
     }
     if (cfg->native && !(d->unwind = unwind_new_src(core_reader(d->core)))) {

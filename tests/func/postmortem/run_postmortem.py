@@ -1,0 +1,312 @@
+#!/usr/bin/env python3
+"""scry dump --core: the Python stacks of a process from its core file (issue 28).
+
+usage: run_postmortem.py --scry PATH --python LABEL [-k PATTERN] [-v]
+
+Known answers:
+  gcore      pm_threads.py (20 threads at known depths, named pm-I) is dumped live
+             ('dump --pid --json'), then gdb writes its core; 'dump --core --json' must show
+             the same threads (tids, names) with the same frames (function, file, line),
+             "source": "core" and no fatal signal; the text form names every thread. For a
+             rooted interpreter (sid 3.14) the kernel writes the core (SIGQUIT, its core size
+             limit raised in its own shell, when core_pattern is a plain file name: read,
+             never changed), read with --sysroot ROOT; without it the missing files are
+             refused by name.
+  crash      pm_crash.py under gdb: a worker thread named crasher reads address 16 through
+             ctypes while the main thread waits; gdb stops at the SIGSEGV and writes the core.
+             The dump names SIGSEGV and address 0x10, lists the crasher first, marked, with
+             crash_here() under ctypes' string_at; --locals shows crash_here's known
+             locals; --native shows native frames leafward of its Python frames, the main
+             thread idle in the kernel. (A rooted interpreter: the kernel's core, as above.)
+  zstd       the crash core compressed with zstd (and xz, lz4 when their tools exist) gives
+             the same dump.
+  refused    options that need a live process are refused with a message; a core whose
+             libpython under --sysroot is another build is refused naming the file and
+             both build-ids; a damaged core (truncated, garbage) exits 1 with a message.
+Stdlib only; prints "PASS|FAIL|SKIP name: detail" lines and "N passed, N failed, N skipped".
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "lib"))
+import scrytest as st  # noqa: E402
+from scrytest import Fail, Skip, check  # noqa: E402
+
+LABELS = ["3.6", "3.7", "3.8", "3.9", "3.10", "3.11", "3.12", "3.13", "debian3.11", "3.14",
+          "3.15", "3.14d", "3.15d"]
+HERE = os.path.dirname(os.path.abspath(__file__))
+tests = st.Tests()
+ARGS = None
+GDB = shutil.which("gdb")
+GDB_INIT = ["-nx", "-batch", "-iex", "set debuginfod enabled off"]
+
+
+def gcore(c, pid, path):
+    """gdb attaches to PID, writes its core to PATH and detaches."""
+    if not GDB:
+        raise Skip("gdb is not installed")
+    r = subprocess.run([GDB] + GDB_INIT + ["-p", str(pid), "-ex", "generate-core-file " + path],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+    check(os.path.isfile(path), "gdb wrote no core: %s" % st.short(r.stdout.decode(), 400))
+    c.remove_files.append(path)
+
+
+def dump(c, args, ok=True):
+    r = (c.scry_ok if ok else c.scry)(["dump"] + args)
+    return r
+
+
+def dump_json(c, args):
+    r = dump(c, args + ["--json"])
+    try:
+        return json.loads(r.out)
+    except ValueError as e:
+        raise Fail("dump %s --json is not JSON (%s): %s" % (" ".join(args), e, st.short(r.out)))
+
+
+def stacks(doc):
+    """{tid: (name, [(function, file, line)...])} of a dump document's Python frames."""
+    return {t["tid"]: (t["name"], [(f["function"], f["file"], f["line"]) for f in t["frames"]
+                                   if f["kind"] == "python"])
+            for t in doc["threads"]}
+
+
+def plain_core_pattern():
+    """The kernel's core file name when it is a plain name in the dumping process's
+    directory (read, never changed: it is machine-global), else Skip."""
+    with open("/proc/sys/kernel/core_pattern") as f:
+        pattern = f.read().strip()
+    if not pattern or pattern.startswith("|") or "/" in pattern or "%" in pattern:
+        raise Skip("core_pattern is %r, not a file in the crashing process's directory" % pattern)
+    return pattern
+
+
+def rooted_cmd(c, script, *args):
+    """The command that runs SCRIPT (target path) with ARGS in the root, in SCRIPT's
+    directory with the core size limit raised in its own shell (nothing global changes)."""
+    tdir = os.path.dirname(script)
+    return ["chroot", c.interp.root, "/bin/sh", "-c",
+            'ulimit -c unlimited && cd "$0" && exec "$@"', tdir, c.interp.path,
+            script] + list(args)
+
+
+def threads_core(c, p, script):
+    """The core of pm_threads.py (P): gdb's on the host; for a rooted interpreter the
+    kernel's after SIGQUIT (gdb writes zeros for the tops of a chrooted target's thread
+    stacks, where 3.14 keeps each thread's entry frame), named as the root sees its files."""
+    if not c.interp.root:
+        core = c.path("threads.core")
+        gcore(c, p.pid, core)
+        return core
+    pattern = plain_core_pattern()
+    c.release(p)
+    os.kill(p.pid, signal.SIGQUIT)
+    c.wait(p, 60, "pm_threads.py after SIGQUIT")
+    core = c.interp.host_path(os.path.join(os.path.dirname(script), pattern))
+    check(os.path.isfile(core), "no kernel core at %s" % core)
+    c.remove_files.append(core)
+    return core
+
+
+def t_gcore(c):
+    script = c.stage(os.path.join(HERE, "pm_threads.py"))
+    ready = c.path("ready.json")
+    if c.interp.root:
+        plain_core_pattern()
+        p = c.spawn(rooted_cmd(c, script, c.tpath(ready), "20"))
+        truth = c.wait_json(ready, p, "pm_threads ready")
+    else:
+        p, truth = c.start_target([script, c.tpath(ready), "20"], ready, "pm_threads")
+    live = stacks(dump_json(c, ["--pid", str(p.pid)]))
+    core = threads_core(c, p, script)
+    root = c.interp.root
+    sysroot = ["--sysroot", root] if root else []
+    if root:
+        r = dump(c, ["--core", core], ok=False)
+        check(r.rc == 1 and c.interp.path in r.err and "not found" in r.err,
+              "without --sysroot: exit %d, want 1 naming %s: %s" % (r.rc, c.interp.path, r.err))
+    doc = dump_json(c, ["--core", core] + sysroot)
+    check(doc.get("source") == "core" and doc["core"]["signo"] == (signal.SIGQUIT if root else 0),
+          "source %s, core %s" % (doc.get("source"), doc.get("core")))
+    got = stacks(doc)
+    check(sorted(got) == sorted(live), "threads %s, live %s" % (sorted(got), sorted(live)))
+    for tid in live:
+        check(got[tid] == live[tid], "thread %d: core %s, live %s" % (tid, got[tid], live[tid]))
+    depths = sorted(len(v[1]) for v in got.values())
+    check(len(got) == 21 and truth["nthreads"] == 20, "%d threads" % len(got))
+    text = dump(c, ["--core", core] + sysroot).out
+    for i in range(20):
+        check('"pm-%d"' % i in text, "pm-%d missing from the text:\n%s" % (i, st.short(text)))
+    check(("killed by SIGQUIT" if root else "no fatal signal") in text,
+          "text: %s" % st.short(text, 300))
+    return "%d threads equal to dump --pid (depths %d..%d)%s" % (
+        len(got), depths[0], depths[-1], "; the kernel's core with --sysroot" if root else "")
+
+
+def kernel_crash_core(c):
+    """A rooted interpreter: pm_crash.py runs in the root and the kernel writes its core,
+    whose files are named as the root sees them, into its directory."""
+    pattern = plain_core_pattern()
+    script = c.stage(os.path.join(HERE, "pm_crash.py"))
+    p = c.spawn(rooted_cmd(c, script), reap=True)
+    c.wait(p, 60, "pm_crash.py")
+    core = c.interp.host_path(os.path.join(os.path.dirname(script), pattern))
+    check(os.path.isfile(core), "no kernel core at %s (exit %s): %s" % (
+        core, p.returncode, st.short(c.proc_log(p), 300)))
+    c.remove_files.append(core)
+    return core
+
+
+def crash_core(c):
+    """Runs pm_crash.py under gdb, which writes the core at the SIGSEGV: its path."""
+    if c.interp.root:
+        return kernel_crash_core(c)
+    if not GDB:
+        raise Skip("gdb is not installed")
+    core = c.path("crash.core")
+    cmd = [GDB] + GDB_INIT + ["-ex", "run", "-ex", "generate-core-file " + core, "--args"] + \
+        c.interp.argv(os.path.join(HERE, "pm_crash.py"))
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+    check(os.path.isfile(core), "gdb wrote no core: %s" % st.short(r.stdout.decode(), 600))
+    c.remove_files.append(core)
+    return core
+
+
+def check_crash(doc, what):
+    check(doc["core"]["signal"] == "SIGSEGV" and doc["core"]["address"] == "0x10",
+          "%s: core %s" % (what, doc["core"]))
+    first = doc["threads"][0]
+    check(first["name"] == "crasher" and first["crashed"] and first["tid"] == doc["core"]["tid"],
+          "%s: first thread %s" % (what, {k: first[k] for k in ("tid", "name", "crashed")}))
+    check(not any(t["crashed"] for t in doc["threads"][1:]), "%s: two crashed threads" % what)
+    py = [f["function"] for f in first["frames"] if f["kind"] == "python"]
+    check(py[:3] == ["string_at", "crash_here", "worker"],
+          "%s: crasher's Python frames %s" % (what, py))
+    main = [t for t in doc["threads"] if t["name"] == "MainThread"]
+    check(main and main[0]["frames"][0]["function"] in ("main_wait", "sleep", "time.sleep")
+          or any(f["function"] == "main_wait" for f in main[0]["frames"]),
+          "%s: main thread %s" % (what, main))
+    return first
+
+
+def t_crash(c):
+    core = crash_core(c)
+    root = c.interp.root
+    sysroot = ["--sysroot", root] if root else []
+    if root:
+        r = dump(c, ["--core", core], ok=False)
+        check(r.rc == 1 and c.interp.path in r.err and "not found" in r.err,
+              "without --sysroot: exit %d, want 1 naming %s: %s" % (r.rc, c.interp.path, r.err))
+    doc = dump_json(c, ["--core", core] + sysroot)
+    check_crash(doc, "dump")
+    text = dump(c, ["--core", core] + sysroot).out
+    check("killed by SIGSEGV (address not mapped) at address 0x10" in text and
+          '"crasher" [crashed: SIGSEGV]' in text, "text: %s" % st.short(text, 500))
+    loc = dump_json(c, ["--core", core, "--locals"] + sysroot)
+    frame = [f for f in loc["threads"][0]["frames"] if f["function"] == "crash_here"][0]
+    vals = {v["name"]: v["repr"] for v in frame.get("locals", [])}
+    want = {"depth": "3", "label": "'pm'", "answer": "42", "word": "'boom'"}
+    check(vals == want, "crash_here's locals %s, want %s" % (vals, want))
+    nat = dump_json(c, ["--core", core, "--native"] + sysroot)
+    first = check_crash(nat, "--native")
+    kinds = [f["kind"] for f in first["frames"]]
+    check(kinds[0] == "native" and "python" in kinds, "--native: crasher's frames %s" % kinds)
+    leaf = [f["function"] for f in first["frames"][:kinds.index("python")]]
+    check(any("string_at" in f or "ffi" in f for f in leaf),
+          "--native: no ctypes/libffi frame above the Python frames: %s" % leaf)
+    main = [t for t in nat["threads"] if t["name"] == "MainThread"][0]
+    check(main["state"] == "idle", "main thread %s, want idle (in a system call)" % main["state"])
+    return "SIGSEGV at 0x10, crasher first with crash_here's 4 locals; %d native frames%s" % (
+        kinds.index("python"), "; a kernel core read with --sysroot" if root else "")
+
+
+def t_compressed(c):
+    core = crash_core(c)
+    base = stacks(dump_json(c, ["--core", core]))
+    done = []
+    for tool, ext, args in (("zstd", ".zst", ["-q", "-1", "-f"]), ("xz", ".xz", ["-0", "-k", "-f"]),
+                            ("lz4", ".lz4", ["-q", "-1", "-f"])):
+        if not shutil.which(tool):
+            continue
+        out = core + ext
+        cmd = [tool] + args + ([core, out] if tool != "xz" else [core])
+        subprocess.run(cmd, check=True, timeout=120)
+        c.remove_files.append(out)
+        doc = dump_json(c, ["--core", out])
+        check_crash(doc, ext)
+        check(stacks(doc) == base, "%s: the stacks differ from the plain core's" % ext)
+        done.append(ext)
+    check("zst" in "".join(done), "zstd is not installed")
+    return "same dump from %s" % ", ".join(done)
+
+
+def t_refused(c):
+    for args, what in ((["--core", "x", "--pid", "1"], "--pid"),
+                       (["--core", "x", "--blocking"], "--blocking"),
+                       (["--core", "x", "--async"], "--async"),
+                       (["--core", "x", "--subprocesses"], "--subprocesses"),
+                       (["--pid", "1", "--sysroot", "/"], "--sysroot")):
+        r = dump(c, args, ok=False)
+        check(r.rc != 0 and what in r.err and "Traceback" not in r.err,
+              "dump %s: exit %d: %s" % (" ".join(args), r.rc, r.err))
+    junk = c.path("junk.core")
+    with open(junk, "wb") as f:
+        f.write(b"\x7fELF" + os.urandom(4000))
+    r = dump(c, ["--core", junk], ok=False)
+    check(r.rc == 1 and "core" in r.err, "garbage: exit %d: %s" % (r.rc, r.err))
+    core = crash_core(c)
+    cut = c.path("cut.core")
+    with open(core, "rb") as f, open(cut, "wb") as g:
+        g.write(f.read(os.path.getsize(core) // 3))
+    r = dump(c, ["--core", cut], ok=False)
+    check(r.rc in (0, 1) and "Traceback" not in r.err and r.err.count("scry:") <= 4,
+          "truncated: exit %d: %s" % (r.rc, r.err))
+    # another build at the path of the core's interpreter: refused by name
+    doc = dump_json(c, ["--core", core])
+    lib = [ln for ln in dump(c, ["--core", core]).out.splitlines() if ln.startswith("Python v")]
+    interp = lib[0].split("(", 1)[1].split(";", 1)[0]
+    other = st.interp.find("3.11" if c.interp.label != "3.11" else "3.10")
+    other_lib = [os.path.join(dp, fn) for dp, _, fns in os.walk(os.path.dirname(
+        os.path.dirname(other.path))) for fn in fns if fn.startswith("libpython3")]
+    check(other_lib, "no other libpython to plant")
+    root = c.path("root")
+    os.makedirs(os.path.join(root, os.path.dirname(interp).lstrip("/")))
+    os.symlink(other_lib[0], os.path.join(root, interp.lstrip("/")))
+    r = dump(c, ["--core", core, "--sysroot", root], ok=False)
+    check(r.rc == 1 and interp in r.err and "build-id" in r.err,
+          "another libpython: exit %d: %s" % (r.rc, r.err))
+    check(doc["threads"], "no threads")
+    return "options, garbage, a truncated core, another build of %s" % os.path.basename(interp)
+
+
+for name, fn in (("gcore", t_gcore), ("crash", t_crash), ("compressed", t_compressed),
+                 ("refused", t_refused)):
+    tests.add(name, fn)
+
+
+def main():
+    global ARGS
+    ap = st.add_common_args(st.runner.parser(__doc__), LABELS)
+    ARGS = ap.parse_args()
+    ARGS.scry = os.path.abspath(ARGS.scry)
+    label = ARGS.python
+    try:
+        interp = st.interp.find(label)
+    except Skip as e:
+        return st.skip_all(label, str(e), len(tests.all))
+    sel = tests.select(ARGS.k)
+    if interp.root:
+        sel = [t for t in sel if t.name in ("gcore", "crash")]
+
+    def make(t):
+        return st.Ctx("%s.%s" % (t.name, label), interp=interp, scry=ARGS.scry,
+                      verbose=ARGS.v, prefix="scry-postmortem")
+    return st.run(sel, make, label, verbose=ARGS.v)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
