@@ -543,8 +543,8 @@ static void read_auxv(core_t *c, const uint8_t *d, size_t n)
 static int read_files(core_t *c, const uint8_t *d, size_t n)
 {
     uint64_t count, page;
-    if (c->nfmaps || n < 16)
-        return 0;
+    if (c->fmaps || n < 16)
+        return 0; /* the first NT_FILE note counts */
     memcpy(&count, d, 8);
     memcpy(&page, d + 8, 8);
     if (count > CORE_MAX_FILES || count > (n - 16) / 24 || page == 0 || (page & (page - 1)))
