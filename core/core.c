@@ -49,6 +49,7 @@ typedef struct core_file {
     const char *path; /* as the target named it, in the core's NT_FILE strings (copied) */
     char *open_path;  /* under the sysroot */
     int state;        /* enum file_state */
+    int given;        /* --exe: a path of scry's machine, opened as it is */
     const uint8_t *map;
     size_t len;
     char *problem; /* why it was refused */
@@ -75,6 +76,7 @@ struct core {
     size_t nthreads, threads_cap;
     core_siginfo_t sig;
     uint64_t at_entry; /* AT_ENTRY of NT_AUXV, 0 unknown */
+    uint64_t at_phdr;  /* AT_PHDR: where the executable's program headers are mapped */
     int32_t pid;
     char comm[17];
     char args[81];
@@ -244,11 +246,11 @@ static int file_use(core_t *c, uint32_t i)
     if (f->state != FILE_UNTRIED)
         return f->state == FILE_OK ? 0 : SCRY_E_NOTFOUND;
     char path[2 * CORE_PATH_MAX];
-    if (f->path[0] != '/' || has_dotdot(f->path)) {
+    if (!f->given && (f->path[0] != '/' || has_dotdot(f->path))) {
         refuse(c, f, "%s: not an absolute path inside the root%s%s", "", "");
         return SCRY_E_NOTFOUND;
     }
-    snprintf(path, sizeof path, "%s%s", c->sysroot, f->path);
+    snprintf(path, sizeof path, "%s%s", f->given ? "" : c->sysroot, f->path);
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 ||
@@ -534,6 +536,8 @@ static void read_auxv(core_t *c, const uint8_t *d, size_t n)
         memcpy(&val, d + off + 8, 8);
         if (key == AT_ENTRY)
             c->at_entry = val;
+        if (key == AT_PHDR)
+            c->at_phdr = val;
         if (key == AT_NULL)
             break;
     }
@@ -662,14 +666,76 @@ static void mark_syscalls(core_t *c)
     }
 }
 
-/* The executable: the file mapping that holds AT_ENTRY, else --exe. */
-static void find_exe(core_t *c, const core_opts_t *opts)
+/* A core without NT_FILE (no file is named): the executable given as --exe, mapped where
+ * the auxiliary vector says its program headers are (AT_PHDR), one file mapping per PT_LOAD.
+ * Returns 0 (nothing to add, or added) or SCRY_E_NOMEM. */
+static int exe_mappings(core_t *c, const char *exe)
 {
+    c->fmaps = calloc(64, sizeof *c->fmaps);
+    c->files = calloc(1, sizeof *c->files);
+    if (!c->fmaps || !c->files || !(c->files[0].path = strdup(exe)))
+        return SCRY_E_NOMEM;
+    c->nfiles = 1;
+    c->files[0].given = 1;
+    /* its headers only: the file is used (and its build-id checked against the core's)
+     * once its mappings are known */
+    Elf64_Ehdr eh;
+    Elf64_Phdr ph[64];
+    int fd = open(exe, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return 0;
+    int ok = pread(fd, &eh, sizeof eh, 0) == (ssize_t)sizeof eh &&
+             memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 && eh.e_phentsize == sizeof(Elf64_Phdr) &&
+             eh.e_phnum <= 64 &&
+             pread(fd, ph, eh.e_phnum * sizeof *ph, (off_t)eh.e_phoff) ==
+                 (ssize_t)(eh.e_phnum * sizeof *ph);
+    close(fd);
+    if (!ok)
+        return 0;
+    uint64_t phdr_vaddr = 0, bias = 0;
+    for (size_t i = 0; i < eh.e_phnum; i++) {
+        if (ph[i].p_type == PT_PHDR)
+            phdr_vaddr = ph[i].p_vaddr;
+        else if (ph[i].p_type == PT_LOAD && ph[i].p_offset == 0 && !phdr_vaddr)
+            phdr_vaddr = ph[i].p_vaddr + eh.e_phoff;
+    }
+    if (eh.e_type == ET_DYN) {
+        if (!c->at_phdr || !phdr_vaddr)
+            return 0;
+        bias = c->at_phdr - phdr_vaddr;
+    }
+    for (size_t i = 0; i < eh.e_phnum; i++) {
+        if (ph[i].p_type != PT_LOAD || ph[i].p_filesz == 0)
+            continue;
+        uint64_t start = (bias + ph[i].p_vaddr) & ~(uint64_t)4095;
+        uint64_t end = (bias + ph[i].p_vaddr + ph[i].p_filesz + 4095) & ~(uint64_t)4095;
+        if (end > start)
+            c->fmaps[c->nfmaps++] = (core_fmap_t){start, end, ph[i].p_offset & ~(uint64_t)4095, 0};
+    }
+    qsort(c->fmaps, c->nfmaps, sizeof *c->fmaps, cmp_fmap);
+    size_t k = 0;
+    for (size_t i = 0; i < c->nfmaps; i++)
+        if (k == 0 || c->fmaps[i].start >= c->fmaps[k - 1].end)
+            c->fmaps[k++] = c->fmaps[i];
+    c->nfmaps = k;
+    return 0;
+}
+
+/* The executable: the file mapping that holds AT_ENTRY, else --exe (mapped by
+ * exe_mappings when the core names no file). */
+static int find_exe(core_t *c, const core_opts_t *opts)
+{
+    if (!c->files && opts && opts->exe) {
+        int rc = exe_mappings(c, opts->exe);
+        if (rc)
+            return rc;
+    }
     long fi = c->at_entry ? fmap_index(c, c->at_entry) : -1;
     if (fi >= 0)
         snprintf(c->exe, sizeof c->exe, "%s", c->files[c->fmaps[fi].file].path);
     else if (opts && opts->exe)
         snprintf(c->exe, sizeof c->exe, "%s", opts->exe);
+    return 0;
 }
 
 static int parse(core_t *c, const core_opts_t *opts, char *errbuf, size_t errlen)
@@ -706,7 +772,8 @@ static int parse(core_t *c, const core_opts_t *opts, char *errbuf, size_t errlen
     if (!c->pid)
         c->pid = c->threads[0].tid;
     crashing_first(c);
-    find_exe(c, opts);
+    if ((rc = find_exe(c, opts)) != 0)
+        return rc;
     mark_syscalls(c);
     return 0;
 }

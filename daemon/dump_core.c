@@ -207,6 +207,9 @@ static int open_target(core_dump_t *d, const scry_config_t *cfg)
     if (rc) {
         const char *why = core_problems(d->core);
         fprintf(stderr, "scry: %s: %s\n", cfg->core, err[0] ? err : scry_strerror(rc));
+        if (!core_exe(d->core)[0])
+            fprintf(stderr, "scry: the core names no executable (no NT_FILE note): give it with "
+                            "--exe PATH\n");
         if (why[0])
             fprintf(stderr,
                     "scry: files the core maps that scry did not read (missing, or another build "

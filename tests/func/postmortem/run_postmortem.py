@@ -18,6 +18,8 @@ Known answers:
              crash_here() under ctypes' string_at; --locals shows crash_here's known
              locals; --native shows native frames leafward of its Python frames, the main
              thread idle in the kernel. (A rooted interpreter: the kernel's core, as above.)
+  exe        (Debian's static 3.11) the crash core without its NT_FILE note: refused with a
+             hint, read with --exe /usr/bin/python3.11, --exe of another build refused.
   compressed the crash core compressed with zstd (and xz, lz4 when their tools exist) gives
              the same dump.
   refused    options that need a live process are refused with a message; a core whose
@@ -30,6 +32,7 @@ import json
 import os
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 
@@ -225,6 +228,45 @@ def t_crash(c):
         kinds.index("python"), "; a kernel core read with --sysroot" if root else "")
 
 
+def without_file_note(core, out):
+    """A copy of CORE whose NT_FILE note has another type: a core that names no file."""
+    with open(core, "rb") as f:
+        d = bytearray(f.read())
+    phoff, = struct.unpack_from("<Q", d, 0x20)
+    phnum, = struct.unpack_from("<H", d, 0x38)
+    hit = 0
+    for i in range(phnum):
+        ptype, _, off, _, _, size, _, _ = struct.unpack_from("<IIQQQQQQ", d, phoff + i * 56)
+        o = off
+        while ptype == 4 and o + 12 <= off + size:
+            nn, nd, nt = struct.unpack_from("<III", d, o)
+            if nt == 0x46494c45:
+                struct.pack_into("<I", d, o + 8, 0x7fff0001)
+                hit += 1
+            o += 12 + ((nn + 3) & ~3) + ((nd + 3) & ~3)
+    check(hit == 1, "%d NT_FILE notes in the core" % hit)
+    with open(out, "wb") as f:
+        f.write(d)
+
+
+def t_exe(c):
+    """A core of a static interpreter without NT_FILE: refused with a hint, read with
+    --exe, and --exe naming another build refused by build-id."""
+    core = crash_core(c)
+    bare = c.path("nofile.core")
+    without_file_note(core, bare)
+    c.remove_files.append(bare)
+    r = dump(c, ["--core", bare], ok=False)
+    check(r.rc == 1 and "--exe PATH" in r.err, "no NT_FILE: exit %d: %s" % (r.rc, r.err))
+    doc = dump_json(c, ["--core", bare, "--exe", c.interp.path])
+    check_crash(doc, "--exe")
+    other = st.interp.find("3.11").path
+    r = dump(c, ["--core", bare, "--exe", other], ok=False)
+    check(r.rc == 1 and other in r.err and "build-id" in r.err,
+          "--exe %s: exit %d: %s" % (other, r.rc, r.err))
+    return "no NT_FILE: hint, --exe %s read, another build refused" % c.interp.path
+
+
 def t_compressed(c):
     core = crash_core(c)
     base = stacks(dump_json(c, ["--core", core]))
@@ -284,8 +326,8 @@ def t_refused(c):
     return "options, garbage, a truncated core, another build of %s" % os.path.basename(interp)
 
 
-for name, fn in (("gcore", t_gcore), ("crash", t_crash), ("compressed", t_compressed),
-                 ("refused", t_refused)):
+for name, fn in (("gcore", t_gcore), ("crash", t_crash), ("exe", t_exe),
+                 ("compressed", t_compressed), ("refused", t_refused)):
     tests.add(name, fn)
 
 
@@ -302,7 +344,10 @@ def main():
     sel = tests.select(ARGS.k)
     if label != "3.12":
         # compressed cores and refusals do not depend on the version: 3.12 runs them
-        sel = [t for t in sel if t.name in ("gcore", "crash")]
+        sel = [t for t in sel if t.name in ("gcore", "crash", "exe")]
+    if label != "debian3.11":
+        # a core without NT_FILE: the static executable names everything scry reads
+        sel = [t for t in sel if t.name != "exe"]
 
     def make(t):
         return st.Ctx("%s.%s" % (t.name, label), interp=interp, scry=ARGS.scry,
