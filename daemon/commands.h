@@ -18,6 +18,9 @@ int cmd_dump(const scry_config_t *cfg);
 /* dump --async of process cfg->pid, written to OUT (dump_async.c). */
 int cmd_dump_async(const scry_config_t *cfg, FILE *out);
 int cmd_top(const scry_config_t *cfg);
+/* The asyncio tasks of the open target T (described as WHAT: "NAME (EXE)") to OUT, as text
+ * or JSON. Returns 0 or 1 after a message (dump_async.c). */
+int dump_async_target(pystate_target_t *t, const char *what, int json, FILE *out);
 /* dump --core: the threads of a core file (dump_core.c). */
 int cmd_dump_core(const scry_config_t *cfg);
 

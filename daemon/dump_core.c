@@ -224,13 +224,19 @@ static int open_target(core_dump_t *d, const scry_config_t *cfg)
     return 0;
 }
 
+/* "NAME (EXE): ARGS" of the process the core was taken from, into WHAT. */
+static void describe_process(const core_dump_t *d, char *what, size_t len)
+{
+    const pystate_info_t *info = pystate_target_info(d->t);
+    snprintf(what, len, "%s (%s)%s%s", core_comm(d->core), info->exe_path[0] ? info->exe_path : "?",
+             core_args(d->core)[0] ? ": " : "", core_args(d->core));
+}
+
 static int write_dump(core_dump_t *d, const scry_config_t *cfg)
 {
     const pystate_info_t *info = pystate_target_info(d->t);
     char what[600], signame[32];
-    snprintf(what, sizeof what, "%s (%s)%s%s", core_comm(d->core),
-             info->exe_path[0] ? info->exe_path : "?", core_args(d->core)[0] ? ": " : "",
-             core_args(d->core));
+    describe_process(d, what, sizeof what);
     report_dump_core_t crash;
     describe_signal(core_siginfo(d->core), cfg->core, signame, sizeof signame, &crash);
     report_dump_t doc = {.pid = core_pid(d->core),
@@ -264,6 +270,12 @@ int cmd_dump_core(const scry_config_t *cfg)
     }
     if (open_target(&d, cfg) != 0)
         goto out;
+    if (cfg->async_tasks) {
+        char what[600];
+        describe_process(&d, what, sizeof what);
+        rc = dump_async_target(d.t, what, cfg->json, stdout);
+        goto out;
+    }
     if ((err = pystate_sample(d.t, snap)) != 0) {
         fprintf(stderr, "scry: cannot read the threads in the core %s: %s\n", cfg->core,
                 scry_strerror(err));

@@ -345,14 +345,12 @@ static int options_check_core(const scry_config_t *cfg)
                        : cfg->subprocesses ? "--subprocesses"
                        : cfg->blocking     ? "--blocking"
                        : cfg->sampler      ? "--sampler"
-                       : cfg->async_tasks  ? "--async"
                                            : NULL;
     if (live) {
         fprintf(stderr,
                 "scry: dump --core reads a core file, not a running process: %s does not apply "
-                "to it%s\n",
-                live,
-                !strcmp(live, "--async") ? " (the asyncio tasks of a core are not read yet)" : "");
+                "to it\n",
+                live);
         return SCRY_E_INVAL;
     }
     return 0;

@@ -20,6 +20,8 @@ Known answers:
              thread idle in the kernel. (A rooted interpreter: the kernel's core, as above.)
   exe        (Debian's static 3.11) the crash core without its NT_FILE note: refused with a
              hint, read with --exe /usr/bin/python3.11, --exe of another build refused.
+  async      (3.14+) tests/func/async/tasks.py's asyncio tasks (two loops, gather, TaskGroup,
+             a queue, a running task) read from its core with --async equal dump --pid --async.
   compressed the crash core compressed with zstd (and xz, lz4 when their tools exist) gives
              the same dump.
   refused    options that need a live process are refused with a message; a core whose
@@ -267,6 +269,39 @@ def t_exe(c):
     return "no NT_FILE: hint, --exe %s read, another build refused" % c.interp.path
 
 
+def tasks_of(doc):
+    """{task name: (loop thread, state, awaited-by names, coroutine chain)} of a dump --async
+    document; the running task's chain is left out (it runs on between two reads)."""
+    names = {t["address"]: t["name"] for lp in doc["loops"] for t in lp["tasks"]}
+    return {t["name"]: (lp["thread"], t["state"], sorted(names.get(a, a) for a in t["awaited_by"]),
+                        [] if t["state"] == "running" else
+                        [(f["function"], f["line"]) for f in t["stack"]])
+            for lp in doc["loops"] for t in lp["tasks"]}
+
+
+def t_async(c):
+    """dump --core --async: the asyncio tasks in a kernel core of tests/func/async/tasks.py
+    (two loops, gather, a TaskGroup, a queue, a running task) equal dump --pid --async's."""
+    if c.interp.version < (3, 14):
+        raise Skip("asyncio tasks are read from 3.14 on")
+    script = c.stage(os.path.join(HERE, "..", "async", "tasks.py"))
+    truth_host = c.path("truth.json")
+    if c.interp.root:
+        plain_core_pattern()
+        p = c.spawn(rooted_cmd(c, script, c.tpath(truth_host)))
+        c.wait_json(truth_host, p, "tasks ready")
+    else:
+        p, _ = c.start_target([script, c.tpath(truth_host)], truth_host, "tasks")
+    live = tasks_of(dump_json(c, ["--async", "--pid", str(p.pid)]))
+    core = threads_core(c, p, script)
+    sysroot = ["--sysroot", c.interp.root] if c.interp.root else []
+    got = tasks_of(dump_json(c, ["--core", core, "--async"] + sysroot))
+    check(got == live, "core %s\nlive %s" % (got, live))
+    text = dump(c, ["--core", core, "--async"] + sysroot).out
+    check("(T) bg-child [pending" in text, "text: %s" % st.short(text, 400))
+    return "%d tasks in 2 loops equal to dump --pid --async" % len(got)
+
+
 def t_compressed(c):
     core = crash_core(c)
     base = stacks(dump_json(c, ["--core", core]))
@@ -290,7 +325,6 @@ def t_compressed(c):
 def t_refused(c):
     for args, what in ((["--core", "x", "--pid", "1"], "--pid"),
                        (["--core", "x", "--blocking"], "--blocking"),
-                       (["--core", "x", "--async"], "--async"),
                        (["--core", "x", "--subprocesses"], "--subprocesses"),
                        (["--pid", "1", "--sysroot", "/"], "--sysroot")):
         r = dump(c, args, ok=False)
@@ -326,7 +360,7 @@ def t_refused(c):
     return "options, garbage, a truncated core, another build of %s" % os.path.basename(interp)
 
 
-for name, fn in (("gcore", t_gcore), ("crash", t_crash), ("exe", t_exe),
+for name, fn in (("gcore", t_gcore), ("crash", t_crash), ("exe", t_exe), ("async", t_async),
                  ("compressed", t_compressed), ("refused", t_refused)):
     tests.add(name, fn)
 
@@ -344,7 +378,7 @@ def main():
     sel = tests.select(ARGS.k)
     if label != "3.12":
         # compressed cores and refusals do not depend on the version: 3.12 runs them
-        sel = [t for t in sel if t.name in ("gcore", "crash", "exe")]
+        sel = [t for t in sel if t.name in ("gcore", "crash", "exe", "async")]
     if label != "debian3.11":
         # a core without NT_FILE: the static executable names everything scry reads
         sel = [t for t in sel if t.name != "exe"]
