@@ -14,8 +14,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/openat2.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #ifndef NT_SIGINFO
@@ -82,6 +84,7 @@ struct core {
     char args[81];
     char exe[CORE_PATH_MAX];
     char sysroot[CORE_PATH_MAX];
+    int rootfd; /* --sysroot opened (O_PATH), else -1 */
     char problems[CORE_PROBLEMS];
 };
 
@@ -238,6 +241,22 @@ static int has_dotdot(const char *p)
     return 0;
 }
 
+/* Opens F read-only: under the sysroot resolved as the core's process would have, inside
+ * that root (absolute symlinks included: openat2 RESOLVE_IN_ROOT), else as it is named.
+ * Returns the descriptor or -1. */
+static int open_file(const core_t *c, const core_file_t *f)
+{
+    int flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK;
+    if (f->given || c->rootfd < 0)
+        return open(f->path, flags);
+    struct open_how how = {.flags = (uint64_t)flags,
+                           .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
+    const char *rel = f->path;
+    while (*rel == '/')
+        rel++;
+    return (int)syscall(SYS_openat2, c->rootfd, rel, &how, sizeof how);
+}
+
 /* Opens and maps file I under the sysroot and checks its build-id against the one the core
  * holds for its first mapping at offset 0. Returns 0 when usable, else SCRY_E_NOTFOUND. */
 static int file_use(core_t *c, uint32_t i)
@@ -251,15 +270,28 @@ static int file_use(core_t *c, uint32_t i)
         return SCRY_E_NOTFOUND;
     }
     snprintf(path, sizeof path, "%s%s", f->given ? "" : c->sysroot, f->path);
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    int fd = open_file(c, f);
     struct stat st;
+    char magic[4];
     if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 ||
-        (uint64_t)st.st_size > CORE_FILE_MAX) {
+        (uint64_t)st.st_size > CORE_FILE_MAX || pread(fd, magic, 4, 0) != 4 ||
+        memcmp(magic, ELFMAG, SELFMAG) != 0) {
+        /* only ELF objects are read: what the walkers need, and never a data file a
+         * hostile core names */
+        const char *why = fd < 0 ? "not found" : !S_ISREG(st.st_mode) ? "not a regular file"
+                                                                        : "not an ELF object";
         if (fd >= 0)
             close(fd);
-        refuse(c, f, "%s: %s%s", fd < 0 ? "not found" : "not a regular file",
-               c->sysroot[0] ? " under the --sysroot" : "");
+        refuse(c, f, "%s: %s%s", why, c->sysroot[0] && !f->given ? " under the --sysroot" : "");
         return SCRY_E_NOTFOUND;
+    }
+    /* the file opened, by its real path (what elfsym/ opens later: inside the root too) */
+    char self[64], real[CORE_PATH_MAX];
+    snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
+    ssize_t rl = readlink(self, real, sizeof real - 1);
+    if (rl > 0) {
+        real[rl] = 0;
+        snprintf(path, sizeof path, "%s", real);
     }
     void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
@@ -793,6 +825,12 @@ static core_t *open_common(core_t *c, const core_opts_t *opts, int *err, char *e
         }
         memcpy(c->sysroot, opts->sysroot, l);
         c->sysroot[l] = 0;
+        if (l && (c->rootfd = open(c->sysroot, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) {
+            snprintf(errbuf, errlen, "the --sysroot %s is not a directory scry can open: %s",
+                     c->sysroot, strerror(errno));
+            rc = SCRY_E_NOTFOUND;
+            goto fail;
+        }
     }
     elf_version(EV_CURRENT);
     if ((rc = parse(c, opts, errbuf, errlen)) != 0)
@@ -821,6 +859,7 @@ core_t *core_open_mem(const void *data, size_t len, const core_opts_t *opts, int
     }
     c->data = data;
     c->len = len;
+    c->rootfd = -1;
     return open_common(c, opts, err, errbuf, errlen);
 }
 
@@ -849,6 +888,7 @@ core_t *core_open(const char *path, const core_opts_t *opts, int *err, char *err
     c->len = len;
     c->owned = map;
     c->owned_len = len;
+    c->rootfd = -1;
     return open_common(c, opts, err, errbuf, errlen);
 }
 
@@ -871,6 +911,8 @@ void core_free(core_t *c)
         elf_end(c->elf);
     if (c->owned)
         munmap(c->owned, c->owned_len);
+    if (c->rootfd >= 0)
+        close(c->rootfd);
     free(c);
 }
 

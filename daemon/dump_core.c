@@ -15,12 +15,15 @@
 #include <string.h>
 
 #define CORE_DUMP_MAX_FRAMES (PYSTATE_MAX_DEPTH + UNWIND_MAX_DEPTH)
+#define CORE_DUMP_STACK_MAX  (8u << 20) /* bytes of a thread's stack given to the unwinder */
 
 typedef struct core_dump {
     core_t *core;
     pystate_target_t *t;
     strtab_t *strings;
-    unwind_t *unwind; /* --native */
+    unwind_t *unwind;       /* --native */
+    unwind_frame_t *native; /* --native: UNWIND_MAX_DEPTH frames of scratch */
+    uint8_t *stack;         /* --native: a thread's stack bytes, CORE_DUMP_STACK_MAX */
     report_dump_thread_t *threads;
     size_t n;
 } core_dump_t;
@@ -74,26 +77,20 @@ static void describe_signal(const core_siginfo_t *si, const char *file, char *na
 static int native_frames(core_dump_t *d, const core_thread_t *ct, const pystate_thread_t *pt,
                          scry_frame_t *frames, size_t max, size_t *n)
 {
-    static unwind_frame_t native[UNWIND_MAX_DEPTH];
     const core_regs_t *r = &ct->regs;
     unwind_regs_t regs = {.ax = r->ax, .bx = r->bx, .cx = r->cx, .dx = r->dx, .si = r->si,
                           .di = r->di, .bp = r->bp, .sp = r->sp, .ip = r->ip, .r8 = r->r8,
                           .r9 = r->r9, .r10 = r->r10, .r11 = r->r11, .r12 = r->r12,
                           .r13 = r->r13, .r14 = r->r14, .r15 = r->r15};
-    /* the stack from sp up to the end of its mapping (bounded by unwind_copied) */
-    size_t cap = 8u << 20;
-    uint8_t *stack = malloc(cap);
-    if (!stack)
-        return SCRY_E_NOMEM;
-    long got = rmem_read_partial(pystate_target_mem(d->t), r->sp, stack, cap);
+    /* the stack from sp up to the end of what the core holds there */
+    long got = rmem_read_partial(pystate_target_mem(d->t), r->sp, d->stack, CORE_DUMP_STACK_MAX);
     size_t nn = 0;
-    int rc = unwind_copied(d->unwind, ct->tid, &regs, stack, got > 0 ? (size_t)got : 0, native,
-                           UNWIND_MAX_DEPTH, &nn);
-    free(stack);
+    int rc = unwind_copied(d->unwind, ct->tid, &regs, d->stack, got > 0 ? (size_t)got : 0,
+                           d->native, UNWIND_MAX_DEPTH, &nn);
     if (rc)
         return rc;
     const pystate_info_t *info = pystate_target_info(d->t);
-    rc = unwind_merge(native, nn, pt ? pt->frames : NULL, pt ? pt->entry : NULL,
+    rc = unwind_merge(d->native, nn, pt ? pt->frames : NULL, pt ? pt->entry : NULL,
                       pt ? pt->nframes : 0, info->minor, d->strings, frames, max, n, NULL);
     return rc == SCRY_E_TRUNC ? 0 : rc;
 }
@@ -217,7 +214,9 @@ static int open_target(core_dump_t *d, const scry_config_t *cfg)
                     why);
         return rc;
     }
-    if (cfg->native && !(d->unwind = unwind_new_src(core_reader(d->core)))) {
+    if (cfg->native && (!(d->unwind = unwind_new_src(core_reader(d->core))) ||
+                        !(d->native = malloc(UNWIND_MAX_DEPTH * sizeof *d->native)) ||
+                        !(d->stack = malloc(CORE_DUMP_STACK_MAX)))) {
         fprintf(stderr, "scry: out of memory\n");
         return SCRY_E_NOMEM;
     }
@@ -295,6 +294,8 @@ out:
     free(d.threads);
     pystate_snapshot_free(snap);
     unwind_free(d.unwind);
+    free(d.native);
+    free(d.stack);
     pystate_target_free(d.t);
     core_free(d.core);
     strtab_free(d.strings);

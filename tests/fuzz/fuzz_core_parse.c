@@ -1,15 +1,21 @@
 /* fuzz_core_parse.c - a core file as hostile input: its ELF and program headers, notes
  * (threads, signal, process, auxiliary vector, mapped files) and the memory reader over its
- * segments. Files the core names are looked for under a root that does not exist, so the
- * run never depends on the host's files. */
+ * segments. Files the core names are looked for under an empty root, so the run never
+ * depends on the host's files. */
 #include "core.h"
 #include "fuzz.h"
 #include "maps.h"
 #include "scry_err.h"
 
+#include <stdlib.h>
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    core_opts_t opts = {.sysroot = "/nonexistent-scry-fuzz", .exe = "/bin/python3"};
+    static char root[] = "/tmp/scry-fuzz-core-XXXXXX"; /* empty: no file is ever found */
+    static int made;
+    if (!made)
+        made = mkdtemp(root) != NULL;
+    core_opts_t opts = {.sysroot = root, .exe = "/nonexistent-scry-fuzz/python3"};
     char why[256];
     int err = 0;
     core_t *c = core_open_mem(data, size, &opts, &err, why, sizeof why);

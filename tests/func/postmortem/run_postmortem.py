@@ -26,7 +26,9 @@ Known answers:
              the same dump.
   refused    options that need a live process are refused with a message; a core whose
              libpython under --sysroot is another build is refused naming the file and
-             both build-ids; a damaged core (truncated, garbage) exits 1 with a message.
+             both build-ids; an absolute symlink in the --sysroot to the right file on the
+             host is not followed out of the root; a damaged core (truncated, garbage) exits
+             1 with a message.
 compressed and refused run on 3.12 only (they do not depend on the version).
 Stdlib only; prints "PASS|FAIL|SKIP name: detail" lines and "N passed, N failed, N skipped".
 """
@@ -352,10 +354,21 @@ def t_refused(c):
     check(other_lib, "no other libpython to plant")
     root = c.path("root")
     os.makedirs(os.path.join(root, os.path.dirname(interp).lstrip("/")))
-    os.symlink(other_lib[0], os.path.join(root, interp.lstrip("/")))
+    try:
+        os.link(os.path.realpath(other_lib[0]), os.path.join(root, interp.lstrip("/")))
+    except OSError:
+        shutil.copy(os.path.realpath(other_lib[0]), os.path.join(root, interp.lstrip("/")))
     r = dump(c, ["--core", core, "--sysroot", root], ok=False)
     check(r.rc == 1 and interp in r.err and "build-id" in r.err,
           "another libpython: exit %d: %s" % (r.rc, r.err))
+    # an absolute symlink in the root resolves inside it, as in the core's process: the
+    # host's file it names is not read
+    root2 = c.path("root2")
+    os.makedirs(os.path.join(root2, os.path.dirname(interp).lstrip("/")))
+    os.symlink(interp, os.path.join(root2, interp.lstrip("/")))
+    r = dump(c, ["--core", core, "--sysroot", root2], ok=False)
+    check(r.rc == 1 and interp + ": not found under the --sysroot" in r.err,
+          "a symlink out of the root: exit %d: %s" % (r.rc, r.err))
     check(doc["threads"], "no threads")
     return "options, garbage, a truncated core, another build of %s" % os.path.basename(interp)
 
