@@ -1,450 +1,19 @@
-/* core.c - parsing a core file and reading the memory it holds. */
-#include "core.h"
+/* core.c - parsing a core file: its segments and notes (threads, signal, process,
+ * auxiliary vector, mapped files); the memory and files are core_mem.c's. */
+#include "core_internal.h"
 
-#include "buildid.h"
 #include "corezip.h"
 #include "scry_err.h"
 
-#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
 #include <signal.h>
-#include <libelf.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <linux/openat2.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
-
-#ifndef NT_SIGINFO
-#define NT_SIGINFO 0x53494749
-#endif
-#ifndef NT_FILE
-#define NT_FILE 0x46494c45
-#endif
-
-#define PRSTATUS_SIZE    336 /* x86-64 struct elf_prstatus */
-#define PRSTATUS_CURSIG  12
-#define PRSTATUS_PID     32
-#define PRSTATUS_REG     112
-#define PRPSINFO_SIZE    136
-#define PRPSINFO_PID     24
-#define PRPSINFO_FNAME   40
-#define PRPSINFO_PSARGS  56
-#define SIGINFO_MIN      24
-#define CORE_PATH_MAX    4096
-#define CORE_PROBLEMS    8192 /* bytes of refusal sentences kept */
-#define CORE_FILE_MAX    ((uint64_t)1 << 40) /* bytes of one mapped file */
-
-typedef struct core_seg {
-    uint64_t vaddr, memsz, filesz, offset;
-    uint32_t flags; /* PF_R/W/X */
-} core_seg_t;
-
-enum file_state { FILE_UNTRIED = 0, FILE_OK, FILE_REFUSED };
-
-typedef struct core_file {
-    const char *path; /* as the target named it, in the core's NT_FILE strings (copied) */
-    char *open_path;  /* under the sysroot */
-    int state;        /* enum file_state */
-    int given;        /* --exe: a path of scry's machine, opened as it is */
-    const uint8_t *map;
-    size_t len;
-    char *problem; /* why it was refused */
-} core_file_t;
-
-typedef struct core_fmap {
-    uint64_t start, end, offset; /* offset in bytes */
-    uint32_t file;               /* index into files */
-} core_fmap_t;
-
-struct core {
-    const uint8_t *data; /* the core's bytes */
-    size_t len;
-    void *owned; /* munmap'd at free when not NULL */
-    size_t owned_len;
-    Elf *elf;
-    core_seg_t *segs; /* sorted by vaddr, not overlapping */
-    size_t nsegs;
-    core_fmap_t *fmaps; /* sorted by start, not overlapping */
-    size_t nfmaps;
-    core_file_t *files;
-    size_t nfiles;
-    core_thread_t *threads;
-    size_t nthreads, threads_cap;
-    core_siginfo_t sig;
-    uint64_t at_entry; /* AT_ENTRY of NT_AUXV, 0 unknown */
-    uint64_t at_phdr;  /* AT_PHDR: where the executable's program headers are mapped */
-    int32_t pid;
-    char comm[17];
-    char args[81];
-    char exe[CORE_PATH_MAX];
-    char sysroot[CORE_PATH_MAX];
-    int rootfd; /* --sysroot opened (O_PATH), else -1 */
-    char problems[CORE_PROBLEMS];
-};
-
-/* ---- the memory ---------------------------------------------------------------------- */
-
-static long seg_index(const core_t *c, uint64_t addr)
-{
-    size_t lo = 0, hi = c->nsegs;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (c->segs[mid].vaddr <= addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo == 0)
-        return -1;
-    const core_seg_t *s = &c->segs[lo - 1];
-    return addr - s->vaddr < s->memsz ? (long)(lo - 1) : -1;
-}
-
-static long fmap_index(const core_t *c, uint64_t addr)
-{
-    size_t lo = 0, hi = c->nfmaps;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (c->fmaps[mid].start <= addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo == 0)
-        return -1;
-    const core_fmap_t *f = &c->fmaps[lo - 1];
-    return addr < f->end ? (long)(lo - 1) : -1;
-}
-
-static int file_use(core_t *c, uint32_t i);
-
-/* Bytes at ADDR held by the core itself (DUMPED) or also by the mapped files: up to LEN
- * from one segment or one file mapping into BUF. Returns how many (0: not held). */
-static size_t read_piece(core_t *c, uint64_t addr, void *buf, size_t len, int dumped)
-{
-    long si = seg_index(c, addr);
-    if (si >= 0) {
-        const core_seg_t *s = &c->segs[si];
-        uint64_t in = addr - s->vaddr;
-        if (in < s->filesz) {
-            uint64_t n = s->filesz - in < len ? s->filesz - in : len;
-            memcpy(buf, c->data + s->offset + in, n);
-            return (size_t)n;
-        }
-    }
-    if (dumped)
-        return 0;
-    long fi = fmap_index(c, addr);
-    if (fi < 0)
-        return 0;
-    const core_fmap_t *f = &c->fmaps[fi];
-    if (file_use(c, f->file) != 0)
-        return 0;
-    const core_file_t *file = &c->files[f->file];
-    uint64_t at = f->offset + (addr - f->start);
-    if (at < f->offset || at >= file->len)
-        return 0;
-    uint64_t n = file->len - at;
-    if (n > f->end - addr)
-        n = f->end - addr;
-    if (n > len)
-        n = len;
-    memcpy(buf, file->map + at, n);
-    return (size_t)n;
-}
-
-static size_t read_span(core_t *c, uint64_t addr, void *buf, size_t len, int dumped)
-{
-    size_t done = 0;
-    while (done < len) {
-        if (addr + done < addr)
-            break;
-        size_t got = read_piece(c, addr + done, (uint8_t *)buf + done, len - done, dumped);
-        if (got == 0)
-            break;
-        done += got;
-    }
-    return done;
-}
-
-/* ---- files --------------------------------------------------------------------------- */
-
-/* A reader over the LEN bytes at DATA at address 0 (a file's bytes, for its build-id). */
-typedef struct bytes_src {
-    const uint8_t *data;
-    size_t len;
-} bytes_src_t;
-
-static size_t bytes_read(void *ctx, raddr_t addr, void *buf, size_t len)
-{
-    const bytes_src_t *b = ctx;
-    if (addr >= b->len)
-        return 0;
-    size_t n = b->len - addr < len ? b->len - (size_t)addr : len;
-    memcpy(buf, b->data + addr, n);
-    return n;
-}
-
-static const rmem_source_ops_t bytes_ops = {.read = bytes_read};
-
-static size_t dumped_read(void *ctx, raddr_t addr, void *buf, size_t len)
-{
-    return read_span(ctx, addr, buf, len, 1);
-}
-
-static const rmem_source_ops_t dumped_ops = {.read = dumped_read};
-
-/* The build-id of the object whose offset 0 is mapped at BASE, from the bytes the core
- * holds (DUMPED) or from the file's bytes (FILE, mapped at 0). */
-static int build_id_of(core_t *c, const bytes_src_t *file, uint64_t base, uint8_t *id,
-                       size_t *len)
-{
-    rmem_t *m = file ? rmem_open_source(&bytes_ops, (void *)file) : rmem_open_source(&dumped_ops, c);
-    if (!m)
-        return SCRY_E_NOMEM;
-    int rc = elfsym_mapped_build_id(m, file ? 0 : base, id, len);
-    rmem_free(m);
-    return rc;
-}
-
-static void hex(const uint8_t *id, size_t n, char *out)
-{
-    for (size_t i = 0; i < n; i++)
-        sprintf(out + 2 * i, "%02x", id[i]);
-    out[2 * n] = 0;
-}
-
-static void refuse(core_t *c, core_file_t *f, const char *fmt, const char *a, const char *b)
-{
-    char msg[CORE_PATH_MAX + 256];
-    snprintf(msg, sizeof msg, fmt, f->path, a, b);
-    f->state = FILE_REFUSED;
-    free(f->problem);
-    f->problem = strdup(msg);
-    size_t used = strlen(c->problems);
-    if (used + strlen(msg) + 2 < sizeof c->problems)
-        snprintf(c->problems + used, sizeof c->problems - used, "%s\n", msg);
-}
-
-/* 1 when PATH has a ".." component (it would leave the sysroot). */
-static int has_dotdot(const char *p)
-{
-    for (const char *s = p; (s = strstr(s, "..")) != NULL; s += 2)
-        if ((s == p || s[-1] == '/') && (s[2] == 0 || s[2] == '/'))
-            return 1;
-    return 0;
-}
-
-/* Opens F read-only: under the sysroot resolved as the core's process would have, inside
- * that root (absolute symlinks included: openat2 RESOLVE_IN_ROOT), else as it is named.
- * Returns the descriptor or -1. */
-static int open_file(const core_t *c, const core_file_t *f)
-{
-    int flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK;
-    if (f->given || c->rootfd < 0)
-        return open(f->path, flags);
-    struct open_how how = {.flags = (uint64_t)flags,
-                           .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
-    const char *rel = f->path;
-    while (*rel == '/')
-        rel++;
-    return (int)syscall(SYS_openat2, c->rootfd, rel, &how, sizeof how);
-}
-
-/* Opens and maps file I under the sysroot and checks its build-id against the one the core
- * holds for its first mapping at offset 0. Returns 0 when usable, else SCRY_E_NOTFOUND. */
-static int file_use(core_t *c, uint32_t i)
-{
-    core_file_t *f = &c->files[i];
-    if (f->state != FILE_UNTRIED)
-        return f->state == FILE_OK ? 0 : SCRY_E_NOTFOUND;
-    char path[2 * CORE_PATH_MAX];
-    if (!f->given && (f->path[0] != '/' || has_dotdot(f->path))) {
-        refuse(c, f, "%s: not an absolute path inside the root%s%s", "", "");
-        return SCRY_E_NOTFOUND;
-    }
-    snprintf(path, sizeof path, "%s%s", f->given ? "" : c->sysroot, f->path);
-    int fd = open_file(c, f);
-    struct stat st;
-    char magic[4];
-    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 ||
-        (uint64_t)st.st_size > CORE_FILE_MAX || pread(fd, magic, 4, 0) != 4 ||
-        memcmp(magic, ELFMAG, SELFMAG) != 0) {
-        /* only ELF objects are read: what the walkers need, and never a data file a
-         * hostile core names */
-        const char *why = fd < 0 ? "not found" : !S_ISREG(st.st_mode) ? "not a regular file"
-                                                                        : "not an ELF object";
-        if (fd >= 0)
-            close(fd);
-        refuse(c, f, "%s: %s%s", why, c->sysroot[0] && !f->given ? " under the --sysroot" : "");
-        return SCRY_E_NOTFOUND;
-    }
-    /* the file opened, by its real path (what elfsym/ opens later: inside the root too) */
-    char self[64], real[CORE_PATH_MAX];
-    snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
-    ssize_t rl = readlink(self, real, sizeof real - 1);
-    if (rl > 0) {
-        real[rl] = 0;
-        snprintf(path, sizeof path, "%s", real);
-    }
-    void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (map == MAP_FAILED) {
-        refuse(c, f, "%s: cannot be mapped%s%s", "", "");
-        return SCRY_E_NOTFOUND;
-    }
-    f->map = map;
-    f->len = (size_t)st.st_size;
-    f->open_path = strdup(path);
-    /* the core's build-id: at the mapping of the file's offset 0 */
-    uint8_t want[64], have[64];
-    size_t wlen = 0, hlen = 0;
-    int core_has = 0;
-    for (size_t k = 0; k < c->nfmaps && !core_has; k++)
-        if (c->fmaps[k].file == i && c->fmaps[k].offset == 0)
-            core_has = build_id_of(c, NULL, c->fmaps[k].start, want, &wlen) == 0;
-    bytes_src_t b = {f->map, f->len};
-    if (!f->open_path) {
-        refuse(c, f, "%s: out of memory%s%s", "", "");
-        return SCRY_E_NOTFOUND;
-    }
-    if (core_has) {
-        char w[129], h[129] = "none";
-        if (build_id_of(c, &b, 0, have, &hlen) == 0)
-            hex(have, hlen, h);
-        if (hlen != wlen || memcmp(have, want, wlen) != 0) {
-            hex(want, wlen, w);
-            refuse(c, f, "%s: build-id %s in the core, %s in the file: another build, refused",
-                   w, h);
-            return SCRY_E_NOTFOUND;
-        }
-    }
-    f->state = FILE_OK;
-    return 0;
-}
-
-/* ---- the mappings as /proc/PID/maps text --------------------------------------------- */
-
-typedef struct maps_line {
-    uint64_t start, end, offset;
-    uint32_t file; /* index + 1, 0 anonymous */
-    uint32_t flags;
-} maps_line_t;
-
-static int cmp_line(const void *a, const void *b)
-{
-    const maps_line_t *x = a, *y = b;
-    return x->start < y->start ? -1 : x->start > y->start;
-}
-
-/* The permissions of a file mapping the core has no segment for (gdb leaves out what it
- * did not dump): those of the file's own PT_LOAD that holds OFFSET, else read-only. */
-static uint32_t file_flags(core_t *c, uint32_t file, uint64_t offset)
-{
-    if (file_use(c, file) != 0)
-        return PF_R;
-    const core_file_t *f = &c->files[file];
-    Elf64_Ehdr eh;
-    if (f->len < sizeof eh)
-        return PF_R;
-    memcpy(&eh, f->map, sizeof eh);
-    if (memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_phentsize != sizeof(Elf64_Phdr) ||
-        eh.e_phoff >= f->len || eh.e_phnum > 256 ||
-        eh.e_phnum * sizeof(Elf64_Phdr) > f->len - eh.e_phoff)
-        return PF_R;
-    for (size_t i = 0; i < eh.e_phnum; i++) {
-        Elf64_Phdr ph;
-        memcpy(&ph, f->map + eh.e_phoff + i * sizeof ph, sizeof ph);
-        if (ph.p_type == PT_LOAD && offset >= (ph.p_offset & ~(uint64_t)4095) &&
-            offset < ph.p_offset + ph.p_filesz)
-            return ph.p_flags;
-    }
-    return PF_R;
-}
-
-static int core_maps(void *ctx, char **text, size_t *len)
-{
-    core_t *c = ctx;
-    size_t n = 0, cap = c->nfmaps + c->nsegs;
-    maps_line_t *v = malloc((cap ? cap : 1) * sizeof *v);
-    if (!v)
-        return SCRY_E_NOMEM;
-    for (size_t i = 0; i < c->nfmaps; i++) {
-        const core_fmap_t *f = &c->fmaps[i];
-        long si = seg_index(c, f->start);
-        uint32_t flags = si >= 0 && c->segs[si].vaddr == f->start ? c->segs[si].flags
-                                                                   : file_flags(c, f->file, f->offset);
-        v[n++] = (maps_line_t){f->start, f->end, f->offset, f->file + 1, flags};
-    }
-    for (size_t i = 0; i < c->nsegs; i++) {
-        const core_seg_t *s = &c->segs[i];
-        long fi = fmap_index(c, s->vaddr);
-        if (fi >= 0 || (s->memsz && fmap_index(c, s->vaddr + s->memsz - 1) >= 0))
-            continue; /* a file's mapping, listed above */
-        v[n++] = (maps_line_t){s->vaddr, s->vaddr + s->memsz, 0, 0, s->flags};
-    }
-    qsort(v, n, sizeof *v, cmp_line);
-    FILE *out = open_memstream(text, len);
-    if (!out) {
-        free(v);
-        return SCRY_E_NOMEM;
-    }
-    for (size_t i = 0; i < n; i++) {
-        const maps_line_t *l = &v[i];
-        /* inode: the file's index + 1, which tells files apart as the kernel's would */
-        fprintf(out, "%llx-%llx %c%c%cp %08llx 00:00 %u %s\n", (unsigned long long)l->start,
-                (unsigned long long)l->end, l->flags & PF_R ? 'r' : '-',
-                l->flags & PF_W ? 'w' : '-', l->flags & PF_X ? 'x' : '-',
-                (unsigned long long)l->offset, l->file, l->file ? c->files[l->file - 1].path : "");
-    }
-    free(v);
-    return fclose(out) == 0 ? 0 : SCRY_E_NOMEM;
-}
-
-static int core_file_op(void *ctx, const char *path, char *buf, size_t size)
-{
-    core_t *c = ctx;
-    for (uint32_t i = 0; i < c->nfiles; i++) {
-        if (strcmp(c->files[i].path, path) != 0)
-            continue;
-        if (file_use(c, i) != 0)
-            return SCRY_E_NOTFOUND;
-        size_t l = strlen(c->files[i].open_path);
-        if (l >= size)
-            return SCRY_E_TRUNC;
-        memcpy(buf, c->files[i].open_path, l + 1);
-        return 0;
-    }
-    return SCRY_E_NOTFOUND;
-}
-
-static int core_exe_op(void *ctx, char *buf, size_t size)
-{
-    core_t *c = ctx;
-    if (!c->exe[0])
-        return SCRY_E_NOTFOUND;
-    snprintf(buf, size, "%s", c->exe);
-    return strlen(c->exe) < size ? 0 : SCRY_E_TRUNC;
-}
-
-static size_t core_read_op(void *ctx, raddr_t addr, void *buf, size_t len)
-{
-    return read_span(ctx, addr, buf, len, 0);
-}
-
-static const rmem_source_ops_t core_ops = {
-    .read = core_read_op, .maps = core_maps, .file = core_file_op, .exe = core_exe_op};
-
-rmem_t *core_reader(core_t *c)
-{
-    return c ? rmem_open_source(&core_ops, c) : NULL;
-}
 
 /* ---- parsing ------------------------------------------------------------------------- */
 
@@ -693,7 +262,7 @@ static void mark_syscalls(core_t *c)
     for (size_t i = 0; i < c->nthreads; i++) {
         uint8_t insn[2];
         core_thread_t *t = &c->threads[i];
-        t->in_syscall = t->regs.ip >= 2 && read_span(c, t->regs.ip - 2, insn, 2, 0) == 2 &&
+        t->in_syscall = t->regs.ip >= 2 && core__read_span(c, t->regs.ip - 2, insn, 2, 0) == 2 &&
                         insn[0] == 0x0f && insn[1] == 0x05;
     }
 }
@@ -762,7 +331,7 @@ static int find_exe(core_t *c, const core_opts_t *opts)
         if (rc)
             return rc;
     }
-    long fi = c->at_entry ? fmap_index(c, c->at_entry) : -1;
+    long fi = c->at_entry ? core__fmap_index(c, c->at_entry) : -1;
     if (fi >= 0)
         snprintf(c->exe, sizeof c->exe, "%s", c->files[c->fmaps[fi].file].path);
     else if (opts && opts->exe)
@@ -955,7 +524,7 @@ const char *core_file_problem(core_t *c, const char *path)
 {
     for (uint32_t i = 0; i < c->nfiles; i++)
         if (strcmp(c->files[i].path, path) == 0)
-            return file_use(c, i) == 0 ? NULL : c->files[i].problem;
+            return core__file_use(c, i) == 0 ? NULL : c->files[i].problem;
     return NULL;
 }
 
@@ -963,7 +532,7 @@ size_t core_check_files(core_t *c)
 {
     size_t bad = 0;
     for (uint32_t i = 0; i < c->nfiles; i++)
-        bad += file_use(c, i) != 0;
+        bad += core__file_use(c, i) != 0;
     return bad;
 }
 
