@@ -7,7 +7,8 @@ Known answers:
   gcore      pm_threads.py (20 threads at known depths, named pm-I) is dumped live
              ('dump --pid --json'), then gdb writes its core; 'dump --core --json' must show
              the same threads (tids, names) with the same frames (function, file, line),
-             "source": "core" and no fatal signal; the text form names every thread. For a
+             each idle (its registers say it waits in a system call), "source": "core"
+             and no fatal signal; the text form names every thread. For a
              rooted interpreter (sid 3.14) the kernel writes the core (SIGQUIT, its core size
              limit raised in its own shell, when core_pattern is a plain file name: read,
              never changed), read with --sysroot ROOT; without it the missing files are
@@ -144,6 +145,8 @@ def t_gcore(c):
     check(sorted(got) == sorted(live), "threads %s, live %s" % (sorted(got), sorted(live)))
     for tid in live:
         check(got[tid] == live[tid], "thread %d: core %s, live %s" % (tid, got[tid], live[tid]))
+    busy = [t["tid"] for t in doc["threads"] if t["state"] != "idle"]
+    check(not busy, "threads %s not idle: every thread waits in a system call" % busy)
     depths = sorted(len(v[1]) for v in got.values())
     check(len(got) == 21 and truth["nthreads"] == 20, "%d threads" % len(got))
     text = dump(c, ["--core", core] + sysroot).out
