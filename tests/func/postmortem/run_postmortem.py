@@ -395,6 +395,8 @@ def main():
     if label != "3.12":
         # compressed cores and refusals do not depend on the version: 3.12 runs them
         sel = [t for t in sel if t.name in ("gcore", "crash", "exe", "async")]
+    if interp.version < (3, 14):
+        sel = [t for t in sel if t.name != "async"]
     if label != "debian3.11":
         # a core without NT_FILE: the static executable names everything scry reads
         sel = [t for t in sel if t.name != "exe"]
