@@ -5,6 +5,7 @@
 #include "commands.h"
 
 #include "core.h"
+#include "classify.h"
 #include "merge.h"
 #include "scry_err.h"
 #include "unwind.h"
@@ -75,7 +76,7 @@ static void describe_signal(const core_siginfo_t *si, const char *file, char *na
 /* --native: the thread's native stack unwound from the core's registers and the stack the
  * core holds, merged with its Python frames into FRAMES. Returns 0 with *N, or a code. */
 static int native_frames(core_dump_t *d, const core_thread_t *ct, const pystate_thread_t *pt,
-                         scry_frame_t *frames, size_t max, size_t *n)
+                         scry_frame_t *frames, size_t max, size_t *n, int *gil_wait)
 {
     const core_regs_t *r = &ct->regs;
     unwind_regs_t regs = {.ax = r->ax, .bx = r->bx, .cx = r->cx, .dx = r->dx, .si = r->si,
@@ -89,9 +90,21 @@ static int native_frames(core_dump_t *d, const core_thread_t *ct, const pystate_
                            d->native, UNWIND_MAX_DEPTH, &nn);
     if (rc)
         return rc;
+    /* a thread waiting in the kernel in the GIL's futex: the live dump's marker leaf */
+    *gil_wait = ct->in_syscall && unwind_is_gil_wait(d->native, nn);
+    size_t at = 0;
+    if (*gil_wait) {
+        const char *mark = strtab_intern(d->strings, "<waiting for the GIL>");
+        const char *empty = strtab_intern(d->strings, "");
+        if (!mark || !empty)
+            return SCRY_E_NOMEM;
+        frames[at++] = (scry_frame_t){mark, empty, 0, SCRY_FRAME_OTHER};
+    }
     const pystate_info_t *info = pystate_target_info(d->t);
     rc = unwind_merge(d->native, nn, pt ? pt->frames : NULL, pt ? pt->entry : NULL,
-                      pt ? pt->nframes : 0, info->minor, d->strings, frames, max, n, NULL);
+                      pt ? pt->nframes : 0, info->minor, d->strings, frames + at, max - at, n,
+                      NULL);
+    *n += at;
     return rc == SCRY_E_TRUNC ? 0 : rc;
 }
 
@@ -124,7 +137,9 @@ static int add_thread(core_dump_t *d, const scry_config_t *cfg, const core_threa
     if (!frames)
         return SCRY_E_NOMEM;
     size_t n = 0;
-    if (cfg->native && ct && native_frames(d, ct, pt, frames, CORE_DUMP_MAX_FRAMES, &n) == 0) {
+    int gil_wait = 0;
+    if (cfg->native && ct &&
+        native_frames(d, ct, pt, frames, CORE_DUMP_MAX_FRAMES, &n, &gil_wait) == 0) {
         /* merged */
     } else if (pt) {
         n = pt->nframes;
@@ -135,6 +150,7 @@ static int add_thread(core_dump_t *d, const scry_config_t *cfg, const core_threa
                                  .name = pt ? pt->name : NULL,
                                  .gil = pt ? pt->gil : 0,
                                  .running = ct ? !ct->in_syscall : 0,
+                                 .gil_wait = (uint8_t)gil_wait,
                                  .truncated = pt ? pt->truncated : 0,
                                  .crashed = si->signo && ct && ct->tid == si->tid,
                                  .nframes = (uint32_t)n,

@@ -19,6 +19,8 @@ Known answers:
              crash_here() under ctypes' string_at; --locals shows crash_here's known
              locals; --native shows native frames leafward of its Python frames, the main
              thread idle in the kernel. (A rooted interpreter: the kernel's core, as above.)
+  gil        (3.12) four threads contend for the GIL: one holder in the core, and with
+             --native the others waiting in its futex, marked as live dumps mark them.
   exe        (Debian's static 3.11) the crash core without its NT_FILE note: refused with a
              hint, read with --exe /usr/bin/python3.11, --exe of another build refused.
   async      (3.14+) tests/func/async/tasks.py's asyncio tasks (two loops, gather, TaskGroup,
@@ -30,7 +32,7 @@ Known answers:
              both build-ids; an absolute symlink in the --sysroot to the right file on the
              host is not followed out of the root; a damaged core (truncated, garbage) exits
              1 with a message.
-compressed and refused run on 3.12 only (they do not depend on the version).
+gil, compressed and refused run on 3.12 only (they do not depend on the version).
 Stdlib only; prints "PASS|FAIL|SKIP name: detail" lines and "N passed, N failed, N skipped".
 """
 import json
@@ -235,6 +237,28 @@ def t_crash(c):
         kinds.index("python"), "; a kernel core read with --sysroot" if root else "")
 
 
+def t_gil(c):
+    """Four threads contending for the GIL: in the core, one holds it and, with --native,
+    the others wait in the GIL's futex (the live dump's state and marker frame)."""
+    script = c.stage(os.path.join(HERE, "pm_gil.py"))
+    ready = c.path("ready.json")
+    p, _ = c.start_target([script, c.tpath(ready)], ready, "pm_gil")
+    core = c.path("gil.core")
+    gcore(c, p.pid, core)
+    doc = dump_json(c, ["--core", core, "--native"])
+    spins = [t for t in doc["threads"] if t["name"].startswith("spin-")]
+    holders = [t["name"] for t in doc["threads"] if t["gil"]]
+    waiting = [t["name"] for t in spins if t["gil_wait"]]
+    check(len(spins) == 4 and len(holders) <= 1, "spinners %d, GIL holders %s" % (
+        len(spins), holders))
+    check(len(waiting) >= 2 and all(t["frames"][0]["function"] == "<waiting for the GIL>"
+                                    for t in spins if t["gil_wait"]),
+          "waiting for the GIL: %s" % [(t["name"], t["state"], t["frames"][:2]) for t in spins])
+    text = dump(c, ["--core", core, "--native"]).out
+    check("(waiting for the GIL)" in text, "text: %s" % st.short(text, 300))
+    return "holder %s, %d waiting for the GIL" % (holders, len(waiting))
+
+
 def without_file_note(core, out):
     """A copy of CORE whose NT_FILE note has another type: a core that names no file."""
     with open(core, "rb") as f:
@@ -376,7 +400,8 @@ def t_refused(c):
     return "options, garbage, a truncated core, another build of %s" % os.path.basename(interp)
 
 
-for name, fn in (("gcore", t_gcore), ("crash", t_crash), ("exe", t_exe), ("async", t_async),
+for name, fn in (("gcore", t_gcore), ("crash", t_crash), ("gil", t_gil), ("exe", t_exe),
+                 ("async", t_async),
                  ("compressed", t_compressed), ("refused", t_refused)):
     tests.add(name, fn)
 
@@ -393,7 +418,7 @@ def main():
         return st.skip_all(label, str(e), len(tests.all))
     sel = tests.select(ARGS.k)
     if label != "3.12":
-        # compressed cores and refusals do not depend on the version: 3.12 runs them
+        # GIL waits, compressed cores and refusals do not depend on the version: 3.12 runs them
         sel = [t for t in sel if t.name in ("gcore", "crash", "exe", "async")]
     if interp.version < (3, 14):
         sel = [t for t in sel if t.name != "async"]
