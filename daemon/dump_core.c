@@ -138,12 +138,13 @@ static int add_thread(core_dump_t *d, const scry_config_t *cfg, const core_threa
         return SCRY_E_NOMEM;
     size_t n = 0;
     int gil_wait = 0;
-    if (cfg->native && ct &&
-        native_frames(d, ct, pt, frames, CORE_DUMP_MAX_FRAMES, &n, &gil_wait) == 0) {
-        /* merged */
-    } else if (pt) {
-        n = pt->nframes;
-        memcpy(frames, pt->frames, n * sizeof *frames);
+    if (!cfg->native || !ct ||
+        native_frames(d, ct, pt, frames, CORE_DUMP_MAX_FRAMES, &n, &gil_wait) != 0) {
+        /* the Python frames alone (no native stack asked for, or none could be read) */
+        gil_wait = 0;
+        n = pt ? pt->nframes : 0;
+        if (n)
+            memcpy(frames, pt->frames, n * sizeof *frames);
     }
     const core_siginfo_t *si = core_siginfo(d->core);
     *th = (report_dump_thread_t){.tid = ct ? ct->tid : (pt ? pt->tid : 0),
