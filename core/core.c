@@ -345,8 +345,8 @@ static int parse(core_t *c, const core_opts_t *opts, char *errbuf, size_t errlen
     size_t phnum = 0;
     c->elf = elf_memory((char *)(uintptr_t)c->data, c->len);
     if (!c->elf || elf_kind(c->elf) != ELF_K_ELF || !gelf_getehdr(c->elf, &eh) ||
-        eh.e_type != ET_CORE || eh.e_machine != EM_X86_64 ||
-        eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_ident[EI_DATA] != ELFDATA2LSB) {
+        eh.e_type != ET_CORE || eh.e_machine != EM_X86_64 || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+        eh.e_ident[EI_DATA] != ELFDATA2LSB) {
         snprintf(errbuf, errlen, "not an x86-64 ELF core file");
         return SCRY_E_ELF;
     }
@@ -362,7 +362,8 @@ static int parse(core_t *c, const core_opts_t *opts, char *errbuf, size_t errlen
         if (!gelf_getphdr(c->elf, (int)i, &ph) || ph.p_type != PT_NOTE)
             continue;
         if ((rc = read_notes(c, &ph)) != 0) {
-            snprintf(errbuf, errlen, rc == SCRY_E_NOMEM ? "out of memory" : "a note segment is malformed");
+            snprintf(errbuf, errlen,
+                     rc == SCRY_E_NOMEM ? "out of memory" : "a note segment is malformed");
             return rc;
         }
     }
@@ -416,8 +417,8 @@ fail:
     return NULL;
 }
 
-core_t *core_open_mem(const void *data, size_t len, const core_opts_t *opts, int *err,
-                      char *errbuf, size_t errlen)
+core_t *core_open_mem(const void *data, size_t len, const core_opts_t *opts, int *err, char *errbuf,
+                      size_t errlen)
 {
     core_t *c = calloc(1, sizeof *c);
     if (!c) {
@@ -432,8 +433,7 @@ core_t *core_open_mem(const void *data, size_t len, const core_opts_t *opts, int
     return open_common(c, opts, err, errbuf, errlen);
 }
 
-core_t *core_open(const char *path, const core_opts_t *opts, int *err, char *errbuf,
-                  size_t errlen)
+core_t *core_open(const char *path, const core_opts_t *opts, int *err, char *errbuf, size_t errlen)
 {
     void *map = NULL;
     size_t len = 0;

@@ -20,9 +20,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CORE_MAX_SEGMENTS (1u << 20) /* PT_LOAD segments */
-#define CORE_MAX_THREADS  65536      /* NT_PRSTATUS notes */
-#define CORE_MAX_FILES    65536      /* NT_FILE entries */
+#define CORE_MAX_SEGMENTS (1u << 20)  /* PT_LOAD segments */
+#define CORE_MAX_THREADS  65536       /* NT_PRSTATUS notes */
+#define CORE_MAX_FILES    65536       /* NT_FILE entries */
 #define CORE_MAX_NOTES    (64u << 20) /* bytes of one PT_NOTE segment */
 
 typedef struct core core_t;
@@ -59,13 +59,12 @@ typedef struct core_siginfo {
  * (SCRY_E_NOTFOUND, SCRY_E_PERM, SCRY_E_IO, SCRY_E_ELF not an x86-64 core, SCRY_E_CORRUPT,
  * SCRY_E_NOSYS for a compression scry was built without, SCRY_E_NOMEM) and writes a
  * sentence into ERRBUF. OPTS may be NULL. The caller frees the result (core_free). */
-core_t *core_open(const char *path, const core_opts_t *opts, int *err, char *errbuf,
-                  size_t errlen);
+core_t *core_open(const char *path, const core_opts_t *opts, int *err, char *errbuf, size_t errlen);
 
 /* core_open over LEN bytes at DATA (not copied: they must outlive the core), for tests and
  * the fuzzer. Files named in the core are opened as core_open would. */
-core_t *core_open_mem(const void *data, size_t len, const core_opts_t *opts, int *err,
-                      char *errbuf, size_t errlen);
+core_t *core_open_mem(const void *data, size_t len, const core_opts_t *opts, int *err, char *errbuf,
+                      size_t errlen);
 
 /* Frees the core, its mappings and files. Readers made by core_reader must be freed first.
  * NULL is a no-op. */

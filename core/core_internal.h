@@ -17,18 +17,18 @@
 #define NT_FILE 0x46494c45
 #endif
 
-#define PRSTATUS_SIZE    336 /* x86-64 struct elf_prstatus */
-#define PRSTATUS_CURSIG  12
-#define PRSTATUS_PID     32
-#define PRSTATUS_REG     112
-#define PRPSINFO_SIZE    136
-#define PRPSINFO_PID     24
-#define PRPSINFO_FNAME   40
-#define PRPSINFO_PSARGS  56
-#define SIGINFO_MIN      24
-#define CORE_PATH_MAX    4096
-#define CORE_PROBLEMS    8192 /* bytes of refusal sentences kept */
-#define CORE_FILE_MAX    ((uint64_t)1 << 40) /* bytes of one mapped file */
+#define PRSTATUS_SIZE   336 /* x86-64 struct elf_prstatus */
+#define PRSTATUS_CURSIG 12
+#define PRSTATUS_PID    32
+#define PRSTATUS_REG    112
+#define PRPSINFO_SIZE   136
+#define PRPSINFO_PID    24
+#define PRPSINFO_FNAME  40
+#define PRPSINFO_PSARGS 56
+#define SIGINFO_MIN     24
+#define CORE_PATH_MAX   4096
+#define CORE_PROBLEMS   8192                /* bytes of refusal sentences kept */
+#define CORE_FILE_MAX   ((uint64_t)1 << 40) /* bytes of one mapped file */
 
 typedef struct core_seg {
     uint64_t vaddr, memsz, filesz, offset;
@@ -77,7 +77,6 @@ struct core {
     int rootfd; /* --sysroot opened (O_PATH), else -1 */
     char problems[CORE_PROBLEMS];
 };
-
 
 /* Index of the PT_LOAD segment / NT_FILE mapping holding ADDR, or -1. */
 long core__fmap_index(const core_t *c, uint64_t addr);

@@ -128,10 +128,10 @@ static const rmem_source_ops_t dumped_ops = {.read = dumped_read};
 
 /* The build-id of the object whose offset 0 is mapped at BASE, from the bytes the core
  * holds (DUMPED) or from the file's bytes (FILE, mapped at 0). */
-static int build_id_of(core_t *c, const bytes_src_t *file, uint64_t base, uint8_t *id,
-                       size_t *len)
+static int build_id_of(core_t *c, const bytes_src_t *file, uint64_t base, uint8_t *id, size_t *len)
 {
-    rmem_t *m = file ? rmem_open_source(&bytes_ops, (void *)file) : rmem_open_source(&dumped_ops, c);
+    rmem_t *m =
+        file ? rmem_open_source(&bytes_ops, (void *)file) : rmem_open_source(&dumped_ops, c);
     if (!m)
         return SCRY_E_NOMEM;
     int rc = elfsym_mapped_build_id(m, file ? 0 : base, id, len);
@@ -204,8 +204,9 @@ int core__file_use(core_t *c, uint32_t i)
         memcmp(magic, ELFMAG, SELFMAG) != 0) {
         /* only ELF objects are read: what the walkers need, and never a data file a
          * hostile core names */
-        const char *why = fd < 0 ? "not found" : !S_ISREG(st.st_mode) ? "not a regular file"
-                                                                        : "not an ELF object";
+        const char *why = fd < 0                 ? "not found"
+                          : !S_ISREG(st.st_mode) ? "not a regular file"
+                                                 : "not an ELF object";
         if (fd >= 0)
             close(fd);
         refuse(c, f, "%s: %s%s", why, c->sysroot[0] && !f->given ? " under the --sysroot" : "");
@@ -246,8 +247,8 @@ int core__file_use(core_t *c, uint32_t i)
             hex(have, hlen, h);
         if (hlen != wlen || memcmp(have, want, wlen) != 0) {
             hex(want, wlen, w);
-            refuse(c, f, "%s: build-id %s in the core, %s in the file: another build, refused",
-                   w, h);
+            refuse(c, f, "%s: build-id %s in the core, %s in the file: another build, refused", w,
+                   h);
             return SCRY_E_NOTFOUND;
         }
     }
@@ -304,8 +305,9 @@ static int core_maps(void *ctx, char **text, size_t *len)
     for (size_t i = 0; i < c->nfmaps; i++) {
         const core_fmap_t *f = &c->fmaps[i];
         long si = seg_index(c, f->start);
-        uint32_t flags = si >= 0 && c->segs[si].vaddr == f->start ? c->segs[si].flags
-                                                                   : file_flags(c, f->file, f->offset);
+        uint32_t flags = si >= 0 && c->segs[si].vaddr == f->start
+                             ? c->segs[si].flags
+                             : file_flags(c, f->file, f->offset);
         v[n++] = (maps_line_t){f->start, f->end, f->offset, f->file + 1, flags};
     }
     for (size_t i = 0; i < c->nsegs; i++) {
@@ -371,4 +373,3 @@ rmem_t *core_reader(core_t *c)
 {
     return c ? rmem_open_source(&core_ops, c) : NULL;
 }
-

@@ -186,12 +186,13 @@ static int unzip(int kind, const uint8_t *in, size_t n, sink_t *s)
 }
 
 /* Decompresses the N bytes at IN of KIND into a new memfd, mapped into *MAP. */
-static int map_unzipped(int kind, const uint8_t *in, size_t n, void **map, size_t *len,
-                        char *why, size_t whylen)
+static int map_unzipped(int kind, const uint8_t *in, size_t n, void **map, size_t *len, char *why,
+                        size_t whylen)
 {
     sink_t s = {.fd = memfd_create("scry-core", MFD_CLOEXEC)};
     if (s.fd < 0) {
-        snprintf(why, whylen, "cannot create memory for the decompressed core: %s", strerror(errno));
+        snprintf(why, whylen, "cannot create memory for the decompressed core: %s",
+                 strerror(errno));
         return SCRY_E_NOMEM;
     }
     int rc = unzip(kind, in, n, &s);
@@ -209,7 +210,9 @@ static int map_unzipped(int kind, const uint8_t *in, size_t n, void **map, size_
     close(s.fd);
     if (rc == SCRY_E_NOSYS)
         snprintf(why, whylen, "it is %s-compressed and scry was built without %s", zip_names[kind],
-                 kind == ZIP_ZSTD ? "libzstd" : kind == ZIP_LZ4 ? "liblz4" : "liblzma");
+                 kind == ZIP_ZSTD  ? "libzstd"
+                 : kind == ZIP_LZ4 ? "liblz4"
+                                   : "liblzma");
     else if (rc == SCRY_E_CORRUPT)
         snprintf(why, whylen, "its %s stream does not decode (truncated or damaged)",
                  zip_names[kind]);

@@ -53,7 +53,7 @@ static void collect(const scry_sample_t *s, void *ctx)
 }
 
 int dump_frame_locals(pystate_target_t *t, strtab_t *strings, raddr_t addr, pystate_local_t *buf,
-                        report_dump_locals_t *l)
+                      report_dump_locals_t *l)
 {
     size_t n = 0;
     int err = pystate_frame_locals(t, addr, buf, PYSTATE_LOCALS_MAX, &n);

@@ -41,9 +41,11 @@ static const char *sig_reason(int signo, int code)
     if (code == SI_KERNEL)
         return "sent by the kernel";
     if (signo == SIGSEGV)
-        return code == SEGV_MAPERR ? "address not mapped" : code == SEGV_ACCERR ? "no permission" : "";
+        return code == SEGV_MAPERR   ? "address not mapped"
+               : code == SEGV_ACCERR ? "no permission"
+                                     : "";
     if (signo == SIGBUS)
-        return code == BUS_ADRALN ? "misaligned address"
+        return code == BUS_ADRALN   ? "misaligned address"
                : code == BUS_ADRERR ? "nonexistent physical address"
                : code == BUS_OBJERR ? "object-specific hardware error"
                                     : "";
@@ -62,8 +64,8 @@ static void describe_signal(const core_siginfo_t *si, const char *file, char *na
         snprintf(name, len, "SIG%s", abbrev);
     else
         snprintf(name, len, "signal %d", (int)si->signo);
-    int faults = si->signo == SIGSEGV || si->signo == SIGBUS || si->signo == SIGILL ||
-                 si->signo == SIGFPE;
+    int faults =
+        si->signo == SIGSEGV || si->signo == SIGBUS || si->signo == SIGILL || si->signo == SIGFPE;
     *out = (report_dump_core_t){.file = file,
                                 .signo = si->signo,
                                 .signal = name,
@@ -79,10 +81,23 @@ static int native_frames(core_dump_t *d, const core_thread_t *ct, const pystate_
                          scry_frame_t *frames, size_t max, size_t *n, int *gil_wait)
 {
     const core_regs_t *r = &ct->regs;
-    unwind_regs_t regs = {.ax = r->ax, .bx = r->bx, .cx = r->cx, .dx = r->dx, .si = r->si,
-                          .di = r->di, .bp = r->bp, .sp = r->sp, .ip = r->ip, .r8 = r->r8,
-                          .r9 = r->r9, .r10 = r->r10, .r11 = r->r11, .r12 = r->r12,
-                          .r13 = r->r13, .r14 = r->r14, .r15 = r->r15};
+    unwind_regs_t regs = {.ax = r->ax,
+                          .bx = r->bx,
+                          .cx = r->cx,
+                          .dx = r->dx,
+                          .si = r->si,
+                          .di = r->di,
+                          .bp = r->bp,
+                          .sp = r->sp,
+                          .ip = r->ip,
+                          .r8 = r->r8,
+                          .r9 = r->r9,
+                          .r10 = r->r10,
+                          .r11 = r->r11,
+                          .r12 = r->r12,
+                          .r13 = r->r13,
+                          .r14 = r->r14,
+                          .r15 = r->r15};
     /* the stack from sp up to the end of what the core holds there */
     long got = rmem_read_partial(pystate_target_mem(d->t), r->sp, d->stack, CORE_DUMP_STACK_MAX);
     size_t nn = 0;
@@ -101,9 +116,9 @@ static int native_frames(core_dump_t *d, const core_thread_t *ct, const pystate_
         frames[at++] = (scry_frame_t){mark, empty, 0, SCRY_FRAME_OTHER};
     }
     const pystate_info_t *info = pystate_target_info(d->t);
-    rc = unwind_merge(d->native, nn, pt ? pt->frames : NULL, pt ? pt->entry : NULL,
-                      pt ? pt->nframes : 0, info->minor, d->strings, frames + at, max - at, n,
-                      NULL);
+    rc =
+        unwind_merge(d->native, nn, pt ? pt->frames : NULL, pt ? pt->entry : NULL,
+                     pt ? pt->nframes : 0, info->minor, d->strings, frames + at, max - at, n, NULL);
     *n += at;
     return rc == SCRY_E_TRUNC ? 0 : rc;
 }
@@ -212,8 +227,8 @@ static int open_target(core_dump_t *d, const scry_config_t *cfg)
         return SCRY_E_NOMEM;
     for (size_t i = 0; i < nct; i++)
         tids[i] = core_thread(d->core, i)->tid;
-    proc_tidmap_t *map = proc_tidmap_new_fixed(core_pid(d->core) > 0 ? core_pid(d->core) : 1,
-                                               tids, nct);
+    proc_tidmap_t *map =
+        proc_tidmap_new_fixed(core_pid(d->core) > 0 ? core_pid(d->core) : 1, tids, nct);
     free(tids);
     rmem_t *src = core_reader(d->core);
     char err[1024];

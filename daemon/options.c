@@ -420,8 +420,7 @@ static int check_conflicts(scry_config_t *cfg)
         }
         if (cfg->command == CMD_DUMP && options_check_core(cfg) != 0)
             return SCRY_E_INVAL;
-        if (!cfg->pid && !cfg->container && !cfg->core &&
-            !(cfg->command == CMD_TOP && cfg->argv)) {
+        if (!cfg->pid && !cfg->container && !cfg->core && !(cfg->command == CMD_TOP && cfg->argv)) {
             fprintf(stderr, "scry: %s needs --pid PID%s\n", cmd,
                     cfg->command == CMD_DUMP ? " or --container ID" : "");
             return SCRY_E_INVAL;

@@ -64,8 +64,7 @@ int elfsym_map_open_checked(pid_t pid, rmem_t *mem, const elfsym_map_t *e, uint6
     return same ? 0 : SCRY_E_NOTFOUND;
 }
 
-int elfsym_map_open_src(rmem_t *src, const elfsym_map_t *e, uint64_t base, char *buf,
-                        size_t size)
+int elfsym_map_open_src(rmem_t *src, const elfsym_map_t *e, uint64_t base, char *buf, size_t size)
 {
     if (!src || !elfsym_map_is_file(e) || !buf || size == 0)
         return SCRY_E_INVAL;
@@ -213,8 +212,8 @@ int elfsym_module_locate_src(rmem_t *src, const elfsym_maps_t *maps, size_t map_
     out->inode = e->inode;
     out->deleted = e->deleted;
     const elfsym_map_t *fm = elfsym_maps_get(maps, first);
-    rc = elfsym_map_open_src(src, fm, fm->start - fm->offset, out->open_path,
-                             sizeof out->open_path);
+    rc =
+        elfsym_map_open_src(src, fm, fm->start - fm->offset, out->open_path, sizeof out->open_path);
     if (rc)
         return rc;
     out->obj = elfsym_obj_open(out->open_path, &rc);

@@ -56,8 +56,7 @@ int elfsym_map_open_checked(pid_t pid, rmem_t *mem, const elfsym_map_t *e, uint6
  * process elfsym_map_open_checked (BASE as there), for another source (a core) the file
  * the source names and has checked (rmem_file_path). Returns 0, SCRY_E_INVAL,
  * SCRY_E_NOTFOUND (not available, or not the mapped file) or SCRY_E_TRUNC. */
-int elfsym_map_open_src(rmem_t *src, const elfsym_map_t *e, uint64_t base, char *buf,
-                        size_t size);
+int elfsym_map_open_src(rmem_t *src, const elfsym_map_t *e, uint64_t base, char *buf, size_t size);
 
 /* The one load-bias rule. SEGS are an object's N PT_LOAD segments (file order); a mapping
  * of it starts at START and maps file offset OFFSET (EXEC: the mapping is executable). The

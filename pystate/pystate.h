@@ -122,8 +122,8 @@ int pystate_target_open_opts(pid_t pid, strtab_t *strings, const pystate_open_op
  * core); its pid is the process's. Takes SRC and TIDMAP, also on failure (freed then).
  * Returns as pystate_target_open_opts; SCRY_E_INVAL for a NULL SRC or TIDMAP. */
 int pystate_target_open_src(rmem_t *src, proc_tidmap_t *tidmap, strtab_t *strings,
-                            const pystate_open_opts_t *opts, pystate_target_t **out,
-                            char *errbuf, size_t errlen);
+                            const pystate_open_opts_t *opts, pystate_target_t **out, char *errbuf,
+                            size_t errlen);
 
 /* Frees the target handle. NULL is a no-op. The process is not touched. */
 void pystate_target_free(pystate_target_t *t);

@@ -282,8 +282,8 @@ static int read_exe_path(pystate_target_t *t)
 }
 
 int pystate_target_open_src(rmem_t *src, proc_tidmap_t *tidmap, strtab_t *strings,
-                            const pystate_open_opts_t *opts, pystate_target_t **out,
-                            char *errbuf, size_t errlen)
+                            const pystate_open_opts_t *opts, pystate_target_t **out, char *errbuf,
+                            size_t errlen)
 {
     static const pystate_open_opts_t defaults = {0};
     if (!opts)
@@ -319,8 +319,7 @@ int pystate_target_open_src(rmem_t *src, proc_tidmap_t *tidmap, strtab_t *string
     t->prefetch = pystate__pf_new();
     t->tidmap = tidmap;
     t->info.ns_pid = pid;
-    if (!t->prefetch || !t->s_unknown || !t->s_empty ||
-        pystate__codecache_init(&t->codes) != 0) {
+    if (!t->prefetch || !t->s_unknown || !t->s_empty || pystate__codecache_init(&t->codes) != 0) {
         err = SCRY_E_NOMEM;
         goto fail;
     }

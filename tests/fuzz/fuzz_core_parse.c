@@ -26,8 +26,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FUZZ_ASSERT(core_nthreads(c) > 0 && core_thread(c, core_nthreads(c)) == NULL);
     const core_siginfo_t *si = core_siginfo(c);
     if (si->signo)
-        FUZZ_ASSERT(core_thread(c, 0)->tid == si->tid || si->tid == 0 ||
-                    core_nthreads(c) > 0);
+        FUZZ_ASSERT(core_thread(c, 0)->tid == si->tid || si->tid == 0 || core_nthreads(c) > 0);
     (void)core_comm(c);
     (void)core_args(c);
     (void)core_exe(c);

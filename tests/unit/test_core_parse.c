@@ -56,11 +56,23 @@ static void prstatus(buf_t *b, int32_t tid, int16_t sig, uint64_t ip, uint64_t s
 static void object(uint8_t *o, uint8_t id0)
 {
     memset(o, 0, 2 * PAGE);
-    Elf64_Ehdr eh = {.e_type = ET_EXEC, .e_machine = EM_X86_64, .e_version = 1,
-                     .e_phoff = 64, .e_ehsize = 64, .e_phentsize = 56, .e_phnum = 2};
-    memcpy(eh.e_ident, "\x7f" "ELF\x02\x01\x01", 7);
-    Elf64_Phdr load = {.p_type = PT_LOAD, .p_flags = PF_R | PF_X, .p_vaddr = 0x400000,
-                       .p_filesz = 2 * PAGE, .p_memsz = 2 * PAGE, .p_align = PAGE};
+    Elf64_Ehdr eh = {.e_type = ET_EXEC,
+                     .e_machine = EM_X86_64,
+                     .e_version = 1,
+                     .e_phoff = 64,
+                     .e_ehsize = 64,
+                     .e_phentsize = 56,
+                     .e_phnum = 2};
+    memcpy(eh.e_ident,
+           "\x7f"
+           "ELF\x02\x01\x01",
+           7);
+    Elf64_Phdr load = {.p_type = PT_LOAD,
+                       .p_flags = PF_R | PF_X,
+                       .p_vaddr = 0x400000,
+                       .p_filesz = 2 * PAGE,
+                       .p_memsz = 2 * PAGE,
+                       .p_align = PAGE};
     Elf64_Phdr nt = {.p_type = PT_NOTE, .p_offset = 176, .p_filesz = 36, .p_memsz = 36};
     memcpy(o, &eh, sizeof eh);
     memcpy(o + 64, &load, sizeof load);
@@ -99,15 +111,30 @@ static void make_core(buf_t *b)
     prstatus(&notes, 101, 0, 0x400f00, 0x7ffff800);
 
     size_t at = 64 + 3 * 56, load1 = (at + notes.n + PAGE - 1) / PAGE * PAGE;
-    Elf64_Ehdr eh = {.e_type = ET_CORE, .e_machine = EM_X86_64, .e_version = 1, .e_phoff = 64,
-                     .e_ehsize = 64, .e_phentsize = 56, .e_phnum = 3};
-    memcpy(eh.e_ident, "\x7f" "ELF\x02\x01\x01", 7);
-    Elf64_Phdr ph[3] = {
-        {.p_type = PT_NOTE, .p_offset = at, .p_filesz = notes.n},
-        {.p_type = PT_LOAD, .p_flags = PF_R | PF_X, .p_offset = load1, .p_vaddr = 0x400000,
-         .p_filesz = PAGE, .p_memsz = 2 * PAGE},
-        {.p_type = PT_LOAD, .p_flags = PF_R | PF_W, .p_offset = load1 + PAGE,
-         .p_vaddr = 0x7ffff000, .p_filesz = PAGE, .p_memsz = PAGE}};
+    Elf64_Ehdr eh = {.e_type = ET_CORE,
+                     .e_machine = EM_X86_64,
+                     .e_version = 1,
+                     .e_phoff = 64,
+                     .e_ehsize = 64,
+                     .e_phentsize = 56,
+                     .e_phnum = 3};
+    memcpy(eh.e_ident,
+           "\x7f"
+           "ELF\x02\x01\x01",
+           7);
+    Elf64_Phdr ph[3] = {{.p_type = PT_NOTE, .p_offset = at, .p_filesz = notes.n},
+                        {.p_type = PT_LOAD,
+                         .p_flags = PF_R | PF_X,
+                         .p_offset = load1,
+                         .p_vaddr = 0x400000,
+                         .p_filesz = PAGE,
+                         .p_memsz = 2 * PAGE},
+                        {.p_type = PT_LOAD,
+                         .p_flags = PF_R | PF_W,
+                         .p_offset = load1 + PAGE,
+                         .p_vaddr = 0x7ffff000,
+                         .p_filesz = PAGE,
+                         .p_memsz = PAGE}};
     b->n = 0;
     memset(b->d, 0, sizeof b->d);
     put(b, &eh, sizeof eh);
@@ -193,7 +220,11 @@ static void test_notes(const buf_t *b)
     free(text);
     uint8_t got[8];
     CHECK(rmem_read(m, 0x7ffff005, got, 3) == 0 && got[0] == 5 && got[2] == 7, "stack bytes");
-    CHECK(rmem_read(m, 0x400000, got, 4) == 0 && !memcmp(got, "\x7f" "ELF", 4), "dumped page");
+    CHECK(rmem_read(m, 0x400000, got, 4) == 0 && !memcmp(got,
+                                                         "\x7f"
+                                                         "ELF",
+                                                         4),
+          "dumped page");
     CHECK_INT(rmem_read(m, 0x3ff000, got, 4), ==, SCRY_E_FAULT, "unmapped");
     CHECK_INT(rmem_pid(m), ==, 0, "no live pid");
     rmem_free(m);
