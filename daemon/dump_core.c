@@ -153,8 +153,18 @@ static int add_thread(core_dump_t *d, const scry_config_t *cfg, const core_threa
         return SCRY_E_NOMEM;
     size_t n = 0;
     int gil_wait = 0;
-    if (!cfg->native || !ct ||
-        native_frames(d, ct, pt, frames, CORE_DUMP_MAX_FRAMES, &n, &gil_wait) != 0) {
+    if (pt && pt->dropped) {
+        /* its frames do not read whole from the core (a page the core lacks, or written as
+         * zeros): said, rather than the thread left out */
+        const char *mark = strtab_intern(d->strings, "<Python stack not readable in the core>");
+        const char *empty = strtab_intern(d->strings, "");
+        if (!mark || !empty) {
+            free(frames);
+            return SCRY_E_NOMEM;
+        }
+        frames[n++] = (scry_frame_t){mark, empty, 0, SCRY_FRAME_OTHER};
+    } else if (!cfg->native || !ct ||
+               native_frames(d, ct, pt, frames, CORE_DUMP_MAX_FRAMES, &n, &gil_wait) != 0) {
         /* the Python frames alone (no native stack asked for, or none could be read) */
         gil_wait = 0;
         n = pt ? pt->nframes : 0;
@@ -179,7 +189,7 @@ static const pystate_thread_t *python_thread(const pystate_snapshot_t *snap, int
 {
     for (size_t k = 0; k < pystate_snapshot_count(snap); k++) {
         const pystate_thread_t *pt = pystate_snapshot_thread(snap, k);
-        if (pt->tid == tid && !pt->dropped)
+        if (pt->tid == tid)
             return pt;
     }
     return NULL;
@@ -211,7 +221,7 @@ static int collect_threads(core_dump_t *d, const scry_config_t *cfg, const pysta
         int seen = 0;
         for (size_t i = 0; i < nct && !seen; i++)
             seen = core_thread(d->core, i)->tid == pt->tid;
-        if (!seen && !pt->dropped)
+        if (!seen)
             err = add_thread(d, cfg, NULL, pt, buf);
     }
     free(buf);
