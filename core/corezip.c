@@ -47,11 +47,21 @@ static int kind_of(const uint8_t *m, size_t n)
 typedef struct sink {
     int fd;
     size_t len;
+    size_t max; /* bytes accepted */
 } sink_t;
+
+/* What a decompressed core may take: COREZIP_MAX_BYTES, and half the memory (a memfd lives
+ * in memory; a zstd bomb must not push the machine into swap). */
+static size_t sink_max(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    size_t half = pages > 0 && page > 0 ? (size_t)pages / 2 * (size_t)page : COREZIP_MAX_BYTES;
+    return half < COREZIP_MAX_BYTES ? half : COREZIP_MAX_BYTES;
+}
 
 static int sink_put(sink_t *s, const void *buf, size_t n)
 {
-    if (n > COREZIP_MAX_BYTES - s->len)
+    if (n > s->max - s->len)
         return SCRY_E_TOOBIG;
     const char *p = buf;
     while (n) {
@@ -189,7 +199,7 @@ static int unzip(int kind, const uint8_t *in, size_t n, sink_t *s)
 static int map_unzipped(int kind, const uint8_t *in, size_t n, void **map, size_t *len, char *why,
                         size_t whylen)
 {
-    sink_t s = {.fd = memfd_create("scry-core", MFD_CLOEXEC)};
+    sink_t s = {.fd = memfd_create("scry-core", MFD_CLOEXEC), .max = sink_max()};
     if (s.fd < 0) {
         snprintf(why, whylen, "cannot create memory for the decompressed core: %s",
                  strerror(errno));
@@ -213,6 +223,11 @@ static int map_unzipped(int kind, const uint8_t *in, size_t n, void **map, size_
                  kind == ZIP_ZSTD  ? "libzstd"
                  : kind == ZIP_LZ4 ? "liblz4"
                                    : "liblzma");
+    else if (rc == SCRY_E_TOOBIG)
+        snprintf(why, whylen,
+                 "decompressed it is larger than %zu MiB (half this machine's memory): "
+                 "decompress it to a file first",
+                 s.max >> 20);
     else if (rc == SCRY_E_CORRUPT)
         snprintf(why, whylen, "its %s stream does not decode (truncated or damaged)",
                  zip_names[kind]);
