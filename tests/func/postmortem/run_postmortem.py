@@ -4,7 +4,8 @@
 usage: run_postmortem.py --scry PATH --python LABEL [-k PATTERN] [-v]
 
 Known answers:
-  gcore      pm_threads.py (20 threads at known depths, named pm-I) is dumped live
+  gcore      pm_threads.py (threads at known depths, named pm-I: 100 on 3.12 and in the sid
+             root, where the kernel writes the core; 20 elsewhere) is dumped live
              ('dump --pid --json'), then gdb writes its core; 'dump --core --json' must show
              the same threads (tids, names) with the same frames (function, file, line),
              each idle (its registers say it waits in a system call), "source": "core"
@@ -124,14 +125,18 @@ def threads_core(c, p, script):
 
 
 def t_gcore(c):
+    # 100 threads (the issue's 101 with the main one) where the kernel writes the core (its
+    # untouched pages are holes) and on 3.12; gdb writes every byte of every 8 MiB stack
+    # (1.8 GB for 100 threads), so the other versions' cores hold 20
+    nthreads = 100 if c.interp.root or c.interp.label == "3.12" else 20
     script = c.stage(os.path.join(HERE, "pm_threads.py"))
     ready = c.path("ready.json")
     if c.interp.root:
         plain_core_pattern()
-        p = c.spawn(rooted_cmd(c, script, c.tpath(ready), "20"))
+        p = c.spawn(rooted_cmd(c, script, c.tpath(ready), str(nthreads)))
         truth = c.wait_json(ready, p, "pm_threads ready")
     else:
-        p, truth = c.start_target([script, c.tpath(ready), "20"], ready, "pm_threads")
+        p, truth = c.start_target([script, c.tpath(ready), str(nthreads)], ready, "pm_threads")
     live = stacks(dump_json(c, ["--pid", str(p.pid)]))
     core = threads_core(c, p, script)
     root = c.interp.root
@@ -150,9 +155,9 @@ def t_gcore(c):
     busy = [t["tid"] for t in doc["threads"] if t["state"] != "idle"]
     check(not busy, "threads %s not idle: every thread waits in a system call" % busy)
     depths = sorted(len(v[1]) for v in got.values())
-    check(len(got) == 21 and truth["nthreads"] == 20, "%d threads" % len(got))
+    check(len(got) == nthreads + 1 and truth["nthreads"] == nthreads, "%d threads" % len(got))
     text = dump(c, ["--core", core] + sysroot).out
-    for i in range(20):
+    for i in range(nthreads):
         check('"pm-%d"' % i in text, "pm-%d missing from the text:\n%s" % (i, st.short(text)))
     check(("killed by SIGQUIT" if root else "no fatal signal") in text,
           "text: %s" % st.short(text, 300))
