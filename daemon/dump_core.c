@@ -273,13 +273,35 @@ static void describe_process(const core_dump_t *d, char *what, size_t len)
              core_args(d->core)[0] ? ": " : "", core_args(d->core));
 }
 
+/* "FUNCTION (LIBRARY)" at the pc of the thread that took the fatal signal, into BUF
+ * ("?? (LIBRARY)" for an unnamed function); NULL when no signal or the pc is in no object. */
+static const char *fault_function(core_dump_t *d, char *buf, size_t len)
+{
+    const core_siginfo_t *si = core_siginfo(d->core);
+    const core_thread_t *ct = core_thread(d->core, 0);
+    if (!si->signo || !ct || ct->tid != si->tid)
+        return NULL;
+    unwind_t *u = d->unwind ? d->unwind : unwind_new_src(core_reader(d->core));
+    unwind_frame_t f;
+    const char *got = NULL;
+    if (u && unwind_describe_ip(u, ct->regs.ip, &f) == 0 && (f.symbol || f.lib)) {
+        /* as a native frame of the dump names it (unwind_merge) */
+        snprintf(buf, len, "%s (%s)", f.symbol ? f.symbol : "??", f.lib ? f.lib : "");
+        got = buf;
+    }
+    if (u != d->unwind)
+        unwind_free(u);
+    return got;
+}
+
 static int write_dump(core_dump_t *d, const scry_config_t *cfg)
 {
     const pystate_info_t *info = pystate_target_info(d->t);
-    char what[600], signame[32];
+    char what[600], signame[32], where[512];
     describe_process(d, what, sizeof what);
     report_dump_core_t crash;
     describe_signal(core_siginfo(d->core), cfg->core, signame, sizeof signame, &crash);
+    crash.where = fault_function(d, where, sizeof where);
     report_dump_t doc = {.pid = core_pid(d->core),
                          .process = what,
                          .version = info->version,

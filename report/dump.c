@@ -48,7 +48,10 @@ static void write_text_core(const report_dump_core_t *c, FILE *out)
         fprintf(out, " (%s)", c->reason);
     if (c->has_addr)
         fprintf(out, " at address 0x%llx", (unsigned long long)c->addr);
-    fprintf(out, " in thread %d\n", (int)c->tid);
+    fprintf(out, " in thread %d", (int)c->tid);
+    if (c->where)
+        fprintf(out, ", in %s", c->where);
+    fputc('\n', out);
 }
 
 static void write_text(const report_dump_t *d, FILE *out)
@@ -121,7 +124,12 @@ static void write_json_core(const report_dump_core_t *c, FILE *out)
     report_json_fputs(out, c->signo ? c->reason : "");
     if (c->has_addr)
         fprintf(out, ", \"address\": \"0x%llx\"", (unsigned long long)c->addr);
-    fprintf(out, ", \"tid\": %d}, ", c->signo ? (int)c->tid : 0);
+    fprintf(out, ", \"tid\": %d", c->signo ? (int)c->tid : 0);
+    if (c->signo && c->where) {
+        fprintf(out, ", \"function\": ");
+        report_json_fputs(out, c->where);
+    }
+    fprintf(out, "}, ");
 }
 
 static void write_json(const report_dump_t *d, FILE *out)

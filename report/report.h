@@ -230,7 +230,9 @@ typedef struct report_dump_core {
     const char *reason; /* what si_code says ("address not mapped"), "" unknown */
     uint64_t addr;      /* the faulting address (SIGSEGV, SIGBUS, SIGILL, SIGFPE) */
     int has_addr;
-    int32_t tid; /* the thread that received it */
+    int32_t tid;       /* the thread that received it */
+    const char *where; /* the native function at that thread's pc ("strlen (libc.so.6)"),
+                          NULL unknown */
 } report_dump_core_t;
 
 typedef struct report_dump {

@@ -16,7 +16,8 @@ Known answers:
              refused by name.
   crash      pm_crash.py under gdb: a worker thread named crasher reads address 16 through
              ctypes while the main thread waits; gdb stops at the SIGSEGV and writes the core.
-             The dump names SIGSEGV and address 0x10, lists the crasher first, marked, with
+             The dump names SIGSEGV, address 0x10 and the faulting function (in libc, the
+             crasher's native leaf), lists the crasher first, marked, with
              crash_here() under ctypes' string_at; --locals shows crash_here's known
              locals; --native shows native frames leafward of its Python frames, the main
              thread idle in the kernel. (A rooted interpreter: the kernel's core, as above.)
@@ -236,6 +237,10 @@ def t_crash(c):
     leaf = [f["function"] for f in first["frames"][:kinds.index("python")]]
     check(any("string_at" in f or "ffi" in f for f in leaf),
           "--native: no ctypes/libffi frame above the Python frames: %s" % leaf)
+    want = "%s (%s)" % (first["frames"][0]["function"], first["frames"][0]["file"])
+    check(doc["core"].get("function") == want and "libc" in want,
+          "the faulting function %s, want the crasher's native leaf %s" % (
+              doc["core"].get("function"), want))
     main = [t for t in nat["threads"] if t["name"] == "MainThread"][0]
     check(main["state"] == "idle", "main thread %s, want idle (in a system call)" % main["state"])
     return "SIGSEGV at 0x10, crasher first with crash_here's 4 locals; %d native frames%s" % (
