@@ -8,13 +8,22 @@
 #include "scry_err.h"
 
 #include <stdlib.h>
+#include <unistd.h>
+
+static char root[] = "/tmp/scry-fuzz-core-XXXXXX"; /* empty: no file is ever found */
+
+static void remove_root(void)
+{
+    rmdir(root);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static char root[] = "/tmp/scry-fuzz-core-XXXXXX"; /* empty: no file is ever found */
     static int made;
-    if (!made)
-        made = mkdtemp(root) != NULL;
+    if (!made && mkdtemp(root) != NULL) {
+        made = 1;
+        atexit(remove_root);
+    }
     core_opts_t opts = {.sysroot = root, .exe = "/nonexistent-scry-fuzz/python3"};
     char why[256];
     int err = 0;
