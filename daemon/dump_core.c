@@ -196,8 +196,9 @@ static const pystate_thread_t *python_thread(const pystate_snapshot_t *snap, int
 }
 
 /* Every thread in the core's order (the crashing one first), each with its Python frames;
- * threads without Python frames only when they crashed. Then Python threads the core has
- * no registers for (none in a complete core). */
+ * threads the interpreter does not know (C threads) when they crashed, or with --native
+ * (their native stacks). Then Python threads the core has no registers for (none in a
+ * complete core). */
 static int collect_threads(core_dump_t *d, const scry_config_t *cfg, const pystate_snapshot_t *snap)
 {
     size_t nct = core_nthreads(d->core), npy = pystate_snapshot_count(snap);
@@ -213,7 +214,7 @@ static int collect_threads(core_dump_t *d, const scry_config_t *cfg, const pysta
     for (size_t i = 0; i < nct && !err; i++) {
         const core_thread_t *ct = core_thread(d->core, i);
         const pystate_thread_t *pt = python_thread(snap, ct->tid);
-        if (pt || (si->signo && ct->tid == si->tid))
+        if (pt || (si->signo && ct->tid == si->tid) || cfg->native)
             err = add_thread(d, cfg, ct, pt, buf);
     }
     for (size_t k = 0; k < npy && !err; k++) {

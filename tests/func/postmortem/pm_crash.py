@@ -1,8 +1,10 @@
 """dump --core of a crash: a worker thread named crasher calls crash_here(), whose locals
 have known values, which reads address 16 through ctypes (SIGSEGV in native code) while the
-main thread waits in main_wait(). Run under gdb, which writes the core at the fault.
+main thread waits in main_wait(); faulthandler's watchdog is a thread the interpreter does
+not know (C code only). Run under gdb, which writes the core at the fault.
 Python 3.6+ stdlib only."""
 import ctypes
+import faulthandler
 import threading
 import time
 
@@ -20,6 +22,7 @@ def worker():
 
 
 def main_wait():
+    faulthandler.dump_traceback_later(3600)
     t = threading.Thread(target=worker, name="crasher")
     t.start()
     while True:

@@ -20,7 +20,8 @@ Known answers:
              crasher's native leaf), lists the crasher first, marked, with
              crash_here() under ctypes' string_at; --locals shows crash_here's known
              locals; --native shows native frames leafward of its Python frames, the main
-             thread idle in the kernel. (A rooted interpreter: the kernel's core, as above.)
+             thread idle in the kernel, and faulthandler's watchdog (a thread with no Python
+             state) with its native stack. (A rooted interpreter: the kernel's core, as above.)
   gil        (3.12) four threads contend for the GIL: one holder in the core, and with
              --native the others waiting in its futex, marked as live dumps mark them.
   exe        (Debian's static 3.11) the crash core without its NT_FILE note: refused with a
@@ -241,6 +242,12 @@ def t_crash(c):
     check(doc["core"].get("function") == want and "libc" in want,
           "the faulting function %s, want the crasher's native leaf %s" % (
               doc["core"].get("function"), want))
+    cthreads = [t for t in nat["threads"] if not any(f["kind"] == "python" for f in t["frames"])]
+    check(len(cthreads) == 1 and len(doc["threads"]) == len(nat["threads"]) - 1,
+          "--native: threads without Python frames %s (faulthandler's watchdog)" % cthreads)
+    if c.interp.label == "3.12":  # pyenv's libpython names its static functions
+        check(any(f["function"] == "faulthandler_thread" for f in cthreads[0]["frames"]),
+              "the watchdog's native stack: %s" % cthreads[0]["frames"])
     main = [t for t in nat["threads"] if t["name"] == "MainThread"][0]
     check(main["state"] == "idle", "main thread %s, want idle (in a system call)" % main["state"])
     return "SIGSEGV at 0x10, crasher first with crash_here's 4 locals; %d native frames%s" % (
