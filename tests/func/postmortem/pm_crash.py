@@ -5,8 +5,11 @@ not know (C code only). Run under gdb, which writes the core at the fault.
 Python 3.6+ stdlib only."""
 import ctypes
 import faulthandler
+import signal
 import threading
 import time
+
+signal.alarm(120)  # no workload outlives a runner that died (SIGALRM ends it)
 
 
 def crash_here(depth, label):

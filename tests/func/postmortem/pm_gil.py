@@ -2,9 +2,12 @@
 the main thread sleeps. Writes {"pid"} to argv[1] once they run. Python 3.6+ stdlib only."""
 import json
 import os
+import signal
 import sys
 import threading
 import time
+
+signal.alarm(120)  # no workload outlives a runner that died (SIGALRM ends it)
 
 
 def spin():

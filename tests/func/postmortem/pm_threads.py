@@ -4,9 +4,12 @@ calls (thread i: i % 5 + 1 levels), named pm-I, and the main thread in main_wait
 Python 3.6+ stdlib only."""
 import json
 import os
+import signal
 import sys
 import threading
 import time
+
+signal.alarm(120)  # no workload outlives a runner that died (SIGALRM ends it)
 
 NTHREADS = int(sys.argv[2]) if len(sys.argv) > 2 else 20
 started = []
