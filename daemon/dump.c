@@ -59,10 +59,8 @@ static void collect(const scry_sample_t *s, void *ctx)
     d->n++;
 }
 
-/* --locals of one frame: read at ADDR into L (strings interned in STRINGS). Returns 0,
- * SCRY_E_NOMEM, or a fatal read error; a torn frame leaves L unread. */
-static int frame_locals(pystate_target_t *t, strtab_t *strings, raddr_t addr, pystate_local_t *buf,
-                        report_dump_locals_t *l)
+int dump_frame_locals(pystate_target_t *t, strtab_t *strings, raddr_t addr, pystate_local_t *buf,
+                      report_dump_locals_t *l)
 {
     size_t n = 0;
     int err = pystate_frame_locals(t, addr, buf, PYSTATE_LOCALS_MAX, &n);
@@ -128,7 +126,7 @@ static int add_locals(pystate_target_t *t, strtab_t *strings, dump_state_t *d)
                 continue;
             const scry_frame_t *g = &pt->frames[py];
             if (g->function == f->function && g->file == f->file)
-                err = frame_locals(t, strings, pt->frame_addrs[py], buf, &ls[k]);
+                err = dump_frame_locals(t, strings, pt->frame_addrs[py], buf, &ls[k]);
             py++;
         }
     }
@@ -138,7 +136,7 @@ out:
     return err;
 }
 
-static void free_locals(report_dump_thread_t *th)
+void dump_free_locals(report_dump_thread_t *th)
 {
     if (!th->locals)
         return;
@@ -210,7 +208,7 @@ int dump_target_write(pystate_target_t *t, strtab_t *strings, const sampler_opts
         snprintf(msg, msglen, "could not write the dump: %s", scry_strerror(err));
 out:
     for (size_t i = 0; i < d.n; i++) {
-        free_locals(&d.threads[i]);
+        dump_free_locals(&d.threads[i]);
         free((void *)d.threads[i].frames);
     }
     free(d.threads);
@@ -436,6 +434,8 @@ out:
 
 int cmd_dump(const scry_config_t *cfg)
 {
+    if (cfg->core)
+        return cmd_dump_core(cfg);
     if (cfg->container)
         return dump_container(cfg);
     return cfg->subprocesses ? dump_family(cfg) : dump_one(cfg, cfg->pid, stdout);

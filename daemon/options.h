@@ -36,6 +36,9 @@ typedef struct scry_config {
     int locals;            /* dump --locals */
     int memory;            /* --memory */
     const char *container; /* dump --container: an id (12+ hex digits) or a cgroup path */
+    const char *core;      /* dump --core: a core file (post-mortem) */
+    const char *exe;       /* dump --core --exe: the executable when the core names none */
+    const char *sysroot;   /* dump --core --sysroot: the root the core's files are under */
     uint64_t memory_sample_bytes; /* --memory-sample-bytes */
     int quiet;                    /* --quiet: no summary line */
     const char *metric;           /* --metric: what flame graphs and stacks weigh */

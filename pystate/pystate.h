@@ -14,6 +14,7 @@
 
 #include "layout.h"
 #include "rmem.h"
+#include "scry_proc.h"
 #include "sample.h"
 #include "strtab.h"
 
@@ -43,6 +44,9 @@ typedef struct pystate_info {
     int layout_from_debug_offsets; /* 3.13+: offsets read from the target */
     int assumed_minor;             /* --assume-version: a newer version read with the block
                                       layout of 3.assumed_minor (version says so), else 0 */
+    int post_mortem;               /* read from a core file (pystate_target_open_src): pid
+                                      names the process the core was taken from, which is
+                                      not running; nothing live may be asked of it */
 } pystate_info_t;
 
 typedef struct pystate_thread {
@@ -113,6 +117,16 @@ typedef struct pystate_open_opts {
  * OPTS->discovery gives SCRY_E_INVAL. Otherwise as pystate_target_open_as. */
 int pystate_target_open_opts(pid_t pid, strtab_t *strings, const pystate_open_opts_t *opts,
                              pystate_target_t **out, char *errbuf, size_t errlen);
+
+/* pystate_target_open_opts for the target SRC reads (common/rmem.h): a live process's
+ * reader (rmem_open_pid) or another source's (a core file's, core/core.h), whose mappings
+ * and files come from the source too. TIDMAP maps the thread ids the interpreter stores to
+ * the ones scry shows (proc_tidmap_new for a live process, proc_tidmap_new_fixed for a
+ * core); its pid is the process's. Takes SRC and TIDMAP, also on failure (freed then).
+ * Returns as pystate_target_open_opts; SCRY_E_INVAL for a NULL SRC or TIDMAP. */
+int pystate_target_open_src(rmem_t *src, proc_tidmap_t *tidmap, strtab_t *strings,
+                            const pystate_open_opts_t *opts, pystate_target_t **out, char *errbuf,
+                            size_t errlen);
 
 /* Frees the target handle. NULL is a no-op. The process is not touched. */
 void pystate_target_free(pystate_target_t *t);

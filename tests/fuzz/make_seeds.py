@@ -302,6 +302,65 @@ def asyncio_blocks():
         bytes(img))
 
 
+def elf_note(name, ntype, desc):
+    """One ELF note: header, name and descriptor, each padded to 4 bytes."""
+    nm = name + b"\0"
+    pad = lambda b: b + b"\0" * (-len(b) % 4)  # noqa: E731
+    return struct.pack("<III", len(nm), len(desc), ntype) + pad(nm) + pad(desc)
+
+
+def core_image(signo, two_threads, with_files):
+    """A small x86-64 ELF core as the kernel writes one: PRSTATUS per thread (the first holds
+    SIGNO), PRPSINFO, SIGINFO, AUXV, FILE (an object mapped at 0x400000 whose first page, with
+    its build-id note, is dumped) and two PT_LOAD segments (that page, and a stack page)."""
+    regs = lambda ip, sp: struct.pack("<27Q", *([0] * 16 + [ip, 0x33, 0x246, sp] + [0] * 7))  # noqa: E731
+
+    def prstatus(tid, sig, ip, sp):
+        return (struct.pack("<iii", sig, 0, 0) + struct.pack("<h", sig) + b"\0" * 2 +
+                struct.pack("<QQiiii", 0, 0, tid, 1, tid, tid) + b"\0" * 64 + regs(ip, sp) +
+                struct.pack("<i", 1) + b"\0" * 4)
+    notes = elf_note(b"CORE", 1, prstatus(100, signo, 0x400ff0, 0x7ffff000))
+    notes += elf_note(b"CORE", 3, b"R" + b"\0" * 23 + struct.pack("<iiii", 100, 1, 100, 100) +
+                      b"python3\0".ljust(16, b"\0") + b"python3 x.py".ljust(80, b"\0"))
+    notes += elf_note(b"CORE", 0x53494749, struct.pack("<iiiiQ", signo, 0, 1, 0, 0x10).ljust(128, b"\0"))
+    notes += elf_note(b"CORE", 6, struct.pack("<6Q", 9, 0x400100, 3, 0x400040, 0, 0))
+    if with_files:
+        path = b"/usr/bin/python3\0"
+        notes += elf_note(b"CORE", 0x46494c45, struct.pack("<5Q", 1, 4096, 0x400000, 0x402000, 0) + path)
+    if two_threads:
+        notes += elf_note(b"CORE", 1, prstatus(101, 0, 0x400f00, 0x7ffff800))
+    # the dumped first page of the mapped object: an ELF header, one PT_LOAD, one PT_NOTE
+    bid = elf_note(b"GNU", 3, bytes(range(20)))
+    obj = struct.pack("<16sHHIQQQIHHHHHH", b"\x7fELF\x02\x01\x01", 2, 62, 1, 0x400100, 64, 0, 0,
+                      64, 56, 2, 64, 0, 0)
+    obj += struct.pack("<IIQQQQQQ", 1, 5, 0, 0x400000, 0x400000, 0x2000, 0x2000, 4096)
+    obj += struct.pack("<IIQQQQQQ", 4, 4, 176, 0x4000b0, 0x4000b0, len(bid), len(bid), 4)
+    obj = (obj + bid).ljust(4096, b"\0")
+    stack = bytes(range(256)) * 16
+    nph = 3
+    phoff = 64
+    data_off = phoff + nph * 56
+    notes_off = data_off
+    load1 = notes_off + len(notes)
+    load1 += -load1 % 8
+    load2 = load1 + len(obj)
+    eh = struct.pack("<16sHHIQQQIHHHHHH", b"\x7fELF\x02\x01\x01", 4, 62, 1, 0, phoff, 0, 0, 64,
+                     56, nph, 64, 0, 0)
+    ph = struct.pack("<IIQQQQQQ", 4, 4, notes_off, 0, 0, len(notes), 0, 1)
+    ph += struct.pack("<IIQQQQQQ", 1, 5, load1, 0x400000, 0, len(obj), 0x2000, 4096)
+    ph += struct.pack("<IIQQQQQQ", 1, 6, load2, 0x7ffff000, 0, len(stack), len(stack), 4096)
+    img = eh + ph + notes
+    img += b"\0" * (load1 - len(img))
+    return img + obj + stack
+
+
+def cores():
+    """fuzz_core_parse: small cores of every shape the parser handles."""
+    clear("core_parse")
+    for signo, two, files in ((11, True, True), (0, False, True), (6, True, False)):
+        put("core_parse", core_image(signo, two, files))
+
+
 if __name__ == "__main__":
     import time
     cc = sys.argv[sys.argv.index("--cc") + 1] if "--cc" in sys.argv else "cc"
@@ -316,3 +375,4 @@ if __name__ == "__main__":
     repr_images()
     ringconsumer()
     asyncio_blocks()
+    cores()
