@@ -353,7 +353,8 @@ static int open_target(serve_state_t *st, serve_pending_t *pd, char *msg, size_t
     }
     t->cpu_ticks_w0 = t->cpu_ticks;
     /* threads are picked up within a second, as targets are */
-    sampler_opts_t so = {.rate_hz = serve_target_rate(st, t), .list_every_s = 1.0};
+    sampler_opts_t so = {
+        .rate_hz = serve_target_rate(st, t), .list_every_s = 1.0, .tick_charge = 1};
     err = SCRY_E_NOMEM;
     if (!(t->sampler = sampler_new(&so, t->py, t->strings)))
         goto fail;

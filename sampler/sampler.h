@@ -29,6 +29,10 @@ typedef struct sampler_opts {
     int native;                    /* native frames merged with Python's */
     int gil;                       /* only threads holding the GIL */
     int async_labels;              /* asyncio task root frames (record --async) */
+    int tick_charge;               /* perf back end, a caller that reads only on its ticks (the
+                                    * daemon): a thread's CPU is held until a tick finds it on a
+                                    * CPU while its stack is read, and charged there (never to
+                                    * the line where it waits); not with --native or --idle */
     double list_every_s;           /* perf back end: the thread list reread this often (<= 0: every
                                     * 20 ticks, 0.2 to 1 s; the daemon, which needs no new thread
                                     * sooner than its targets, says 1) */
@@ -51,6 +55,9 @@ typedef struct sampler_stats {
     uint64_t read_records;  /* perf back end: records whose Python stack was read, and */
     uint64_t read_delay_ns; /* the time from each record to that read, summed */
     uint64_t read_delay_max_ns;
+    uint64_t held;          /* samples not taken because the thread was off CPU while its
+                             * stack was read (tick_charge; ptrace): weight carried over */
+    uint64_t held_dropped_ns; /* CPU time over the carry's cap, not charged */
     uint64_t syscall_stops; /* stops (--blocking, --native with ptrace) caught at a system
                              * call's exit beyond the thread's system time: not counted */
     int finalizing;         /* the interpreter was tearing down at the last tick */
