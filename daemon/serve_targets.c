@@ -473,6 +473,24 @@ static void whoran_read(serve_state_t *st)
             st->targets[i]->seen = 1;
 }
 
+/* Makes target T's sampler sample at the rate the target has now (set-rate, its rule, the
+ * global rate, the CPU budget's factor: serve_target_rate), and its window say the highest
+ * rate its targets sample at. */
+static void follow_rate(serve_state_t *st, serve_target_t *t)
+{
+    double rate = serve_target_rate(st, t);
+    if (rate != sampler_rate_hz(t->sampler)) {
+        int err = sampler_set_rate(t->sampler, rate);
+        if (err)
+            serve_log("target %d: rate %g Hz not taken by its sampler: %s", (int)t->pid, rate,
+                      scry_strerror(err));
+    }
+    if (t->win && rate > t->win->rate_hz) {
+        t->win->rate_hz = rate;
+        serve_agg_set_rate(t->win->agg, rate);
+    }
+}
+
 static uint64_t align_up(uint64_t now, uint64_t period)
 {
     return (now / period + 1) * period;
@@ -530,6 +548,7 @@ uint64_t serve_targets_tick(serve_state_t *st, uint64_t now)
                 if (t->win)
                     t->win->live_targets++;
             }
+            follow_rate(st, t);
             int err = sampler_tick(t->sampler, emit, t);
             if (err == SCRY_E_GONE) {
                 remove_target(st, i, "exited");

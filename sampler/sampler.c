@@ -190,6 +190,20 @@ const char *sampler_backend_desc(const sampler_t *s)
     return "ptrace and /proc";
 }
 
+int sampler_set_rate(sampler_t *s, double rate_hz)
+{
+    if (!(rate_hz >= 0.01 && rate_hz <= 100000))
+        return SCRY_E_INVAL;
+    s->opts.rate_hz = rate_hz;
+    s->interval_ns = (uint64_t)(1e9 / rate_hz);
+    return s->perf ? sampler__perf_set_rate(s->perf, rate_hz) : 0;
+}
+
+double sampler_rate_hz(const sampler_t *s)
+{
+    return s->opts.rate_hz > 0 ? s->opts.rate_hz : 100;
+}
+
 const sampler_stats_t *sampler_stats(const sampler_t *s)
 {
     return &s->stats;

@@ -105,6 +105,14 @@ const char *sampler_backend_desc(const sampler_t *s);
 const char *sampler_thread_name(sampler_t *s, pid_t tid);
 void sampler_free(sampler_t *s);
 
+/* Makes the sampler's rate RATE_HZ (0.01 to 100000) from now on: its ticks (sampler_run)
+ * and, with the perf back end, the CPU time between two records of a thread. Returns 0,
+ * SCRY_E_INVAL, or the code of the kernel's refusal for some thread's event. */
+int sampler_set_rate(sampler_t *s, double rate_hz);
+
+/* The rate in use (the options' or the last sampler_set_rate's; 100 for a default). */
+double sampler_rate_hz(const sampler_t *s);
+
 /* Takes one round of samples now. Returns 0, SCRY_E_GONE when the target exited, or
  * another negative code for an error that ends the run. */
 int sampler_tick(sampler_t *s, sampler_emit_fn emit, void *ctx);

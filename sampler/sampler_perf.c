@@ -307,6 +307,11 @@ void sampler__perf_free(sampler_perf_t *p)
     free(p);
 }
 
+int sampler__perf_set_rate(sampler_perf_t *p, double rate_hz)
+{
+    return perfev_set_rate(p->ev, rate_hz);
+}
+
 void sampler__perf_counts(const sampler_perf_t *p, uint64_t *lost, uint64_t *bad)
 {
     perfev_stats_t st = perfev_stats(p ? p->ev : NULL);
