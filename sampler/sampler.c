@@ -363,19 +363,77 @@ static void emit_thread(sampler_t *s, const pystate_thread_t *th, task_info_t *t
     sampler__emit(s, th, s->native, nn, cls.cls, cls.flags, weight, running, now, emit, ctx);
 }
 
+/* tick_charge (the daemon), called by pystate once the target's memory was read and before
+ * running thread TASK's stack is walked: when it was on a CPU for less than half the time
+ * since its CPU clock was last read (tasks_refresh, or reprobe right before the read), the
+ * stack may be where it was woken up to run or where it waits again, not where its CPU
+ * went: its CPU since it was last charged is carried to its next sample (at most 100
+ * intervals of it; the rest counted in stats.held_dropped_ns) and 0 returned (its stack is
+ * not read). Else the CPU of the read joins this sample's and 1 is returned. sampler_perf.c's
+ * held_on_cpu is the same rule for the perf back end. */
+static int on_cpu_while_read(sampler_t *s, task_info_t *task)
+{
+    uint64_t ran = 0;
+    uint64_t now = scry_now_ns();
+    int err = tasks_ran_since_refresh(s->tasks, task, &ran);
+    if (!err && 2 * ran >= now - task->cpu_read_ns) {
+        if (task->cpu_delta != PROC_NO_DELTA)
+            task->cpu_delta += ran;
+        return 1;
+    }
+    uint64_t w = sample_weight(s, 1, task) + ran;
+    uint64_t cap = 100 * s->interval_ns;
+    if (task->carry_ns + w > cap) {
+        uint64_t keep = task->carry_ns < cap ? cap - task->carry_ns : 0;
+        s->stats.held_dropped_ns += w - keep;
+        w = keep;
+    }
+    task->carry_ns += w;
+    s->stats.held++;
+    return 0;
+}
+
+/* tick_charge, right before the stacks are read: the CPU clock of each running thread read
+ * again (its delta joins the thread's), so that on_cpu_while_read judges a short time
+ * around the read rather than the whole listing. */
+static void reprobe(sampler_t *s)
+{
+    for (size_t i = 0;; i++) {
+        task_info_t *ti = tasks_at(s->tasks, i);
+        if (!ti)
+            break;
+        uint64_t ran;
+        if (ti->state != 'R' || tasks_ran_since_refresh(s->tasks, ti, &ran) != 0)
+            continue;
+        if (ti->cpu_delta != PROC_NO_DELTA)
+            ti->cpu_delta += ran;
+        ti->cpu_read_ns = scry_now_ns();
+    }
+}
+
 /* Whether a thread in STATE is sampled this tick (its Python stack decides the rest). */
 static int wanted(const sampler_t *s, char state)
 {
     return s->opts.idle || state == 'R';
 }
 
+/* Whether this tick judges running threads by on_cpu_while_read (the daemon's ticks, when no
+ * thread is stopped: a stopped thread runs no CPU). */
+static int charge_on_cpu(const sampler_t *s)
+{
+    return s->opts.tick_charge && !s->opts.blocking && !s->opts.native && !s->opts.idle;
+}
+
 /* pystate's thread filter without --idle: only the threads that are running (as this
- * tick's task list has them); the others would not be emitted. */
+ * tick's task list has them; with tick_charge, and on a CPU while read); the others would
+ * not be emitted. */
 static int running_now(void *ctx, int32_t tid)
 {
-    const sampler_t *s = ctx;
+    sampler_t *s = ctx;
     task_info_t *task = tasks_find(s->tasks, tid);
-    return task && wanted(s, task->state);
+    if (!task || !wanted(s, task->state))
+        return 0;
+    return !charge_on_cpu(s) || task->state != 'R' || on_cpu_while_read(s, task);
 }
 
 int sampler__sample_threads(sampler_t *s, pystate_thread_filter_fn fn, void *ctx)
@@ -412,6 +470,8 @@ int sampler_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
                 tasks_stop(s->tasks, ti);
         }
     }
+    if (charge_on_cpu(s))
+        reprobe(s);
     int err = sampler__follow_exec(s, 0) ? SCRY_E_AGAIN
               : s->gone                  ? SCRY_E_GONE
                         : sampler__sample_threads(s, s->opts.idle ? NULL : running_now, s);

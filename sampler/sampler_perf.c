@@ -47,7 +47,8 @@ typedef struct perf_thread {
     uint64_t held[PERF_KINDS]; /* tick_charge: CPU ns per IP kind not charged yet, */
     uint32_t held_n[PERF_KINDS]; /* and the records they came in, */
     uint64_t held_sum;           /* their sum, */
-    uint64_t probe_ns;         /* and when its CPU clock was read before this tick's read */
+    uint64_t probe_ns;         /* and when its CPU clock was read before this tick's read, */
+    int on_cpu;                /* and whether it ran while its stack was read */
 } perf_thread_t;
 
 typedef struct perf_pending {
@@ -391,18 +392,29 @@ static int read_failed(sampler_t *s, int err, uint64_t t0)
     return err == SCRY_E_PERM || err == SCRY_E_NOMEM ? err : 0;
 }
 
-/* pystate's thread filter with tick_charge: the threads that carry CPU and were running
- * (state R) when the tick began, as probe_running found them. */
-static int held_running(void *ctx, int32_t tid)
+/* pystate's thread filter with tick_charge, called once the target's memory was read (the
+ * prefetch: one system call for every stack) and before the thread's stack is walked:
+ * whether thread TID carries CPU and was on a CPU for at least half of the time from its
+ * probe (probe_running) to now. Then the stack read between is where it ran; else it may
+ * be where it was woken up to run or where it waits again, and the thread keeps its carry
+ * for a later tick. The shorter that time, the shorter the bursts of CPU that are seen. */
+static int held_on_cpu(void *ctx, int32_t tid)
 {
-    struct sampler_perf *p = ctx;
-    const perf_thread_t *t = lookup(p, tid, 0);
-    return t && t->held_sum && t->probe_ns;
+    sampler_t *s = ctx;
+    perf_thread_t *t = lookup(s->perf, tid, 0);
+    if (!t || !t->held_sum || !t->probe_ns)
+        return 0;
+    uint64_t ran = 0;
+    t->on_cpu = proc_threads_cpu(s->perf->states, tid, &ran) == 0 && ran != PROC_NO_DELTA &&
+                2 * ran >= scry_now_ns() - t->probe_ns;
+    if (!t->on_cpu)
+        s->stats.held++;
+    return t->on_cpu;
 }
 
-/* tick_charge, before the stacks are read: drops the threads that carry nothing any more
- * from the list, and for the others reads their state and, for those running, their CPU
- * clock (probe_ns set; 0 for the others, whose stacks are not read). */
+/* tick_charge, right before the stacks are read: drops the threads that carry nothing any
+ * more from the list, and reads the CPU clock of the others (probe_ns set; 0 when it could
+ * not be read: the thread is gone). */
 static void probe_running(struct sampler_perf *p)
 {
     size_t w = 0;
@@ -413,26 +425,18 @@ static void probe_running(struct sampler_perf *p)
         p->held[w++] = t->tid;
         uint64_t d;
         t->probe_ns = 0;
-        if (proc_threads_state(p->states, t->tid, NULL) == 'R' &&
-            proc_threads_cpu(p->states, t->tid, &d) == 0)
+        t->on_cpu = 0;
+        if (proc_threads_cpu(p->states, t->tid, &d) == 0)
             t->probe_ns = scry_now_ns();
     }
     p->nheld = w;
 }
 
-/* tick_charge: after thread TH's stack was read, whether it was on a CPU for at least half
- * of the time from its probe to now (then the stack is where it ran, not where it waits or
- * was woken up to run); if so its carry is emitted at that stack and emptied. */
+/* tick_charge: emits the carry of thread TH (table entry T), found on a CPU while its stack
+ * was read (held_on_cpu), at that stack, and empties it. */
 static void charge_held(sampler_t *s, const pystate_thread_t *th, perf_thread_t *t, uint64_t now,
                         sampler_emit_fn emit, void *ctx)
 {
-    uint64_t ran = 0;
-    uint64_t t1 = scry_now_ns();
-    if (proc_threads_cpu(s->perf->states, th->tid, &ran) != 0 || ran == PROC_NO_DELTA ||
-        2 * ran < t1 - t->probe_ns) {
-        s->stats.held++;
-        return;
-    }
     /* one sample per record, as when each is read at once: the counts of the count-based
      * formats (collapsed) stay records, the rate's samples per CPU second */
     unwind_classification_t cls;
@@ -465,7 +469,7 @@ static int read_held(sampler_t *s, uint64_t t0, sampler_emit_fn emit, void *ctx)
         probe_running(p);
         int err = sampler__follow_exec(s, 0) ? SCRY_E_AGAIN
                   : s->gone                  ? SCRY_E_GONE
-                                             : sampler__sample_threads(s, held_running, p);
+                                             : sampler__sample_threads(s, held_on_cpu, s);
         if (err)
             return read_failed(s, err, t0);
         size_t n = pystate_snapshot_count(s->snap);
@@ -476,7 +480,7 @@ static int read_held(sampler_t *s, uint64_t t0, sampler_emit_fn emit, void *ctx)
             if (th->tid > 0 && !perfev_has_thread(p->ev, th->tid))
                 p->stale = 1;
             perf_thread_t *t = lookup(p, th->tid, 0);
-            if (!t || !t->held_sum || !t->probe_ns || (th->nframes == 0 && !th->truncated) ||
+            if (!t || !t->on_cpu || (th->nframes == 0 && !th->truncated) ||
                 (s->opts.gil && !th->gil))
                 continue;
             charge_held(s, th, t, t0, emit, ctx);
