@@ -458,7 +458,11 @@ int perfev_set_rate(perfev_t *p, double rate_hz)
         return SCRY_E_INVAL;
     uint64_t period = (uint64_t)(1e9 / rate_hz);
     int err = 0;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
     p->opts.rate_hz = rate_hz;
+    p->old_period_ns = p->period_ns;
+    p->changed_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
     p->period_ns = period;
     p->rate_changed = 1;
     for (size_t i = 0; i < p->nthreads; i++) {

@@ -144,7 +144,7 @@ int perfev__drain(struct perfev *p, perfev_thread_t *t, perfev_sample_fn cb, voi
                 p->st.samples++;
                 delivered++;
                 if (p->rate_changed)
-                    s.period_ns = p->period_ns;
+                    s.period_ns = s.time_ns < p->changed_ns ? p->old_period_ns : p->period_ns;
                 if (cb)
                     cb(&s, ctx);
             } else {

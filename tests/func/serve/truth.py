@@ -229,7 +229,7 @@ def check_daemon(ctx, backend, out, t_from, truths, names, overloaded):
 
 def rate_window(ctx, out, pid, after):
     """The first full window of service busy that starts at AFTER or later."""
-    d = st.Deadline(12)
+    d = st.Deadline(16)
     while not d.expired():
         ws = []
         if os.path.exists(os.path.join(out, "index.json")):
@@ -253,7 +253,8 @@ def t_set_rate(ctx):
     for rate in (97, 5):
         rc, r, err = ctl_json(ctx, sock, "set-rate", p.pid, rate)
         check(rc == 0 and r.get("ok"), "set-rate %d: %s %s" % (rate, r, err))
-        w = rate_window(ctx, out, p.pid, int(time.time()) + 1)
+        # the window after the next: the records of the old rate read by then
+        w = rate_window(ctx, out, p.pid, int(time.time()) + 4)
         per_cpu = w["samples"] / max(w["cpu_s"], 1e-9)
         check(w["rate_hz"] == rate, "set-rate %d: window rate_hz %s" % (rate, w["rate_hz"]))
         check(w["cpu_s"] > 0.3, "set-rate %d: the service used %.2f s of CPU in the window"
