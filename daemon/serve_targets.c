@@ -5,7 +5,8 @@
  * last look is not sampled and is looked at again only after SERVE_IDLE_CHECK_NS; one that
  * did is sampled at its rate. Checks are aligned on multiples of their period, so targets
  * with the same rate share one wake-up. CPU a target used between two samples is not lost:
- * the sampler weighs a running sample by the CPU time since the thread was last seen.
+ * a thread carries it until a tick finds it on a CPU, and it is charged to the stack it has
+ * then (sampler_opts.tick_charge; docs/daemon.md, "Where the CPU is charged").
  * A busy target sampled through perf events is not looked at in /proc: its tick drains its
  * task-clock rings (no system call when it did not run), and their records say whether it
  * did; after a second without any it is checked at the idle period again.
