@@ -452,6 +452,18 @@ perfev_stats_t perfev_stats(const perfev_t *p)
     return p ? p->st : z;
 }
 
+int perfev_thread_clock(const perfev_t *p, pid_t tid, uint64_t *ns)
+{
+    const perfev_thread_t *t = p ? find(p, tid) : NULL;
+    if (!t || t->fd < 0)
+        return SCRY_E_NOTFOUND;
+    uint64_t v = 0;
+    if (read(t->fd, &v, sizeof v) != (ssize_t)sizeof v)
+        return SCRY_E_GONE;
+    *ns = v;
+    return 0;
+}
+
 int perfev_set_rate(perfev_t *p, double rate_hz)
 {
     if (!p || !(rate_hz >= 0.01 && rate_hz <= 100000))

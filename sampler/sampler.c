@@ -364,24 +364,18 @@ static void emit_thread(sampler_t *s, const pystate_thread_t *th, task_info_t *t
 }
 
 /* tick_charge (the daemon), called by pystate once the target's memory was read and before
- * running thread TASK's stack is walked: when it was on a CPU for less than half the time
- * since its CPU clock was last read (tasks_refresh, or reprobe right before the read), the
- * stack may be where it was woken up to run or where it waits again, not where its CPU
- * went: its CPU since it was last charged is carried to its next sample (at most 100
- * intervals of it; the rest counted in stats.held_dropped_ns) and 0 returned (its stack is
- * not read). Else the CPU of the read joins this sample's and 1 is returned. sampler_perf.c's
- * held_on_cpu is the same rule for the perf back end. */
+ * running thread TASK's stack is walked: when it is not runnable any more (it waits again),
+ * the stack read may be where it waits, not where its CPU went: its CPU since it was last
+ * charged is carried to its next sample (at most 100 intervals of it; the rest counted in
+ * stats.held_dropped_ns) and 0 returned (its stack is not used). Else 1. (Without perf
+ * events no clock says whether a thread of another process runs at a given moment:
+ * schedstat moves at the scheduler's ticks and switches only. A thread woken up but not
+ * yet running passes this test with its stack on the line where it waited.) */
 static int on_cpu_while_read(sampler_t *s, task_info_t *task)
 {
-    uint64_t ran = 0;
-    uint64_t now = scry_now_ns();
-    int err = tasks_ran_since_refresh(s->tasks, task, &ran);
-    if (!err && 2 * ran >= now - task->cpu_read_ns) {
-        if (task->cpu_delta != PROC_NO_DELTA)
-            task->cpu_delta += ran;
+    if (tasks_running_now(s->tasks, task))
         return 1;
-    }
-    uint64_t w = sample_weight(s, 1, task) + ran;
+    uint64_t w = sample_weight(s, 1, task);
     uint64_t cap = 100 * s->interval_ns;
     if (task->carry_ns + w > cap) {
         uint64_t keep = task->carry_ns < cap ? cap - task->carry_ns : 0;
@@ -391,24 +385,6 @@ static int on_cpu_while_read(sampler_t *s, task_info_t *task)
     task->carry_ns += w;
     s->stats.held++;
     return 0;
-}
-
-/* tick_charge, right before the stacks are read: the CPU clock of each running thread read
- * again (its delta joins the thread's), so that on_cpu_while_read judges a short time
- * around the read rather than the whole listing. */
-static void reprobe(sampler_t *s)
-{
-    for (size_t i = 0;; i++) {
-        task_info_t *ti = tasks_at(s->tasks, i);
-        if (!ti)
-            break;
-        uint64_t ran;
-        if (ti->state != 'R' || tasks_ran_since_refresh(s->tasks, ti, &ran) != 0)
-            continue;
-        if (ti->cpu_delta != PROC_NO_DELTA)
-            ti->cpu_delta += ran;
-        ti->cpu_read_ns = scry_now_ns();
-    }
 }
 
 /* Whether a thread in STATE is sampled this tick (its Python stack decides the rest). */
@@ -470,8 +446,6 @@ int sampler_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
                 tasks_stop(s->tasks, ti);
         }
     }
-    if (charge_on_cpu(s))
-        reprobe(s);
     int err = sampler__follow_exec(s, 0) ? SCRY_E_AGAIN
               : s->gone                  ? SCRY_E_GONE
                         : sampler__sample_threads(s, s->opts.idle ? NULL : running_now, s);

@@ -48,6 +48,7 @@ typedef struct perf_thread {
     uint32_t held_n[PERF_KINDS]; /* and the records they came in, */
     uint64_t held_sum;           /* their sum, */
     uint64_t probe_ns;         /* and when its CPU clock was read before this tick's read, */
+    uint64_t probe_cpu;        /* and what it said, */
     int on_cpu;                /* and whether it ran while its stack was read */
 } perf_thread_t;
 
@@ -404,30 +405,43 @@ static int held_on_cpu(void *ctx, int32_t tid)
     perf_thread_t *t = lookup(s->perf, tid, 0);
     if (!t || !t->held_sum || !t->probe_ns)
         return 0;
-    uint64_t ran = 0;
-    t->on_cpu = proc_threads_cpu(s->perf->states, tid, &ran) == 0 && ran != PROC_NO_DELTA &&
-                2 * ran >= scry_now_ns() - t->probe_ns;
+    uint64_t cpu = 0;
+    t->on_cpu = perfev_thread_clock(s->perf->ev, tid, &cpu) == 0 && cpu >= t->probe_cpu &&
+                2 * (cpu - t->probe_cpu) >= scry_now_ns() - t->probe_ns;
     if (!t->on_cpu)
         s->stats.held++;
     return t->on_cpu;
 }
 
 /* tick_charge, right before the stacks are read: drops the threads that carry nothing any
- * more from the list, and reads the CPU clock of the others (probe_ns set; 0 when it could
- * not be read: the thread is gone). */
-static void probe_running(struct sampler_perf *p)
+ * more, or are gone (their carry counted in stats.held_dropped_ns), from the list, and finds
+ * which of the others are on a CPU now (probe_ns set, else 0: their stacks are not read). */
+static void probe_running(sampler_t *s)
 {
+    struct sampler_perf *p = s->perf;
     size_t w = 0;
     for (size_t i = 0; i < p->nheld; i++) {
         perf_thread_t *t = lookup(p, p->held[i], 0);
         if (!t || !t->held_sum)
             continue;
-        p->held[w++] = t->tid;
-        uint64_t d;
-        t->probe_ns = 0;
+        uint64_t c0 = 0, c1 = 0;
         t->on_cpu = 0;
-        if (proc_threads_cpu(p->states, t->tid, &d) == 0)
+        t->probe_ns = 0;
+        if (perfev_thread_clock(p->ev, t->tid, &c0) != 0) { /* gone: so is its carry */
+            s->stats.held_dropped_ns += t->held_sum;
+            memset(t->held, 0, sizeof t->held);
+            memset(t->held_n, 0, sizeof t->held_n);
+            t->held_sum = 0;
+            continue;
+        }
+        p->held[w++] = t->tid;
+        /* Read twice: a clock that moved in between is a thread on a CPU now, whose stack is
+         * worth reading; the others (waiting, or runnable while another runs) keep their
+         * carry without a read. On a loaded host most ticks find a busy thread runnable. */
+        if (perfev_thread_clock(p->ev, t->tid, &c1) == 0 && c1 > c0) {
+            t->probe_cpu = c1;
             t->probe_ns = scry_now_ns();
+        }
     }
     p->nheld = w;
 }
@@ -466,7 +480,7 @@ static int read_held(sampler_t *s, uint64_t t0, sampler_emit_fn emit, void *ctx)
     struct sampler_perf *p = s->perf;
     int any_gil = 0;
     if (p->nheld) {
-        probe_running(p);
+        probe_running(s);
         int err = sampler__follow_exec(s, 0) ? SCRY_E_AGAIN
                   : s->gone                  ? SCRY_E_GONE
                                              : sampler__sample_threads(s, held_on_cpu, s);

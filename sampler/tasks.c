@@ -90,7 +90,6 @@ int tasks_refresh(tasks_t *t)
         task_info_t *ti = &t->list[i];
         ti->stopped = 0;
         ti->cpu_delta = PROC_NO_DELTA;
-        ti->cpu_read_ns = 0;
         ti->at_syscall = 0;
         ti->state = t->stops ? proc_threads_state_times(t->files, ti->tid, &ti->wall_delta,
                                                         &ti->utime, &ti->stime)
@@ -99,8 +98,8 @@ int tasks_refresh(tasks_t *t)
             ti->utime0 = ti->utime;
             ti->stime0 = ti->stime;
         }
-        if (ti->state == 'R' && proc_threads_cpu(t->files, ti->tid, &ti->cpu_delta) == 0)
-            ti->cpu_read_ns = scry_now_ns();
+        if (ti->state == 'R')
+            proc_threads_cpu(t->files, ti->tid, &ti->cpu_delta);
         alive += ti->state != 0;
     }
     if (alive == 0) {
@@ -137,15 +136,9 @@ task_info_t *tasks_at(tasks_t *t, size_t i)
     return i < t->n ? &t->list[i] : NULL;
 }
 
-int tasks_ran_since_refresh(tasks_t *t, task_info_t *task, uint64_t *ran_ns)
+int tasks_running_now(tasks_t *t, const task_info_t *task)
 {
-    *ran_ns = 0;
-    if (!task->cpu_read_ns || proc_threads_cpu(t->files, task->tid, ran_ns) != 0 ||
-        *ran_ns == PROC_NO_DELTA) {
-        *ran_ns = 0;
-        return SCRY_E_GONE;
-    }
-    return 0;
+    return proc_threads_state(t->files, task->tid, NULL) == 'R';
 }
 
 int tasks_stop(tasks_t *t, task_info_t *task)

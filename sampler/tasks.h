@@ -22,7 +22,6 @@ typedef struct task_info {
     pid_t tid;
     char state;          /* 'R', 'S', ... 0 unknown */
     uint64_t cpu_delta;  /* CPU ns since it was last seen running, PROC_NO_DELTA unknown */
-    uint64_t cpu_read_ns; /* when that was read (CLOCK_MONOTONIC), 0 when it was not */
     uint64_t wall_delta; /* wall ns since its previous refresh, PROC_NO_DELTA unknown */
     uint8_t stopped;     /* stopped by tasks_stop */
     uint8_t at_syscall;  /* running when asked, and stopped at a system call's exit */
@@ -53,10 +52,8 @@ task_info_t *tasks_find(tasks_t *t, pid_t tid);
 /* The I-th entry of the last refresh, or NULL past the end. */
 task_info_t *tasks_at(tasks_t *t, size_t i);
 
-/* For a thread found running by the last refresh: the CPU time it used since then (its
- * CPU clock read again; tasks_refresh's next delta starts from here). Returns 0 and *RAN_NS,
- * or SCRY_E_GONE. */
-int tasks_ran_since_refresh(tasks_t *t, task_info_t *task, uint64_t *ran_ns);
+/* Whether thread TASK is runnable now (its state read again: one pread). */
+int tasks_running_now(tasks_t *t, const task_info_t *task);
 
 /* Stops thread TID (PTRACE_SEIZE + PTRACE_INTERRUPT, bounded wait). Returns 0 or a
  * negative code; a thread that does not stop in time is left running. */
