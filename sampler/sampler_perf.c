@@ -415,16 +415,17 @@ static int held_on_cpu(void *ctx, int32_t tid)
 
 /* tick_charge, right before the stacks are read: drops the threads that carry nothing any
  * more, or are gone (their carry counted in stats.held_dropped_ns), from the list, and finds
- * which of the others are on a CPU now (probe_ns set, else 0: their stacks are not read). */
-static void probe_running(sampler_t *s)
+ * which of the others are on a CPU now (probe_cpu at probe_ns set, else probe_ns 0: their
+ * stacks are not read). Returns how many are. */
+static size_t probe_running(sampler_t *s)
 {
     struct sampler_perf *p = s->perf;
-    size_t w = 0;
+    size_t w = 0, running = 0;
     for (size_t i = 0; i < p->nheld; i++) {
         perf_thread_t *t = lookup(p, p->held[i], 0);
         if (!t || !t->held_sum)
             continue;
-        uint64_t c0 = 0, c1 = 0;
+        uint64_t c0 = 0;
         t->on_cpu = 0;
         t->probe_ns = 0;
         if (perfev_thread_clock(p->ev, t->tid, &c0) != 0) { /* gone: so is its carry */
@@ -438,12 +439,15 @@ static void probe_running(sampler_t *s)
         /* Read twice: a clock that moved in between is a thread on a CPU now, whose stack is
          * worth reading; the others (waiting, or runnable while another runs) keep their
          * carry without a read. On a loaded host most ticks find a busy thread runnable. */
+        uint64_t c1 = 0;
         if (perfev_thread_clock(p->ev, t->tid, &c1) == 0 && c1 > c0) {
             t->probe_cpu = c1;
             t->probe_ns = scry_now_ns();
+            running++;
         }
     }
     p->nheld = w;
+    return running;
 }
 
 /* tick_charge: emits the carry of thread TH (table entry T), found on a CPU while its stack
@@ -479,8 +483,7 @@ static int read_held(sampler_t *s, uint64_t t0, sampler_emit_fn emit, void *ctx)
 {
     struct sampler_perf *p = s->perf;
     int any_gil = 0;
-    if (p->nheld) {
-        probe_running(s);
+    if (p->nheld && probe_running(s)) { /* none on a CPU now: no read at all */
         int err = sampler__follow_exec(s, 0) ? SCRY_E_AGAIN
                   : s->gone                  ? SCRY_E_GONE
                                              : sampler__sample_threads(s, held_on_cpu, s);
