@@ -455,6 +455,19 @@ int main(void)
         CHECK((double)t->n >= (double)used / 1e6 * 0.75 - 12);
         CHECK((double)t->n <= (double)used / 1e6 * 1.25 + 2);
         CHECK(t->period <= t->n * 1000000ull + 10000000ull);
+        /* each thread's exact clock: the busy one's moves with its CPU time, the sleeping
+         * one's hardly, a thread without an event has none */
+        uint64_t b0 = 0, b1 = 0, z0 = 0, z1 = 0, x = 0;
+        uint64_t u0 = cpu_ns(pid, h);
+        CHECK(perfev_thread_clock(p, h, &b0) == 0 && perfev_thread_clock(p, s, &z0) == 0);
+        sleep_ms(200);
+        CHECK(perfev_thread_clock(p, h, &b1) == 0 && perfev_thread_clock(p, s, &z1) == 0);
+        uint64_t u1 = cpu_ns(pid, h);
+        fprintf(stderr, "  clocks: busy +%.1f ms (schedstat +%.1f ms), sleeping +%.3f ms\n",
+                (double)(b1 - b0) / 1e6, (double)(u1 - u0) / 1e6, (double)(z1 - z0) / 1e6);
+        CHECK(b1 > b0 && b1 - b0 + 8000000ull >= u1 - u0 && b1 - b0 <= u1 - u0 + 8000000ull);
+        CHECK(z1 - z0 < 2000000ull);
+        CHECK(perfev_thread_clock(p, 999999999, &x) == SCRY_E_NOTFOUND);
         perfev_free(p);
     }
 
