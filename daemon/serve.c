@@ -77,7 +77,8 @@ serve_win_t *serve_window_get(serve_state_t *st, const char *service, const char
     return w;
 }
 
-static void labels_json(json_object *o, const serve_state_t *st, const serve_agg_stats_t *as)
+static void labels_json(json_object *o, const serve_state_t *st, const serve_agg_stats_t *as,
+                        double rate_hz)
 {
     json_object *pids = json_object_new_array();
     for (size_t i = 0; i < as->n_pids; i++)
@@ -88,7 +89,7 @@ static void labels_json(json_object *o, const serve_state_t *st, const serve_agg
     json_object_object_add(o, "samples", json_object_new_int64((int64_t)as->samples));
     json_object_object_add(o, "other_samples", json_object_new_int64((int64_t)as->other_samples));
     json_object_object_add(o, "cpu_s", json_object_new_double((double)as->weight_ns / 1e9));
-    json_object_object_add(o, "rate_hz", json_object_new_double(st->cfg->rate_hz));
+    json_object_object_add(o, "rate_hz", json_object_new_double(rate_hz));
 }
 
 /* Writes and pushes window W (FROM..UNTIL). */
@@ -119,7 +120,8 @@ static void window_finish(serve_state_t *st, serve_win_t *w, int64_t from, int64
             files[nf++] = (serve_store_file_t){fmts[k].ext, bufs[k], lens[k]};
     }
     json_object *labels = json_object_new_object();
-    labels_json(labels, st, as);
+    double rate = w->rate_hz > 0 ? w->rate_hz : st->cfg->rate_hz;
+    labels_json(labels, st, as, rate);
     serve_window_t win = {
         w->service, w->container[0] ? w->container : NULL, from, until, labels, files, nf};
     int err = serve_store_put(st->store, &win, (int64_t)time(NULL));
@@ -143,7 +145,7 @@ static void window_finish(serve_state_t *st, serve_win_t *w, int64_t from, int64
                                     {"python_version", as->python[0] ? as->python : "unknown"},
                                     {"container", w->container}};
         size_t npl = w->container[0] ? 6 : 5;
-        err = serve_push_enqueue(st->push, w->service, pl, npl, from, until, st->cfg->rate_hz,
+        err = serve_push_enqueue(st->push, w->service, pl, npl, from, until, rate,
                                  bufs[2], lens[2]);
         if (err)
             serve_log("window %s: cannot spool for the push: %s", w->service, scry_strerror(err));

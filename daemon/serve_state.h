@@ -69,6 +69,7 @@ typedef struct serve_win {
     char container[65];
     serve_agg_t *agg;
     int live_targets;
+    double rate_hz; /* the highest rate its targets sampled at in it (0: none yet) */
 } serve_win_t;
 
 /* A process the connector reported (exec, or fork of a target): looked at a little later,

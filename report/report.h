@@ -158,6 +158,10 @@ int report_profile_add(report_profile_t *p, const scry_sample_t *s);
  * or SCRY_E_INVAL when an argument is NULL. */
 int report_profile_set_end(report_profile_t *p, const report_end_t *end);
 
+/* Makes the profile's sampling rate (meta.rate_hz) RATE_HZ: a rate changed during the run
+ * (scry serve's set-rate, a rule's rate). No-op for NULL. */
+void report_profile_set_rate(report_profile_t *p, double rate_hz);
+
 /* Number of samples added so far (every metric). 0 when P is NULL. */
 uint64_t report_profile_samples(const report_profile_t *p);
 

@@ -112,6 +112,8 @@ int sampler__perf_wait(sampler_t *s, uint64_t deadline_ns);
 int sampler__perf_wait_fd(const sampler_t *s);
 /* The process exec'd: the IP describer reads the new program's objects. */
 void sampler__perf_exec(sampler_t *s);
+/* The threads' events sample every 1/RATE_HZ s of CPU from now on (perfev_set_rate). */
+int sampler__perf_set_rate(sampler_perf_t *p, double rate_hz);
 /* Counters of the perf back end: records lost by the kernel, rejected. */
 void sampler__perf_counts(const sampler_perf_t *p, uint64_t *lost, uint64_t *bad);
 
