@@ -434,35 +434,38 @@ void report_profile_free(report_profile_t *p)
  * the stack does not: below it is the Python line that called the C function, above it
  * (when there is one) the Python function entered. As py-spy and Austin do, it is never
  * shown. The reader leaves out those it recognises (owned by the C stack); one can still
- * come out as the innermost Python frame when the stack was read while the C function
- * returned (it was the leaf of 2-7% of a generator-heavy program's stacks): the sample is
- * then charged to the calling line. docs/usage.md "Entry frames". */
+ * come out of a stack read while the C function returned (the leaf of 2-7% of a
+ * generator-heavy program's stacks, now and then one further down): it is dropped there
+ * too, and a sample whose leaf it was is charged to the calling line. docs/usage.md
+ * "Entry frames". */
 static int is_trampoline(const scry_frame_t *f)
 {
     return f->function && f->function[0] == '<' && f->file &&
            strcmp(f->file, "<shim>") == 0 && strcmp(f->function, "<interpreter trampoline>") == 0;
 }
 
-/* S without a trampoline as its innermost Python frame: S itself when it has none, else
- * *COPY with its frames in BUF (NBUF frames) or, for a deeper stack, in *OWNED (malloc'd:
- * the caller frees it). NULL when out of memory. */
-static const scry_sample_t *without_trampoline(const scry_sample_t *s, scry_sample_t *copy,
-                                               scry_frame_t *buf, size_t nbuf,
+/* S without its trampoline frames: S itself when it has none, else *COPY with its frames
+ * in BUF (NBUF frames) or, for a deeper stack, in *OWNED (malloc'd: the caller frees it).
+ * NULL when out of memory. */
+static const scry_sample_t *without_trampoline(const scry_sample_t *s, scry_frame_t *buf,
+                                               size_t nbuf, scry_sample_t *copy,
                                                scry_frame_t **owned)
 {
     *owned = NULL;
     uint32_t at = 0;
-    while (at < s->nframes && s->frames[at].kind != SCRY_FRAME_PYTHON)
-        at++; /* --native: the C frames above the Python stack */
-    if (at == s->nframes || !is_trampoline(&s->frames[at]))
+    while (at < s->nframes && !is_trampoline(&s->frames[at]))
+        at++;
+    if (at == s->nframes)
         return s;
     scry_frame_t *f = buf;
-    if (s->nframes - 1 > nbuf && !(f = *owned = malloc((s->nframes - 1) * sizeof *f)))
+    if (s->nframes > nbuf && !(f = *owned = malloc(s->nframes * sizeof *f)))
         return NULL;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < s->nframes; i++)
+        if (!is_trampoline(&s->frames[i]))
+            f[n++] = s->frames[i];
     *copy = *s;
-    memcpy(f, s->frames, at * sizeof *f);
-    memcpy(f + at, s->frames + at + 1, (s->nframes - at - 1) * sizeof *f);
-    copy->nframes = s->nframes - 1;
+    copy->nframes = n;
     copy->frames = f;
     return copy;
 }
@@ -475,7 +478,7 @@ int report_profile_add(report_profile_t *p, const scry_sample_t *s)
         return SCRY_E_INVAL;
     scry_sample_t copy;
     scry_frame_t buf[128], *owned;
-    const scry_sample_t *use = without_trampoline(s, &copy, buf, 128, &owned);
+    const scry_sample_t *use = without_trampoline(s, buf, 128, &copy, &owned);
     if (!use)
         return SCRY_E_NOMEM;
     int rc = profile_add(p, use);

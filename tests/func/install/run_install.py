@@ -508,6 +508,13 @@ def lacks_setid(c, d, tp):
 
 
 def lacks_chown(c, d, tp):
+    """Without CAP_CHOWN the out-dir cannot be given the out-group: the daemon refuses to
+    start (or, were it to start, writes no file with that group)."""
+    dl = st.Deadline(10)
+    while d.p.poll() is None and not d.listing() and not dl.expired():
+        time.sleep(0.2)
+    if d.p.poll() is not None:
+        return "cannot set its group" in d.log(), "refuses to start: out-dir's group not set"
     d.wait_target(tp.pid)
     return out_group_files(d, 6) == 0, "no window files for out-group %s" % OUT_GROUP
 
