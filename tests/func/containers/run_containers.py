@@ -32,6 +32,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import scrytest as st  # noqa: E402
 from scrytest import Fail, Skip, check  # noqa: E402
 import engines  # noqa: E402
+import miniyaml  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORK = os.path.join(HERE, "ctr_work.py")
@@ -824,6 +825,176 @@ def t_inside(c):
     return "; ".join(details)
 
 
+MANIFESTS = os.path.join(engines.REPO, "dist", "kubernetes")
+
+
+def debug_recipe():
+    """dist/kubernetes/scry-debug.yaml: the sidecar's image, capabilities and commands."""
+    doc = miniyaml.load_file(os.path.join(MANIFESTS, "scry-debug.yaml"))
+    check(doc.get("shareProcessNamespaceWith") == "target", "scry-debug.yaml: %s" % doc)
+    caps = ["--cap-add=%s" % x for x in doc["capabilities"]["add"]]
+    return doc["image"], caps, doc["commands"]
+
+
+def sidecar(c, app, argv, name):
+    """Runs ARGV in scry's image as a sidecar of container APP, the way the recipe says
+    (its PID namespace, its capabilities): (exit status, stdout, stderr)."""
+    image, caps, _ = debug_recipe()
+    p = ENGINE.run(c, argv, ["--pid=container:%s" % app] + caps, image=image, name=name)
+    rc = c.wait(p, 60, "the sidecar %s" % name)
+    with open(p.log_path, "rb") as f:
+        log = f.read().decode("utf-8", "replace")
+    return rc, log
+
+
+@tests("sidecar", image=True)
+def t_sidecar(c):
+    """scry:local as a sidecar (`docker run --pid=container:APP --cap-add SYS_PTRACE
+    scry:local scry dump|record|top --pid 1`, the commands of
+    dist/kubernetes/scry-debug.yaml): the dump names APP's container and threads; record's
+    burn_a/burn_b shares and lines match the target's own truth; top lists both."""
+    c.hpid, truth = start_container(c)
+    app = c.cid
+    _, _, cmds = debug_recipe()
+    rc, out = sidecar(c, app, cmds["dump"], "dump")
+    check(rc == 0 and ("Container docker %s" % app) in out and '"napper"' in out
+          and '"burner"' in out, "dump: exit %s: %s" % (rc, st.short(out, 500)))
+    rc, out = sidecar(c, app, cmds["record"], "record")
+    check(rc == 0, "record: exit %s: %s" % (rc, st.short(out, 500)))
+    doc = json.loads(out[out.index("{"):out.rindex("}") + 1])
+    check((doc["target"].get("container") or {}).get("id") == app,
+          "record: target %s" % doc["target"])
+    rec = shares_of("sidecar record", doc, truth["lines"])
+    rc, top = sidecar(c, app, cmds["top"], "top")
+    check(rc == 0 and ("in container docker:" + app[:12]) in top and "burn_a" in top,
+          "top: exit %s: %s" % (rc, st.short(top, 400)))
+    want = st.shares(stop_container(c)["cpu_s"], ("burn_a", "burn_b"))
+    got, n = rec
+    check(n >= 20, "record: %d samples on the burn lines" % n)
+    return st.compare_shares(st.shares(got, ("burn_a", "burn_b")), want, n, "sidecar record",
+                             SHARE_TOL)
+
+
+@tests("sidecar_memory", image=True)
+def t_sidecar_memory(c):
+    """scry:local as a sidecar, `scry record --memory -f json -o - --pid 1` (the recipe's
+    memory command): the shim, staged from scry's image into APP's root, charges the 100 MB
+    APP keeps to the keeping line (within 15%)."""
+    script = c.path("keep.py")
+    with open(script, "w") as f:
+        f.write(LAUNCH_KEEP)
+    p = ENGINE.run(c, [EXE, c.tpath(script)])
+    c.targets.append(("container", p))
+    ENGINE.host_pid(c)
+    _, _, cmds = debug_recipe()
+    rc, out = sidecar(c, c.cid, cmds["memory"], "memory")
+    c.release(p)
+    check(rc == 0, "record --memory: exit %s: %s" % (rc, st.short(out, 500)))
+    doc = json.loads(out[out.index("{"):out.rindex("}") + 1])
+    got = sum(l.get("net_mb", 0) for l in doc["lines"]
+              if l["file"] == c.tpath(script) and l["line"] == 11) * (1 << 20)
+    want = 1000 * 100033
+    check(abs(got - want) <= 0.15 * want, "keep line: %.1f MB kept, truth %.1f MB"
+          % (got / 1e6, want / 1e6))
+    return "keep line %.1f MB (truth %.1f MB)" % (got / 1e6, want / 1e6)
+
+
+def agent_spec():
+    """The DaemonSet of dist/kubernetes/scry-daemonset.yaml as Docker run options: hostPID
+    as --pid=host, its capabilities, its hostPath volumes (host path, mount path) and its
+    command with arguments."""
+    ds = miniyaml.load_file(os.path.join(MANIFESTS, "scry-daemonset.yaml"))
+    check(ds.get("kind") == "DaemonSet", "scry-daemonset.yaml: kind %r" % ds.get("kind"))
+    pod = ds["spec"]["template"]["spec"]
+    check(pod.get("hostPID") is True, "the DaemonSet is not hostPID")
+    ctr = pod["containers"][0]
+    caps = ctr["securityContext"]["capabilities"]
+    opts = ["--pid=host"] + ["--cap-drop=%s" % x for x in caps.get("drop", [])] + [
+        "--cap-add=%s" % x for x in caps.get("add", [])]
+    vols = dict((v["name"], v["hostPath"]["path"]) for v in pod["volumes"])
+    mounts = [(vols[m["name"]], m["mountPath"]) for m in ctr["volumeMounts"]]
+    return ctr["image"], opts, mounts, ctr["command"] + ctr["args"]
+
+
+@tests("agent", image=True)
+def t_agent(c):
+    """scry:local as the host agent: `docker run -d` with the DaemonSet's options
+    (--pid=host, --cap-drop=ALL --cap-add=SYS_PTRACE: the least that works, see agent_caps;
+    its two hostPath volumes, here in the test's directory) and its command (scry serve
+    --out-dir /var/lib/scry --socket /run/scry/scry.sock), narrowed for the test with
+    --container APP --interval 2 --rate 97 (on a shared machine it must not profile the
+    other Pythons). The windows of APP carry APP's id (index.json, file names); `scry ctl
+    list` from the host over the socket in the ctl volume names it; burn_a's 75% share."""
+    c.hpid, truth = start_container(c)
+    app = c.cid
+    image, opts, mounts, argv = agent_spec()
+    vols, host_of = [], {}
+    for host, at in mounts:
+        d = c.path("hostpath" + host.replace("/", "-"))
+        os.mkdir(d)
+        host_of[at] = d
+        vols += ["-v", "%s:%s" % (d, at)]
+    check(set(host_of) == {"/var/lib/scry", "/run/scry"}, "mounts %s" % mounts)
+    sock_at = argv[argv.index("--socket") + 1]
+    out_at = argv[argv.index("--out-dir") + 1]
+    sock = os.path.join(host_of[os.path.dirname(sock_at)], os.path.basename(sock_at))
+    out = host_of[out_at]
+    agent = ENGINE.run(c, argv + ["--container", app[:12], "--interval", 2, "--rate", 97],
+                       opts + vols, image=image, name="agent")
+    listed, wins = None, []
+    d = st.Deadline(30)
+    while not d.expired() and not (listed and wins and wins[-1]["samples"] >= 100):
+        time.sleep(0.5)
+        check(agent.poll() is None, "the agent exited: %s" % st.short(c.proc_log(agent), 500))
+        if not listed and os.path.exists(sock):
+            r = c.scry(["ctl", "--socket", sock, "--json", "list"])
+            try:
+                ts = json.loads(r.out or "{}").get("targets", [])
+            except ValueError:
+                ts = []
+            listed = [t for t in ts if app[:12] in json.dumps(t)] or None
+        if os.path.exists(os.path.join(out, "index.json")):
+            wins = [w for w in st.load_json(os.path.join(out, "index.json"),
+                                            "index.json")["windows"] if w.get("samples")]
+    check(listed, "ctl list never showed APP's container: %s" % st.short(c.proc_log(agent), 500))
+    check(wins, "no window within 30 s: %s" % st.short(c.proc_log(agent), 500))
+    w = max(wins, key=lambda x: x["samples"])
+    files = w.get("files") or {}
+    check(w.get("container") == app and files and all(
+        app[:12] in f and os.path.exists(os.path.join(out, f)) for f in files.values()),
+        "window %s: container %r, files %s" % (w.get("from"), w.get("container"), files))
+    share, n = collapsed_shares(os.path.join(out, files["collapsed"]))
+    check(n >= 40 and abs(share - 75) <= 15, "burn_a %.1f%% of %d samples (truth about 75%%)"
+          % (share, n))
+    ENGINE.out("stop", "-t", "10", ENGINE.container_id(c, agent.cidfile))
+    c.wait(agent, 20, "the agent")
+    states = st.task_states(c.hpid)
+    check(states and not any(x in "tTZX" for x in states.values()),
+          "APP after the agent stopped: %s" % states)
+    stop_container(c)
+    return "%s %s; window %s: %d samples, burn_a %.1f%%" % (
+        image, " ".join(opts), os.path.basename(files["collapsed"]), n, share)
+
+
+@tests("agent_caps", image=True)
+def t_agent_caps(c):
+    """The agent's capability set is the least: without SYS_PTRACE (--cap-drop=ALL
+    alone, the DaemonSet's set less its one addition) scry in the host's PID namespace is
+    refused a container's process, with a message naming the capability and a non-zero
+    exit."""
+    c.hpid, truth = start_container(c)
+    image, opts, _, _ = agent_spec()
+    less = [o for o in opts if not o.startswith("--cap-add=")]
+    check(len(less) == len(opts) - 1, "the DaemonSet adds one capability: %s" % opts)
+    p = ENGINE.run(c, ["scry", "dump", "--pid", c.hpid], less, image=image, name="nocap")
+    rc = c.wait(p, 60, "scry without SYS_PTRACE")
+    log = c.proc_log(p)
+    check(rc != 0 and "CAP_SYS_PTRACE" in log, "without SYS_PTRACE: exit %s: %s"
+          % (rc, st.short(log, 300)))
+    stop_container(c)
+    return "%s: %s" % (" ".join(less), st.short(log.strip(), 160))
+
+
 ROOTLESS = """import os, sys, threading, time
 def nap():
     while True:
@@ -935,7 +1106,8 @@ def main():
     ap.add_argument("--python", default="3.14", choices=LABELS, help="sid's interpreter")
     a = ap.parse_args()
     EXE = "python" + a.python
-    sel = tests.select(a.k)
+    # scry's own image is the same for every interpreter: tested with 3.14 only
+    sel = tests.select(a.k, lambda t: a.python == "3.14" or not t.meta.get("image"))
     if os.geteuid() != 0:
         return st.skip_all("containers", "needs root (namespaces, cgroups, chroot)", len(sel))
     if not shutil.which("unshare"):
