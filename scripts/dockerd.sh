@@ -36,13 +36,14 @@ answers() {
     [ -S "$sock" ] && "$docker" version --format '{{.Server.Version}}' >/dev/null 2>&1
 }
 
-# The pid in the pidfile if that process is a dockerd (not a stale file whose pid was
-# reused by something else), else nothing.
+# The pid in the pidfile if that process is this engine (a dockerd with our exec root: not
+# a stale file whose pid went to another process, another dockerd included), else nothing.
 engine_pid() {
     [ -f "$pidf" ] || return 0
     p=$(cat "$pidf" 2>/dev/null || true)
     case "$p" in ''|*[!0-9]*) return 0 ;; esac
-    [ "$(cat "/proc/$p/comm" 2>/dev/null || true)" = dockerd ] && echo "$p"
+    [ "$(cat "/proc/$p/comm" 2>/dev/null || true)" = dockerd ] || return 0
+    tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q -- "--exec-root $run " && echo "$p"
     return 0
 }
 
