@@ -1,6 +1,7 @@
 #include "shimstage.h"
 
 #include "scry_err.h"
+#include "srcread.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/fsuid.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/vfs.h>
@@ -235,12 +237,51 @@ static int put_data(int dirfd, const char *name, const void *data, size_t len)
     return err;
 }
 
+/* Makes directory DIR under PARENT_FD for process PID, and sets *AS_TARGET when that took
+ * the target's file-system ids: a file system mounted in a user namespace that does not map
+ * host root (a rootless podman container's overlayfs) refuses an inode root would own
+ * (EOVERFLOW), so the copy is then made as the target's own user: this thread's fsuid and
+ * fsgid switched to the target's until stage_as_self(). Returns 0 or -1 with errno. */
+static int stage_mkdir(pid_t pid, int parent_fd, const char *dir, int *as_target)
+{
+    *as_target = 0;
+    if (mkdirat(parent_fd, dir, 0700) == 0)
+        return 0;
+    if (errno != EOVERFLOW)
+        return -1;
+    char path[64], buf[4096];
+    srcread_creds_t ids;
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (n <= 0 || srcread_parse_status(buf, (size_t)n, &ids) != 0 || ids.uid == 0) {
+        errno = EOVERFLOW;
+        return -1;
+    }
+    setfsgid((gid_t)ids.gid);
+    setfsuid((uid_t)ids.uid);
+    *as_target = 1;
+    return mkdirat(parent_fd, dir, 0700);
+}
+
+/* Back to this thread's own file-system ids after stage_mkdir took the target's. */
+static void stage_as_self(int *as_target)
+{
+    if (*as_target) {
+        setfsuid(geteuid());
+        setfsgid(getegid());
+        *as_target = 0;
+    }
+}
+
 static shimstage_t *stage(pid_t pid, const char *host_path, const char *name, const void *data,
                           size_t dlen, int *err, char *msg, size_t len)
 {
     int e = SCRY_E_NOMEM;
     shimstage_t *s = calloc(1, sizeof *s);
-    int rootfd = -1, dirfd = -1;
+    int rootfd = -1, dirfd = -1, as_target = 0;
     if (!s)
         goto fail;
     s->parent_fd = s->janitor_fd = -1;
@@ -292,7 +333,7 @@ static shimstage_t *stage(pid_t pid, const char *host_path, const char *name, co
         goto fail;
     }
     s->copied = 1;
-    if (mkdirat(s->parent_fd, s->dir, 0700) != 0) {
+    if (stage_mkdir(pid, s->parent_fd, s->dir, &as_target) != 0) {
         e = scry_err_from_errno(errno);
         snprintf(msg, len, "cannot make %s in the root of process %d: %s", s->path, (int)pid,
                  strerror(errno));
@@ -311,10 +352,12 @@ static shimstage_t *stage(pid_t pid, const char *host_path, const char *name, co
                  host_path ? host_path : name, (int)pid, s->path, scry_strerror(e));
         goto fail;
     }
+    stage_as_self(&as_target);
     close(dirfd);
     close(rootfd);
     return s;
 fail:
+    stage_as_self(&as_target);
     if (dirfd >= 0)
         close(dirfd);
     if (rootfd >= 0)

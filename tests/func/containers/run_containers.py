@@ -22,6 +22,7 @@ skipped"; exit 1 on a failure.
 import gzip
 import json
 import os
+import pwd
 import re
 import shutil
 import subprocess
@@ -1017,9 +1018,14 @@ churn()
 
 
 def as_user(c, uid, args):
-    """scry ARGS run as UID (no capabilities, no groups): Result."""
+    """scry ARGS run as UID and its primary group (or gid UID without a passwd entry; no
+    capabilities, no other groups): Result."""
     args = [str(a) for a in args]
-    q = c.spawn(["setpriv", "--reuid=%d" % uid, "--regid=%d" % uid, "--clear-groups",
+    try:
+        gid = pwd.getpwuid(uid).pw_gid
+    except KeyError:
+        gid = uid
+    q = c.spawn(["setpriv", "--reuid=%d" % uid, "--regid=%d" % gid, "--clear-groups",
                  c.scry_path] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     q.scry_args = ["(as %d)" % uid] + args
     return c.scry_finish(q)
