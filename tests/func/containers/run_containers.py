@@ -1,21 +1,25 @@
 #!/usr/bin/env python3
-"""scry on containerised targets, from the host (issue 8): real namespaces, no Docker.
+"""scry on containerised targets (issues 8, 27): real engines.
 
 usage: run_containers.py --scry PATH [--python 3.14|3.15] [-k PATTERN] [-v]
 
-Each test starts Debian sid's python3.14 or python3.15 (the cached root of
-scripts/sid-root.sh) the way Docker starts a container: `unshare --pid --mount --uts --ipc
---net --fork` with its own /proc, chrooted into the root, inside a cgroup named like
-Docker's (cgroup v2 `.../docker-<64 hex>.scope`, or cgroup v1 `/docker/<64 hex>` in the
-pids hierarchy). The target (ctr_work.py) is pid 1 of its namespace and stores its own
-thread ids; scry runs on the host with the host pid. Checks: dump (host and container tids
-of every thread, thread names, idle flags, --native frames named, --json, --locals,
---container and a pid reused while it dumps), record with known-answer CPU shares and exact
-lines (perf, ptrace and --blocking), source text read inside the root (text and HTML
-reports), the container id in the summary line, dump header, JSON (`target.container`) and
-pprof labels, and scry serve selecting the container by id (its windows named and indexed
-with the id, known shares in them). Needs root, unshare and a writable cgroup hierarchy (strace for the pid-reuse
-test); without them the tests are skipped with the reason. About 60 s.
+Each test runs Debian sid's python3.14 or python3.15 in a `docker run --network none`
+container of the test bed's own dockerd (scripts/dockerd.sh, started here unless it runs
+already; the cached sid root of scripts/sid-root.sh imported once as image scry-sid), the
+test's directory mounted at the path the target sees. The target (ctr_work.py) is pid 1 of
+its namespaces and stores its own thread ids; scry runs on the host with the host pid.
+Checks: dump (host and container tids of every thread, thread names, idle flags, --native
+frames named, --json, --locals, --container and a pid reused while it dumps), record with
+known-answer CPU shares and exact lines (perf, ptrace and --blocking), --memory attach and
+launch (known kept bytes on their line), source text read inside the container (text and
+HTML reports), the container id in every output, scry serve selecting the container by id,
+scry inside the container's PID namespace, rootless podman (engines.Podman: a test user
+with subordinate ids), and scry's own image (scripts/docker-image.sh) as sidecar and host
+agent with the options of dist/kubernetes/*.yaml. One case is emulated (unshare + chroot):
+a cgroup v2 docker-<id>.scope, the systemd driver's layout this engine does not make. The
+cases marked once=True (not version-dependent) run with 3.14 only. Needs root and a
+dockerd that starts (else one SKIP line with the reason); podman for `rootless`, strace for
+the pid-reuse case. About 75 s (3.14) and 40 s (3.15) on a quiet machine.
 Stdlib only; one line "PASS|FAIL|SKIP name: detail" per test, then "N passed, N failed, N
 skipped"; exit 1 on a failure.
 """
