@@ -1,14 +1,15 @@
 #!/bin/sh
 # Builds scry's own container image, scry:local, from a build tree, offline: a minimal root
-# file system holding the scry executable, the memory shim and the shared libraries both
-# load (found with ldd), imported with `docker import` (no registry, no base image).
+# file system holding the scry executable, the memory shim, the shared libraries both load
+# (found with ldd) and the terminal descriptions of `scry top`, imported with `docker
+# import` (no registry, no base image).
 #
 #   scripts/docker-image.sh [BUILD_DIR] [IMAGE]    (default: build, scry:local)
 #
 # The root is left in BUILD_DIR/docker-image/rootfs (a container may mount it to run scry
 # from another image: see docs/containers.md). Uses the engine DOCKER_HOST names (the test
 # bed's: eval "$(scripts/dockerd.sh env)"). Re-imports only when the binary or the shim
-# changed (the image is labelled with their hash). Prints the image's name.
+# changed, or this script (the image is labelled with their hash). Prints the image's name.
 set -eu
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$here/build}
@@ -20,7 +21,7 @@ shim=$build/shim/libscry-shim.so
 for f in "$scry" "$shim"; do
     [ -f "$f" ] || { echo "docker-image.sh: no $f (build first: scripts/build.sh $build)" >&2; exit 1; }
 done
-stamp=$(cat "$scry" "$shim" | sha1sum | cut -c1-16)
+stamp=$(cat "$scry" "$shim" "$0" | sha1sum | cut -c1-16)
 have=$("$docker" image inspect --format '{{index .Config.Labels "scry.stamp"}}' "$image" \
        2>/dev/null || true)
 root=$build/docker-image/rootfs
@@ -40,6 +41,8 @@ cp "$shim" "$root/usr/lib/scry/libscry-shim.so" # where scry looks: ../lib/scry/
         mkdir -p "$root$(dirname "$lib")"
         cp -L "$lib" "$root$lib"
     done
+# the terminal descriptions `scry top` needs (ncurses-base's small set, about 230 KB)
+[ -d /lib/terminfo ] && mkdir -p "$root/lib" && cp -r /lib/terminfo "$root/lib/terminfo"
 # scry names users (ctl, serve's socket owner) and needs nothing else of /etc
 printf 'root:x:0:0:root:/root:/bin/false\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' \
     >"$root/etc/passwd"
