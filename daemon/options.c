@@ -3,6 +3,7 @@
 #include "report.h"
 #include "sample.h"
 #include "scry_err.h"
+#include "scry_parse.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -22,6 +23,7 @@ typedef struct opt_spec {
     unsigned commands; /* bit per enum scry_command */
     const char *arg;
     const char *help;
+    double lo, hi; /* OPT_DOUBLE, OPT_BYTES: the accepted range */
 } opt_spec_t;
 
 #define ON(c) (1u << (c))
@@ -32,79 +34,92 @@ typedef struct opt_spec {
 
 static const opt_spec_t opt_table[] = {
     {"pid", 'p', OPT_PID, offsetof(scry_config_t, pid), REC | DMP | TOP, "PID",
-     "the Python process to attach to"},
+     "the Python process to attach to", 0, 0},
     {"rate", 'r', OPT_DOUBLE, offsetof(scry_config_t, rate_hz), REC | TOP, "HZ",
-     "samples per second (default 100)"},
+     "samples per second, 1 to 10000 (default 100)", 1, 10000},
     {"duration", 'd', OPT_DOUBLE, offsetof(scry_config_t, duration_s), REC | TOP, "SECONDS",
-     "stop after this long (default: until Ctrl-C or the target exits)"},
+     "stop after this long (default: until Ctrl-C or the target exits)", 0.001, 1e9},
     {"format", 'f', OPT_STRING, offsetof(scry_config_t, format), REC | DIF, "FMT",
      "record: flamegraph, html, text, json, speedscope, collapsed, pprof (default: from the "
      "--output name's extension, else flamegraph); diff: flamegraph or text (default: from "
-     "--output's extension, else text)"},
+     "--output's extension, else text)",
+     0, 0},
     {"output", 'o', OPT_STRING, offsetof(scry_config_t, output), REC | DIF, "PATH",
-     "where to write ('-' for stdout; record's default scry-PID-TIME.EXT, diff's stdout)"},
+     "where to write ('-' for stdout; record's default scry-PID-TIME.EXT, diff's stdout)", 0, 0},
     {"idle", 'i', OPT_FLAG, offsetof(scry_config_t, idle), REC | DMP | TOP, NULL,
-     "include threads that are not running on a CPU"},
+     "include threads that are not running on a CPU", 0, 0},
     {"threads", 't', OPT_FLAG, offsetof(scry_config_t, threads), REC, NULL,
-     "give each thread its own root frame"},
+     "give each thread its own root frame", 0, 0},
     {"blocking", 'b', OPT_FLAG, offsetof(scry_config_t, blocking), REC | DMP | TOP, NULL,
-     "stop each thread while reading it, for exact snapshots (always resumed)"},
+     "stop each thread while reading it, for exact snapshots (always resumed)", 0, 0},
     {"native", 'n', OPT_FLAG, offsetof(scry_config_t, native), REC | DMP | TOP, NULL,
-     "include native (C) frames, merged with the Python frames"},
+     "include native (C) frames, merged with the Python frames", 0, 0},
     {"gil", 'g', OPT_FLAG, offsetof(scry_config_t, gil), REC | TOP, NULL,
-     "only sample the thread holding the GIL"},
-    {"json", 'j', OPT_FLAG, offsetof(scry_config_t, json), DMP, NULL, "print JSON"},
+     "only sample the thread holding the GIL", 0, 0},
+    {"json", 'j', OPT_FLAG, offsetof(scry_config_t, json), DMP, NULL, "print JSON", 0, 0},
     {"async", 'a', OPT_FLAG, offsetof(scry_config_t, async_tasks), REC | DMP, NULL,
      "asyncio (Python 3.14+; older versions are refused): dump shows each event loop's tasks, "
      "their coroutine stacks and the await graph instead of threads; record puts each sample "
-     "under its thread's running task and the tasks awaiting it (root frames 'task NAME')"},
+     "under its thread's running task and the tasks awaiting it (root frames 'task NAME')",
+     0, 0},
     {"locals", 'l', OPT_FLAG, offsetof(scry_config_t, locals), DMP, NULL,
      "each Python frame's arguments and local variables, with short reprs read from outside "
      "(ints, floats, str, bytes, None/bools, lists and tuples with a few items, dict and set "
-     "sizes; other objects as <Type object>); no code runs in the target"},
+     "sizes; other objects as <Type object>); no code runs in the target",
+     0, 0},
     {"container", 0, OPT_STRING, offsetof(scry_config_t, container), DMP, "ID|CGROUP",
-     "every Python process of a container: its id (at least 12 hex digits) or cgroup path"},
+     "every Python process of a container: its id (at least 12 hex digits) or cgroup path", 0, 0},
     {"memory", 'm', OPT_FLAG, offsetof(scry_config_t, memory), REC, NULL,
-     "sample allocations, frees and copies per line (preloads or injects libscry-shim.so)"},
+     "sample allocations, frees and copies per line (preloads or injects libscry-shim.so)", 0, 0},
     {"inject", 0, OPT_STRING, offsetof(scry_config_t, inject), REC, "HOW",
      "--memory with --pid: how the shim gets into the target: remote-exec (Python 3.14+'s "
      "PEP 768 remote execution at a safe point; refused where the target does not allow it), "
-     "ptrace (the trampoline), or auto (default: remote-exec where allowed, else ptrace)"},
+     "ptrace (the trampoline), or auto (default: remote-exec where allowed, else ptrace)",
+     0, 0},
     {"memory-sample-bytes", 0, OPT_BYTES, offsetof(scry_config_t, memory_sample_bytes), REC,
-     "BYTES", "mean bytes between allocation samples (default 128k; copies: 1M; suffixes k, M, G)"},
+     "BYTES", "mean bytes between allocation samples (default 128k; copies: 1M; suffixes k, M, G)",
+     1, 1e12},
     {"metric", 0, OPT_STRING, offsetof(scry_config_t, metric), REC, "WHAT",
      "what flame graphs and stack formats weigh: cpu (default), alloc, copy, free, inuse (bytes "
-     "still held at the end), peak (bytes held at the highest footprint)"},
+     "still held at the end), peak (bytes held at the highest footprint)",
+     0, 0},
     {"include", 0, OPT_GLOB, offsetof(scry_config_t, include), REC | TOP, "GLOB",
      "line views (top: the lines view): files matching GLOB are the user's code (fnmatch on "
-     "the whole path, '*' crosses '/'; repeatable)"},
+     "the whole path, '*' crosses '/'; repeatable)",
+     0, 0},
     {"exclude", 0, OPT_GLOB, offsetof(scry_config_t, exclude), REC | TOP, "GLOB",
      "line views: files matching GLOB are not the user's code (wins over --include; "
-     "repeatable)"},
+     "repeatable)",
+     0, 0},
     {"all-lines", 0, OPT_FLAG, offsetof(scry_config_t, all_lines), REC | TOP, NULL,
-     "line views charge the innermost Python line (library lines too), not the user's line"},
+     "line views charge the innermost Python line (library lines too), not the user's line", 0, 0},
     {"function", 'F', OPT_FLAG, offsetof(scry_config_t, function), REC, NULL,
      "aggregate by function instead of line: every Python frame at its function's first line "
-     "(stack formats: flamegraph, collapsed, speedscope, pprof, json)"},
+     "(stack formats: flamegraph, collapsed, speedscope, pprof, json)",
+     0, 0},
     {"quiet", 'q', OPT_FLAG, offsetof(scry_config_t, quiet), REC, NULL,
-     "do not print the summary line"},
+     "do not print the summary line", 0, 0},
     {"window", 'w', OPT_DOUBLE, offsetof(scry_config_t, window_s), TOP, "SECONDS",
-     "top: percentages over the last SECONDS (default 1; key 'w' toggles since start)"},
+     "top: percentages over the last SECONDS (default 1; key 'w' toggles since start)", 0.001, 1e9},
     {"once", 0, OPT_FLAG, offsetof(scry_config_t, once), TOP, NULL,
-     "top: print one plain-text table after --duration (default 2 s) and exit"},
+     "top: print one plain-text table after --duration (default 2 s) and exit", 0, 0},
     {"assume-version", 0, OPT_STRING, offsetof(scry_config_t, assume_version), REC | DMP | TOP,
      "3.N",
      "read a Python newer than scry knows with 3.N's _Py_DebugOffsets layout (3.15; only when "
-     "its block validates; the summary says so)"},
+     "its block validates; the summary says so)",
+     0, 0},
     {"sampler", 0, OPT_STRING, offsetof(scry_config_t, sampler), REC | DMP | TOP, "HOW",
      "perf (the kernel's CPU clock per thread, nothing stopped), ptrace (a wall-clock tick "
-     "over /proc), or auto (default: perf where allowed)"},
+     "over /proc), or auto (default: perf where allowed)",
+     0, 0},
     {"discovery", 0, OPT_STRING, offsetof(scry_config_t, discovery), REC | DMP | TOP, "WAY",
      "for tests: find the runtime without its symbol (section) or without symbol and section "
-     "(disasm)"},
+     "(disasm)",
+     0, 0},
     {"subprocesses", 's', OPT_FLAG, offsetof(scry_config_t, subprocesses), REC | DMP | TOP, NULL,
      "also every Python descendant (present or started later, through shells too); each "
-     "process is a root frame 'process PID (command)'"},
+     "process is a root frame 'process PID (command)'",
+     0, 0},
 };
 
 static const char *command_name(enum scry_command c)
@@ -171,68 +186,29 @@ void options_usage(enum scry_command command)
     }
 }
 
-static int parse_bytes(const char *s, uint64_t *out)
-{
-    char *end = NULL;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || v <= 0)
-        return SCRY_E_INVAL;
-    switch (*end) {
-    case 'k':
-    case 'K':
-        v *= 1024;
-        end++;
-        break;
-    case 'm':
-    case 'M':
-        v *= 1024 * 1024;
-        end++;
-        break;
-    case 'g':
-    case 'G':
-        v *= 1024.0 * 1024 * 1024;
-        end++;
-        break;
-    default:
-        break;
-    }
-    if (*end == 'B' || *end == 'b')
-        end++;
-    if (*end || v < 1 || v > 1e12)
-        return SCRY_E_INVAL;
-    *out = (uint64_t)v;
-    return 0;
-}
-
 static int set_value(const opt_spec_t *o, const char *value, scry_config_t *cfg)
 {
     char *base = (char *)cfg + o->offset;
-    char *end = NULL;
     switch (o->kind) {
     case OPT_FLAG:
         *(int *)base = 1;
         return 0;
     case OPT_PID: {
-        errno = 0;
-        long v = strtol(value, &end, 10);
-        if (errno || !*value || *end || v <= 0 || v > 0x3fffffff) {
+        long long v;
+        if (scry_parse_int(value, 1, 0x3fffffff, &v) != 0) {
             fprintf(stderr, "scry: --pid needs a process id, not '%s'\n", value);
             return SCRY_E_INVAL;
         }
         *(pid_t *)base = (pid_t)v;
         return 0;
     }
-    case OPT_DOUBLE: {
-        errno = 0;
-        double v = strtod(value, &end);
-        if (errno || !*value || *end || !(v > 0) || v > 1e9) {
-            fprintf(stderr, "scry: --%s needs a positive number, not '%s'\n", o->long_name, value);
+    case OPT_DOUBLE:
+        if (scry_parse_number(value, o->lo, o->hi, (double *)base) != 0) {
+            fprintf(stderr, "scry: --%s needs a number from %g to %g, not '%s'\n", o->long_name,
+                    o->lo, o->hi, value);
             return SCRY_E_INVAL;
         }
-        *(double *)base = v;
         return 0;
-    }
     case OPT_STRING:
         *(const char **)base = value;
         return 0;
@@ -251,9 +227,10 @@ static int set_value(const opt_spec_t *o, const char *value, scry_config_t *cfg)
         return 0;
     }
     case OPT_BYTES:
-        if (parse_bytes(value, (uint64_t *)base) != 0) {
-            fprintf(stderr, "scry: --%s needs a size such as 512k or 1M, not '%s'\n", o->long_name,
-                    value);
+        if (scry_parse_bytes(value, (uint64_t)o->lo, (uint64_t)o->hi, (uint64_t *)base) != 0) {
+            fprintf(stderr,
+                    "scry: --%s needs a size such as 512k or 1M (at most 10^12 bytes), not '%s'\n",
+                    o->long_name, value);
             return SCRY_E_INVAL;
         }
         return 0;
@@ -347,14 +324,13 @@ static int check_conflicts(scry_config_t *cfg)
             fprintf(stderr, "scry: diff needs two JSON reports: scry diff BASE.json NEW.json\n");
             return SCRY_E_INVAL;
         }
-        int f = REPORT_FORMAT_TEXT;
-        if (cfg->format)
-            f = report_format_parse(cfg->format);
-        else if (cfg->output && strcmp(cfg->output, "-") != 0 &&
-                 report_format_from_path(cfg->output) == REPORT_FORMAT_FLAMEGRAPH)
-            f = REPORT_FORMAT_FLAMEGRAPH;
-        if (f != REPORT_FORMAT_TEXT && f != REPORT_FORMAT_FLAMEGRAPH) {
-            fprintf(stderr, "scry: diff writes flamegraph or text, not '%s'\n", cfg->format);
+        char why[512];
+        int f = report_format_choose("diff", cfg->format, cfg->output,
+                                     REPORT_FORMAT_BIT(REPORT_FORMAT_TEXT) |
+                                         REPORT_FORMAT_BIT(REPORT_FORMAT_FLAMEGRAPH),
+                                     REPORT_FORMAT_TEXT, why, sizeof why);
+        if (f < 0) {
+            fprintf(stderr, "scry: %s\n", why);
             return SCRY_E_INVAL;
         }
         cfg->format_id = f;
@@ -390,13 +366,11 @@ static int check_conflicts(scry_config_t *cfg)
     }
     cfg->metric_id = -1;
     if (cfg->metric) {
-        cfg->metric_id = !strcmp(cfg->metric, "cpu")     ? SCRY_METRIC_CPU
-                         : !strcmp(cfg->metric, "alloc") ? SCRY_METRIC_ALLOC
-                         : !strcmp(cfg->metric, "copy")  ? SCRY_METRIC_COPY
-                         : !strcmp(cfg->metric, "free")  ? SCRY_METRIC_FREE
-                         : !strcmp(cfg->metric, "inuse") ? REPORT_METRIC_INUSE
-                         : !strcmp(cfg->metric, "peak")  ? REPORT_METRIC_PEAK
-                                                         : -1;
+        static const char *const words[] = {"cpu", "alloc", "copy", "free", "inuse", "peak"};
+        static const int ids[] = {SCRY_METRIC_CPU,  SCRY_METRIC_ALLOC,   SCRY_METRIC_COPY,
+                                  SCRY_METRIC_FREE, REPORT_METRIC_INUSE, REPORT_METRIC_PEAK};
+        int w = scry_parse_word(cfg->metric, strlen(cfg->metric), words, 6);
+        cfg->metric_id = w < 0 ? -1 : ids[w];
         if (cfg->metric_id < 0) {
             fprintf(stderr, "scry: --metric is cpu, alloc, copy, free, inuse or peak, not '%s'\n",
                     cfg->metric);
@@ -407,20 +381,17 @@ static int check_conflicts(scry_config_t *cfg)
             return SCRY_E_INVAL;
         }
     }
-    /* The output format: --format, else the output name's extension, else a flame graph. */
-    cfg->format_id = REPORT_FORMAT_FLAMEGRAPH;
-    if (cfg->format) {
-        cfg->format_id = report_format_parse(cfg->format);
-        if (cfg->format_id < 0) {
-            char names[160];
-            report_format_names(names, sizeof names);
-            fprintf(stderr, "scry: unknown format '%s' (%s)\n", cfg->format, names);
+    /* The output format: --format, else the output name's extension, else a flame graph
+     * (report_format_choose: the one rule; a name that contradicts --format is refused). */
+    {
+        char why[512];
+        int f = report_format_choose(command_name(cfg->command), cfg->format, cfg->output,
+                                     REPORT_FORMAT_ALL, REPORT_FORMAT_FLAMEGRAPH, why, sizeof why);
+        if (f < 0) {
+            fprintf(stderr, "scry: %s\n", why);
             return SCRY_E_INVAL;
         }
-    } else if (cfg->output && strcmp(cfg->output, "-") != 0) {
-        int f = report_format_from_path(cfg->output);
-        if (f >= 0)
-            cfg->format_id = f;
+        cfg->format_id = f;
     }
     /* The user's-code options act on line views only: never accepted and ignored. */
     const char *scope = cfg->all_lines   ? "--all-lines"
@@ -441,14 +412,10 @@ static int check_conflicts(scry_config_t *cfg)
         return SCRY_E_INVAL;
     }
     if (cfg->assume_version) {
-        char *end = NULL;
-        long n = -1;
-        if (!strncmp(cfg->assume_version, "3.", 2)) {
-            errno = 0;
-            n = strtol(cfg->assume_version + 2, &end, 10);
-            if (errno || end == cfg->assume_version + 2 || *end)
-                n = -1;
-        }
+        long long n = -1;
+        if (strncmp(cfg->assume_version, "3.", 2) != 0 ||
+            scry_parse_int(cfg->assume_version + 2, 13, 99, &n) != 0)
+            n = -1;
         if (n < 13 || n > 99) {
             fprintf(stderr, "scry: --assume-version takes a version such as 3.15, not '%s'\n",
                     cfg->assume_version);
@@ -456,8 +423,8 @@ static int check_conflicts(scry_config_t *cfg)
         }
         cfg->assume_minor = (int)n;
     }
-    if (cfg->inject && strcmp(cfg->inject, "remote-exec") && strcmp(cfg->inject, "ptrace") &&
-        strcmp(cfg->inject, "auto")) {
+    static const char *const how[] = {"remote-exec", "ptrace", "auto"};
+    if (cfg->inject && scry_parse_word(cfg->inject, strlen(cfg->inject), how, 3) < 0) {
         fprintf(stderr, "scry: --inject is remote-exec, ptrace or auto, not '%s'\n", cfg->inject);
         return SCRY_E_INVAL;
     }
@@ -466,8 +433,8 @@ static int check_conflicts(scry_config_t *cfg)
                         "preloads the shim)\n");
         return SCRY_E_INVAL;
     }
-    if (cfg->sampler && strcmp(cfg->sampler, "perf") && strcmp(cfg->sampler, "ptrace") &&
-        strcmp(cfg->sampler, "auto")) {
+    static const char *const samplers[] = {"perf", "ptrace", "auto"};
+    if (cfg->sampler && scry_parse_word(cfg->sampler, strlen(cfg->sampler), samplers, 3) < 0) {
         fprintf(stderr, "scry: --sampler is perf, ptrace or auto, not '%s'\n", cfg->sampler);
         return SCRY_E_INVAL;
     }
@@ -504,24 +471,15 @@ static int check_conflicts(scry_config_t *cfg)
     cfg->open_opts.assume_minor = cfg->assume_minor;
     cfg->open_opts.discovery = PYSTATE_DISCOVERY_ALL;
     if (cfg->discovery) {
-        if (!strcmp(cfg->discovery, "section"))
-            cfg->open_opts.discovery = PYSTATE_DISCOVERY_SECTION;
-        else if (!strcmp(cfg->discovery, "disasm"))
-            cfg->open_opts.discovery = PYSTATE_DISCOVERY_DISASM;
+        static const char *const ways[] = {"section", "disasm"};
+        int w = scry_parse_word(cfg->discovery, strlen(cfg->discovery), ways, 2);
+        if (w >= 0)
+            cfg->open_opts.discovery =
+                w == 0 ? PYSTATE_DISCOVERY_SECTION : PYSTATE_DISCOVERY_DISASM;
         else {
             fprintf(stderr, "scry: --discovery is section or disasm, not '%s'\n", cfg->discovery);
             return SCRY_E_INVAL;
         }
-    }
-    if (cfg->rate_hz > 10000) {
-        fprintf(stderr, "scry: --rate %.0f is more than the 10000 Hz scry supports\n",
-                cfg->rate_hz);
-        return SCRY_E_INVAL;
-    }
-    if (cfg->rate_hz < 1) {
-        fprintf(stderr, "scry: --rate %g is below 1 Hz (scry samples at 1 to 10000 Hz)\n",
-                cfg->rate_hz);
-        return SCRY_E_INVAL;
     }
     if (cfg->command == CMD_RECORD && cfg->output && strcmp(cfg->output, "-") != 0 &&
         check_output_path(cfg->output) != 0)

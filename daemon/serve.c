@@ -414,7 +414,7 @@ static int run(serve_state_t *st)
         if (n > 0 && fds[1].revents)
             serve_ctl_serve(st->ctl, serve_ctl_handle, st);
         if (st->n_records)
-            serve_records_reap(st, 0);
+            serve_records_reap(st, SERVE_REAP_ENDED);
         if (proc_discover_fd(st->disc) >= 0) {
             if (proc_discover_read(st->disc, on_event, st) < 0) {
                 serve_log("process-events connector failed: scanning /proc instead");
@@ -426,7 +426,8 @@ static int run(serve_state_t *st)
         }
     }
     if (st->n_records)
-        serve_records_reap(st, 1); /* they answer their clients with what they recorded */
+        serve_records_reap(st,
+                           SERVE_REAP_STOP); /* they answer their clients with what they recorded */
     serve_log("stopping: writing the current windows");
     windows_flush(st, (int64_t)time(NULL));
     if (st->push && serve_push_drain(st->push, 5) != 0) {

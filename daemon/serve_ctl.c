@@ -184,7 +184,8 @@ static const char *last_error(char *log)
  * --memory the shim is injected, its ring drained, and the ring disabled at the end as in
  * attach mode), the profile and messages going to two memfds, then answers the client on
  * FD itself. Never returns. */
-static void record_child(serve_state_t *st, const serve_ctl_req_t *req, pid_t pid, int fd)
+static void record_child(serve_state_t *st, const serve_ctl_req_t *req, pid_t pid, int fd,
+                         volatile int *answered)
 {
     sigset_t none;
     sigemptyset(&none);
@@ -242,6 +243,7 @@ static void record_child(serve_state_t *st, const serve_ctl_req_t *req, pid_t pi
                             : last_error(logtext));
     }
     serve_ctl_reply(fd, reply, 10);
+    *answered = 1;
     _exit(rc == 0 && text ? 0 : 1);
 }
 
@@ -250,37 +252,52 @@ static void record_child(serve_state_t *st, const serve_ctl_req_t *req, pid_t pi
 static int do_record(serve_state_t *st, serve_target_t *t, const serve_ctl_req_t *req,
                      const serve_ctl_peer_t *peer, json_object *reply)
 {
+    /* A recording whose child has answered is over, reaped or not (the child only has
+     * _exit left): its client may ask again at once. Its slot is waited for only when
+     * every slot is taken. */
+    serve_records_reap(st,
+                       st->n_records >= SERVE_MAX_RECORDS ? SERVE_REAP_ANSWERED : SERVE_REAP_ENDED);
     if (st->n_records >= SERVE_MAX_RECORDS) {
         fail(reply, "too many recordings under way (at most 4): try again later");
         return 0;
     }
     for (size_t i = 0; i < st->n_records; i++)
-        if (st->records[i].target == t->pid) {
+        if (st->records[i].target == t->pid && !*st->records[i].answered) {
             fail(reply, "a recording of that process is already under way");
             return 0;
         }
+    volatile int *answered =
+        mmap(NULL, sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (answered == MAP_FAILED) {
+        fail(reply, strerror(errno));
+        return 0;
+    }
     fflush(stderr);
     pid_t c = fork();
     if (c < 0) {
         fail(reply, strerror(errno));
+        munmap((void *)answered, sizeof(int));
         return 0;
     }
     if (c == 0)
-        record_child(st, req, t->pid, peer->fd);
-    st->records[st->n_records++] = (serve_record_t){c, t->pid};
+        record_child(st, req, t->pid, peer->fd, answered);
+    st->records[st->n_records++] = (serve_record_t){c, t->pid, answered};
     serve_log("control: %srecording of target %d for %g s by pid %d (child %d)",
               req->memory ? "memory " : "", (int)t->pid,
               req->duration_s > 0 ? req->duration_s : RECORD_DEFAULT_S, (int)peer->pid, (int)c);
     return 1;
 }
 
-void serve_records_reap(serve_state_t *st, int stop)
+void serve_records_reap(serve_state_t *st, int how)
 {
-    for (size_t i = 0; stop && i < st->n_records; i++)
+    for (size_t i = 0; how == SERVE_REAP_STOP && i < st->n_records; i++)
         kill(st->records[i].child, SIGTERM);
     for (size_t i = 0; i < st->n_records;) {
         int status = 0;
-        pid_t r = waitpid(st->records[i].child, &status, stop ? 0 : WNOHANG);
+        /* a child that has answered only has _exit left: waiting for it is brief */
+        int wait =
+            how == SERVE_REAP_STOP || (how == SERVE_REAP_ANSWERED && *st->records[i].answered);
+        pid_t r = waitpid(st->records[i].child, &status, wait ? 0 : WNOHANG);
         if (r == 0 || (r < 0 && errno == EINTR)) {
             i++;
             continue;
@@ -288,6 +305,7 @@ void serve_records_reap(serve_state_t *st, int stop)
         serve_log("control: recording of target %d ended (%s %d)", (int)st->records[i].target,
                   r > 0 && WIFSIGNALED(status) ? "signal" : "exit",
                   r > 0 ? (WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status)) : -1);
+        munmap((void *)st->records[i].answered, sizeof(int));
         st->records[i] = st->records[--st->n_records];
     }
 }

@@ -96,6 +96,8 @@ typedef struct serve_rejected {
 typedef struct serve_record {
     pid_t child;
     pid_t target;
+    volatile int *answered; /* a page shared with the child: 1 once its reply is sent (then
+                               the recording is over, whether or not the child is reaped) */
 } serve_record_t;
 
 #define SERVE_MAX_RECORDS 4
@@ -197,8 +199,11 @@ serve_win_t *serve_window_get(serve_state_t *st, const char *service, const char
 int serve_ctl_handle(void *ctx, const serve_ctl_req_t *req, const serve_ctl_peer_t *peer,
                      json_object *reply);
 
-/* Reaps the record children that ended. With STOP (the daemon stops), first asks each
- * to end now (SIGTERM: it answers its client with what it recorded) and waits for them. */
-void serve_records_reap(serve_state_t *st, int stop);
+/* Reaps the record children: SERVE_REAP_ENDED those that ended (never waits);
+ * SERVE_REAP_ANSWERED those too and the ones that answered their client (waiting for their
+ * _exit, which is all they have left); SERVE_REAP_STOP (the daemon stops) asks each to end
+ * now (SIGTERM: it answers its client with what it recorded) and waits for them all. */
+enum { SERVE_REAP_ENDED = 0, SERVE_REAP_STOP = 1, SERVE_REAP_ANSWERED = 2 };
+void serve_records_reap(serve_state_t *st, int how);
 
 #endif

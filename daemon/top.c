@@ -39,8 +39,11 @@
 static volatile sig_atomic_t top_stop;
 static volatile sig_atomic_t top_curses_on;
 
+/* The GIL share: of the CPU samples taken (the threads seen, running or with --idle not),
+ * how many held the GIL. Counted per sample, not per sampling round: a round in which the
+ * program did not run (a busy machine) says nothing about the GIL. */
 typedef struct gil_mark {
-    uint64_t t, ticks, gil_ticks;
+    uint64_t t, samples, gil_samples;
 } gil_mark_t;
 
 typedef struct top {
@@ -56,7 +59,8 @@ typedef struct top {
     uint64_t last_mark_ns, last_key_ns, message_ns;
     int32_t tids[TOP_TIDS];
     int ntids;
-    gil_mark_t base; /* at the start or the last reset */
+    uint64_t samples, gil_samples; /* CPU samples so far, those that held the GIL */
+    gil_mark_t base;               /* at the start or the last reset */
     gil_mark_t marks[REPORT_LIVE_HISTORY];
     uint32_t mhead, mcount;
     int oom;
@@ -199,12 +203,11 @@ static int count_all_threads(const top_t *t, pid_t pid)
 
 static gil_mark_t gil_now(const top_t *t, uint64_t now)
 {
-    sampler_stats_t ss = top_stats(t);
-    /* the GIL share is one interpreter's: not shown for several processes */
-    return (gil_mark_t){now, ss.ticks, t->fam ? 0 : ss.gil_ticks};
+    return (gil_mark_t){now, t->samples, t->gil_samples};
 }
 
-/* GIL held share over the shown window, from the sampler's rounds. */
+/* The share of the samples over the shown window that held the GIL (one interpreter's:
+ * -1 for several processes, or when there is no sample). */
 static double gil_pct(const top_t *t)
 {
     if (!t->mcount)
@@ -225,10 +228,10 @@ static double gil_pct(const top_t *t)
             from = m;
         }
     }
-    uint64_t ticks = now->ticks - from->ticks;
+    uint64_t n = now->samples - from->samples;
     if (t->fam)
         return -1;
-    return ticks ? 100.0 * (double)(now->gil_ticks - from->gil_ticks) / (double)ticks : -1;
+    return n ? 100.0 * (double)(now->gil_samples - from->gil_samples) / (double)n : -1;
 }
 
 /* --- the data --- */
@@ -304,6 +307,10 @@ static void on_sample(const scry_sample_t *s, void *ctx)
         t->oom = 1;
         note(t, "out of memory: some samples were not counted");
     }
+    if (s->metric == SCRY_METRIC_CPU) {
+        t->samples++;
+        t->gil_samples += s->gil != 0;
+    }
     if (!s->running)
         return;
     for (int i = 0; i < t->ntids; i++)
@@ -367,7 +374,10 @@ static int handle_key(top_t *t, int ch)
         return 1;
     case 'r':
     case 'R':
-        reset(t);
+        if (s->exited || s->stopped) /* no sampling any more: the final data stays */
+            note(t, "sampling has ended: the final data is kept (q quits)");
+        else
+            reset(t);
         return 1;
     case '?':
     case 'h':

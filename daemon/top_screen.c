@@ -325,7 +325,8 @@ static void draw_header(const top_state_t *s, int *y)
     if (s->late)
         snprintf(late, sizeof late, "  Late %llu", (unsigned long long)s->late);
     snprintf(buf, sizeof buf,
-             "Rate %.0f Hz (%.0f/s)  Samples %llu  Errors %llu%s  GIL %s  Threads %s  Elapsed %s",
+             "Rate %.0f Hz (%.0f/s)  Samples %llu  Errors %llu%s  GIL %s of samples  Threads %s  "
+             "Elapsed %s",
              s->rate_hz, t->window_s > 0 ? (double)t->samples / t->window_s : 0.0,
              (unsigned long long)t->samples_all, (unsigned long long)s->errors, late, gil, thr, el);
     line_clear(*y);
@@ -537,7 +538,7 @@ void top_screen_print(const top_state_t *s, FILE *out, uint32_t max_rows)
     if (s->late)
         fprintf(out, ", %llu late ticks", (unsigned long long)s->late);
     if (s->gil_pct >= 0)
-        fprintf(out, ", GIL %.1f%%", s->gil_pct);
+        fprintf(out, ", GIL %.1f%% of samples", s->gil_pct);
     fprintf(out, ", threads %d active", s->threads_active);
     if (s->threads_total >= 0)
         fprintf(out, " / %d total", s->threads_total);

@@ -46,12 +46,25 @@ static int file_ok(const char *p)
     return access(p, R_OK) == 0;
 }
 
-/* Finds libscry-shim.so: $SCRY_SHIM, else beside the executable (build tree: ../shim/,
- * installed: ../lib/scry/, or the same folder). */
-static int find_shim(char *out, size_t len)
+#ifndef SCRY_SHIM_FROM_BINDIR
+#define SCRY_SHIM_FROM_BINDIR "../lib/scry"
+#endif
+
+/* The places of libscry-shim.so relative to the folder of the scry executable: the build
+ * tree (build/daemon/scry, build/shim/), the installed layout (PREFIX/bin/scry,
+ * PREFIX/lib/scry/: CMakeLists.txt's install rules), or the same folder. */
+static const char *const shim_rel[] = {"/../shim/libscry-shim.so",
+                                       "/" SCRY_SHIM_FROM_BINDIR "/libscry-shim.so",
+                                       "/libscry-shim.so"};
+
+/* Finds libscry-shim.so: $SCRY_SHIM, else beside the executable (shim_rel). Writes the real
+ * path into OUT (PATH_MAX bytes), or on failure what was tried into TRIED (LEN bytes). */
+static int find_shim(char *out, char *tried, size_t len)
 {
     const char *env = getenv("SCRY_SHIM");
+    tried[0] = 0;
     if (env && *env) {
+        snprintf(tried, len, "SCRY_SHIM=%s", env);
         if (!realpath(env, out) || !file_ok(out))
             return SCRY_E_NOTFOUND;
         return 0;
@@ -65,15 +78,17 @@ static int find_shim(char *out, size_t len)
     if (!slash)
         return SCRY_E_NOTFOUND;
     *slash = 0;
-    static const char *const rel[] = {"/../shim/libscry-shim.so", "/../lib/scry/libscry-shim.so",
-                                      "/libscry-shim.so"};
-    for (size_t i = 0; i < sizeof rel / sizeof *rel; i++) {
+    size_t used = 0;
+    for (size_t i = 0; i < sizeof shim_rel / sizeof *shim_rel; i++) {
         char cand[PATH_MAX + 64];
-        snprintf(cand, sizeof cand, "%s%s", exe, rel[i]);
+        snprintf(cand, sizeof cand, "%s%s", exe, shim_rel[i]);
         if (file_ok(cand) && realpath(cand, out))
             return 0;
+        if (used < len) {
+            int w = snprintf(tried + used, len - used, "%s%s", used ? ", " : "", cand);
+            used += w > 0 ? (size_t)w : 0;
+        }
     }
-    (void)len;
     return SCRY_E_NOTFOUND;
 }
 
@@ -82,9 +97,12 @@ memprof_t *memprof_new(uint64_t alloc_mean, uint64_t copy_mean)
     memprof_t *m = calloc(1, sizeof *m);
     if (!m)
         return NULL;
-    if (find_shim(m->shim, sizeof m->shim) != 0) {
-        fprintf(stderr, "scry: --memory needs libscry-shim.so: set SCRY_SHIM to its path, or "
-                        "keep it beside the scry executable (build/shim/)\n");
+    char tried[1024];
+    if (find_shim(m->shim, tried, sizeof tried) != 0) {
+        fprintf(stderr,
+                "scry: --memory needs libscry-shim.so, not found (tried %s): install scry with "
+                "cmake --install (PREFIX/lib/scry/), or set SCRY_SHIM to its path\n",
+                tried[0] ? tried : "nothing: /proc/self/exe unreadable");
         free(m);
         return NULL;
     }

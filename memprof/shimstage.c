@@ -1,6 +1,7 @@
 #include "shimstage.h"
 
 #include "scry_err.h"
+#include "scry_proc.h"
 #include "srcread.h"
 
 #include <errno.h>
@@ -12,9 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/random.h>
 #include <sys/stat.h>
-#include <sys/fsuid.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/vfs.h>
@@ -25,12 +26,19 @@
 #define SHIMSTAGE_FILE      "libscry-shim.so"
 #define SHIMSTAGE_MAX_BYTES (64u << 20) /* the shim is ~100 KiB; anything bigger is wrong */
 
+/* Every name scry creates or removes in a target's root is one component resolved from a
+ * descriptor: the parent (the target's /tmp) or the directory scry made in it. Nothing is
+ * ever resolved through "dir/file": the target may swap the directory for a symbolic link
+ * at any moment, and such a path would follow it in scry's root (issue 24). */
 struct shimstage {
     char path[PATH_MAX]; /* what the target opens */
     int copied;
-    int parent_fd;  /* O_PATH: the target's /tmp (or /var/tmp, /dev/shm) */
-    char dir[64];   /* .scry-shim-<32 hex> */
-    char file[128]; /* dir/libscry-shim.so (or the data's name) */
+    int parent_fd; /* O_PATH: the target's /tmp (or /var/tmp, /dev/shm) */
+    int dir_fd;    /* the directory scry made in it, -1 before */
+    char dir[64];  /* .scry-shim-<32 hex> */
+    char name[48]; /* libscry-shim.so (or the data's name) */
+    uid_t owner;   /* who owns the directory: scry's user, or the target's (stage_as) */
+    gid_t owner_gid;
     int janitor_fd; /* write end of the janitor's pipe: EOF = clean up now */
     pid_t janitor;
 };
@@ -44,6 +52,51 @@ static int open_in_root(int dirfd, const char *path, int flags, uint64_t resolve
     how.flags = (uint64_t)(flags | O_CLOEXEC);
     how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | resolve;
     return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof how);
+}
+
+/* openat2(DIRFD, NAME) for one of scry's own names under DIRFD: beneath it, no symbolic or
+ * magic link, no mount point crossed (a bind mount over the name). Async-signal-safe.
+ * Returns the descriptor or -1 (errno). */
+static int open_beneath(int dirfd, const char *name, int flags)
+{
+    struct open_how how;
+    memset(&how, 0, sizeof how);
+    how.flags = (uint64_t)(flags | O_NOFOLLOW | O_CLOEXEC);
+    how.resolve =
+        RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV;
+    return (int)syscall(SYS_openat2, dirfd, name, &how, sizeof how);
+}
+
+/* Opens scry's directory DIR under PARENT_FD (see open_beneath) when it is a directory
+ * owned by OWNER (the user scry made it as). Async-signal-safe. Returns the descriptor or -1. */
+static int open_own_dir(int parent_fd, const char *dir, uid_t owner)
+{
+    int fd = open_beneath(parent_fd, dir, O_RDONLY | O_DIRECTORY);
+    struct stat st;
+    if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != owner)) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+/* Removes NAME from scry's directory (DIR_FD, or DIR opened under PARENT_FD when DIR_FD is
+ * -1), then DIR from PARENT_FD while that name still is the very directory: a name the
+ * target swapped for a link or another directory is left alone, and nothing is resolved
+ * outside the target's root. Async-signal-safe (the janitor calls it). */
+static void stage_remove(int parent_fd, int dir_fd, const char *dir, const char *name,
+                         uid_t owner)
+{
+    int fd = dir_fd >= 0 ? dir_fd : open_own_dir(parent_fd, dir, owner);
+    if (fd < 0)
+        return;
+    unlinkat(fd, name, 0);
+    struct stat mine, now;
+    if (fstat(fd, &mine) == 0 && fstatat(parent_fd, dir, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
+        S_ISDIR(now.st_mode) && now.st_dev == mine.st_dev && now.st_ino == mine.st_ino)
+        unlinkat(parent_fd, dir, AT_REMOVEDIR);
+    if (fd != dir_fd)
+        close(fd);
 }
 
 /* 1 when the target (root ROOTFD) sees the file HOST_PATH at the same path. */
@@ -64,9 +117,10 @@ static int same_file_in_root(int rootfd, const char *host_path)
 /* The janitor: a child in its own session (not killed with scry's process group) holding
  * only the pipe's read end and the directory's parent. When the pipe reaches EOF (scry
  * finished with the copy, or died, even by SIGKILL) it removes the copy and the
- * directory (ENOENT when scry did it already) and exits. Async-signal-safe calls only
- * (forked from a process that may have threads). */
-static void janitor_run(int rfd, int parent_fd, const char *file, const char *dir)
+ * directory as stage_remove does (nothing when scry did it already, or when the name is no
+ * longer scry's directory) and exits. Async-signal-safe calls only (forked from a process
+ * that may have threads). */
+static void janitor_run(int rfd, int parent_fd, const char *dir, const char *name, uid_t owner)
 {
     struct sigaction ign;
     memset(&ign, 0, sizeof ign);
@@ -88,8 +142,7 @@ static void janitor_run(int rfd, int parent_fd, const char *file, const char *di
         if (r == 0 || (r < 0 && errno != EINTR))
             break;
     }
-    unlinkat(parent_fd, file, 0);
-    unlinkat(parent_fd, dir, AT_REMOVEDIR);
+    stage_remove(parent_fd, -1, dir, name, owner);
     _exit(0);
 }
 
@@ -165,7 +218,7 @@ static int janitor_start(shimstage_t *s)
     }
     if (pid == 0) {
         close(p[1]);
-        janitor_run(p[0], s->parent_fd, s->file, s->dir);
+        janitor_run(p[0], s->parent_fd, s->dir, s->name, s->owner);
     }
     /* Its own process group before anything is created (its setsid may not have run
      * yet): a kill of scry's group must not take it along. */
@@ -193,10 +246,25 @@ static void janitor_end(shimstage_t *s)
     s->janitor = 0;
 }
 
-/* Opens a directory of the target (root ROOTFD) fit for the copy: no symbolic link on the
- * way, writable, executable files allowed. Returns an O_PATH descriptor or -1; *WHERE gets
- * its target path. */
-static int pick_parent(int rootfd, const char **where)
+/* 1 when CREDS (the target's file-system ids) may create entries in a directory of status
+ * ST by its mode bits: scry then creates nothing its target could not (a directory of the
+ * host the target bind-mounted as its /tmp is not written to by root). */
+static int target_may_write(const struct stat *st, const srcread_creds_t *creds)
+{
+    if (creds->uid == 0 || (st->st_mode & S_IWOTH))
+        return 1;
+    if (st->st_uid == creds->uid)
+        return (st->st_mode & S_IWUSR) != 0;
+    int in_group = st->st_gid == creds->gid;
+    for (uint32_t i = 0; i < creds->ngroups && !in_group; i++)
+        in_group = st->st_gid == creds->groups[i];
+    return in_group && (st->st_mode & S_IWGRP);
+}
+
+/* Opens a directory of the target (root ROOTFD, credentials CREDS) fit for the copy: no
+ * symbolic link on the way, writable by the target, executable files allowed. Returns an
+ * O_PATH descriptor or -1; *WHERE gets its target path. */
+static int pick_parent(int rootfd, const srcread_creds_t *creds, const char **where)
 {
     static const char *const cands[] = {"/tmp", "/var/tmp", "/dev/shm"};
     for (size_t i = 0; i < sizeof cands / sizeof *cands; i++) {
@@ -205,13 +273,23 @@ static int pick_parent(int rootfd, const char **where)
         if (fd < 0)
             continue;
         struct statfs sf;
-        if (fstatfs(fd, &sf) == 0 && !(sf.f_flags & (ST_NOEXEC | ST_RDONLY))) {
+        struct stat st;
+        if (fstatfs(fd, &sf) == 0 && !(sf.f_flags & (ST_NOEXEC | ST_RDONLY)) &&
+            fstat(fd, &st) == 0 && target_may_write(&st, creds)) {
             *where = cands[i];
             return fd;
         }
         close(fd);
     }
     return -1;
+}
+
+/* The file-system credentials of process PID (/proc/PID/status). Returns 0 or a code. */
+static int target_creds(pid_t pid, srcread_creds_t *creds)
+{
+    char buf[8192];
+    long n = proc_read_file(pid, 0, "status", buf, sizeof buf);
+    return n < 0 ? (int)n : srcread_parse_status(buf, (size_t)n, creds);
 }
 
 /* Writes LEN bytes of DATA as NAME (mode 0644) in DIRFD. Returns 0 or a SCRY_E_* code. */
@@ -237,42 +315,12 @@ static int put_data(int dirfd, const char *name, const void *data, size_t len)
     return err;
 }
 
-/* Makes directory DIR under PARENT_FD for process PID, and sets *AS_TARGET when that took
- * the target's file-system ids: a file system mounted in a user namespace that does not map
- * host root (a rootless podman container's overlayfs) refuses an inode root would own
- * (EOVERFLOW), so the copy is then made as the target's own user: this thread's fsuid and
- * fsgid switched to the target's until stage_as_self(). Returns 0 or -1 with errno. */
-static int stage_mkdir(pid_t pid, int parent_fd, const char *dir, int *as_target)
+/* This thread's file-system ids (what new inodes belong to), set to UID and GID. */
+static void stage_as(uid_t uid, gid_t gid)
 {
-    *as_target = 0;
-    if (mkdirat(parent_fd, dir, 0700) == 0)
-        return 0;
-    if (errno != EOVERFLOW)
-        return -1;
-    char path[64], buf[4096];
-    srcread_creds_t ids;
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf) : -1;
-    if (fd >= 0)
-        close(fd);
-    if (n <= 0 || srcread_parse_status(buf, (size_t)n, &ids) != 0 || ids.uid == 0) {
-        errno = EOVERFLOW;
-        return -1;
-    }
-    setfsgid((gid_t)ids.gid);
-    setfsuid((uid_t)ids.uid);
-    *as_target = 1;
-    return mkdirat(parent_fd, dir, 0700);
-}
-
-/* Back to this thread's own file-system ids after stage_mkdir took the target's. */
-static void stage_as_self(int *as_target)
-{
-    if (*as_target) {
-        setfsuid(geteuid());
-        setfsgid(getegid());
-        *as_target = 0;
+    if ((uid_t)setfsuid((uid_t)-1) != uid) {
+        setfsgid(gid);
+        setfsuid(uid);
     }
 }
 
@@ -281,10 +329,10 @@ static shimstage_t *stage(pid_t pid, const char *host_path, const char *name, co
 {
     int e = SCRY_E_NOMEM;
     shimstage_t *s = calloc(1, sizeof *s);
-    int rootfd = -1, dirfd = -1, as_target = 0;
+    int rootfd = -1;
     if (!s)
         goto fail;
-    s->parent_fd = s->janitor_fd = -1;
+    s->parent_fd = s->dir_fd = s->janitor_fd = -1;
     char proc[64];
     snprintf(proc, sizeof proc, "/proc/%d/root", (int)pid);
     rootfd = open(proc, O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -302,13 +350,20 @@ static shimstage_t *stage(pid_t pid, const char *host_path, const char *name, co
     /* Another root: a private copy in it. Resolved by openat2 inside the target's root (a
      * container's symbolic links cannot lead us out of it). */
     const char *where = NULL;
-    s->parent_fd = pick_parent(rootfd, &where);
+    srcread_creds_t creds;
+    e = target_creds(pid, &creds);
+    if (e) {
+        snprintf(msg, len, "cannot read the credentials of process %d: %s", (int)pid,
+                 scry_strerror(e));
+        goto fail;
+    }
+    s->parent_fd = pick_parent(rootfd, &creds, &where);
     if (s->parent_fd < 0) {
         e = errno == ENOSYS ? SCRY_E_NOSYS : SCRY_E_NOTFOUND;
         snprintf(msg, len,
                  "process %d has another root (a container?) with no /tmp, /var/tmp "
                  "or /dev/shm to put the memory shim in (a real directory on a "
-                 "writable file system that allows execution%s)",
+                 "writable file system that allows execution, writable by the process%s)",
                  (int)pid, errno == ENOSYS ? "; openat2 needs Linux 5.6" : "");
         goto fail;
     }
@@ -321,10 +376,22 @@ static shimstage_t *stage(pid_t pid, const char *host_path, const char *name, co
     int n = snprintf(s->dir, sizeof s->dir, ".scry-shim-");
     for (size_t i = 0; i < sizeof rnd; i++)
         n += snprintf(s->dir + n, sizeof s->dir - (size_t)n, "%02x", rnd[i]);
-    snprintf(s->file, sizeof s->file, "%s/%s", s->dir, name);
-    if ((size_t)snprintf(s->path, sizeof s->path, "%s/%s", where, s->file) >= sizeof s->path) {
+    snprintf(s->name, sizeof s->name, "%s", name);
+    if ((size_t)snprintf(s->path, sizeof s->path, "%s/%s/%s", where, s->dir, name) >=
+        sizeof s->path) {
         e = SCRY_E_TRUNC;
         goto fail;
+    }
+    /* A target in a user namespace without host root (a rootless container) may have its
+     * file systems mounted in that namespace (podman's overlayfs), where no inode can
+     * belong to host root: mkdir fails with EOVERFLOW. There the directory and the copy
+     * are made as the target's own user (this thread's fsuid and fsgid, for the creations
+     * only); the target could change its copy before loading it, which concerns only it. */
+    s->owner = geteuid();
+    s->owner_gid = getegid();
+    if (s->owner == 0 && creds.uid != 0 && proc_userns_maps_uid(pid, 0) == 0) {
+        s->owner = (uid_t)creds.uid;
+        s->owner_gid = (gid_t)creds.gid;
     }
     e = janitor_start(s); /* first: from here on nothing can be left behind */
     if (e) {
@@ -333,33 +400,36 @@ static shimstage_t *stage(pid_t pid, const char *host_path, const char *name, co
         goto fail;
     }
     s->copied = 1;
-    if (stage_mkdir(pid, s->parent_fd, s->dir, &as_target) != 0) {
+    stage_as(s->owner, s->owner_gid);
+    if (mkdirat(s->parent_fd, s->dir, 0700) != 0) {
         e = scry_err_from_errno(errno);
         snprintf(msg, len, "cannot make %s in the root of process %d: %s", s->path, (int)pid,
                  strerror(errno));
         goto fail;
     }
-    dirfd = openat(s->parent_fd, s->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (dirfd < 0 || fchmod(dirfd, 0711) != 0) { /* the target may run as another user */
+    /* The directory as it is now (the target may have swapped the name already: then it
+     * is refused, or it is another directory of the target's, harmless to write into). */
+    s->dir_fd = open_own_dir(s->parent_fd, s->dir, s->owner);
+    if (s->dir_fd < 0 || fchmod(s->dir_fd, 0711) != 0) { /* the target may be another user */
         e = SCRY_E_IO;
-        snprintf(msg, len, "cannot prepare %s in the root of process %d: %s", s->path, (int)pid,
-                 strerror(errno));
+        snprintf(msg, len,
+                 "cannot prepare %s in the root of process %d: %s (did the process replace "
+                 "it?)",
+                 s->path, (int)pid, strerror(errno));
         goto fail;
     }
-    e = host_path ? copy_shim(host_path, dirfd, name) : put_data(dirfd, name, data, dlen);
+    e = host_path ? copy_shim(host_path, s->dir_fd, name)
+                  : put_data(s->dir_fd, name, data, dlen);
     if (e) {
         snprintf(msg, len, "cannot copy %s into the root of process %d (as %s): %s",
                  host_path ? host_path : name, (int)pid, s->path, scry_strerror(e));
         goto fail;
     }
-    stage_as_self(&as_target);
-    close(dirfd);
+    stage_as(geteuid(), getegid());
     close(rootfd);
     return s;
 fail:
-    stage_as_self(&as_target);
-    if (dirfd >= 0)
-        close(dirfd);
+    stage_as(geteuid(), getegid());
     if (rootfd >= 0)
         close(rootfd);
     shimstage_free(s);
@@ -399,11 +469,11 @@ void shimstage_free(shimstage_t *s)
 {
     if (!s)
         return;
-    if (s->copied && s->parent_fd >= 0) {
-        unlinkat(s->parent_fd, s->file, 0);
-        unlinkat(s->parent_fd, s->dir, AT_REMOVEDIR);
-    }
-    janitor_end(s);
+    if (s->copied && s->parent_fd >= 0 && s->dir_fd >= 0)
+        stage_remove(s->parent_fd, s->dir_fd, s->dir, s->name, s->owner);
+    janitor_end(s); /* it removes what is left when scry could not open its directory */
+    if (s->dir_fd >= 0)
+        close(s->dir_fd);
     if (s->parent_fd >= 0)
         close(s->parent_fd);
     free(s);

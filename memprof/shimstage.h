@@ -16,8 +16,10 @@ typedef struct shimstage shimstage_t;
  * Otherwise the file is copied into a new directory ".scry-shim-<128 random bits>"
  * (mode 0711, owned by scry's user) in the first of the target's /tmp, /var/tmp, /dev/shm
  * that is a real directory (no symbolic link on the way, resolved inside the target's
- * root) on a file system that allows execution; a janitor process (own session) removes
- * it if scry dies before shimstage_free. Returns NULL and writes why into MSG (*ERR gets
+ * root) on a file system that allows execution and that the target's own user may write
+ * to; a janitor process (own session) removes it if scry dies before shimstage_free. Every
+ * later create and unlink is one name relative to a descriptor on that directory or on
+ * scry's directory in it, never a path through a name the target could swap. Returns NULL and writes why into MSG (*ERR gets
  * a SCRY_E_* code) when no such place exists or the copy fails. */
 shimstage_t *shimstage_new(pid_t pid, const char *host_path, int *err, char *msg, size_t len);
 

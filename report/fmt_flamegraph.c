@@ -158,9 +158,9 @@ static void fmt_value(report__sb_t *b, uint64_t v, int metric)
     if (metric == SCRY_METRIC_CPU) {
         report__sb_printf(b, "%" PRIu64 " sample%s", v, v == 1 ? "" : "s");
     } else if (v >= 1024 * 1024) {
-        report__sb_printf(b, "%.2f MB", (double)v / REPORT__MB);
+        report__sb_printf(b, "%.2f MiB", (double)v / REPORT__MB);
     } else if (v >= 1024) {
-        report__sb_printf(b, "%.1f KB", (double)v / 1024.0);
+        report__sb_printf(b, "%.1f KiB", (double)v / 1024.0);
     } else {
         report__sb_printf(b, "%" PRIu64 " bytes", v);
     }
@@ -340,9 +340,9 @@ static int write_svg(const report_profile_t *p, const fg_t *g0, int metric, FILE
     report__sb_printf(&b, "<text id=\"subtitle\" x=\"%d\" y=\"%d\">", width / 2, FG_FONT * 3 + 2);
     {
         report__sb_t sub = {0};
-        report__sb_printf(&sub, "pid %d", (int)p->meta.pid);
+        report__sb_target(&sub, p);
         if (p->meta.command && p->meta.command[0])
-            report__sb_printf(&sub, ": %.120s", p->meta.command);
+            report__sb_printf(&sub, "%s%.120s", sub.len ? ": " : "", p->meta.command);
         report__sb_puts(&sub, " \xe2\x80\x94 ");
         fmt_value(&sub, total, metric);
         report__sb_xml(&b, sub.oom ? "" : sub.buf, 0);

@@ -99,12 +99,12 @@ static void header(report__html_t *h)
     }
     double gil = report__gil_pct(v);
     if (gil >= 0)
-        snprintf(tmp, sizeof tmp, "%.1f%%", gil);
+        snprintf(tmp, sizeof tmp, "%.1f%% %s", gil, report__gil_unit(v));
     else
         snprintf(tmp, sizeof tmp, "unknown");
     meta_item(b, "GIL held", tmp);
     if (v->has_memory) {
-        snprintf(tmp, sizeof tmp, "%.1f MB", (double)p->mem_peak / REPORT__MB);
+        snprintf(tmp, sizeof tmp, "%.1f MiB", (double)p->mem_peak / REPORT__MB);
         meta_item(b, "memory peak", tmp);
     }
     if (p->meta.start_unix_ns > 0) {
@@ -212,9 +212,9 @@ static void hot_lines(report__html_t *h)
                        "<th data-t=\"n\">native</th><th data-t=\"n\">system</th>"
                        "<th data-t=\"n\">samples</th>");
     if (h->mem)
-        report__sb_puts(b, "<th data-t=\"n\">alloc MB</th><th data-t=\"n\">Python alloc</th>"
-                           "<th data-t=\"n\">net MB</th><th data-t=\"n\">peak MB</th>"
-                           "<th data-t=\"n\">copy MB/s</th><th data-t=\"n\">leak</th>"
+        report__sb_puts(b, "<th data-t=\"n\">alloc MiB</th><th data-t=\"n\">Python alloc</th>"
+                           "<th data-t=\"n\">net MiB</th><th data-t=\"n\">peak MiB</th>"
+                           "<th data-t=\"n\">copy MiB/s</th><th data-t=\"n\">leak</th>"
                            "<th data-t=\"n\" class=\"l\">trend</th>");
     report__sb_puts(b, "<th class=\"l\">source</th></tr></thead><tbody>\n");
     for (uint32_t k = 0; k < v->nline_order && k < REPORT__HTML_MAX_ROWS; k++) {
@@ -238,7 +238,14 @@ static void hot_lines(report__html_t *h)
         snippet_cell(h, l);
         report__sb_puts(b, "</tr>\n");
     }
-    report__sb_puts(b, "</tbody></table></section>\n");
+    report__sb_puts(b, "</tbody></table>");
+    uint32_t cut = report__src_cut(h->src); /* source section and this table together */
+    if (cut)
+        report__sb_printf(b,
+                          "<p class=\"sc-note\">The source of %u file%s was not read: the "
+                          "report's source budget (%s) is spent.</p>",
+                          cut, cut == 1 ? "" : "s", REPORT__SRC_BUDGET_TEXT);
+    report__sb_puts(b, "</section>\n");
 }
 
 static void functions(report__html_t *h)
@@ -296,12 +303,12 @@ static void memory(report__html_t *h)
         alloc += l->alloc_bytes, freed += l->free_bytes, copy += l->copy_bytes;
     }
     report__sb_puts(b, "<section id=\"sc-mem\"><h2>Memory</h2>\n<div class=\"sc-kpis\">");
-    kpi(b, "peak footprint", (double)p->mem_peak / REPORT__MB, "MB");
-    kpi(b, "net at the end", (double)p->mem_net / REPORT__MB, "MB");
-    kpi(b, "allocated", (double)alloc / REPORT__MB, "MB");
-    kpi(b, "freed (matched)", (double)freed / REPORT__MB, "MB");
-    kpi(b, "copied", (double)copy / REPORT__MB, "MB");
-    kpi(b, "copy rate", v->duration_s > 0 ? (double)copy / REPORT__MB / v->duration_s : 0, "MB/s");
+    kpi(b, "peak footprint", (double)p->mem_peak / REPORT__MB, "MiB");
+    kpi(b, "net at the end", (double)p->mem_net / REPORT__MB, "MiB");
+    kpi(b, "allocated", (double)alloc / REPORT__MB, "MiB");
+    kpi(b, "freed (matched)", (double)freed / REPORT__MB, "MiB");
+    kpi(b, "copied", (double)copy / REPORT__MB, "MiB");
+    kpi(b, "copy rate", v->duration_s > 0 ? (double)copy / REPORT__MB / v->duration_s : 0, "MiB/s");
     report__sb_puts(b, "</div>\n<p class=\"sc-note\">Sampled footprint of the program over time "
                        "(each point: the largest net in its time bucket).</p>\n");
     report__html_footprint(b, p, v->duration_s);
@@ -314,8 +321,8 @@ static void memory(report__html_t *h)
         if (!nleaks++)
             report__sb_puts(b, "<h2>Possible leaks</h2>\n<table class=\"sc-tab sc-sort\"><thead>"
                                "<tr><th class=\"l\">location</th><th class=\"l\">function</th>"
-                               "<th data-t=\"n\">leak score</th><th data-t=\"n\">net MB</th>"
-                               "<th data-t=\"n\">peak MB</th><th data-t=\"n\">allocs</th>"
+                               "<th data-t=\"n\">leak score</th><th data-t=\"n\">net MiB</th>"
+                               "<th data-t=\"n\">peak MiB</th><th data-t=\"n\">allocs</th>"
                                "<th data-t=\"n\">frees</th></tr></thead><tbody>\n");
         report__sb_puts(b, "<tr");
         filter_key(b, l->file, l->function);

@@ -106,7 +106,7 @@ void report__html_spark(report__sb_t *b, const report__line_t *l)
     }
     report__sb_printf(b,
                       "<svg class=\"sc-spark\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\">"
-                      "<title>net MB over time: %.2f \xe2\x80\xa6 %.2f</title><polyline points=\"",
+                      "<title>net MiB over time: %.2f \xe2\x80\xa6 %.2f</title><polyline points=\"",
                       SPARK_W, SPARK_H, SPARK_W, SPARK_H, isfinite(lo) ? lo : 0.0,
                       isfinite(hi) ? hi : 0.0);
     uint32_t n = l->ntrend < REPORT__TREND_MAX ? l->ntrend : REPORT__TREND_MAX;
@@ -157,7 +157,7 @@ void report__html_footprint(report__sb_t *b, const report_profile_t *p, double d
         double py = CHART_MT + ph - y / ytop * ph;
         report__sb_printf(b,
                           "<line x1=\"%d\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#eee\"/>"
-                          "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%g MB</text>\n",
+                          "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%g MiB</text>\n",
                           CHART_ML, CHART_ML + pw, py, py, CHART_ML - 6, py + 4, y);
     }
     for (double x = 0; x <= tmax + xstep * 1e-6; x += xstep) {
@@ -202,7 +202,7 @@ void report__html_footprint(report__sb_t *b, const report_profile_t *p, double d
     report__sb_printf(b,
                       "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"#b2361f\"/>"
                       "<text class=\"sc-peak\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\">"
-                      "peak %.1f MB at %.2f s</text>\n</svg>\n",
+                      "peak %.1f MiB at %.2f s</text>\n</svg>\n",
                       px, py, px + (px > CHART_W * 0.7 ? -8.0 : 8.0),
                       py < CHART_MT + 14 ? py + 14 : py - 6, px > CHART_W * 0.7 ? "end" : "start",
                       peak_mb, peak_t);

@@ -313,7 +313,7 @@ static void file_head(emit_t *e, int open, int32_t nlines, int whole)
     if (e->h->mem) {
         report__sb_puts(b, " \xc2\xb7 alloc ");
         report__html_mb(b, (double)f->alloc / REPORT__MB);
-        report__sb_puts(b, " MB");
+        report__sb_puts(b, " MiB");
     }
     report__sb_printf(b, " \xc2\xb7 %u active line%s", f->n, f->n == 1 ? "" : "s");
     if (!nlines) {
@@ -321,7 +321,7 @@ static void file_head(emit_t *e, int open, int32_t nlines, int whole)
         report__sb_puts(b, " \xc2\xb7 source not available");
         if (err < 0 && err != SCRY_E_NOSYS) {
             report__sb_puts(b, ": ");
-            report__sb_xml(b, scry_strerror(err), 100);
+            report__sb_xml(b, report__src_why(e->h->src, f->file), 100);
         }
     }
     report__sb_puts(b, "</span>");
@@ -331,8 +331,8 @@ static void file_head(emit_t *e, int open, int32_t nlines, int whole)
                        "<th class=\"l\">CPU</th><th>total</th><th>Python</th><th>native</th>"
                        "<th>system</th>");
     if (e->h->mem)
-        report__sb_puts(b, "<th>alloc MB</th><th>Python alloc</th><th>net MB</th>"
-                           "<th>peak MB</th><th>copy MB/s</th><th>leak</th>"
+        report__sb_puts(b, "<th>alloc MiB</th><th>Python alloc</th><th>net MiB</th>"
+                           "<th>peak MiB</th><th>copy MiB/s</th><th>leak</th>"
                            "<th class=\"l\">trend</th>");
     report__sb_puts(b, "<th class=\"l\">source</th></tr></thead><tbody>\n");
 }

@@ -535,7 +535,11 @@ int report__write_pprof(report_profile_t *p, FILE *out, const report_options_t *
     size_t ncomments = 0;
     {
         report__sb_t c = {0};
-        report__sb_printf(&c, "scry: pid %d", (int)p->meta.pid);
+        report__sb_t who = {0};
+        report__sb_target(&who, p);
+        report__sb_printf(&c, "scry%s%s", who.len && !who.oom ? ": " : "",
+                          who.len && !who.oom ? who.buf : "");
+        report__sb_free(&who);
         if (p->meta.python_version)
             report__sb_printf(&c, ", Python %s", p->meta.python_version);
         comments[ncomments++] = pp_str(&x.strs, c.oom ? "scry" : c.buf);

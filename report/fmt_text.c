@@ -188,9 +188,9 @@ static void header(text_t *t, const report__view_t *v)
         processes(t, p);
     double gil = report__gil_pct(v);
     if (gil >= 0)
-        report__sb_printf(&t->b, "GIL held %.1f%% of the time\n", gil);
+        report__sb_printf(&t->b, "GIL held %.1f%% %s\n", gil, report__gil_unit(v));
     if (v->has_memory)
-        report__sb_printf(&t->b, "memory: peak %.1f MB, net %.1f MB at the end\n",
+        report__sb_printf(&t->b, "memory: peak %.1f MiB, net %.1f MiB at the end\n",
                           (double)p->mem_peak / REPORT__MB, (double)p->mem_net / REPORT__MB);
 }
 
@@ -215,7 +215,17 @@ static void missing_source(text_t *t, const report__view_t *v, uint32_t top, rep
         on(t, "2");
         report__sb_puts(&t->b, "  source not available: ");
         put_clean(&t->b, l->file, strlen(l->file), width);
-        report__sb_printf(&t->b, " (%s)", scry_strerror(err));
+        report__sb_printf(&t->b, " (%s)", report__src_why(src, l->file));
+        off(t);
+        report__sb_putc(&t->b, '\n');
+    }
+    uint32_t cut = report__src_cut(src);
+    if (cut) {
+        on(t, "2");
+        report__sb_printf(&t->b,
+                          "  the source of %u file%s was not read: the report's source "
+                          "budget (%s) is spent",
+                          cut, cut == 1 ? "" : "s", REPORT__SRC_BUDGET_TEXT);
         off(t);
         report__sb_putc(&t->b, '\n');
     }
@@ -233,7 +243,8 @@ static void lines(text_t *t, const report__view_t *v, const report_options_t *o,
         report__sb_printf(&t->b, " (%% of %.3f s sampled)", (double)v->cpu_total / 1e9);
     report__sb_puts(&t->b, "\n  %python %native %system");
     if (v->has_memory)
-        report__sb_printf(&t->b, " %9s %9s %9s  %-27s", "alloc MB", "net MB", "copy MB/s", "trend");
+        report__sb_printf(&t->b, " %9s %9s %9s  %-27s", "alloc MiB", "net MiB", "copy MiB/s",
+                          "trend");
     report__sb_puts(&t->b, "  line\n");
     for (uint32_t k = 0; k < v->nline_order && k < top; k++) {
         uint32_t i = v->line_order[k];
@@ -340,7 +351,8 @@ static void leaks(text_t *t, const report__view_t *v)
             report__sb_puts(&t->b, "\nPossible leaks\n");
             off(t);
         }
-        report__sb_printf(&t->b, "  score %.2f  net %.1f MB  ", score, (double)l->net / REPORT__MB);
+        report__sb_printf(&t->b, "  score %.2f  net %.1f MiB  ", score,
+                          (double)l->net / REPORT__MB);
         put_loc(&t->b, l->file, l->line);
         report__sb_putc(&t->b, '\n');
     }

@@ -15,25 +15,40 @@ static const struct format_entry {
     const char *alias;     /* another accepted --format name, or NULL */
     const char *extension; /* of generated output names (no dot) */
     const char *infer[3];  /* output name endings that select it when --format is not given */
+    const char *media;     /* what the file is: formats of one media share their endings */
     format_writer_fn write;
 } formats[] = {
-    {REPORT_FORMAT_FLAMEGRAPH, "flamegraph", "svg", "svg", {".svg"}, report__write_flamegraph},
-    {REPORT_FORMAT_HTML, "html", NULL, "html", {".html", ".htm"}, report__write_html},
-    {REPORT_FORMAT_TEXT, "text", NULL, "txt", {".txt"}, report__write_text},
-    {REPORT_FORMAT_JSON, "json", NULL, "json", {".json"}, report__write_json},
+    {REPORT_FORMAT_FLAMEGRAPH,
+     "flamegraph",
+     "svg",
+     "svg",
+     {".svg"},
+     "SVG",
+     report__write_flamegraph},
+    {REPORT_FORMAT_HTML, "html", NULL, "html", {".html", ".htm"}, "HTML", report__write_html},
+    {REPORT_FORMAT_TEXT, "text", NULL, "txt", {".txt"}, "text", report__write_text},
+    {REPORT_FORMAT_JSON, "json", NULL, "json", {".json"}, "JSON", report__write_json},
     {REPORT_FORMAT_SPEEDSCOPE,
      "speedscope",
      NULL,
      "speedscope.json",
      {".speedscope.json"},
+     "JSON",
      report__write_speedscope},
     {REPORT_FORMAT_COLLAPSED,
      "collapsed",
      "folded",
      "txt",
      {".folded", ".collapsed"},
+     "text",
      report__write_collapsed},
-    {REPORT_FORMAT_PPROF, "pprof", "pb", "pb.gz", {".pb.gz", ".pb", ".pprof"}, report__write_pprof},
+    {REPORT_FORMAT_PPROF,
+     "pprof",
+     "pb",
+     "pb.gz",
+     {".pb.gz", ".pb", ".pprof"},
+     "pprof",
+     report__write_pprof},
 };
 
 #define NFORMATS (sizeof formats / sizeof formats[0])
@@ -106,6 +121,58 @@ void report_format_names(char *buf, size_t len)
             break;
         off += (size_t)n;
     }
+}
+
+/* The names of the formats in ALLOWED, comma separated, into BUF. */
+static void names_of(unsigned allowed, char *buf, size_t len)
+{
+    size_t off = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < NFORMATS && off < len; i++) {
+        if (!(allowed & REPORT_FORMAT_BIT(formats[i].fmt)))
+            continue;
+        int n = snprintf(buf + off, len - off, "%s%s", off ? ", " : "", formats[i].name);
+        if (n < 0)
+            break;
+        off += (size_t)n;
+    }
+}
+
+int report_format_choose(const char *cmd, const char *name, const char *path, unsigned allowed,
+                         enum report_format dflt, char *msg, size_t msglen)
+{
+    char names[160];
+    names_of(allowed, names, sizeof names);
+    int by_path = path && strcmp(path, "-") != 0 ? report_format_from_path(path) : -1;
+    if (!name) {
+        if (by_path < 0)
+            return (int)dflt;
+        if (!(allowed & REPORT_FORMAT_BIT((enum report_format)by_path))) {
+            scry_errmsg(msg, msglen,
+                        "the name %s asks for %s (%s), which %s does not write (it writes %s): "
+                        "give the file another name",
+                        path, entry_of((enum report_format)by_path)->media,
+                        entry_of((enum report_format)by_path)->name, cmd, names);
+            return SCRY_E_INVAL;
+        }
+        return by_path;
+    }
+    int f = report_format_parse(name);
+    if (f < 0 || !(allowed & REPORT_FORMAT_BIT((enum report_format)f))) {
+        scry_errmsg(msg, msglen, "%s format '%s' (%s writes %s)", f < 0 ? "unknown" : "no", name,
+                    cmd, names);
+        return SCRY_E_INVAL;
+    }
+    const struct format_entry *want = entry_of((enum report_format)f);
+    if (by_path >= 0 && strcmp(entry_of((enum report_format)by_path)->media, want->media) != 0) {
+        scry_errmsg(msg, msglen,
+                    "--format %s writes %s, but the name %s asks for %s: give the file a "
+                    "matching name (.%s) or drop --format",
+                    want->name, want->media, path, entry_of((enum report_format)by_path)->media,
+                    want->extension);
+        return SCRY_E_INVAL;
+    }
+    return f;
 }
 
 int report_write(report_profile_t *p, enum report_format fmt, FILE *out,

@@ -371,6 +371,54 @@ static int line_rows(report_live_table_t *out, const report__view_t *cv, const r
     return 0;
 }
 
+/* The process root of stack SI ("process PID (command)", --subprocesses), or REPORT__NONE. */
+static uint32_t process_frame(const report_profile_t *p, uint32_t si)
+{
+    const report__stack_t *st = &p->stacks[si];
+    for (uint32_t i = st->depth; i-- > 0;)
+        if (p->frames[p->ids[st->off + i]].kind == SCRY_FRAME_PROCESS)
+            return p->ids[st->off + i];
+    return REPORT__NONE;
+}
+
+/* With --subprocesses, one row per process root ("process PID (command)") giving that
+ * process's total, in either view: appended to OUT's rows. Returns 0 or SCRY_E_NOMEM. */
+static int process_rows(report_live_table_t *out, const report__view_t *cv,
+                        const report__view_t *wv, const conv_t *cum, const conv_t *win)
+{
+    const report_profile_t *p = cv->p;
+    uint32_t first = out->nrows;
+    for (uint32_t si = 0; si < p->nstacks; si++) {
+        uint32_t fid = process_frame(p, si);
+        if (fid == REPORT__NONE)
+            continue;
+        uint64_t cc, cval, wc, wval;
+        report__view_stack_cpu(cv, si, &cc, &cval);
+        report__view_stack_cpu(wv, si, &wc, &wval);
+        if (!cc)
+            continue;
+        uint32_t k = first;
+        while (k < out->nrows && out->rows[k].function != p->frames[fid].function)
+            k++;
+        if (k == out->nrows) {
+            report_live_row_t *nr = realloc(out->rows, ((size_t)out->nrows + 1) * sizeof *nr);
+            if (!nr)
+                return SCRY_E_NOMEM;
+            out->rows = nr;
+            memset(&nr[k], 0, sizeof nr[k]);
+            nr[k].function = p->frames[fid].function;
+            nr[k].file = "";
+            nr[k].kind = SCRY_FRAME_PROCESS;
+            out->nrows++;
+        }
+        report_live_row_t *r = &out->rows[k];
+        r->samples += cc;
+        r->total_s += to_s(cum, cval);
+        r->total_pct += to_pct(win, wval);
+    }
+    return 0;
+}
+
 int report_live_snapshot(report_live_t *l, const report_live_query_t *q, report_live_table_t *out)
 {
     if (!out)
@@ -412,6 +460,8 @@ int report_live_snapshot(report_live_t *l, const report_live_query_t *q, report_
     } else {
         rc = function_rows(out, &cv, w, &cum, &win);
     }
+    if (rc == 0)
+        rc = process_rows(out, &cv, w, &cum, &win);
     if (rc)
         goto out;
     out->by_lines = q->by_lines ? 1 : 0;

@@ -149,7 +149,9 @@ void report_profile_free(report_profile_t *p);
  * should arrive in time order (memory footprints are tracked over time). Cost: O(nframes)
  * and no allocation when the stack was seen before. Returns 0, SCRY_E_INVAL (NULL
  * argument, frames NULL with nframes > 0, unknown metric) or SCRY_E_NOMEM (the sample is
- * then not counted). Stacks deeper than 4096 frames keep their 4096 leaf-most frames. */
+ * then not counted). Stacks deeper than 4096 frames keep their 4096 leaf-most frames.
+ * A CPython 3.12 entry frame ("<interpreter trampoline>" in "<shim>") as the innermost
+ * Python frame is left out. */
 int report_profile_add(report_profile_t *p, const scry_sample_t *s);
 
 /* Records the end-of-run summary (copied). May be called again to replace it. Returns 0
@@ -183,6 +185,18 @@ const char *report_format_extension(enum report_format fmt);
  * ".pb.gz", ".pb", ".pprof"; the longest ending wins). Returns the format (>= 0),
  * SCRY_E_NOTFOUND (no known ending) or SCRY_E_INVAL (NULL). */
 int report_format_from_path(const char *path);
+
+/* The one rule for an output's format, for every command that writes one: NAME (a
+ * --format word, NULL when not given) decides, and an output name PATH whose ending names
+ * another kind of file (report_format_from_path: "x.svg" with --format text) is refused;
+ * without NAME, PATH's ending decides, and an ending that names a format outside ALLOWED
+ * is refused; with neither (no PATH, "-", or an unknown ending) the format is DFLT. ALLOWED
+ * is a mask of REPORT_FORMAT_BIT(f) of what CMD ("record", "diff", ...; used in messages)
+ * writes. Returns the format (>= 0), or SCRY_E_INVAL with the reason in MSG. */
+#define REPORT_FORMAT_BIT(f) (1u << (unsigned)(f))
+#define REPORT_FORMAT_ALL    0x7fu
+int report_format_choose(const char *cmd, const char *name, const char *path, unsigned allowed,
+                         enum report_format dflt, char *msg, size_t msglen);
 
 /* Writes every format's canonical name, comma separated ("flamegraph, html, ..."), into
  * BUF (always terminated, truncated to LEN). */

@@ -26,7 +26,7 @@
 #define REPORT__FOOT_MAX  256        /* program footprint points kept */
 #define REPORT__ADDR_MAX  (1u << 21) /* live sampled blocks tracked for free matching */
 #define REPORT__NONE      UINT32_MAX
-#define REPORT__MB        (1024.0 * 1024.0)
+#define REPORT__MB        (1024.0 * 1024.0) /* a MiB: every "MB" figure (JSON *_mb keys too) */
 
 typedef struct report__frame {
     const char *function;
@@ -230,8 +230,12 @@ int report__view_build_over(report__view_t *v, const report_profile_t *p,
  * frame it holds; non-Python frames only as attribution). Returns 0 or SCRY_E_NOMEM. */
 int report__view_build_frames(report__view_t *v);
 void report__view_free(report__view_t *v);
+/* CPU samples (*COUNT) and figure in the view's unit (*VALUE) of stack SI, every class. */
+void report__view_stack_cpu(const report__view_t *v, uint32_t si, uint64_t *count, uint64_t *value);
 /* GIL share in percent (daemon's figure, else derived with REPORT_F_GIL); < 0 unknown. */
 double report__gil_pct(const report__view_t *v);
+/* What report__gil_pct is a share of: "of the samples", or with --gil "of the time". */
+const char *report__gil_unit(const report__view_t *v);
 /* Picks the metric drawn by collapsed/flamegraph (OPT->metric or automatic). */
 int report__pick_metric(const report_profile_t *p, const report_options_t *opt);
 /* Value of a stack for METRIC: sample count for CPU, bytes for memory metrics. */
@@ -250,6 +254,10 @@ typedef struct report__sb {
 } report__sb_t;
 
 void report__sb_free(report__sb_t *b);
+/* profile.c: appends who was profiled to B: "pid N" for one process (meta.pid, else the one
+ * process of end.processes), "N processes: pids A, B, ..." (at most 8 listed) for several,
+ * nothing when none is known. */
+void report__sb_target(report__sb_t *b, const report_profile_t *p);
 void report__sb_putn(report__sb_t *b, const char *s, size_t n);
 void report__sb_puts(report__sb_t *b, const char *s);
 void report__sb_putc(report__sb_t *b, char c);
@@ -297,6 +305,18 @@ const char *report__src_line(report__src_t *c, const char *file, int32_t line, s
 /* Why FILE's source is unavailable (after report__src_line asked for it): a negative scry
  * code, SCRY_E_NOSYS when no reader was given, 0 when the source is there or unknown. */
 int report__src_error(report__src_t *c, const char *file);
+/* The text and line tables one cache holds are bounded: once REPORT__SRC_BUDGET bytes are
+ * held (one file may overshoot it, at most by the reader's own limit), later files are not
+ * read (a target naming hundreds of code objects after links of one big file cannot make
+ * scry read gigabytes). */
+#define REPORT__SRC_BUDGET      (32u << 20)
+#define REPORT__SRC_BUDGET_TEXT "32 MiB"
+/* Why FILE's source is unavailable, for the reader of a report (static text): the budget,
+ * or scry_strerror of report__src_error. NULL when it is there, unknown, or the error is
+ * not negative. */
+const char *report__src_why(report__src_t *c, const char *file);
+/* How many files were not read because the budget was spent. */
+uint32_t report__src_cut(const report__src_t *c);
 /* Splits DATA (LEN bytes, NUL-terminated, modified: newlines become NULs) into at most
  * REPORT__SRC_MAX_LINES lines; *STARTS (malloc'd) receives each line's offset. Returns
  * the line count (>= 1), or 0 when out of memory. */

@@ -15,6 +15,7 @@ typedef struct src_file {
     uint32_t *starts;
     uint32_t nlines;
     int err; /* why data is NULL */
+    int cut; /* not read: the budget was spent */
 } src_file_t;
 
 struct report__src {
@@ -22,6 +23,8 @@ struct report__src {
     void *ctx;
     src_file_t files[SRC_MAX_FILES];
     uint32_t nfiles;
+    uint64_t held; /* bytes of text and line tables held */
+    uint32_t ncut; /* files not read because of the budget */
 };
 
 report__src_t *report__src_new(const report_options_t *o)
@@ -71,7 +74,7 @@ uint32_t report__src_split(char *data, size_t len, uint32_t **starts_out)
     return n;
 }
 
-static void load(const report__src_t *c, src_file_t *sf, const char *file)
+static void load(report__src_t *c, src_file_t *sf, const char *file)
 {
     size_t len = 0;
     char *data = NULL;
@@ -81,6 +84,12 @@ static void load(const report__src_t *c, src_file_t *sf, const char *file)
     }
     if (!c->read) {
         sf->err = SCRY_E_NOSYS;
+        return;
+    }
+    if (c->held >= REPORT__SRC_BUDGET) { /* one file may overshoot it, never a second */
+        sf->err = SCRY_E_TOOBIG;
+        sf->cut = 1;
+        c->ncut++;
         return;
     }
     int rc = c->read(c->ctx, file, &data, &len);
@@ -98,6 +107,7 @@ static void load(const report__src_t *c, src_file_t *sf, const char *file)
     sf->data = data;
     sf->starts = starts;
     sf->nlines = n;
+    c->held += len + (uint64_t)n * sizeof *starts;
 }
 
 static src_file_t *find(report__src_t *c, const char *file)
@@ -134,4 +144,19 @@ int report__src_error(report__src_t *c, const char *file)
 {
     src_file_t *sf = c && file ? find(c, file) : NULL;
     return sf ? sf->err : 0;
+}
+
+const char *report__src_why(report__src_t *c, const char *file)
+{
+    src_file_t *sf = c && file ? find(c, file) : NULL;
+    if (!sf || sf->err >= 0)
+        return NULL;
+    if (sf->cut)
+        return "not read: the report's source budget (" REPORT__SRC_BUDGET_TEXT ") is spent";
+    return scry_strerror(sf->err);
+}
+
+uint32_t report__src_cut(const report__src_t *c)
+{
+    return c ? c->ncut : 0;
 }

@@ -133,6 +133,15 @@ static uint64_t stack_cpu_value(const report__view_t *v, uint32_t si, int c)
     return v->p->stacks[si].value[SCRY_METRIC_CPU][c];
 }
 
+void report__view_stack_cpu(const report__view_t *v, uint32_t si, uint64_t *count, uint64_t *value)
+{
+    *count = *value = 0;
+    for (int c = 0; c < REPORT__NCLASS; c++) {
+        *count += stack_count(v, si, c);
+        *value += stack_cpu_value(v, si, c);
+    }
+}
+
 /* --- functions --- */
 
 typedef struct func_table {
@@ -404,18 +413,27 @@ void report__view_free(report__view_t *v)
     memset(v, 0, sizeof *v);
 }
 
-/* GIL share in percent, or < 0 when unknown. */
+/* GIL share in percent, or < 0 when unknown: the caller's figure (end.gil_fraction), else
+ * the share of the CPU samples that held it (a thread that never lets it go is 100%,
+ * however little CPU it gets; counting sampling rounds instead followed the CPU share).
+ * With --gil only the holder is sampled: then the share of the time it was held. Not for
+ * several processes (one per interpreter). */
 double report__gil_pct(const report__view_t *v)
 {
     const report_profile_t *p = v->p;
     if (p->have_end && p->end.gil_fraction >= 0)
         return 100.0 * (p->end.gil_fraction > 1 ? 1 : p->end.gil_fraction);
-    if (!(p->meta.flags & REPORT_F_GIL) || !v->cpu_count)
+    if (!v->cpu_count || (p->have_end && p->end.nprocesses))
         return -1;
     double x;
-    if (v->use_weight && v->duration_s > 0)
+    if ((p->meta.flags & REPORT_F_GIL) && v->use_weight && v->duration_s > 0)
         x = (double)p->gil_weight / (v->duration_s * 1e9);
     else
         x = (double)p->gil_count / (double)v->cpu_count;
     return 100.0 * (x > 1 ? 1 : x);
+}
+
+const char *report__gil_unit(const report__view_t *v)
+{
+    return (v->p->meta.flags & REPORT_F_GIL) ? "of the time" : "of the samples";
 }

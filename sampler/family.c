@@ -8,10 +8,12 @@
 #include "scry_proc.h"
 #include "scry_time.h"
 
+#include <dirent.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #define SCAN_NS_ALONE     50000000ull    /* /proc scans without the connector */
@@ -22,6 +24,8 @@
 #define EXEC_GRACE_NS     700000000ull   /* a sampler follows a Python exec within 500 ms */
 #define SCAN_MAX          262144         /* processes a scan looks at */
 #define LABEL_COMMAND_MAX 60             /* bytes of the command in the root frame */
+#define FD_RESERVE_MIN    48             /* descriptors kept free for the members followed */
+#define FD_RECOUNT_NS     100000000ull   /* /proc/self/fd counted at most this often */
 
 enum member_state {
     M_WAITING,    /* not (yet) a Python scry reads: tried again */
@@ -73,6 +77,11 @@ struct family {
     struct member *who[FAMILY_MAX_PROCS + 1];
     char desc[300];
     char backend[400]; /* the first member sampler's back end */
+    long fd_limit;     /* the soft RLIMIT_NOFILE (raised to the hard one) */
+    long fd_used;      /* descriptors open when last counted */
+    uint64_t fd_counted_ns; /* when; 0: count again before the next new member */
+    uint64_t fd_skipped;    /* new members not followed: descriptors ran short */
+    char note[300];         /* family_limit_note */
 };
 
 /* The live member PID (not gone), or NULL. */
@@ -135,11 +144,96 @@ static void drop_sampler(family_t *f, member_t *m)
     m->target = NULL;
 }
 
-static void member_gone(family_t *f, member_t *m)
+/* Lets M go: EXITED when the process is gone (else its sampler failed: m->info.why). */
+static void member_gone(family_t *f, member_t *m, int exited)
 {
     drop_sampler(f, m);
-    m->info.exited = m->info.sampled;
+    m->info.exited = exited && m->info.sampled;
     m->state = M_GONE;
+}
+
+/* 1 unless member M's process is known to be gone: reaped, a zombie, or its pid taken by
+ * another process. (A sampler may take a /proc file it could not open, for lack of a
+ * descriptor, for an exit.) */
+static int still_there(const member_t *m)
+{
+    uint64_t start = 0;
+    char state = 0;
+    int err = proc_read_identity(m->info.pid, &start, NULL, 0);
+    if (err == SCRY_E_GONE || (err == 0 && start != m->start_time))
+        return 0;
+    return proc_read_task_state(m->info.pid, m->info.pid, &state) != 0 ||
+           (state != 'Z' && state != 'X');
+}
+
+/* M's sampler returned ERR (SCRY_E_GONE: the target exited). A process that is gone is
+ * let go as exited; one that still runs loses its sampler, keeps the error as its "why"
+ * and is tried again like a new program (never said to have exited). */
+static void member_failed(family_t *f, member_t *m, int err, uint64_t now)
+{
+    if (err == SCRY_E_GONE && !still_there(m)) {
+        member_gone(f, m, 1);
+        return;
+    }
+    const char *w = strtab_intern(f->strings, scry_strerror(err == SCRY_E_GONE ? SCRY_E_IO : err));
+    m->info.why = w ? w : f->s_empty;
+    drop_sampler(f, m);
+    m->state = M_WAITING;
+    m->program_since_ns = m->last_try_ns = now;
+}
+
+/* The descriptors scry has open (/proc/self/fd), or -1. */
+static long count_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return -1;
+    long n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n - 1; /* the directory's own */
+}
+
+/* 1 when a new member may be followed: at least FD_RESERVE_MIN (or an eighth of the
+ * limit) descriptors stay free for the members followed already (their new threads, the
+ * report). Otherwise counts the member as skipped and says so in f->note. */
+static int fd_room(family_t *f, uint64_t now)
+{
+    if (f->fd_limit <= 0)
+        return 1;
+    if (!f->fd_counted_ns || now - f->fd_counted_ns > FD_RECOUNT_NS) {
+        long n = count_fds();
+        f->fd_used = n < 0 ? f->fd_limit : n; /* cannot even open a directory: none left */
+        f->fd_counted_ns = now;
+    }
+    long reserve = f->fd_limit / 8 > FD_RESERVE_MIN ? f->fd_limit / 8 : FD_RESERVE_MIN;
+    if (f->fd_used + reserve <= f->fd_limit)
+        return 1;
+    f->fd_skipped++;
+    snprintf(f->note, sizeof f->note,
+             "%llu new child process%s not followed: %ld of %ld descriptors in use "
+             "(RLIMIT_NOFILE; raise the hard limit, ulimit -Hn, to follow more)",
+             (unsigned long long)f->fd_skipped, f->fd_skipped == 1 ? "" : "es", f->fd_used,
+             f->fd_limit);
+    return 0;
+}
+
+/* Raises the soft RLIMIT_NOFILE to the hard limit (a family of hundreds of processes
+ * needs several descriptors each) and keeps the result in f->fd_limit. */
+static void raise_fd_limit(family_t *f)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return;
+    if (rl.rlim_cur < rl.rlim_max) {
+        struct rlimit up = {rl.rlim_max, rl.rlim_max};
+        if (setrlimit(RLIMIT_NOFILE, &up) == 0)
+            rl.rlim_cur = rl.rlim_max;
+    }
+    f->fd_limit = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (rlim_t)INT32_MAX
+                      ? INT32_MAX
+                      : (long)rl.rlim_cur;
 }
 
 /* Sets M's command and the root frame of its samples. */
@@ -174,6 +268,7 @@ static int start_member(family_t *f, member_t *m, pystate_target_t *t)
         snprintf(f->backend, sizeof f->backend, "%s", sampler_backend_desc(m->smp));
     m->target = t;
     m->state = M_SAMPLED;
+    m->info.why = f->s_empty; /* a failure before, if any, is over */
     m->listed = 1;
     m->info.sampled = 1;
     m->mark_moved_ns = 0;
@@ -207,6 +302,10 @@ static void try_member(family_t *f, member_t *m, uint64_t now)
     if (age > TRY_FAST_NS && now > m->last_try_ns && now - m->last_try_ns < TRY_EVERY_NS)
         return;
     m->last_try_ns = now;
+    if (m->info.is_root ? 0 : !fd_room(f, now)) {
+        m->state = M_NOT_PYTHON; /* not followed (counted): tried again if it execs */
+        return;
+    }
     pystate_target_t *t = NULL;
     char why[512] = "";
     int err =
@@ -227,6 +326,7 @@ static void try_member(family_t *f, member_t *m, uint64_t now)
         pystate_target_free(t);
         return;
     }
+    f->fd_counted_ns = 0; /* its sampler holds descriptors now: count again */
     if (start_member(f, m, t) != 0)
         m->state = M_NOT_PYTHON;
 }
@@ -260,6 +360,18 @@ static int cmp_ppid(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* Whether member M has exited (or its pid names another process now), E its entry in a
+ * listing of /proc. A member missing from the listing is asked directly: its stat may not
+ * have been readable (no descriptor left), which is no exit. */
+static int listed_gone(const member_t *m, const proc_entry_t *e)
+{
+    if (e)
+        return e->start_time != m->start_time || e->state == 'Z' || e->state == 'X';
+    uint64_t start = 0;
+    int err = proc_read_identity(m->info.pid, &start, NULL, 0);
+    return err == SCRY_E_GONE || (err == 0 && start != m->start_time);
+}
+
 /* Lists every process with its parent: members that are gone (or became zombies, or whose
  * pid now names another process) are let go; children of members join, to any depth. */
 static void scan(family_t *f)
@@ -272,9 +384,8 @@ static void scan(family_t *f)
         member_t *m = &f->m[i];
         if (m->state == M_GONE)
             continue;
-        const proc_entry_t *e = proc_entry_find(f->scan, cnt, m->info.pid);
-        if (!e || e->start_time != m->start_time || e->state == 'Z' || e->state == 'X')
-            member_gone(f, m);
+        if (listed_gone(m, proc_entry_find(f->scan, cnt, m->info.pid)))
+            member_gone(f, m, 1);
     }
     /* children of members join, to any depth: the listing sorted by parent, each member's
      * children looked up (members found here are appended and visited in turn) */
@@ -316,7 +427,7 @@ static void on_event(void *ctx, enum proc_discover_event ev, pid_t pid, pid_t pa
         break;
     case PROC_DISCOVER_EXIT:
         if ((m = find_live(f, pid)) != NULL)
-            member_gone(f, m);
+            member_gone(f, m, 1);
         break;
     case PROC_DISCOVER_LOST:
         f->rescan = 1;
@@ -342,6 +453,7 @@ family_t *family_new(pid_t root, pystate_target_t *root_target, const sampler_op
     f->scan = calloc(SCAN_MAX, sizeof *f->scan);
     f->snap = pystate_snapshot_new();
     f->s_empty = strtab_intern(strings, "");
+    raise_fd_limit(f);
     if (!f->m || !f->listed || !f->scan || !f->snap || !f->s_empty)
         goto fail;
     char cwhy[256] = "";
@@ -425,12 +537,8 @@ static void tick_members(family_t *f, uint64_t now)
         int err = sampler_tick(m->smp, emit_member, f);
         m->st = *sampler_stats(m->smp);
         m->torn = pystate_target_stats(sampler_target(m->smp)).dropped;
-        if (err == SCRY_E_GONE || m->st.target_exited) {
-            member_gone(f, m);
-        } else if (err) {
-            const char *w = strtab_intern(f->strings, scry_strerror(err));
-            m->info.why = w ? w : f->s_empty;
-            member_gone(f, m);
+        if (err || m->st.target_exited) {
+            member_failed(f, m, m->st.target_exited ? SCRY_E_GONE : err, now);
         } else {
             if (m->hook_ctx && f->hooks.round)
                 f->hooks.round(f->hooks.ctx, m->hook_ctx,
@@ -462,7 +570,7 @@ static void read_member_early(family_t *f, member_t *m, uint64_t now)
     int err = sampler__perf_read_early(m->smp, emit_member, f);
     m->st = *sampler_stats(m->smp);
     if (err)
-        member_gone(f, m);
+        member_failed(f, m, err, now);
 }
 
 /* Sleeps until DEADLINE_NS, or less: connector news are read at once, and a member's perf
@@ -627,4 +735,9 @@ const char *family_backend_desc(const family_t *f)
 int family_done(const family_t *f)
 {
     return !any_live(f);
+}
+
+const char *family_limit_note(const family_t *f)
+{
+    return f->note;
 }

@@ -9,6 +9,7 @@
  * can read gets its own sampler; a member that is not Python (a shell, a compiler) is
  * tried again when it execs. Every sample carries a root frame "process PID (command)"
  * (SCRY_FRAME_PROCESS) above its thread root. A member's exit keeps what it gave.
+ * family_new raises the process's soft RLIMIT_NOFILE to its hard limit.
  */
 #ifndef SCRY_FAMILY_H
 #define SCRY_FAMILY_H
@@ -94,6 +95,13 @@ void family_stats(const family_t *f, sampler_stats_t *out, uint64_t *torn, uint6
 /* A short description of the way children are found, e.g. "process-events connector" or
  * "/proc scans every 50 ms (connector refused: ...)". */
 const char *family_discovery_desc(const family_t *f);
+
+/* "" or a sentence saying that new child processes were not followed because scry's
+ * descriptors ran short (family_new raises the soft RLIMIT_NOFILE to the hard limit; a
+ * new member is followed only while an eighth of it, at least 48, stays free for the
+ * members followed already, so they and the root are never lost to it). Valid while F
+ * lives; it changes as more are skipped. */
+const char *family_limit_note(const family_t *f);
 
 /* 1 once every member has exited (the whole program is gone). */
 int family_done(const family_t *f);

@@ -7,6 +7,8 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 "$here/scripts/install-deps.sh" --test
 # The Debian sid root (CPython 3.14/3.15, container image): built once per machine, cached.
 "$here/scripts/sid-root.sh" >/dev/null
+# A minimal root of the host's Debian release, the package test's fresh system (cached).
+"$here/scripts/debian-root.sh" >/dev/null
 status=0
 "$here/scripts/build.sh" "$here/build-ci" -DSCRY_WERROR=ON
 # The containers suites' Docker engine (own roots and socket): started once for the run,

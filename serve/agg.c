@@ -147,8 +147,16 @@ int serve_agg_render(serve_agg_t *a, enum report_format fmt, const report_end_t 
 {
     *out = NULL;
     *len = 0;
-    if (end)
-        report_profile_set_end(a->profile, end);
+    if (end) {
+        /* the window's processes: the report names them (never "pid 0") */
+        report_process_t procs[SERVE_AGG_MAX_PIDS];
+        report_end_t e = *end;
+        for (size_t i = 0; i < a->stats.n_pids; i++)
+            procs[i] = (report_process_t){.pid = a->stats.pids[i], .command = a->service};
+        e.processes = procs;
+        e.nprocesses = a->stats.n_pids;
+        report_profile_set_end(a->profile, &e);
+    }
     char title[256];
     snprintf(title, sizeof title, "%s%s%.12s on %s", a->service, a->container ? " in " : "",
              a->container ? a->container : "", a->host);

@@ -1,12 +1,12 @@
 /* config.c - the daemon's options: one table for the INI file and the command line. */
 #include "config.h"
 #include "scry_err.h"
+#include "scry_parse.h"
 
 #include <ini.h>
 
 #include <ctype.h>
 #include <errno.h>
-#include <math.h>
 #include <pwd.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -33,51 +33,58 @@ typedef struct opt {
     size_t off; /* into serve_config_t; unused for selectors */
     const char *arg;
     const char *help;
+    double lo, hi; /* numbers, durations, sizes: the accepted range */
 } opt_t;
 
 #define OFF(f) offsetof(serve_config_t, f)
 
 static const opt_t opts[] = {
-    {"out-dir", OPT_STR, OFF(out_dir), "DIR", "where window files and index.json go"},
-    {"interval", OPT_SECONDS, OFF(interval_s), "SECONDS", "length of one window (default 60)"},
-    {"socket", OPT_STR, OFF(socket_path), "PATH", "control socket (default /run/scry/scry.sock)"},
-    {"rate", OPT_HZ, OFF(rate_hz), "HZ", "samples per second per target (default 19)"},
+    {"out-dir", OPT_STR, OFF(out_dir), "DIR", "where window files and index.json go", 0, 0},
+    {"interval", OPT_SECONDS, OFF(interval_s), "SECONDS", "length of one window (default 60)", 1,
+     86400},
+    {"socket", OPT_STR, OFF(socket_path), "PATH", "control socket (default /run/scry/scry.sock)", 0,
+     0},
+    {"rate", OPT_HZ, OFF(rate_hz), "HZ", "samples per second per target, 1 to 1000 (default 19)",
+     SERVE_RATE_MIN_HZ, SERVE_RATE_MAX_HZ},
     {"max-cpu", OPT_PCT, OFF(max_cpu_pct), "PCT",
-     "CPU budget, share of one core (\"1%\"); rates are lowered to keep it (default: none)"},
+     "CPU budget, share of one core (\"1%\"); rates are lowered to keep it (default: none)", 0,
+     100},
     {"retention-age", OPT_SECONDS, OFF(retention_age_s), "SECONDS",
-     "delete windows older than this (\"7d\"; default 7 days)"},
+     "delete windows older than this (\"7d\"; default 7 days)", 60, 3650 * 86400.0},
     {"retention-size", OPT_BYTES, OFF(retention_bytes), "BYTES",
-     "keep the window files under this total (\"1G\"; default 1 GiB)"},
+     "keep the window files under this total (\"1G\"; default 1 GiB)", 1 << 20, 1ull << 50},
     {"formats", OPT_FORMATS, 0, "LIST",
-     "window files to write: collapsed,flamegraph,pprof (default all)"},
+     "window files to write: collapsed,flamegraph,pprof (default all)", 0, 0},
     {"max-stacks", OPT_U32, OFF(max_stacks), "N",
-     "distinct stacks kept per window and service; the rest go to \"other\" (default 10000)"},
-    {"all-python", OPT_BOOL, OFF(all_python), "BOOL",
-     "profile every Python process (default when no rule is given)"},
-    {"proc-connector", OPT_BOOL, OFF(proc_connector), "BOOL",
-     "learn of new processes from the kernel's process-events connector (default yes)"},
+     "distinct stacks kept per window and service; the rest go to \"other\" (default 10000)", 1,
+     10000000},
+    {"all-python", OPT_BOOL, OFF(all_python), "[BOOL]",
+     "profile every Python process (default when no rule is given)", 0, 0},
+    {"proc-connector", OPT_BOOL, OFF(proc_connector), "[BOOL]",
+     "learn of new processes from the kernel's process-events connector (default yes)", 0, 0},
     {"scan-interval", OPT_SECONDS, OFF(scan_interval_s), "SECONDS",
-     "period of the /proc scan (default 0.5 without the connector, 10 with it)"},
-    {"host", OPT_STR, OFF(host), "NAME", "host label (default: the host name)"},
+     "period of the /proc scan (default 0.5 without the connector, 10 with it)", 0.05, 3600},
+    {"host", OPT_STR, OFF(host), "NAME", "host label (default: the host name)", 0, 0},
     {"pyroscope-url", OPT_STR, OFF(pyroscope_url), "URL",
-     "push every window to this Pyroscope server (http://host:4040)"},
-    {"pyroscope-user", OPT_STR, OFF(pyroscope_user), "USER", "basic-auth user"},
+     "push every window to this Pyroscope server (http://host:4040)", 0, 0},
+    {"pyroscope-user", OPT_STR, OFF(pyroscope_user), "USER", "basic-auth user", 0, 0},
     {"pyroscope-password-file", OPT_STR, OFF(pyroscope_password_file), "PATH",
-     "file holding the basic-auth password"},
+     "file holding the basic-auth password", 0, 0},
     {"pyroscope-token-file", OPT_STR, OFF(pyroscope_token_file), "PATH",
-     "file holding a bearer token"},
-    {"pyroscope-tenant", OPT_STR, OFF(pyroscope_tenant), "ID", "tenant id (X-Scope-OrgID)"},
+     "file holding a bearer token", 0, 0},
+    {"pyroscope-tenant", OPT_STR, OFF(pyroscope_tenant), "ID", "tenant id (X-Scope-OrgID)", 0, 0},
     {"push-timeout", OPT_SECONDS, OFF(push_timeout_s), "SECONDS",
-     "timeout of one push (default 10)"},
+     "timeout of one push (default 10)", 0.1, 600},
     {"spool-dir", OPT_STR, OFF(spool_dir), "DIR",
-     "windows waiting for the server (default OUT_DIR/spool)"},
+     "windows waiting for the server (default OUT_DIR/spool)", 0, 0},
     {"spool-max-bytes", OPT_BYTES, OFF(spool_max_bytes), "BYTES",
-     "spool limit; the oldest windows are dropped (and counted) beyond it (default 256M)"},
-    {"match", OPT_SELECTOR, 0, "REGEX", "processes whose command line or executable matches"},
-    {"pid", OPT_SELECTOR, 0, "PID", "this process"},
-    {"user", OPT_SELECTOR, 0, "USER", "processes of this user (name or uid)"},
-    {"container", OPT_SELECTOR, 0, "ID", "processes of this container (id or prefix)"},
-    {"cgroup", OPT_SELECTOR, 0, "PATH", "processes in this cgroup or below"},
+     "spool limit; the oldest windows are dropped (and counted) beyond it (default 256M)", 1 << 20,
+     1ull << 50},
+    {"match", OPT_SELECTOR, 0, "REGEX", "processes whose command line or executable matches", 0, 0},
+    {"pid", OPT_SELECTOR, 0, "PID", "this process", 0, 0},
+    {"user", OPT_SELECTOR, 0, "USER", "processes of this user (name or uid)", 0, 0},
+    {"container", OPT_SELECTOR, 0, "ID", "processes of this container (id or prefix)", 0, 0},
+    {"cgroup", OPT_SELECTOR, 0, "PATH", "processes in this cgroup or below", 0, 0},
 };
 
 #define N_OPTS (sizeof opts / sizeof opts[0])
@@ -154,88 +161,6 @@ static const opt_t *opt_find(const char *key)
     return NULL;
 }
 
-static int parse_double(const char *v, double *out)
-{
-    char *end;
-    *out = 0;
-    errno = 0;
-    double d = strtod(v, &end);
-    if (end == v || errno != 0 || !isfinite(d))
-        return SCRY_E_INVAL;
-    *out = d;
-    /* leave the suffix to the caller through a second pass */
-    return (int)(end - v);
-}
-
-static int parse_seconds(const char *v, double *out)
-{
-    double d;
-    int n = parse_double(v, &d);
-    if (n < 0)
-        return n;
-    const char *s = v + n;
-    double mul = 1;
-    if (*s == 's')
-        s++;
-    else if (strcmp(s, "ms") == 0)
-        mul = 0.001, s += 2;
-    else if (*s == 'm')
-        mul = 60, s++;
-    else if (*s == 'h')
-        mul = 3600, s++;
-    else if (*s == 'd')
-        mul = 86400, s++;
-    if (*s != '\0' || d < 0)
-        return SCRY_E_INVAL;
-    *out = d * mul;
-    return 0;
-}
-
-static int parse_bytes(const char *v, uint64_t *out)
-{
-    double d;
-    int n = parse_double(v, &d);
-    if (n < 0)
-        return n;
-    const char *s = v + n;
-    double mul = 1;
-    switch (toupper((unsigned char)*s)) {
-    case 'K':
-        mul = 1024.0, s++;
-        break;
-    case 'M':
-        mul = 1024.0 * 1024, s++;
-        break;
-    case 'G':
-        mul = 1024.0 * 1024 * 1024, s++;
-        break;
-    case 'T':
-        mul = 1024.0 * 1024 * 1024 * 1024, s++;
-        break;
-    default:
-        break;
-    }
-    if (*s == 'i' || *s == 'B' || *s == 'b')
-        s += (*s == 'i' && (s[1] == 'B' || s[1] == 'b')) ? 2 : 1;
-    if (*s != '\0' || d < 0 || d * mul > 1e18)
-        return SCRY_E_INVAL;
-    *out = (uint64_t)(d * mul);
-    return 0;
-}
-
-static int parse_bool(const char *v, int *out)
-{
-    static const char *yes[] = {"1", "yes", "true", "on"};
-    static const char *no[] = {"0", "no", "false", "off"};
-    for (size_t i = 0; i < 4; i++) {
-        if (strcasecmp(v, yes[i]) == 0)
-            return *out = 1, 0;
-        if (strcasecmp(v, no[i]) == 0)
-            return *out = 0, 0;
-    }
-    return SCRY_E_INVAL;
-}
-
 static int parse_formats(serve_config_t *c, const char *v)
 {
     int col = 0, svg = 0, pb = 0;
@@ -262,10 +187,8 @@ static int parse_formats(serve_config_t *c, const char *v)
 
 static int parse_uid(const char *v, uid_t *out)
 {
-    char *end;
-    errno = 0;
-    unsigned long u = strtoul(v, &end, 10);
-    if (*v && *end == '\0' && errno == 0 && u < 0xffffffffu) {
+    long long u;
+    if (scry_parse_int(v, 0, 0xfffffffe, &u) == 0) {
         *out = (uid_t)u;
         return 0;
     }
@@ -300,17 +223,6 @@ static serve_rule_t *rule_for(serve_config_t *c, const char *section, char *msg,
     return r;
 }
 
-static int valid_service_name(const char *s)
-{
-    size_t n = strlen(s);
-    if (n == 0 || n > 64 || s[0] == '.')
-        return 0;
-    for (size_t i = 0; i < n; i++)
-        if (!isalnum((unsigned char)s[i]) && !strchr("._-", s[i]))
-            return 0;
-    return 1;
-}
-
 static int set_selector(serve_config_t *c, const char *section, const char *key, const char *v,
                         char *msg, size_t msglen)
 {
@@ -340,10 +252,8 @@ static int set_selector(serve_config_t *c, const char *section, const char *key,
         }
         r->n_match++;
     } else if (strcmp(key, "pid") == 0) {
-        char *end;
-        errno = 0;
-        long p = strtol(v, &end, 10);
-        if (*v == '\0' || *end != '\0' || errno || p <= 0 || p > 0x3fffffff) {
+        long long p;
+        if (scry_parse_int(v, 1, 0x3fffffff, &p) != 0) {
             set_msg(msg, msglen, "pid: '%s' is not a process id", v);
             return SCRY_E_INVAL;
         }
@@ -383,7 +293,7 @@ int serve_config_set(serve_config_t *c, const char *section, const char *key, co
                      char *msg, size_t msglen)
 {
     if (section) {
-        if (!valid_service_name(section)) {
+        if (scry_parse_name(section, strlen(section), 64) != 0) {
             set_msg(msg, msglen,
                     "[service %s]: a service name is 1-64 letters, digits, '.', '_' or '-'",
                     section);
@@ -391,14 +301,13 @@ int serve_config_set(serve_config_t *c, const char *section, const char *key, co
         }
         if (strcmp(key, "rate") == 0) {
             serve_rule_t *r = rule_for(c, section, msg, msglen);
-            double d = 0;
             if (!r)
                 return SCRY_E_INVAL;
-            if (parse_double(v, &d) != (int)strlen(v) || d <= 0 || d > 10000) {
-                set_msg(msg, msglen, "rate: '%s' is not a rate in Hz (0 < rate <= 10000)", v);
+            if (scry_parse_number(v, SERVE_RATE_MIN_HZ, SERVE_RATE_MAX_HZ, &r->rate_hz) != 0) {
+                set_msg(msg, msglen, "rate: bad value '%s' (expected HZ from %g to %g)", v,
+                        SERVE_RATE_MIN_HZ, SERVE_RATE_MAX_HZ);
                 return SCRY_E_INVAL;
             }
-            r->rate_hz = d;
             return 0;
         }
         const opt_t *o = opt_find(key);
@@ -432,38 +341,24 @@ int serve_config_set(serve_config_t *c, const char *section, const char *key, co
         break;
     }
     case OPT_SECONDS:
-        err = parse_seconds(v, field);
+        err = scry_parse_seconds(v, o->lo, o->hi, field);
         break;
-    case OPT_HZ: {
-        double d = 0;
-        if (parse_double(v, &d) != (int)strlen(v) || d <= 0 || d > 10000)
-            err = SCRY_E_INVAL;
-        else
-            *(double *)field = d;
+    case OPT_HZ:
+        err = scry_parse_number(v, o->lo, o->hi, field);
         break;
-    }
-    case OPT_PCT: {
-        double d = 0;
-        int n = parse_double(v, &d);
-        if (n < 0 || (v[n] != '\0' && strcmp(v + n, "%") != 0) || d < 0 || d > 100)
-            err = SCRY_E_INVAL;
-        else
-            *(double *)field = d;
+    case OPT_PCT:
+        err = scry_parse_quantity(v, scry_units_percent, o->lo, o->hi, field);
         break;
-    }
     case OPT_BYTES:
-        err = parse_bytes(v, field);
+        err = scry_parse_bytes(v, (uint64_t)o->lo, (uint64_t)o->hi, field);
         break;
     case OPT_BOOL:
-        err = parse_bool(v, field);
+        err = scry_parse_bool(v, field);
         break;
     case OPT_U32: {
-        char *end;
-        errno = 0;
-        unsigned long u = strtoul(v, &end, 10);
-        if (*v == '\0' || *end != '\0' || errno || u == 0 || u > 10000000)
-            err = SCRY_E_INVAL;
-        else
+        long long u;
+        err = scry_parse_int(v, (long long)o->lo, (long long)o->hi, &u);
+        if (err == 0)
             *(uint32_t *)field = (uint32_t)u;
         break;
     }
@@ -476,6 +371,11 @@ int serve_config_set(serve_config_t *c, const char *section, const char *key, co
     if (err != 0) {
         if (err == SCRY_E_NOMEM)
             set_msg(msg, msglen, "out of memory");
+        else if (o->kind == OPT_BOOL)
+            set_msg(msg, msglen, "%s: bad value '%s' (expected %s)", key, v, SCRY_PARSE_BOOL_WORDS);
+        else if (o->hi > o->lo)
+            set_msg(msg, msglen, "%s: bad value '%s' (expected %s from %g to %g)", key, v, o->arg,
+                    o->lo, o->hi);
         else
             set_msg(msg, msglen, "%s: bad value '%s' (expected %s)", key, v, o->arg);
     }
@@ -487,7 +387,58 @@ typedef struct ini_ctx {
     char *msg;
     size_t msglen;
     int failed;
+    FILE *f;
+    int line; /* lines handed to the parser */
 } ini_ctx_t;
+
+/* Checks a section header "[service NAME]" (LINE, the raw text) with the validator for
+ * names. The parser reports sections only with their first key, so a header without keys
+ * is checked here, as the line passes. Returns 0 or SCRY_E_INVAL with the reason in X. */
+static int check_section(ini_ctx_t *x, const char *line)
+{
+    const char *p = line + strspn(line, " \t");
+    if (*p != '[')
+        return 0;
+    const char *end = strchr(p, ']');
+    if (!end) {
+        set_msg(x->msg, x->msglen, "a section header without ']'");
+        return SCRY_E_INVAL;
+    }
+    p++;
+    if ((size_t)(end - p) < 8 || strncmp(p, "service ", 8) != 0) {
+        set_msg(x->msg, x->msglen, "unknown section [%.*s] (expected [service NAME])",
+                (int)(end - p), p);
+        return SCRY_E_INVAL;
+    }
+    p += 8;
+    while (*p == ' ')
+        p++;
+    size_t n = (size_t)(end - p);
+    while (n > 0 && p[n - 1] == ' ')
+        n--;
+    if (scry_parse_name(p, n, 64) != 0) {
+        set_msg(x->msg, x->msglen,
+                "[service %.*s]: a service name is 1-64 letters, digits, '.', '_' or '-', "
+                "not starting with '.' or '-'",
+                (int)n, p);
+        return SCRY_E_INVAL;
+    }
+    return 0;
+}
+
+/* The parser's line reader: fgets, with every section header checked on the way. */
+static char *ini_read(char *str, int num, void *stream)
+{
+    ini_ctx_t *x = stream;
+    if (x->failed || !fgets(str, num, x->f))
+        return NULL;
+    x->line++;
+    if (check_section(x, str) != 0) {
+        x->failed = x->line;
+        return NULL;
+    }
+    return str;
+}
 
 static int ini_cb(void *user, const char *section, const char *name, const char *value)
 {
@@ -524,9 +475,11 @@ int serve_config_load_file(serve_config_t *c, const char *path, char *msg, size_
         return SCRY_E_IO;
     }
     char inner[512] = "";
-    ini_ctx_t x = {c, inner, sizeof inner, 0};
-    int line = ini_parse_file(f, ini_cb, &x);
+    ini_ctx_t x = {c, inner, sizeof inner, 0, f, 0};
+    int line = ini_parse_stream(ini_read, &x, ini_cb, &x);
     fclose(f);
+    if (line == 0 && x.failed)
+        line = x.failed;
     if (line != 0) {
         if (line > 0)
             set_msg(msg, msglen, "%s:%d: %s", path, line, inner[0] ? inner : "syntax error");
@@ -564,10 +517,6 @@ int serve_config_finish(serve_config_t *c, char *msg, size_t msglen)
         set_msg(msg, msglen, "out-dir must be an absolute path");
         return SCRY_E_INVAL;
     }
-    if (c->interval_s < 1 || c->interval_s > 86400) {
-        set_msg(msg, msglen, "interval must be between 1 s and 1 day");
-        return SCRY_E_INVAL;
-    }
     if (!c->socket_path || c->socket_path[0] != '/' || strlen(c->socket_path) >= 108) {
         set_msg(msg, msglen, "socket must be an absolute path shorter than 108 bytes");
         return SCRY_E_INVAL;
@@ -603,10 +552,6 @@ int serve_config_finish(serve_config_t *c, char *msg, size_t msglen)
     }
     if (c->scan_interval_s == 0)
         c->scan_interval_s = c->proc_connector ? 10 : 0.5;
-    if (c->scan_interval_s < 0.05) {
-        set_msg(msg, msglen, "scan-interval below 50 ms is not allowed");
-        return SCRY_E_INVAL;
-    }
     if (!c->spool_dir) {
         size_t n = strlen(c->out_dir) + sizeof "/spool";
         if (!(c->spool_dir = malloc(n)))
@@ -686,8 +631,11 @@ serve_config_t *serve_config_from_args(int argc, char **argv, char *msg, size_t 
             set_msg(msg, msglen, "unknown option '--%s' (see scry help serve)", key);
             goto fail;
         }
+        /* a boolean flag: --KEY, --KEY BOOL, --KEY=BOOL or --no-KEY (serve takes no
+         * positional arguments, so a following word that is a boolean is the value) */
+        int b;
         if (!val && o->kind == OPT_BOOL)
-            val = "yes";
+            val = i + 1 < argc && scry_parse_bool(argv[i + 1], &b) == 0 ? argv[++i] : "yes";
         if (!val) {
             if (i + 1 >= argc) {
                 set_msg(msg, msglen, "--%s needs a value (%s)", key, o->arg);
@@ -776,6 +724,8 @@ void serve_config_usage(FILE *f)
             SERVE_CONFIG_DEFAULT_PATH);
     fprintf(f, "  --config PATH          read this file instead\n");
     fprintf(f, "  --check-config         check the configuration, print it and exit\n");
+    fprintf(f, "  A BOOL is %s; --KEY alone is --KEY yes, --no-KEY is --KEY no.\n",
+            SCRY_PARSE_BOOL_WORDS);
     for (size_t i = 0; i < N_OPTS; i++) {
         char left[64];
         snprintf(left, sizeof left, "--%s %s", opts[i].key, opts[i].arg);

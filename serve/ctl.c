@@ -1,13 +1,15 @@
 /* ctl.c - the control socket: request parser, server, authorisation. */
 #include "ctl.h"
+#include "config.h"
 #include "log.h"
+#include "report.h"
 #include "scry_err.h"
+#include "scry_parse.h"
 #include "scry_time.h"
 #include "store.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <math.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,22 +25,32 @@ struct serve_ctl {
     serve_ctl_stats_t stats;
 };
 
-static const struct {
-    const char *name;
-    enum serve_ctl_cmd cmd;
-} cmds[] = {
-    {"list", SERVE_CTL_LIST},     {"dump", SERVE_CTL_DUMP},         {"flush", SERVE_CTL_FLUSH},
-    {"record", SERVE_CTL_RECORD}, {"set-rate", SERVE_CTL_SET_RATE}, {"reload", SERVE_CTL_RELOAD},
-};
+/* The request words, in enum serve_ctl_cmd's order. */
+static const char *const cmd_names[] = {"list", "dump", "flush", "record", "set-rate", "reload"};
 
 static int get_number(json_object *v, double lo, double hi, double *out)
 {
     if (!json_object_is_type(v, json_type_int) && !json_object_is_type(v, json_type_double))
         return -1;
     double d = json_object_get_double(v);
-    if (!isfinite(d) || d < lo || d > hi)
+    if (!scry_in_range(d, lo, hi))
         return -1;
     *out = d;
+    return 0;
+}
+
+/* Whether the LEN bytes of JSON text at BUF hold a string escape of NUL (\u0000). json-c
+ * keeps such a string whole but hands keys out as C strings: {"cmd\u0000x": ...} would
+ * read as "cmd". No request needs a NUL, so none is taken. */
+static int has_escaped_nul(const char *buf, size_t len)
+{
+    for (size_t i = 0; i + 1 < len; i++) {
+        if (buf[i] != '\\')
+            continue;
+        if (buf[i + 1] == 'u' && i + 5 < len && strncmp(buf + i + 2, "0000", 4) == 0)
+            return 1;
+        i++; /* the escaped character: "\\u0000" is a backslash and text */
+    }
     return 0;
 }
 
@@ -55,7 +67,7 @@ int serve_ctl_parse(const char *buf, size_t len, serve_ctl_req_t *req, char *msg
         snprintf(msg, msglen, "empty request");
         return SCRY_E_INVAL;
     }
-    if (memchr(buf, '\0', len)) {
+    if (memchr(buf, '\0', len) || has_escaped_nul(buf, len)) {
         snprintf(msg, msglen, "request contains a NUL byte");
         return SCRY_E_INVAL;
     }
@@ -88,16 +100,17 @@ int serve_ctl_parse(const char *buf, size_t len, serve_ctl_req_t *req, char *msg
     {
         double d;
         if (strcmp(key, "cmd") == 0) {
-            const char *s =
-                json_object_is_type(val, json_type_string) ? json_object_get_string(val) : NULL;
-            size_t i = 0;
-            while (s && i < sizeof cmds / sizeof cmds[0] && strcmp(cmds[i].name, s) != 0)
-                i++;
-            if (!s || i == sizeof cmds / sizeof cmds[0]) {
+            /* the string's own length: a "reload\u0000" is not "reload" */
+            int i = json_object_is_type(val, json_type_string)
+                        ? scry_parse_word(json_object_get_string(val),
+                                          (size_t)json_object_get_string_len(val), cmd_names,
+                                          sizeof cmd_names / sizeof cmd_names[0])
+                        : SCRY_E_INVAL;
+            if (i < 0) {
                 snprintf(msg, msglen, "unknown cmd (list, dump, flush, record, set-rate, reload)");
                 goto out;
             }
-            req->cmd = cmds[i].cmd;
+            req->cmd = (enum serve_ctl_cmd)i;
             have_cmd = 1;
         } else if (strcmp(key, "pid") == 0) {
             if (!json_object_is_type(val, json_type_int) || get_number(val, 1, 0x3fffffff, &d)) {
@@ -106,8 +119,9 @@ int serve_ctl_parse(const char *buf, size_t len, serve_ctl_req_t *req, char *msg
             }
             req->pid = (pid_t)d;
         } else if (strcmp(key, "rate") == 0) {
-            if (get_number(val, 0.1, 1000, &d)) {
-                snprintf(msg, msglen, "rate must be a number of Hz between 0.1 and 1000");
+            if (get_number(val, SERVE_RATE_MIN_HZ, SERVE_RATE_MAX_HZ, &d)) {
+                snprintf(msg, msglen, "rate must be a number of Hz from %g to %g",
+                         SERVE_RATE_MIN_HZ, SERVE_RATE_MAX_HZ);
                 goto out;
             }
             req->rate_hz = d;
@@ -126,10 +140,13 @@ int serve_ctl_parse(const char *buf, size_t len, serve_ctl_req_t *req, char *msg
         } else if (strcmp(key, "format") == 0) {
             const char *f = json_object_is_type(val, json_type_string)
                                 ? json_object_get_string(val) : NULL;
-            size_t fl = f ? strlen(f) : 0;
-            if (!f || fl == 0 || fl >= sizeof req->format ||
-                strspn(f, "abcdefghijklmnopqrstuvwxyz0123456789-") != fl) {
-                snprintf(msg, msglen, "format must be a format name (letters, digits, '-')");
+            size_t fl = f ? (size_t)json_object_get_string_len(val) : 0;
+            int fmt = f && scry_parse_name(f, fl, sizeof req->format - 1) == 0
+                          ? report_format_parse(f)
+                          : SCRY_E_INVAL;
+            if (fmt < 0 || fmt == REPORT_FORMAT_PPROF) {
+                /* a reply is JSON text: pprof's gzip bytes do not travel in it */
+                snprintf(msg, msglen, "format must be a format name of scry record but pprof");
                 goto out;
             }
             memcpy(req->format, f, fl + 1);

@@ -1,6 +1,9 @@
 /* ctl_main.c - `scry ctl`, the control socket's command-line client. */
+#include "config.h"
 #include "ctl.h"
+#include "report.h"
 #include "scry_err.h"
+#include "scry_parse.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -15,9 +18,10 @@ static void ctl_usage(FILE *f)
                "  flush                        end the current windows now\n"
                "  record PID [--memory] [--duration S] [--rate HZ] [--format F] [--output FILE]\n"
                "                               an on-demand profile of one process (default 10 s\n"
-               "                               at scry record's 100 Hz, format text; F as scry\n"
-               "                               record --format); the daemon answers at its end;\n"
-               "                               FILE is written here\n"
+               "                               at scry record's 100 Hz; F as scry record --format\n"
+               "                               but pprof, by default from FILE's extension as in\n"
+               "                               scry record, else text); the daemon answers at its\n"
+               "                               end; FILE is written here\n"
                "  set-rate [PID] HZ            the sampling rate of one target, or of all\n"
                "  reload                       read the configuration again (as SIGHUP)\n"
                "--socket defaults to /run/scry/scry.sock; --json prints the raw reply.\n");
@@ -25,12 +29,10 @@ static void ctl_usage(FILE *f)
 
 static int parse_pid(const char *s, long *out)
 {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (*s == '\0' || *end != '\0' || errno || v <= 0 || v > 0x3fffffff)
+    long long v;
+    if (scry_parse_int(s, 1, 0x3fffffff, &v) != 0)
         return -1;
-    *out = v;
+    *out = (long)v;
     return 0;
 }
 
@@ -82,17 +84,14 @@ int serve_ctl_main(int argc, char **argv)
         else if (strcmp(a, "--output") == 0 && i + 1 < argc)
             output = argv[++i];
         else if (strcmp(a, "--duration") == 0 && i + 1 < argc) {
-            char *end;
-            duration = strtod(argv[++i], &end);
-            if (*end || duration <= 0 || duration > 3600) {
-                fprintf(stderr, "scry ctl: --duration takes 0 < S <= 3600\n");
+            if (scry_parse_number(argv[++i], 0.1, 3600, &duration) != 0) {
+                fprintf(stderr, "scry ctl: --duration takes 0.1 <= S <= 3600\n");
                 return 2;
             }
         } else if (strcmp(a, "--rate") == 0 && i + 1 < argc) {
-            char *end;
-            rate = strtod(argv[++i], &end);
-            if (*end || !(rate >= 1 && rate <= 1000)) {
-                fprintf(stderr, "scry ctl: --rate takes 1 <= HZ <= 1000\n");
+            if (scry_parse_number(argv[++i], SERVE_RATE_MIN_HZ, SERVE_RATE_MAX_HZ, &rate) != 0) {
+                fprintf(stderr, "scry ctl: --rate takes %g <= HZ <= %g\n", SERVE_RATE_MIN_HZ,
+                        SERVE_RATE_MAX_HZ);
                 return 2;
             }
         } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
@@ -132,13 +131,27 @@ int serve_ctl_main(int argc, char **argv)
                 json_object_object_add(req, "duration", json_object_new_double(duration));
             if (cmd[0] == 'r' && rate > 0)
                 json_object_object_add(req, "rate", json_object_new_double(rate));
-            if (cmd[0] == 'r' && format)
-                json_object_object_add(req, "format", json_object_new_string(format));
+            if (cmd[0] == 'r') {
+                /* scry record's rule: the output name's extension, or a clear refusal */
+                char why[512];
+                int f = report_format_choose("ctl record", format, output,
+                                             REPORT_FORMAT_ALL &
+                                                 ~REPORT_FORMAT_BIT(REPORT_FORMAT_PPROF),
+                                             REPORT_FORMAT_TEXT, why, sizeof why);
+                if (f < 0) {
+                    fprintf(stderr, "scry ctl: %s\n", why);
+                    json_object_put(req);
+                    return 2;
+                }
+                json_object_object_add(
+                    req, "format",
+                    json_object_new_string(report_format_name((enum report_format)f)));
+            }
         }
     } else if (strcmp(cmd, "set-rate") == 0) {
-        char *end;
-        double hz = strtod(pos[npos - 1], &end);
-        bad = npos < 2 || *end || hz <= 0;
+        double hz = 0;
+        bad = npos < 2 ||
+              scry_parse_number(pos[npos - 1], SERVE_RATE_MIN_HZ, SERVE_RATE_MAX_HZ, &hz) != 0;
         if (!bad && npos == 3)
             bad = parse_pid(pos[1], &pid) != 0;
         if (!bad) {

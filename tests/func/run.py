@@ -20,6 +20,7 @@ import re
 import resource
 import shutil
 import statistics
+import subprocess
 import sys
 import time
 import xml.dom.minidom
@@ -625,7 +626,8 @@ def t_error_bad_rate_and_output(c):
     msgs = []
     for args in (["--rate", "1e-300"], ["--rate", "0.001"], ["--rate", "nan"],
                  ["-o", os.path.join(c.tmp, "missing", "x.svg")], ["-o", c.tmp],
-                 ["--memory", "--inject", "bogus"], ["--inject", "ptrace"]):
+                 ["--memory", "--inject", "bogus"], ["--inject", "ptrace"],
+                 ["-f", "text"], ["--memory", "--memory-sample-bytes", "nan"]):
         argv = ["record", "--pid", truth["pid"], "-d", 30] + args
         if "-o" not in args:
             argv += ["-o", os.path.join(c.tmp, "x.svg")]
@@ -634,6 +636,12 @@ def t_error_bad_rate_and_output(c):
         check(res.wall < 5, "took %.1f s: sampled before refusing %s" % (res.wall, args))
         check(res.err.strip().startswith("scry: "), "no message: %s" % res)
         msgs.append(res.err.strip().splitlines()[-1])
+    # diff writes text or SVG: an output named .html is refused, never filled with text
+    d_html = os.path.join(c.tmp, "d.html")
+    res = c.scry(["diff", "a.json", "b.json", "-o", d_html], timeout=30)
+    check(res.rc == 2 and "HTML" in res.err and not os.path.exists(d_html),
+          "diff -o d.html: %s" % res)
+    msgs.append(res.err.strip().splitlines()[-1])
     check(p.poll() is None, "target died")
     return "; ".join(msgs)
 
@@ -819,6 +827,65 @@ def t_launch_duration(c):
             check("SIGKILL" in res.err, "SIGKILL not said: %s" % short(res.err))
         rows.append("%s %.1f s" % ("SIGTERM ignored:" if ignore else "ended:", wall))
     return "; ".join(rows)
+
+
+@test("launch_no_idle_wait", common=True)
+def t_launch_no_idle_wait(c):
+    """record -- CMD ends when the program does: a program that runs for milliseconds
+    takes about as long under scry (it took 0.2-0.4 s more: the sampler noticed the exit
+    only at its next thread listing). Best of 5 runs of `-c pass`, against the best of 5
+    bare runs."""
+    def best(argv):
+        walls = []
+        for _ in range(5):
+            t0 = st.now()
+            r = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               timeout=30, env=c.env())
+            walls.append(st.since(t0))
+            check(r.returncode == 0, "%s: exit %d %s" % (argv[:3], r.returncode,
+                                                        short(r.stderr.decode())))
+        return min(walls)
+    py = c.interp.argv("-c", "pass")
+    bare = best(py)
+    under = best([c.scry_path, "record", "-q", "-o", os.path.join(c.tmp, "p.svg"), "--"] + py)
+    ratio = under / max(bare, 0.005)
+    check(ratio <= 3, "scry record -- python -c pass took %.0f ms, the program alone %.0f ms "
+          "(x%.1f, want <= 3)" % (under * 1e3, bare * 1e3, ratio))
+    return "%.0f ms under scry, %.0f ms bare (x%.1f)" % (under * 1e3, bare * 1e3, ratio)
+
+
+@test("gil_share_of_samples", common=True)
+def t_gil_share_of_samples(c):
+    """The text report's "GIL held N% of the samples": a thread that burns 10 ms and naps
+    10 ms holds the GIL in every sample taken of it (it said 22-50% "of the time": the
+    share of sampling rounds, which follows the CPU the program gets)."""
+    if c.interp.version < (3, 0):
+        raise Skip("Python 2 is refused")
+    res, text = c.record(["--"] + c.workload_cmd("half_asleep.py", ["--seconds", 2]), "text")
+    m = re.search(r"GIL held ([\d.]+)% of the samples", text)
+    check(m and float(m.group(1)) >= 90, "GIL line: %s" % (m and m.group(0) or short(text, 400)))
+    return m.group(0)
+
+
+@test("entry_frames_hidden")
+def t_entry_frames_hidden(c):
+    """3.12 runs a generator resumed from C (sum, list, sorted) behind an entry frame of the
+    trampoline code object, "<interpreter trampoline> (<shim>:0)": never in a profile (it
+    was at the leaf of 2-7% of the stacks); its time goes to the calling line."""
+    if c.version[:2] != (3, 12):
+        raise Skip("the trampoline code object is 3.12's")
+    res, text = c.record(["-r", 250, "--"] + c.workload_cmd("generators.py", ["--seconds", 3]),
+                         "collapsed")
+    stacks = parse_collapsed(text)
+    total = sum(n for _, n in stacks)
+    shown = sum(n for frames, n in stacks if any("trampoline" in fr[0] or fr[1] == "<shim>"
+                                                 for fr in frames))
+    check(total >= 20, "only %d samples" % total)
+    check(shown == 0, "%d of %d samples show an entry frame: %s" % (
+        shown, total, short(text, 400)))
+    gen = sum(n for frames, n in stacks if any(fr[0] in ("leaf", "mid") for fr in frames))
+    check(gen > total / 8, "the generators have %d of %d samples" % (gen, total))
+    return "%d samples, none with an entry frame, %d in the generators" % (total, gen)
 
 
 @test("exec_followed")

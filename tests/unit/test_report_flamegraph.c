@@ -33,7 +33,7 @@ static const char *checker =
     "    if not ys['all'] > ys['main'] > ys['compute']: fail(ys)\n"
     "elif mode == 'mem':\n"
     "    if 'bytes' not in tt: fail(tt)\n"
-    "    if not any('3.0 KB' in n for n in names): fail(names)\n"
+    "    if not any('3.0 KiB' in n for n in names): fail(names)\n"
     "elif mode == 'empty':\n"
     "    if frames: fail(frames)\n";
 

@@ -71,6 +71,46 @@ static void test_from_path(void)
     CHECK_INT(report_format_from_path(NULL), ==, SCRY_E_INVAL);
 }
 
+/* The one rule for an output's format (issue 25.6): the name's ending decides, or a clear
+ * refusal; --format wins only when the name does not contradict it. */
+static void test_choose(void)
+{
+    const unsigned diff =
+        REPORT_FORMAT_BIT(REPORT_FORMAT_TEXT) | REPORT_FORMAT_BIT(REPORT_FORMAT_FLAMEGRAPH);
+    const unsigned ctl = REPORT_FORMAT_ALL & ~REPORT_FORMAT_BIT(REPORT_FORMAT_PPROF);
+    char msg[512];
+    static const struct {
+        const char *name, *path;
+        unsigned allowed;
+        int want;
+        const char *says; /* in the refusal */
+    } cases[] = {
+        {NULL, "x.svg", ctl, REPORT_FORMAT_FLAMEGRAPH, NULL},
+        {NULL, "x.html", ctl, REPORT_FORMAT_HTML, NULL},
+        {NULL, NULL, ctl, REPORT_FORMAT_TEXT, NULL},
+        {NULL, "-", ctl, REPORT_FORMAT_TEXT, NULL},
+        {NULL, "x.data", ctl, REPORT_FORMAT_TEXT, NULL}, /* unknown ending: the default */
+        {NULL, "x.pb.gz", ctl, SCRY_E_INVAL, "asks for pprof (pprof)"},
+        {NULL, "d.html", diff, SCRY_E_INVAL, "asks for HTML (html), which t does not write"},
+        {NULL, "d.svg", diff, REPORT_FORMAT_FLAMEGRAPH, NULL},
+        {"html", "d.txt", diff, SCRY_E_INVAL, "no format 'html' (t writes flamegraph, text)"},
+        {"text", "x.svg", ctl, SCRY_E_INVAL, "--format text writes text, but the name x.svg"},
+        {"collapsed", "x.txt", ctl, REPORT_FORMAT_COLLAPSED, NULL}, /* both plain text */
+        {"speedscope", "x.json", ctl, REPORT_FORMAT_SPEEDSCOPE, NULL},
+        {"json", "x.data", ctl, REPORT_FORMAT_JSON, NULL},
+        {"bogus", NULL, ctl, SCRY_E_INVAL, "unknown format 'bogus'"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        msg[0] = 0;
+        int got = report_format_choose("t", cases[i].name, cases[i].path, cases[i].allowed,
+                                       REPORT_FORMAT_TEXT, msg, sizeof msg);
+        CHECK_INT(got, ==, cases[i].want, "%s %s: %s", cases[i].name ? cases[i].name : "-",
+                  cases[i].path ? cases[i].path : "-", msg);
+        if (cases[i].says)
+            CHECK(strstr(msg, cases[i].says) != NULL, "'%s' lacks '%s'", msg, cases[i].says);
+    }
+}
+
 /* Every format writes a document that starts the way that format starts. */
 static void test_write(void)
 {
@@ -109,6 +149,7 @@ int main(void)
 {
     test_names();
     test_from_path();
+    test_choose();
     test_write();
     return test_done("test_report_formats");
 }

@@ -144,7 +144,7 @@ static void test_cpu(void)
     CHECK(strstr(html, "<dt>duration</dt><dd>2.00 s</dd>") != NULL);
     CHECK(strstr(html, "<dt>samples</dt><dd>10 at 100 Hz</dd>") != NULL);
     CHECK(strstr(html, "<dt>errors</dt><dd>3</dd>") != NULL);
-    CHECK(strstr(html, "<dt>GIL held</dt><dd>42.0%</dd>") != NULL);
+    CHECK(strstr(html, "<dt>GIL held</dt><dd>42.0% of the samples</dd>") != NULL);
     /* source view: the file read through the reader, rooted in tmpdir, hostile source escaped */
     CHECK(strstr(html, "<span class=\"sc-fname\">/srv/app.py</span>") != NULL);
     CHECK(strstr(html, "    total = sum(x * x for x in data)  # &lt;/script&gt;&lt;script&gt;"
@@ -191,8 +191,8 @@ static void test_memory(void)
         return;
     }
     check_safe(html);
-    CHECK(strstr(html, "<th>alloc MB</th><th>Python alloc</th><th>net MB</th><th>peak MB</th>"
-                       "<th>copy MB/s</th><th>leak</th>") != NULL);
+    CHECK(strstr(html, "<th>alloc MiB</th><th>Python alloc</th><th>net MiB</th><th>peak MiB</th>"
+                       "<th>copy MiB/s</th><th>leak</th>") != NULL);
     CHECK(strstr(html, "<a href=\"#sc-mem\" data-tab=\"sc-mem\">Memory</a>") != NULL);
     /* line 3: 8 MB allocated (half by Python), 3 MB freed: net 5, peak 8 */
     CHECK(strstr(html, "<td class=\"n\" data-v=\"8\">8.00</td><td class=\"n\" data-v=\"50.000\">"
@@ -200,8 +200,8 @@ static void test_memory(void)
                        "data-v=\"8\">8.00</td>") != NULL);
     CHECK(strstr(html, "<svg class=\"sc-spark\"") != NULL);
     CHECK(strstr(html, "<svg class=\"sc-chart\"") != NULL);
-    CHECK(strstr(html, "peak 8.0 MB at") != NULL);
-    CHECK(strstr(html, "<dt>memory peak</dt><dd>8.0 MB</dd>") != NULL);
+    CHECK(strstr(html, "peak 8.0 MiB at") != NULL);
+    CHECK(strstr(html, "<dt>memory peak</dt><dd>8.0 MiB</dd>") != NULL);
     CHECK(strstr(html, "<dt>memory samples</dt><dd>12</dd>") != NULL);
     /* copy 4 MB over 2 s on line 5 */
     CHECK(strstr(html, "data-v=\"2\">2.00</td>") != NULL);

@@ -2,7 +2,54 @@
  * colours, memory columns with sparklines, unreadable files, zero samples. */
 #include "test_report_util.h"
 
+#include "scry_err.h"
+
 #include <sys/stat.h>
+
+/* A reader that gives 16 MiB of short lines for any name, counting its calls (a target
+ * naming its code objects after links of one big file). */
+static int big_reader(void *ctx, const char *file, char **data, size_t *len)
+{
+    (void)file;
+    size_t n = 16u << 20;
+    char *d = malloc(n + 1);
+    if (!d)
+        return SCRY_E_NOMEM;
+    for (size_t i = 0; i < n; i++)
+        d[i] = i % 64 == 63 ? '\n' : 'x';
+    d[n] = 0;
+    ++*(int *)ctx;
+    *data = d;
+    *len = n;
+    return 0;
+}
+
+/* 40 hot files of 16 MiB each: 2 are read (the second crosses the 32 MiB budget), the
+ * report names the budget for the rest and counts them. */
+static void source_budget(const report_meta_t *m)
+{
+    report_profile_t *p = report_profile_new(m);
+    char names[40][32];
+    for (int i = 0; i < 40; i++) {
+        snprintf(names[i], sizeof names[i], "/big/f%02d.py", i);
+        scry_frame_t f[] = {PY("f", names[i], 2)};
+        add_cpu(p, f, 1, 0, 1000000, 1, (uint64_t)i);
+    }
+    int calls = 0, rc;
+    report_options_t o = {.read_source = big_reader, .source_ctx = &calls, .top_lines = 40};
+    char *out = render(p, REPORT_FORMAT_TEXT, &o, &rc);
+    CHECK(rc == 0 && out);
+    CHECK(calls == 2);
+    CHECK(out && strstr(out, "(not read: the report's source budget (32 MiB) is spent)"));
+    CHECK(out && strstr(out, "the source of 38 files was not read"));
+    free(out);
+    calls = 0;
+    out = render(p, REPORT_FORMAT_HTML, &o, &rc);
+    CHECK(rc == 0 && out && calls == 2);
+    CHECK(out && strstr(out, "The source of 38 files was not read"));
+    free(out);
+    report_profile_free(p);
+}
 
 int main(void)
 {
@@ -81,7 +128,7 @@ int main(void)
         add_mem(p, a, 1, SCRY_METRIC_ALLOC, 0, 1 << 20, 0x1000 * (uint64_t)(i + 1),
                 (uint64_t)i * 50000000);
     out = render(p, REPORT_FORMAT_TEXT, NULL, &rc);
-    CHECK(rc == 0 && out && strstr(out, "alloc MB") && strstr(out, "\xe2\x96\x81") &&
+    CHECK(rc == 0 && out && strstr(out, "alloc MiB") && strstr(out, "\xe2\x96\x81") &&
           strstr(out, "\xe2\x96\x88") && strstr(out, "40.0") && strstr(out, "Possible leaks"));
     if (out)
         printf("%s", out);
@@ -93,6 +140,8 @@ int main(void)
     CHECK(rc == 0 && out && strstr(out, "no samples collected"));
     free(out);
     report_profile_free(p);
+
+    source_budget(&m);
 
     unlink(path);
     rmdir(dir);

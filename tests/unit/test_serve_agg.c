@@ -6,6 +6,8 @@
 #include "strtab.h"
 #include "test_serve_util.h"
 
+#include <zlib.h>
+
 static void add(serve_agg_t *a, strtab_t *t, const char *leaf, int line, pid_t pid)
 {
     scry_frame_t fr[2] = {
@@ -62,10 +64,24 @@ int main(void)
     CHECK(serve_agg_render(a, REPORT_FORMAT_FLAMEGRAPH, &end, &buf, &len) == 0 &&
               strstr(buf, "<svg") && strstr(buf, "web on h1"),
           "svg");
+    /* the subtitle names the window's processes, never "pid 0" */
+    CHECK(strstr(buf, "3 processes: pids 100, 200, 300: web") && !strstr(buf, "pid 0"),
+          "svg subtitle: %.300s", strstr(buf, "subtitle") ? strstr(buf, "subtitle") : buf);
     free(buf);
     CHECK(serve_agg_render(a, REPORT_FORMAT_PPROF, &end, &buf, &len) == 0 && len > 20 &&
               (unsigned char)buf[0] == 0x1f && (unsigned char)buf[1] == 0x8b,
           "pprof gz");
+    char raw[1 << 16];
+    z_stream z = {.next_in = (Bytef *)buf,
+                  .avail_in = (uInt)len,
+                  .next_out = (Bytef *)raw,
+                  .avail_out = sizeof raw - 1};
+    CHECK(inflateInit2(&z, 16 + MAX_WBITS) == Z_OK && inflate(&z, Z_FINISH) == Z_STREAM_END,
+          "gunzip");
+    inflateEnd(&z);
+    CHECK(memmem(raw, z.total_out, "scry: 3 processes: pids 100, 200, 300", 37) &&
+              !memmem(raw, z.total_out, "pid 0", 5),
+          "pprof comment names the processes");
     free(buf);
     serve_agg_free(a);
     return test_summary("test_serve_agg");

@@ -128,7 +128,20 @@ static void test_errors(void)
     expect_error("rate = 19\nbogus = 1\n", "bad.conf:2: unknown option 'bogus'");
     expect_error("rate = fast\n", "rate: bad value 'fast'");
     expect_error("rate = -1\n", "rate: bad value");
-    expect_error("interval = 0.2\n", "interval must be between");
+    expect_error("interval = 0.2\n", "interval: bad value '0.2' (expected SECONDS from 1 to");
+    /* one validator per kind of value (issue 24.9): ranges, NaN, names */
+    expect_error("rate = 1e-300\n", "rate: bad value '1e-300'");
+    expect_error("rate = nan\n", "rate: bad value 'nan'");
+    expect_error("rate = 0x10\n", "rate: bad value '0x10'");
+    expect_error("push-timeout = 1e300\n", "push-timeout: bad value '1e300'");
+    expect_error("retention-age = inf\n", "retention-age: bad value 'inf'");
+    expect_error("spool-max-bytes = nan\n", "spool-max-bytes: bad value 'nan'");
+    expect_error("max-stacks = 1e3\n", "max-stacks: bad value '1e3'");
+    expect_error("proc-connector = maybe\n", "proc-connector: bad value 'maybe' (expected yes/no");
+    expect_error("[service web]\nmatch = x\nrate = 1e-300\n", "rate: bad value '1e-300'");
+    expect_error("[service ../../etc]\n", "bad.conf:1: [service ../../etc]: a service name");
+    expect_error("[service .hidden]\nmatch = x\n", "service name");
+    expect_error("[bogus]\n", "unknown section [bogus]");
     expect_error("[service web]\nrate = 5\n", "selects nothing");
     expect_error("[service w/eb]\nmatch = x\n", "service name");
     expect_error("[other]\nmatch = x\n", "unknown section");
@@ -159,6 +172,46 @@ static void test_errors(void)
     CHECK(c == NULL && strstr(msg, "unexpected argument"), "%s", msg);
 }
 
+/* Every form of a boolean flag that `scry serve --help` shows (issue 25.7). */
+static void test_bool_flags(void)
+{
+    char msg[512] = "";
+    static const struct {
+        const char *a, *b;
+        int want;
+    } forms[] = {
+        {"--all-python", NULL, 1},    {"--all-python", "true", 1},  {"--all-python", "yes", 1},
+        {"--all-python=on", NULL, 1}, {"--all-python", "0", 0},     {"--all-python", "FALSE", 0},
+        {"--all-python=no", NULL, 0}, {"--no-all-python", NULL, 0},
+    };
+    for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+        serve_config_t *c = forms[i].b ? from_args(msg, sizeof msg, "--config", "/dev/null",
+                                                   "--match", "x", forms[i].a, forms[i].b, NULL)
+                                       : from_args(msg, sizeof msg, "--config", "/dev/null",
+                                                   "--match", "x", forms[i].a, NULL);
+        CHECK(c && c->all_python == forms[i].want, "%s %s: %s", forms[i].a,
+              forms[i].b ? forms[i].b : "", c ? "wrong value" : msg);
+        serve_config_free(c);
+    }
+    /* a flag followed by another flag takes no value from it */
+    serve_config_t *c = from_args(msg, sizeof msg, "--config", "/dev/null", "--all-python",
+                                  "--no-proc-connector", NULL);
+    CHECK(c && c->all_python == 1 && c->proc_connector == 0, "%s", c ? "" : msg);
+    serve_config_free(c);
+    c = from_args(msg, sizeof msg, "--config", "/dev/null", "--all-python=maybe", NULL);
+    CHECK(c == NULL && strstr(msg, "yes/no"), "%s", msg);
+    serve_config_free(c);
+    char *out = NULL;
+    size_t outlen = 0;
+    FILE *f = open_memstream(&out, &outlen);
+    serve_config_usage(f);
+    fclose(f);
+    CHECK(strstr(out, "--all-python [BOOL]") && strstr(out, "true/false") &&
+              strstr(out, "--no-KEY"),
+          "help shows the forms: %s", out);
+    free(out);
+}
+
 int main(void)
 {
     if (!mkdtemp(dir)) {
@@ -168,6 +221,7 @@ int main(void)
     test_defaults();
     test_file_and_flags();
     test_errors();
+    test_bool_flags();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0)

@@ -73,6 +73,12 @@ static void test_parser(void)
     parse_bad("{\"cmd\":\"list\",\"x\":{\"y\":{\"z\":[[[[1]]]]}}}", (size_t)-1, "malformed JSON");
     parse_bad("{\"cmd\":\"li\0st\"}", 15, "NUL");
     parse_bad("{'cmd':'list'}", (size_t)-1, "malformed JSON");
+    /* an escaped NUL inside a string is part of it: never the shorter word */
+    parse_bad("{\"cmd\":\"reload\\u0000\"}", (size_t)-1, "NUL");
+    parse_bad("{\"cmd\":\"record\",\"pid\":9,\"format\":\"json\\u0000x\"}", (size_t)-1, "NUL");
+    parse_bad("{\"cmd\\u0000x\":\"list\"}", (size_t)-1, "NUL"); /* a key too */
+    parse_bad("{\"cmd\":\"list\",\"format\":\"a\\\\u0000\"}", (size_t)-1, "format must");
+    parse_bad("{\"cmd\":\"set-rate\",\"rate\":1e-300}", (size_t)-1, "rate must be");
     char big[SERVE_CTL_MAX_REQUEST + 10];
     memset(big, ' ', sizeof big);
     memcpy(big, "{\"cmd\":\"list\"}", 14);

@@ -1121,6 +1121,9 @@ def t_rootless(c):
         check(tot > 5 and on >= 0.9 * tot, "%s: churn %.1f of %.1f MB allocated: %s"
               % (who, on, tot, [(l["file"], l["line"], l["alloc_mb"]) for l in lines][:5]))
         mem.append("%s %.0f%% of %.1f MB" % (who, 100 * on / tot, tot))
+        # the shim's private copy (made as the owner where host root owns nothing) is gone
+        left = [n for n in os.listdir("/proc/%d/root/tmp" % hpid) if n.startswith(".scry-shim")]
+        check(not left, "%s: left in the container's /tmp: %s" % (who, left))
     msgs = []
     for args in (["dump", "--pid", hpid], ["record", "-d", "1", "-o", c.path("out/no.json"),
                                            "--format", "json", "--pid", hpid]):

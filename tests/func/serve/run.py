@@ -109,6 +109,23 @@ def ctl(ctx, sock, *args, user=None, timeout=30):
     return r.returncode, r.stdout.decode(), r.stderr.decode()
 
 
+def ctl_request(sock, req, timeout=30):
+    """One request straight on the socket (no client process between two requests)."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    s.connect(sock)
+    s.sendall((json.dumps(req) + "\n").encode())
+    s.shutdown(socket.SHUT_WR)
+    data = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    s.close()
+    return json.loads(data.decode() or "{}")
+
+
 def ctl_json(ctx, sock, *args, **kw):
     rc, out, err = ctl(ctx, sock, "--json", *args, **kw)
     try:
@@ -580,6 +597,12 @@ def t_record(ctx):
     ratio = big / small
     check(abs(ratio / 3 - 1) <= TOL_ALLOC, "big:small bytes %.2f, want 3 (+-%d%%)" % (
         ratio, TOL_ALLOC * 100))
+    # a recording that answered is over: the next one, asked at once, is not "under way"
+    # (the finished child, not yet reaped, was counted: issue 25.10)
+    for i in range(4):
+        r = ctl_request(sock, {"cmd": "record", "pid": pid, "duration": 0.2})
+        check(r.get("ok") is True, "ctl record #%d right after the previous one: %s" % (
+            i + 2, short(str(r.get("error")))))
     during = t1["big"] - t0["big"]  # bytes alloc_big allocated during the whole call
     check(0.5 * during <= big <= (1 + TOL_ALLOC) * during,
           "alloc_big: %.0f MiB recorded in 3 s of a %.0f MiB call" % (big / 2**20, during / 2**20))
@@ -604,6 +627,13 @@ def t_record(ctx):
           % short(err, 300))
     rc, _, err = ctl(ctx, sock, "record", pid, "--rate", 0.5, timeout=20)
     check(rc == 2 and "--rate" in err, "ctl record --rate 0.5 refused: rc %d %s" % (rc, err))
+    # the output name's extension picks the format, as in scry record, or a clear refusal
+    svg = ctx.path("ctl.svg")
+    rc, _, err = ctl(ctx, sock, "record", pid, "--duration", 0.5, "--output", svg, timeout=30)
+    check(rc == 0 and open(svg).read(200).lstrip().startswith("<?xml"),
+          "ctl record --output x.svg: rc %d %s %s" % (rc, short(err), open(svg).read(60)))
+    rc, _, err = ctl(ctx, sock, "record", pid, "--format", "text", "--output", ctx.path("t.svg"))
+    check(rc == 2 and "--format text writes text" in err, "--format text --output t.svg: %s" % err)
     rc = d.stop()
     check(rc == 0, "scry serve exit %s" % rc)
     fleet.cleanup()

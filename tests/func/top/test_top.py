@@ -10,8 +10,10 @@ and charging lib()'s calls into colorsys to lib()'s line (with --all-lines, in t
 run: to colorsys.py's lines),
 a sort key ('2'), a resize to 80x20, 'q' giving back a sane shell prompt (normal screen,
 echo and canonical mode restored), and, in a second run, the target being killed while top
-runs ('process exited' with the data kept until 'q'). Also checks the plain-text mode
-(stdout not a terminal, --once). Stdlib only. The runner is tests/lib/scrytest's: one
+runs ('process exited' with the data kept until 'q', and after 'r'). Also checks the
+plain-text mode (stdout not a terminal, --once) and its GIL share of samples; on the host
+python3, a thread that sleeps half the time (100% of its samples hold the GIL) and
+`top -s` (a row per process). Stdlib only. The runner is tests/lib/scrytest's: one
 PASS/FAIL/SKIP line per test (plain, screen, exit; the checks of each listed under it),
 then "N passed, N failed, N skipped"; "SKIP top: ..." when tmux is missing.
 """
@@ -156,7 +158,54 @@ def test_plain(scry, pid):
     check(r and r[0]["name"].startswith("hot "), "plain: hot() is not the first row", out)
     if VERBOSE:
         log(out)
-    return "plain text (--once, not a tty): hot() first at %.1f%%" % r[0]["own"]
+    # GIL: the share of the samples that held it. The workload's one thread never lets it
+    # go, whatever share of a CPU it gets on a busy machine (the share of sampling rounds
+    # followed that CPU share: 25-50%).
+    m = re.search(r"GIL ([\d.]+)% of samples", out)
+    check(m and float(m.group(1)) >= 90, "GIL share of samples: %s" % (m and m.group(0)), out)
+    return "plain text (--once, not a tty): hot() first at %.1f%%, %s" % (r[0]["own"], m.group(0))
+
+
+def test_gil_half_asleep(scry, c):
+    """A thread that burns 10 ms and sleeps 10 ms holds the GIL in every sample taken of
+    it (sleeping, it is not sampled without --idle): 100% of samples, not the 50% of
+    sampling rounds."""
+    script = c.path("half.py")
+    with open(script, "w") as f:
+        f.write("import time\nwhile True:\n    e = time.process_time() + 0.01\n"
+                "    while time.process_time() < e: pass\n    time.sleep(0.01)\n")
+    p = c.spawn(c.interp.argv(c.tpath(script)))
+    time.sleep(0.5)
+    out = subprocess.run([scry, "top", "--once", "--pid", str(p.pid), "-d", "2"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+    c.kill(p)
+    text = out.stdout.decode(errors="replace")
+    m = re.search(r"GIL ([\d.]+)% of samples", text)
+    check(out.returncode == 0 and m and float(m.group(1)) >= 90,
+          "GIL of a half-asleep thread: %s" % (m and m.group(0)), text + out.stderr.decode())
+    return m.group(0)
+
+
+def test_subprocess_rows(scry, c):
+    """top -s: a row per process ('process PID (command)') with that process's total."""
+    script = c.path("forks.py")
+    with open(script, "w") as f:
+        f.write("import os, time\n"
+                "def burn(s):\n    e = time.time() + s\n"
+                "    while time.time() < e: sum(range(1000))\n"
+                "kids = []\nfor i in range(2):\n    pid = os.fork()\n"
+                "    if pid == 0:\n        burn(4); os._exit(0)\n    kids.append(pid)\n"
+                "burn(4)\nfor k in kids: os.waitpid(k, 0)\n")
+    out = subprocess.run([scry, "top", "--once", "-s", "-d", "2", "--"] +
+                         c.interp.argv(c.tpath(script)),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+    text = out.stdout.decode(errors="replace")
+    procs = [x for x in rows(text) if x["name"].startswith("process ")]
+    check(out.returncode == 0 and len(procs) == 3,
+          "%d process rows, want 3 (the parent and 2 children)" % len(procs), text)
+    check(all(x["total"] > 0 for x in procs), "a process row without time", text)
+    return "%d process rows: %s" % (len(procs), ", ".join(
+        "%s %.1f%%" % (x["name"].split(" (")[0], x["total"]) for x in procs))
 
 
 def test_screen(scry, work, proc, tm):
@@ -264,7 +313,12 @@ def test_exit(scry, work, proc, tm):
     s = tm.screen()
     check("process exited" in s and rows(s, narrow=True), "the final screen did not stay", s)
     check(tm.info("#{pane_current_command}") != "bash", "scry quit by itself after the exit", s)
-    log("    ok   target killed: 'process exited' shown, data kept until q")
+    # 'r' after the exit would reset to nothing: the final data stays, and it says so
+    before = rows(s, narrow=True)
+    tm.keys("r")
+    s = tm.wait_for(lambda s: "final data is kept" in s, 5, "the note that 'r' keeps the data")
+    check(rows(s, narrow=True) == before, "'r' after the exit changed the rows", s)
+    log("    ok   target killed: 'process exited' shown, data kept until q (and after 'r')")
     if VERBOSE:
         log(s)
     tm.keys("q")
@@ -325,6 +379,9 @@ def main():
 
     tests = st.Tests()
     tests.add("plain", lambda c: test_plain(scry, c.work["pid"]))
+    if args.python == sys.executable:  # not per interpreter: once, on the host python3
+        tests.add("gil", lambda c: test_gil_half_asleep(scry, c))
+        tests.add("subprocess_rows", lambda c: test_subprocess_rows(scry, c))
     tests.add("screen", t_screen)
     tests.add("exit", t_exit)
     try:
