@@ -63,7 +63,9 @@ class Cgroups(object):
                 mounts.append((mnt, fstype, opts.split(",")))
         v2 = [m for m, t, _ in mounts if t == "cgroup2"]
         if v2:
-            self.v2 = self.make(v2[0], "scry-test.slice", "docker-%s.scope" % self.id2)
+            # a parent of its own: suites of other checkouts may run at the same time
+            self.v2 = self.make(v2[0], "scry-test-%d.slice" % os.getpid(),
+                                "docker-%s.scope" % self.id2)
 
     def make(self, mnt, parent, leaf):
         path = os.path.join(mnt, parent)
@@ -253,9 +255,10 @@ def t_dump(c):
     for which in (c.cid, c.cid[:12].upper(), cgpath, os.path.dirname(cgpath)):
         res = c.scry_ok(["dump", "--json", "--container", which])
         docs = json.loads(res.out)
-        check(isinstance(docs, list) and [d["pid"] for d in docs] == [c.hpid],
-              "--container %s: pids %s, want [%d]" % (which, [d.get("pid") for d in docs],
-                                                       c.hpid))
+        pids = [d["pid"] for d in docs] if isinstance(docs, list) else docs
+        # /docker holds every container of the engine (another checkout's suite may share it)
+        check(pids == [c.hpid] or (which == "/docker" and c.hpid in pids),
+              "--container %s: pids %s, want [%d]" % (which, pids, c.hpid))
     text = c.scry_ok(["dump", "--container", c.cid[:16]]).out
     check(text.startswith("Process %d [pid 1 in its namespace]" % c.hpid), st.short(text, 200))
     for bad, why in ((os.urandom(32).hex(), "no Python process in container"),
@@ -506,7 +509,7 @@ def t_locals(c):
     return "main_wait out = %s; burn_a quota = %s" % (want_out, quota["repr"])
 
 
-LAUNCH_KEEP = """import time
+LAUNCH_KEEP = """import sys, time
 def ring():
     with open("/proc/self/maps") as f:
         return "scry-ring" in f.read()
@@ -517,7 +520,7 @@ time.sleep(0.5)
 keep = []
 for i in range(1000):
     keep.append(bytes(100000))  #@keep@
-time.sleep(1.0)
+time.sleep(float(sys.argv[1]) if sys.argv[1:] else 1.0)
 """
 
 
@@ -907,13 +910,14 @@ def t_sidecar_nocap(c):
 
 @tests("sidecar_memory", once=True)
 def t_sidecar_memory(c):
-    """scry:local as a sidecar, `scry record --memory -f json -o - --pid 1` (the recipe's
-    memory command): the shim, staged from scry's image into APP's root, charges the 100 MB
-    APP keeps to the keeping line (within 15%)."""
+    """scry:local as a sidecar, `scry record --memory -d 5 -f json -o - --pid 1` (the
+    recipe's memory command): the shim, staged from scry's image into APP's root, charges
+    the 100 MB APP keeps to the keeping line (within 15%). APP outlives the recording: when
+    the pid 1 of a PID namespace exits, the kernel kills the sidecar's scry in it too."""
     script = c.path("keep.py")
     with open(script, "w") as f:
         f.write(LAUNCH_KEEP)
-    p = ENGINE.run(c, [EXE, c.tpath(script)])
+    p = ENGINE.run(c, [EXE, c.tpath(script), 60])
     c.targets.append(("container", p))
     ENGINE.host_pid(c)
     _, _, cmds = debug_recipe()
