@@ -4,10 +4,12 @@
 # imported from directories, never pulled. The data root is cached per machine, so an image
 # is imported once; the engine runs only while the tests need it.
 #
-#   scripts/dockerd.sh start        -> starts it unless it answers already; prints
-#                                      "started" or "running" (a caller that sees "running"
-#                                      did not start it and leaves it alone)
-#   scripts/dockerd.sh stop         -> stops the engine this script started (its pidfile)
+#   scripts/dockerd.sh start [PID]  -> starts it unless it answers already; prints
+#                                      "started" or "running". PID (default the caller's
+#                                      parent) is recorded as a user of the engine
+#   scripts/dockerd.sh stop [PID]   -> PID no longer uses it; the engine (this script's,
+#                                      by its pidfile) stops when no live user is left, so
+#                                      suites of several checkouts can share it
 #   scripts/dockerd.sh env          -> prints DOCKER_HOST=... (for eval / env)
 #   scripts/dockerd.sh image NAME DIR [STAMP]
 #                                   -> imports DIR as image NAME unless an image NAME
@@ -47,10 +49,30 @@ engine_pid() {
     return 0
 }
 
+users=$run/users
+
+# Records user $1 (a pid) of the engine.
+add_user() {
+    mkdir -p "$users"
+    : >"$users/$1"
+}
+
+# Forgets user $1 and the users that no longer run; succeeds when none is left.
+drop_user() {
+    rm -f "$users/$1"
+    for f in "$users"/*; do
+        [ -e "$f" ] || continue
+        kill -0 "${f##*/}" 2>/dev/null && return 1
+        rm -f "$f"
+    done
+    return 0
+}
+
 start() {
     [ "$(id -u)" = 0 ] || skip "needs root"
     command -v dockerd >/dev/null 2>&1 || skip "no dockerd (apt-get install docker.io)"
     mkdir -p "$data" "$run"
+    add_user "${1:-$PPID}"
     if answers; then
         echo running
         return 0
@@ -83,6 +105,7 @@ start() {
 }
 
 stop() {
+    drop_user "${1:-$PPID}" || return 0
     p=$(engine_pid)
     [ -n "$p" ] || { rm -f "$pidf"; return 0; }
     # containers the tests left: removed by id (only this engine's)
@@ -111,8 +134,8 @@ image() {
 }
 
 case "${1:-}" in
-start) start ;;
-stop) stop ;;
+start) start "${2:-}" ;;
+stop) stop "${2:-}" ;;
 env) echo "DOCKER_HOST=$DOCKER_HOST" ;;
 image) shift; [ $# -ge 2 ] || { echo "usage: $0 image NAME DIR [STAMP]" >&2; exit 1; }
        image "$@" ;;

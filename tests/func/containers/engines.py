@@ -3,8 +3,9 @@
 sid root, never pulled) and rootless podman run by a test user with its own subordinate id
 ranges. Stdlib only.
 
-Docker().start() starts the engine unless it answers already (and stop() stops it only if
-start() did); Docker().image(name, dir) imports a directory once per machine (the data
+Docker().start() starts the engine unless it answers already and registers this process
+as its user (stop() stops it when no other user, such as scripts/test.sh or another
+checkout's suite, is left); Docker().image(name, dir) imports a directory once per machine (the data
 root is cached); Docker().run(ctx, argv, extra) starts a container attached to a client
 process that exits with it. Podman(user).setup() makes the user, its /etc/subuid and
 /etc/subgid ranges and its runtime directory (idempotent) and imports the image as it.
@@ -55,14 +56,16 @@ class Docker(object):
         return p.stdout.decode().strip()
 
     def start(self):
-        """Starts the engine (or finds it answering); Skip where it cannot run."""
-        self.started = self._script("start").splitlines()[-1] == "started"
+        """Starts the engine (or finds it answering), this process one of its users; Skip
+        where it cannot run."""
+        self._script("start", str(os.getpid()))
+        self.started = True
         self.host = self._script("env").split("=", 1)[1]
 
     def stop(self):
-        """Stops the engine if start() started it."""
+        """This process no longer uses the engine: it stops if no other user is left."""
         if self.started:
-            self._script("stop")
+            self._script("stop", str(os.getpid()))
             self.started = False
 
     def env(self, extra=None):
