@@ -19,7 +19,7 @@ agent with the options of dist/kubernetes/*.yaml. One case is emulated (unshare 
 a cgroup v2 docker-<id>.scope, the systemd driver's layout this engine does not make. The
 cases marked once=True (not version-dependent) run with 3.14 only. Needs root and a
 dockerd that starts (else one SKIP line with the reason); podman for `rootless`, strace for
-the pid-reuse case. About 75 s (3.14) and 40 s (3.15) on a quiet machine.
+the pid-reuse case. About 100 s (3.14) and 40 s (3.15) on a quiet machine.
 Stdlib only; one line "PASS|FAIL|SKIP name: detail" per test, then "N passed, N failed, N
 skipped"; exit 1 on a failure.
 """
