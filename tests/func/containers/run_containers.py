@@ -991,6 +991,8 @@ def t_agent(c):
             wins = [w for w in st.load_json(os.path.join(out, "index.json"),
                                             "index.json")["windows"] if w.get("samples")]
     check(listed, "ctl list never showed APP's container: %s" % st.short(c.proc_log(agent), 500))
+    text = c.scry_ok(["ctl", "--socket", sock, "list"]).out  # as docs/containers.md shows it
+    check(app[:12] in text, "ctl list: no %s in %s" % (app[:12], st.short(text, 300)))
     check(wins, "no window within 30 s: %s" % st.short(c.proc_log(agent), 500))
     w = max(wins, key=lambda x: x["samples"])
     files = w.get("files") or {}
