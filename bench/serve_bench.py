@@ -19,9 +19,14 @@
           sample of the one-shot front end, side by side
   churn   services that start and exit all the time (one every 0.4 s, each living 2 s),
           for --churn-minutes: the daemon's RSS over time
+  forkburst  --idle idle services, then --bursts bursts of --burst-size concurrent forks of
+          a matched Python process (each child sleeps 2 s and exits; the daemon opens each
+          as a target): the daemon's idle RSS fresh and after each burst (issue 24: it
+          ratcheted, 52 MB fresh to 320 MB after one burst of 450)
 
 Run as root: python3 bench/serve_bench.py --scry build/daemon/scry [--quick]
-             [--churn-minutes 10] [only: idle busy busyscaled busyfull record churn]
+             [--churn-minutes 10] [--bursts 10 --burst-size 450]
+             [only: idle busy busyscaled busyfull record churn forkburst]
 Markdown on stdout, progress on stderr.
 """
 import argparse
@@ -217,12 +222,45 @@ def bench_churn(b, minutes):
            "%d kB at the end, max %d kB |" % (k, minutes, warm[0], warm[-1], max(warm))
 
 
+BURSTER = os.path.join(HERE, "..", "tests", "func", "serve", "workloads", "burster.py")
+
+
+def settle_rss(d, seconds):
+    """The daemon's RSS once it has been idle for a while (windows flushed, trimmed)."""
+    time.sleep(seconds)
+    return rss_kb(d.pid)
+
+
+def bench_forkburst(b, n_idle, bursts, size):
+    log("forkburst: %d idle services, %d bursts of %d forks" % (n_idle, bursts, size))
+    for i in range(n_idle):
+        b.service(i, "idle", ("--idle-sleep", "1"))
+    time.sleep(3)
+    d = b.daemon()  # the default 60-s interval: a burst's memory must not wait for a flush
+    b.wait_targets(d, n_idle)
+    fresh = settle_rss(d, 10)
+    it = b.interps[0]
+    after = []
+    for k in range(bursts):
+        p = b.spawn(it.argv(BURSTER, size, "--name", TOKEN))
+        p.wait(120)
+        after.append(settle_rss(d, 10))
+        log("  burst %d: RSS %d kB (fresh %d kB)" % (k + 1, after[-1], fresh))
+    b.stop_all()
+    return "| %d idle services, then %d bursts of %d concurrent short-lived forks | idle RSS " \
+           "fresh %.1f MB, after the bursts %s MB (last/fresh %.2f); aim <= 1.3 |" % (
+               n_idle, bursts, size, fresh / 1024.0,
+               ", ".join("%.0f" % (r / 1024.0) for r in after), after[-1] / float(fresh))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--scry", required=True)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--idle", type=int, default=200)
     ap.add_argument("--churn-minutes", type=float, default=10)
+    ap.add_argument("--bursts", type=int, default=10)
+    ap.add_argument("--burst-size", type=int, default=450)
     ap.add_argument("only", nargs="*")
     a = ap.parse_args()
     which = a.only or ["idle", "busy", "busyscaled", "busyfull", "record", "churn"]
@@ -254,6 +292,8 @@ def main():
             rows.append(row)
         if "churn" in which:
             rows.append(bench_churn(b, 1 if a.quick else a.churn_minutes))
+        if "forkburst" in which:
+            rows.append(bench_forkburst(b, a.idle, a.bursts, a.burst_size))
     finally:
         b.cleanup()
     print("| what | result | notes |")

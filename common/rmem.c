@@ -24,7 +24,9 @@ typedef struct rmem_region {
 } rmem_region_t;
 
 struct rmem {
-    pid_t pid; /* 0 for an image */
+    pid_t pid;                       /* 0 for an image or a source */
+    const rmem_source_ops_t *source; /* a source's functions, else NULL */
+    void *source_ctx;
     /* /proc/PID/mem, opened where process_vm_readv is refused but the kernel grants ptrace
      * access (a seccomp profile: Docker's allows process_vm_readv only with
      * CAP_SYS_PTRACE); -1 not tried, -2 refused too */
@@ -49,9 +51,47 @@ rmem_t *rmem_open_image(void)
     return calloc(1, sizeof(rmem_t));
 }
 
+rmem_t *rmem_open_source(const rmem_source_ops_t *ops, void *ctx)
+{
+    if (!ops || !ops->read)
+        return NULL;
+    rmem_t *m = calloc(1, sizeof *m);
+    if (m) {
+        m->source = ops;
+        m->source_ctx = ctx;
+    }
+    return m;
+}
+
+int rmem_is_live(const rmem_t *m)
+{
+    return m && m->pid != 0;
+}
+
+int rmem_maps_text(rmem_t *m, char **text, size_t *len)
+{
+    if (!m || !m->source || !m->source->maps || !text || !len)
+        return SCRY_E_INVAL;
+    return m->source->maps(m->source_ctx, text, len);
+}
+
+int rmem_file_path(rmem_t *m, const char *path, char *buf, size_t size)
+{
+    if (!m || !m->source || !m->source->file || !path || !buf || !size)
+        return SCRY_E_INVAL;
+    return m->source->file(m->source_ctx, path, buf, size);
+}
+
+int rmem_exe_path(rmem_t *m, char *buf, size_t size)
+{
+    if (!m || !m->source || !m->source->exe || !buf || !size)
+        return SCRY_E_INVAL;
+    return m->source->exe(m->source_ctx, buf, size);
+}
+
 int rmem_image_add(rmem_t *m, raddr_t addr, const void *data, size_t len)
 {
-    if (!m || m->pid != 0 || (!data && len))
+    if (!m || m->pid != 0 || m->source || (!data && len))
         return SCRY_E_INVAL;
     if (m->nregions >= RMEM_IMAGE_MAX_REGIONS)
         return SCRY_E_NOMEM;
@@ -72,16 +112,32 @@ void rmem_free(rmem_t *m)
 {
     if (!m)
         return;
-    if (m->memfd >= 0)
+    if (m->pid && m->memfd >= 0) /* only live readers have one (images: calloc's 0) */
         close(m->memfd);
     for (size_t i = 0; i < m->nregions; i++)
         free(m->regions[i].data);
     free(m->regions);
+    if (m->source && m->source->free)
+        m->source->free(m->source_ctx);
     free(m);
+}
+
+/* A source's read: LEN bytes or a fault. */
+static int source_read(rmem_t *m, raddr_t addr, void *buf, size_t len)
+{
+    size_t got = m->source->read(m->source_ctx, addr, buf, len);
+    m->stats.syscalls++;
+    m->stats.bytes += got;
+    if (got == len)
+        return 0;
+    m->stats.faults++;
+    return SCRY_E_FAULT;
 }
 
 static int image_read(rmem_t *m, raddr_t addr, void *buf, size_t len)
 {
+    if (m->source)
+        return source_read(m, addr, buf, len);
     for (size_t i = 0; i < m->nregions; i++) {
         const rmem_region_t *r = &m->regions[i];
         if (addr >= r->addr && addr - r->addr <= r->len && len <= r->len - (addr - r->addr)) {
@@ -235,6 +291,14 @@ long rmem_read_partial(rmem_t *m, raddr_t addr, void *buf, size_t len)
         return SCRY_E_INVAL;
     if (len == 0)
         return 0;
+    if (m->source) {
+        size_t got = m->source->read(m->source_ctx, addr, buf, len);
+        m->stats.syscalls++;
+        m->stats.bytes += got;
+        if (got < len)
+            m->stats.faults++;
+        return (long)got;
+    }
     if (m->pid == 0) {
         for (size_t i = 0; i < m->nregions; i++) {
             const rmem_region_t *r = &m->regions[i];

@@ -55,6 +55,9 @@ typedef struct scry_sample {
     uint8_t running;         /* thread was on a CPU (R state) */
     uint8_t truncated;       /* the stack was cut (depth bound or torn read) */
     uint8_t gil_wait;        /* SYSTEM sample of a thread waiting to take the GIL */
+    uint8_t torn;            /* the stack changed while it was read, every reread too: the
+                                frames are the part read whole, under "<changed while
+                                reading>" (sampler_opts_t.partial) */
     uint32_t nframes;
     const scry_frame_t *frames; /* leaf first; valid only during the callback */
 } scry_sample_t;

@@ -204,6 +204,11 @@ static void stop_helper(srcread_t *r)
     r->helper = 0;
 }
 
+void srcread_set_creds(srcread_t *r, const srcread_creds_t *creds)
+{
+    r->creds = *creds;
+}
+
 void srcread_free(srcread_t *r)
 {
     if (!r)

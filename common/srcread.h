@@ -49,6 +49,11 @@ srcread_t *srcread_new_pid(pid_t pid, int *err);
  * fuzzing. Relative names are resolved beneath ROOT. Returns NULL and *ERR. */
 srcread_t *srcread_new_dir(const char *root, const srcread_creds_t *creds, int *err);
 
+/* Makes R open files with CREDS (copied) instead of the target's: `scry ctl record` reads
+ * the source as the user who asked, not as the target. Call before the first
+ * srcread_file. */
+void srcread_set_creds(srcread_t *r, const srcread_creds_t *creds);
+
 /* Ends the helper process (if any) and closes the pinned directories. NULL is a no-op. */
 void srcread_free(srcread_t *r);
 

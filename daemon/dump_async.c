@@ -159,20 +159,12 @@ static void write_json(const pystate_info_t *info, const pystate_async_snapshot_
     fprintf(out, "\n]}\n");
 }
 
-int cmd_dump_async(const scry_config_t *cfg, FILE *out)
+int dump_async_target(pystate_target_t *t, const char *what, int json, FILE *out)
 {
-    strtab_t *strings = strtab_new();
-    pystate_target_t *t = NULL;
     pystate_async_snapshot_t *s = NULL;
     uint8_t *shown = NULL;
     char msg[600];
     int rc = 1;
-    if (!strings) {
-        fprintf(stderr, "scry: out of memory\n");
-        goto out;
-    }
-    if (sampler_open_target(cfg->pid, strings, &cfg->open_opts, &t) != 0)
-        goto out;
     int err = pystate_async_read(t, &s, msg, sizeof msg);
     if (err) {
         fprintf(stderr, "scry: %s\n", msg);
@@ -183,9 +175,7 @@ int cmd_dump_async(const scry_config_t *cfg, FILE *out)
         goto out;
     }
     const pystate_info_t *info = pystate_target_info(t);
-    char what[600];
-    procinfo_describe(info->pid, what, sizeof what);
-    if (cfg->json)
+    if (json)
         write_json(info, s, out);
     else
         write_text(info, what, s, out, shown);
@@ -197,6 +187,24 @@ int cmd_dump_async(const scry_config_t *cfg, FILE *out)
 out:
     free(shown);
     pystate_async_snapshot_free(s);
+    return rc;
+}
+
+int cmd_dump_async(const scry_config_t *cfg, FILE *out)
+{
+    strtab_t *strings = strtab_new();
+    pystate_target_t *t = NULL;
+    int rc = 1;
+    if (!strings) {
+        fprintf(stderr, "scry: out of memory\n");
+        goto out;
+    }
+    if (sampler_open_target(cfg->pid, strings, &cfg->open_opts, &t) != 0)
+        goto out;
+    char what[600];
+    procinfo_describe(pystate_target_info(t)->pid, what, sizeof what);
+    rc = dump_async_target(t, what, cfg->json, out);
+out:
     pystate_target_free(t);
     strtab_free(strings);
     return rc;

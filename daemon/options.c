@@ -69,6 +69,14 @@ static const opt_spec_t opt_table[] = {
      0, 0},
     {"container", 0, OPT_STRING, offsetof(scry_config_t, container), DMP, "ID|CGROUP",
      "every Python process of a container: its id (at least 12 hex digits) or cgroup path", 0, 0},
+    {"core", 0, OPT_STRING, offsetof(scry_config_t, core), DMP, "FILE",
+     "post-mortem: the threads of a core file (gcore, the kernel's, systemd-coredump's; .zst, "
+     ".lz4, .xz read directly): the fatal signal, the thread that took it first", 0, 0},
+    {"exe", 0, OPT_STRING, offsetof(scry_config_t, exe), DMP, "PATH",
+     "--core: the executable, when the core does not name it (no NT_FILE note)", 0, 0},
+    {"sysroot", 0, OPT_STRING, offsetof(scry_config_t, sysroot), DMP, "DIR",
+     "--core: open the files the core names under DIR (a container's root, another "
+     "machine's files); each checked against the build-id the core holds", 0, 0},
     {"memory", 'm', OPT_FLAG, offsetof(scry_config_t, memory), REC, NULL,
      "sample allocations, frees and copies per line (preloads or injects libscry-shim.so)", 0, 0},
     {"inject", 0, OPT_STRING, offsetof(scry_config_t, inject), REC, "HOW",
@@ -156,6 +164,7 @@ void options_usage(enum scry_command command)
                "  scry record [options] -- COMMAND ARGS  launch a program and profile it\n"
                "  scry dump --pid PID [--json]           print every thread's stack now\n"
                "  scry dump --pid PID --async [--json]   asyncio tasks, what they await\n"
+               "  scry dump --core FILE [--json]         the threads of a core file (post-mortem)\n"
                "  scry top --pid PID                     live view of the hottest functions\n"
                "  scry diff BASE.json NEW.json [-f FMT]  what changed between two recordings\n"
                "  scry serve [options]                   the always-on daemon (scry help serve)\n"
@@ -297,6 +306,33 @@ static int check_output_path(const char *path)
     return 0;
 }
 
+/* dump --core reads a process that is gone: what needs a live one is refused. Returns 0 or
+ * SCRY_E_INVAL after a message. */
+static int options_check_core(const scry_config_t *cfg)
+{
+    if (!cfg->core) {
+        if (cfg->exe || cfg->sysroot) {
+            fprintf(stderr, "scry: --%s is for dump --core FILE\n", cfg->exe ? "exe" : "sysroot");
+            return SCRY_E_INVAL;
+        }
+        return 0;
+    }
+    const char *live = cfg->pid            ? "--pid"
+                       : cfg->container    ? "--container"
+                       : cfg->subprocesses ? "--subprocesses"
+                       : cfg->blocking     ? "--blocking"
+                       : cfg->sampler      ? "--sampler"
+                                           : NULL;
+    if (live) {
+        fprintf(stderr,
+                "scry: dump --core reads a core file, not a running process: %s does not apply "
+                "to it\n",
+                live);
+        return SCRY_E_INVAL;
+    }
+    return 0;
+}
+
 /* A container id prefix of 12 to 64 hex digits, or an absolute cgroup path. */
 static int container_arg_ok(const char *s)
 {
@@ -358,7 +394,9 @@ static int check_conflicts(scry_config_t *cfg)
                     cfg->container);
             return SCRY_E_INVAL;
         }
-        if (!cfg->pid && !cfg->container && !(cfg->command == CMD_TOP && cfg->argv)) {
+        if (cfg->command == CMD_DUMP && options_check_core(cfg) != 0)
+            return SCRY_E_INVAL;
+        if (!cfg->pid && !cfg->container && !cfg->core && !(cfg->command == CMD_TOP && cfg->argv)) {
             fprintf(stderr, "scry: %s needs --pid PID%s\n", cmd,
                     cfg->command == CMD_DUMP ? " or --container ID" : "");
             return SCRY_E_INVAL;

@@ -36,6 +36,9 @@ typedef struct scry_config {
     int locals;            /* dump --locals */
     int memory;            /* --memory */
     const char *container; /* dump --container: an id (12+ hex digits) or a cgroup path */
+    const char *core;      /* dump --core: a core file (post-mortem) */
+    const char *exe;       /* dump --core --exe: the executable when the core names none */
+    const char *sysroot;   /* dump --core --sysroot: the root the core's files are under */
     uint64_t memory_sample_bytes; /* --memory-sample-bytes */
     int quiet;                    /* --quiet: no summary line */
     const char *metric;           /* --metric: what flame graphs and stacks weigh */
@@ -58,6 +61,8 @@ typedef struct scry_config {
                                       field below) and discovery (filled by options_parse) */
     int assume_minor; /* N of --assume-version (0 = none): read a Python newer than every known
                          _Py_DebugOffsets layout with 3.N's (pystate_target_open_as) */
+    const struct srcread_creds *source_creds; /* not an option: set by `scry serve` for a ctl
+                                                 record, the source is read as the client */
 } scry_config_t;
 
 /* Parses ARGV into CFG. Returns 0, or a negative code after printing a message to stderr

@@ -328,6 +328,8 @@ static int new_profile(recording_t *r)
      * files through them only (never through scry's own root, never as root). */
     int serr = 0;
     r->src = srcread_new_pid(pid, &serr);
+    if (r->src && cfg->source_creds)
+        srcread_set_creds(r->src, cfg->source_creds);
     if (!r->src && !cfg->quiet)
         fprintf(stderr, "scry: the report will show no source: %s\n", scry_strerror(serr));
     struct timespec wall;

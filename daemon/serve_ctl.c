@@ -7,6 +7,7 @@
 
 #include "options.h"
 #include "scry_err.h"
+#include "srcread.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -34,8 +35,10 @@ static serve_target_t *visible_target(serve_state_t *st, pid_t pid, const serve_
         serve_target_t *t = st->targets[i];
         if (t->pid != pid)
             continue;
-        if (!serve_ctl_authorized(peer, t->uid)) {
-            fail(reply, "permission denied: that process belongs to another user");
+        unsigned char ok = 0;
+        if (serve_ctl_may_read(peer, &pid, 1, &ok) != 0 || !ok) {
+            fail(reply, "permission denied: you may not read that process (it must be "
+                        "yours by every uid and gid, and dumpable)");
             return NULL;
         }
         return t;
@@ -47,9 +50,14 @@ static serve_target_t *visible_target(serve_state_t *st, pid_t pid, const serve_
 static void do_list(serve_state_t *st, const serve_ctl_peer_t *peer, json_object *reply)
 {
     json_object *arr = json_object_new_array();
+    pid_t pids[SERVE_MAX_TARGETS];
+    unsigned char ok[SERVE_MAX_TARGETS];
+    for (size_t i = 0; i < st->n_targets; i++)
+        pids[i] = st->targets[i]->pid;
+    serve_ctl_may_read(peer, pids, st->n_targets, ok); /* on failure: all 0 */
     for (size_t i = 0; i < st->n_targets; i++) {
         serve_target_t *t = st->targets[i];
-        if (!serve_ctl_authorized(peer, t->uid))
+        if (!ok[i])
             continue;
         json_object *o = json_object_new_object();
         json_object_object_add(o, "pid", json_object_new_int(t->pid));
@@ -76,6 +84,8 @@ static void do_list(serve_state_t *st, const serve_ctl_peer_t *peer, json_object
                            json_object_new_int64((int64_t)st->windows_written));
     json_object_object_add(d, "bad_requests",
                            json_object_new_int64((int64_t)serve_ctl_stats(st->ctl)->bad_requests));
+    json_object_object_add(d, "refused_connections",
+                           json_object_new_int64((int64_t)serve_ctl_stats(st->ctl)->refused));
     /* how idle targets are watched: the per-CPU clock ("perf") or /proc every second */
     json_object_object_add(d, "idle_watch", json_object_new_string(st->whoran ? "perf" : "proc"));
     json_object_object_add(d, "whoran_records", json_object_new_int64((int64_t)st->whoran_records));
@@ -184,14 +194,15 @@ static const char *last_error(char *log)
  * --memory the shim is injected, its ring drained, and the ring disabled at the end as in
  * attach mode), the profile and messages going to two memfds, then answers the client on
  * FD itself. Never returns. */
-static void record_child(serve_state_t *st, const serve_ctl_req_t *req, pid_t pid, int fd,
-                         volatile int *answered)
+static void record_child(serve_state_t *st, const serve_ctl_req_t *req, pid_t pid,
+                         const serve_ctl_peer_t *peer, volatile int *answered)
 {
+    int fd = peer->fd;
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL); /* the daemon's signalfd signals: cmd_record's */
     signal(SIGCHLD, SIG_DFL);
-    close(serve_ctl_fd(st->ctl));
+    serve_ctl_close_in_child(st->ctl, fd);
     close(st->sigfd);
     prctl(PR_SET_PDEATHSIG, SIGTERM); /* the daemon gone: end now, answer with what is there */
     double dur = req->duration_s > 0 ? req->duration_s : RECORD_DEFAULT_S;
@@ -225,7 +236,14 @@ static void record_child(serve_state_t *st, const serve_ctl_req_t *req, pid_t pi
         }
         argv[argc] = NULL;
         scry_config_t cfg;
-        rc = options_parse(argc, argv, &cfg) != 0 ? 2 : cmd_record(&cfg);
+        /* the source is read as the client, not as the target */
+        srcread_creds_t creds = {.uid = peer->uid, .gid = peer->gid};
+        creds.ngroups = peer->ngroups < SRCREAD_MAX_GROUPS ? peer->ngroups : SRCREAD_MAX_GROUPS;
+        for (uint32_t i = 0; i < creds.ngroups; i++)
+            creds.groups[i] = peer->groups[i];
+        rc = options_parse(argc, argv, &cfg);
+        cfg.source_creds = &creds;
+        rc = rc != 0 ? 2 : cmd_record(&cfg);
         fflush(stdout);
         fflush(stderr);
     }
@@ -280,7 +298,7 @@ static int do_record(serve_state_t *st, serve_target_t *t, const serve_ctl_req_t
         return 0;
     }
     if (c == 0)
-        record_child(st, req, t->pid, peer->fd, answered);
+        record_child(st, req, t->pid, peer, answered);
     st->records[st->n_records++] = (serve_record_t){c, t->pid, answered};
     serve_log("control: %srecording of target %d for %g s by pid %d (child %d)",
               req->memory ? "memory " : "", (int)t->pid,

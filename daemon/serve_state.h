@@ -69,6 +69,7 @@ typedef struct serve_win {
     char container[65];
     serve_agg_t *agg;
     int live_targets;
+    double rate_hz; /* the highest rate its targets sampled at in it (0: none yet) */
 } serve_win_t;
 
 /* A process the connector reported (exec, or fork of a target): looked at a little later,
@@ -137,6 +138,8 @@ typedef struct serve_state {
     pid_t ran[SERVE_MAX_RAN]; /* pids of the records read this tick (scratch) */
     size_t n_ran;
     uint64_t whoran_records, idle_checks_skipped;
+    size_t trim_mark;      /* targets at the last malloc_trim, or the most since */
+    uint64_t trim_last_ns; /* when it ran */
 } serve_state_t;
 
 /* serve_targets.c */

@@ -5,7 +5,8 @@
  * last look is not sampled and is looked at again only after SERVE_IDLE_CHECK_NS; one that
  * did is sampled at its rate. Checks are aligned on multiples of their period, so targets
  * with the same rate share one wake-up. CPU a target used between two samples is not lost:
- * the sampler weighs a running sample by the CPU time since the thread was last seen.
+ * a thread carries it until a tick finds it on a CPU, and it is charged to the stack it has
+ * then (sampler_opts.tick_charge; docs/daemon.md, "Where the CPU is charged").
  * A busy target sampled through perf events is not looked at in /proc: its tick drains its
  * task-clock rings (no system call when it did not run), and their records say whether it
  * did; after a second without any it is checked at the idle period again.
@@ -67,8 +68,9 @@ void serve_target_free(serve_target_t *t)
 static void remove_target(serve_state_t *st, size_t i, const char *why)
 {
     serve_target_t *t = st->targets[i];
-    serve_log("target %d (%s) %s after %llu samples", (int)t->pid, t->service, why,
-              (unsigned long long)t->samples);
+    uint64_t torn = t->sampler ? pystate_target_stats(sampler_target(t->sampler)).dropped : 0;
+    serve_log("target %d (%s) %s after %llu samples (%llu torn stacks dropped)", (int)t->pid,
+              t->service, why, (unsigned long long)t->samples, (unsigned long long)torn);
     if (t->win && t->win->live_targets > 0)
         t->win->live_targets--;
     serve_target_free(t);
@@ -353,7 +355,8 @@ static int open_target(serve_state_t *st, serve_pending_t *pd, char *msg, size_t
     }
     t->cpu_ticks_w0 = t->cpu_ticks;
     /* threads are picked up within a second, as targets are */
-    sampler_opts_t so = {.rate_hz = serve_target_rate(st, t), .list_every_s = 1.0};
+    sampler_opts_t so = {
+        .rate_hz = serve_target_rate(st, t), .list_every_s = 1.0, .tick_charge = 1};
     err = SCRY_E_NOMEM;
     if (!(t->sampler = sampler_new(&so, t->py, t->strings)))
         goto fail;
@@ -472,6 +475,24 @@ static void whoran_read(serve_state_t *st)
             st->targets[i]->seen = 1;
 }
 
+/* Makes target T's sampler sample at the rate the target has now (set-rate, its rule, the
+ * global rate, the CPU budget's factor: serve_target_rate), and its window say the highest
+ * rate its targets sample at. */
+static void follow_rate(serve_state_t *st, serve_target_t *t)
+{
+    double rate = serve_target_rate(st, t);
+    if (rate != sampler_rate_hz(t->sampler)) {
+        int err = sampler_set_rate(t->sampler, rate);
+        if (err)
+            serve_log("target %d: rate %g Hz not taken by its sampler: %s", (int)t->pid, rate,
+                      scry_strerror(err));
+    }
+    if (t->win && rate > t->win->rate_hz) {
+        t->win->rate_hz = rate;
+        serve_agg_set_rate(t->win->agg, rate);
+    }
+}
+
 static uint64_t align_up(uint64_t now, uint64_t period)
 {
     return (now / period + 1) * period;
@@ -529,6 +550,7 @@ uint64_t serve_targets_tick(serve_state_t *st, uint64_t now)
                 if (t->win)
                     t->win->live_targets++;
             }
+            follow_rate(st, t);
             int err = sampler_tick(t->sampler, emit, t);
             if (err == SCRY_E_GONE) {
                 remove_target(st, i, "exited");

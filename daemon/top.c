@@ -541,6 +541,7 @@ int cmd_top(const scry_config_t *cfg)
     t.live = report_live_new(&meta, start);
     sampler_opts_t so;
     options_sampler(cfg, &so);
+    so.partial = 1; /* a live view shows a stack that never read whole by what was read */
     if (cfg->subprocesses)
         t.fam = family_new(pid, target, &so, strings, 1, NULL, NULL, 0);
     else

@@ -64,6 +64,16 @@ int elfsym_map_open_checked(pid_t pid, rmem_t *mem, const elfsym_map_t *e, uint6
     return same ? 0 : SCRY_E_NOTFOUND;
 }
 
+int elfsym_map_open_src(rmem_t *src, const elfsym_map_t *e, uint64_t base, char *buf, size_t size)
+{
+    if (!src || !elfsym_map_is_file(e) || !buf || size == 0)
+        return SCRY_E_INVAL;
+    if (rmem_is_live(src))
+        return elfsym_map_open_checked(rmem_pid(src), src, e, base, buf, size);
+    int rc = rmem_file_path(src, e->path, buf, size);
+    return rc == SCRY_E_INVAL ? SCRY_E_NOTFOUND : rc;
+}
+
 static int same_file(const elfsym_map_t *a, const elfsym_map_t *b)
 {
     return a->inode == b->inode && a->dev_major == b->dev_major && a->dev_minor == b->dev_minor &&
@@ -156,6 +166,17 @@ int elfsym_module_bias(const elfsym_obj_t *obj, const elfsym_maps_t *maps, size_
 int elfsym_module_locate(pid_t pid, const elfsym_maps_t *maps, size_t map_index,
                          elfsym_module_t *out)
 {
+    rmem_t *src = rmem_open_pid(pid);
+    if (!src)
+        return SCRY_E_NOMEM;
+    int rc = elfsym_module_locate_src(src, maps, map_index, out);
+    rmem_free(src);
+    return rc;
+}
+
+int elfsym_module_locate_src(rmem_t *src, const elfsym_maps_t *maps, size_t map_index,
+                             elfsym_module_t *out)
+{
     const elfsym_map_t *e = elfsym_maps_get(maps, map_index);
     int rc;
     if (!out)
@@ -191,8 +212,8 @@ int elfsym_module_locate(pid_t pid, const elfsym_maps_t *maps, size_t map_index,
     out->inode = e->inode;
     out->deleted = e->deleted;
     const elfsym_map_t *fm = elfsym_maps_get(maps, first);
-    rc = elfsym_map_open_checked(pid, NULL, fm, fm->start - fm->offset, out->open_path,
-                                 sizeof out->open_path);
+    rc =
+        elfsym_map_open_src(src, fm, fm->start - fm->offset, out->open_path, sizeof out->open_path);
     if (rc)
         return rc;
     out->obj = elfsym_obj_open(out->open_path, &rc);
@@ -208,6 +229,30 @@ int elfsym_module_locate(pid_t pid, const elfsym_maps_t *maps, size_t map_index,
     if (elfsym_pyversion_from_name(out->path, &out->major, &out->minor) != 0)
         out->major = out->minor = 0;
     return 0;
+}
+
+/* The first file mapping of MAPS named PATH, or SCRY_E_NOTFOUND. */
+static long mapping_named(const elfsym_maps_t *maps, const char *path)
+{
+    size_t cnt = elfsym_maps_count(maps);
+    for (size_t i = 0; i < cnt; i++) {
+        const elfsym_map_t *e = elfsym_maps_get(maps, i);
+        if (elfsym_map_is_file(e) && strcmp(e->path, path) == 0)
+            return (long)i;
+    }
+    return SCRY_E_NOTFOUND;
+}
+
+long elfsym_find_exe_mapping_src(rmem_t *src, const elfsym_maps_t *maps)
+{
+    char exe[PATH_MAX];
+    if (!src)
+        return SCRY_E_INVAL;
+    if (rmem_is_live(src))
+        return elfsym_find_exe_mapping(rmem_pid(src), maps);
+    if (rmem_exe_path(src, exe, sizeof exe) != 0)
+        return SCRY_E_NOTFOUND;
+    return mapping_named(maps, exe);
 }
 
 long elfsym_find_exe_mapping(pid_t pid, const elfsym_maps_t *maps)
@@ -228,12 +273,10 @@ long elfsym_find_exe_mapping(pid_t pid, const elfsym_maps_t *maps)
     size_t dl = sizeof del - 1;
     if ((size_t)n > dl && strcmp(target + n - dl, del) == 0)
         target[n - dl] = '\0';
+    long named = mapping_named(maps, target);
+    if (named >= 0)
+        return named;
     size_t cnt = elfsym_maps_count(maps);
-    for (size_t i = 0; i < cnt; i++) {
-        const elfsym_map_t *e = elfsym_maps_get(maps, i);
-        if (elfsym_map_is_file(e) && strcmp(e->path, target) == 0)
-            return (long)i;
-    }
     /* Paths differ across mount namespaces: match the inode instead. */
     if (stat(link, &st) == 0) {
         for (size_t i = 0; i < cnt; i++) {
@@ -257,13 +300,23 @@ static int defines_python(const elfsym_obj_t *obj)
 
 int elfsym_find_interpreter(pid_t pid, const elfsym_maps_t *maps, elfsym_module_t *out)
 {
+    rmem_t *src = rmem_open_pid(pid);
+    if (!src)
+        return SCRY_E_NOMEM;
+    int rc = elfsym_find_interpreter_src(src, maps, out);
+    rmem_free(src);
+    return rc;
+}
+
+int elfsym_find_interpreter_src(rmem_t *src, const elfsym_maps_t *maps, elfsym_module_t *out)
+{
     elfsym_maps_t *own = NULL;
     int rc = SCRY_E_NOTPY;
-    if (!out)
+    if (!out || !src)
         return SCRY_E_INVAL;
     memset(out, 0, sizeof *out);
     if (!maps) {
-        own = elfsym_maps_new(pid, &rc);
+        own = elfsym_maps_of(src, &rc);
         if (!own)
             return rc;
         maps = own;
@@ -278,13 +331,13 @@ int elfsym_find_interpreter(pid_t pid, const elfsym_maps_t *maps, elfsym_module_
         }
     }
     if (idx < 0) {
-        idx = elfsym_find_exe_mapping(pid, maps);
+        idx = elfsym_find_exe_mapping_src(src, maps);
         if (idx < 0) {
             rc = idx == SCRY_E_NOTFOUND ? SCRY_E_NOTPY : (int)idx;
             goto out;
         }
     }
-    rc = elfsym_module_locate(pid, maps, (size_t)idx, out);
+    rc = elfsym_module_locate_src(src, maps, (size_t)idx, out);
     if (rc)
         goto out;
     if (!defines_python(out->obj)) {

@@ -52,6 +52,12 @@ int elfsym_map_open_path(pid_t pid, const elfsym_map_t *e, char *buf, size_t siz
 int elfsym_map_open_checked(pid_t pid, rmem_t *mem, const elfsym_map_t *e, uint64_t base, char *buf,
                             size_t size);
 
+/* Where to open file mapping E of the target SRC reads (common/rmem.h): for a live
+ * process elfsym_map_open_checked (BASE as there), for another source (a core) the file
+ * the source names and has checked (rmem_file_path). Returns 0, SCRY_E_INVAL,
+ * SCRY_E_NOTFOUND (not available, or not the mapped file) or SCRY_E_TRUNC. */
+int elfsym_map_open_src(rmem_t *src, const elfsym_map_t *e, uint64_t base, char *buf, size_t size);
+
 /* The one load-bias rule. SEGS are an object's N PT_LOAD segments (file order); a mapping
  * of it starts at START and maps file offset OFFSET (EXEC: the mapping is executable). The
  * segment that holds OFFSET decides (when two share the page, the one whose execute
@@ -75,6 +81,11 @@ int elfsym_module_bias(const elfsym_obj_t *obj, const elfsym_maps_t *maps, size_
 int elfsym_module_locate(pid_t pid, const elfsym_maps_t *maps, size_t map_index,
                          elfsym_module_t *out);
 
+/* elfsym_module_locate for the target SRC reads (a live process or a core): the file is
+ * opened where elfsym_map_open_src says. */
+int elfsym_module_locate_src(rmem_t *src, const elfsym_maps_t *maps, size_t map_index,
+                             elfsym_module_t *out);
+
 /* Finds the interpreter of process PID: the mapped libpythonX.Y[abiflags].so* when there
  * is one, else the main executable (/proc/PID/exe). MAPS may be NULL (then read here).
  * The chosen file must define a CPython symbol (Py_GetVersion, Py_Initialize, _PyRuntime
@@ -82,8 +93,15 @@ int elfsym_module_locate(pid_t pid, const elfsym_maps_t *maps, size_t map_index,
  * SCRY_E_NOTPY, SCRY_E_NOPROC, SCRY_E_PERM, or another error. */
 int elfsym_find_interpreter(pid_t pid, const elfsym_maps_t *maps, elfsym_module_t *out);
 
+/* elfsym_find_interpreter for the target SRC reads; MAPS NULL: elfsym_maps_of(SRC). */
+int elfsym_find_interpreter_src(rmem_t *src, const elfsym_maps_t *maps, elfsym_module_t *out);
+
 /* Index in MAPS of the first mapping of the main executable of PID, or a negative code
  * (SCRY_E_NOTFOUND, SCRY_E_NOPROC, SCRY_E_PERM). */
 long elfsym_find_exe_mapping(pid_t pid, const elfsym_maps_t *maps);
+
+/* elfsym_find_exe_mapping for the target SRC reads: a source other than a live process
+ * names its executable (rmem_exe_path). */
+long elfsym_find_exe_mapping_src(rmem_t *src, const elfsym_maps_t *maps);
 
 #endif

@@ -287,6 +287,20 @@ out:
     return m;
 }
 
+elfsym_maps_t *elfsym_maps_of(rmem_t *src, int *err)
+{
+    if (rmem_is_live(src))
+        return elfsym_maps_new(rmem_pid(src), err);
+    char *text = NULL;
+    size_t len = 0;
+    int rc = rmem_maps_text(src, &text, &len);
+    elfsym_maps_t *m = rc ? NULL : elfsym_maps_parse(text, len, &rc);
+    free(text);
+    if (err)
+        *err = rc;
+    return m;
+}
+
 void elfsym_maps_free(elfsym_maps_t *m)
 {
     if (!m)

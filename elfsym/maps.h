@@ -44,6 +44,11 @@ typedef struct elfsym_maps elfsym_maps_t;
  * SCRY_E_IO. The caller owns the result (elfsym_maps_free). */
 elfsym_maps_t *elfsym_maps_new(pid_t pid, int *err);
 
+/* The mappings of the target SRC reads: /proc/PID/maps for a live process
+ * (elfsym_maps_new), else the text the source gives (rmem_maps_text: a core's NT_FILE
+ * and segments), parsed. Returns NULL with *ERR as elfsym_maps_new or the source's code. */
+elfsym_maps_t *elfsym_maps_of(rmem_t *src, int *err);
+
 /* Parses LEN bytes of maps text (a captured /proc/PID/maps, for tests). Malformed lines
  * are skipped, overlapping or unsorted entries are dropped. Returns NULL with *ERR set
  * to SCRY_E_NOMEM or SCRY_E_TRUNC. The caller owns the result. */

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
@@ -449,6 +450,39 @@ perfev_stats_t perfev_stats(const perfev_t *p)
 {
     perfev_stats_t z = {0};
     return p ? p->st : z;
+}
+
+int perfev_thread_clock(const perfev_t *p, pid_t tid, uint64_t *ns)
+{
+    const perfev_thread_t *t = p ? find(p, tid) : NULL;
+    if (!t || t->fd < 0)
+        return SCRY_E_NOTFOUND;
+    uint64_t v = 0;
+    if (read(t->fd, &v, sizeof v) != (ssize_t)sizeof v)
+        return SCRY_E_GONE;
+    *ns = v;
+    return 0;
+}
+
+int perfev_set_rate(perfev_t *p, double rate_hz)
+{
+    if (!p || !(rate_hz >= 0.01 && rate_hz <= 100000))
+        return SCRY_E_INVAL;
+    uint64_t period = (uint64_t)(1e9 / rate_hz);
+    int err = 0;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    p->opts.rate_hz = rate_hz;
+    p->old_period_ns = p->period_ns;
+    p->changed_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+    p->period_ns = period;
+    p->rate_changed = 1;
+    for (size_t i = 0; i < p->nthreads; i++) {
+        if (p->threads[i].fd >= 0 && ioctl(p->threads[i].fd, PERF_EVENT_IOC_PERIOD, &period) != 0 &&
+            !err)
+            err = open_errno(errno);
+    }
+    return err;
 }
 
 uint64_t perfev_period_ns(const perfev_t *p)

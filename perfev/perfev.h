@@ -165,6 +165,19 @@ int perfev_wait(perfev_t *p, uint64_t deadline_ns);
  * perfev_wait (with a deadline just past now) when it is. */
 int perfev_wait_fd(const perfev_t *p);
 
+/* The CPU time thread TID has used while its event was open (task-clock) or the CPU clock
+ * time it ran (cpu-clock), exact to the moment of the call: a read(2) of its event, for
+ * which the kernel brings a running thread's count up to date. Returns 0 and *NS, or
+ * SCRY_E_NOTFOUND (no event for TID) / SCRY_E_GONE. (/proc/PID/task/TID/schedstat moves only
+ * at the scheduler's ticks and switches: it cannot say whether a thread runs now.) */
+int perfev_thread_clock(const perfev_t *p, pid_t tid, uint64_t *ns);
+
+/* Makes the sampling rate RATE_HZ (0.01 to 100000: period 1e9/RATE_HZ ns) for every open
+ * event (PERF_EVENT_IOC_PERIOD; the kernel restarts each thread's clock) and the events
+ * opened from now on. Returns 0, SCRY_E_INVAL (rate out of range) or the code of the first
+ * event the kernel refused (the others are changed all the same). */
+int perfev_set_rate(perfev_t *p, double rate_hz);
+
 /* Counters since perfev_open. */
 perfev_stats_t perfev_stats(const perfev_t *p);
 

@@ -25,6 +25,11 @@ typedef struct perfev_thread {
 struct perfev {
     perfev_opts_t opts;
     uint64_t period_ns;
+    int rate_changed; /* perfev_set_rate was called: records' own period is stale (the
+                         kernel's hrtimer clocks keep reporting the period they were
+                         opened with): a record stands for period_ns, or for
+                         old_period_ns when it is older than changed_ns */
+    uint64_t old_period_ns, changed_ns;
     uint64_t regs_mask;       /* PERF_SAMPLE_REGS_USER mask (0 without registers) */
     uint32_t ring_pages;      /* data pages asked for per ring */
     size_t page;              /* system page size */

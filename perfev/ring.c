@@ -143,6 +143,8 @@ int perfev__drain(struct perfev *p, perfev_thread_t *t, perfev_sample_fn cb, voi
                 (p->opts.cpu_wide ? s.cpu + 1 == (uint32_t)t->tid : s.tid == t->tid)) {
                 p->st.samples++;
                 delivered++;
+                if (p->rate_changed)
+                    s.period_ns = s.time_ns < p->changed_ns ? p->old_period_ns : p->period_ns;
                 if (cb)
                     cb(&s, ctx);
             } else {

@@ -107,6 +107,11 @@ typedef struct proc_tidmap proc_tidmap_t;
  * is not positive. A process that cannot be read is taken as not nested. */
 proc_tidmap_t *proc_tidmap_new(pid_t pid);
 
+/* A fixed map of a process that is no longer running (a core file): PID and the N thread
+ * ids of TIDS (at most 8192 kept), each its own host id; nothing is ever read from /proc.
+ * NULL when out of memory or PID is not positive. */
+proc_tidmap_t *proc_tidmap_new_fixed(pid_t pid, const pid_t *tids, size_t n);
+
 /* Frees. NULL is a no-op. */
 void proc_tidmap_free(proc_tidmap_t *m);
 

@@ -20,6 +20,7 @@ struct proc_tidmap {
     pid_t pid;
     pid_t ns_pid;
     int nested;
+    int fixed; /* proc_tidmap_new_fixed: PAIRS is the thread list, never reread */
     size_t n;
     uint64_t refreshed_ns;        /* CLOCK_MONOTONIC of the last reread, 0 = never */
     tid_pair_t pairs[TIDMAP_MAX]; /* sorted by host id */
@@ -42,6 +43,20 @@ proc_tidmap_t *proc_tidmap_new(pid_t pid)
         m->nested = 1;
         m->ns_pid = ids[n - 1];
     }
+    return m;
+}
+
+proc_tidmap_t *proc_tidmap_new_fixed(pid_t pid, const pid_t *tids, size_t n)
+{
+    if (pid <= 0 || (!tids && n))
+        return NULL;
+    proc_tidmap_t *m = calloc(1, sizeof *m);
+    if (!m)
+        return NULL;
+    m->pid = m->ns_pid = pid;
+    m->fixed = 1;
+    for (size_t i = 0; i < n && m->n < TIDMAP_MAX; i++)
+        m->pairs[m->n++] = (tid_pair_t){.host = tids[i], .ns = tids[i]};
     return m;
 }
 
@@ -100,7 +115,7 @@ int proc_tidmap_refresh(proc_tidmap_t *m)
     if (!m)
         return SCRY_E_INVAL;
     m->refreshed_ns = scry_now_ns();
-    if (!m->nested)
+    if (!m->nested || m->fixed)
         return 0;
     int got = proc_list_tasks(m->pid, m->tids, TIDMAP_MAX);
     if (got < 0)
@@ -154,6 +169,12 @@ size_t proc_tidmap_ns_tids(proc_tidmap_t *m, pid_t *out, size_t cap)
 {
     if (!m || !out)
         return 0;
+    if (m->fixed) {
+        size_t n = m->n < cap ? m->n : cap;
+        for (size_t i = 0; i < n; i++)
+            out[i] = m->pairs[i].ns;
+        return n;
+    }
     if (!m->nested) {
         int got = proc_list_tasks(m->pid, out, cap);
         return got > 0 ? (size_t)got : 0;

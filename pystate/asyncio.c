@@ -109,7 +109,7 @@ static int is_asyncio_file(const char *path)
 static int find_block(pystate_target_t *t, raddr_t *addr, char *source, size_t srclen)
 {
     int err = 0;
-    elfsym_maps_t *maps = elfsym_maps_new(t->pid, &err);
+    elfsym_maps_t *maps = elfsym_maps_of(t->mem, &err);
     if (!maps)
         return err ? err : SCRY_E_NOMEM;
     int rc = SCRY_E_NOTFOUND;
@@ -123,7 +123,7 @@ static int find_block(pystate_target_t *t, raddr_t *addr, char *source, size_t s
         if (!is_asyncio_file(e->path) && strcmp(e->path, t->info.interp_path) != 0)
             continue;
         elfsym_module_t mod;
-        if (elfsym_module_locate(t->pid, maps, i, &mod) != 0)
+        if (elfsym_module_locate_src(t->mem, maps, i, &mod) != 0)
             continue;
         elfsym_section_t sec;
         if (elfsym_obj_section(mod.obj, ".AsyncioDebug", &sec) == 0 && sec.addr &&

@@ -64,6 +64,7 @@ struct pystate_target {
     int function_lines;              /* pystate_open_opts_t.function_lines */
     pystate_thread_filter_fn filter; /* pystate_set_thread_filter */
     void *filter_ctx;
+    uint32_t torn_retries; /* pystate_set_torn_retries; 0: PYSTATE_TORN_RETRIES */
     rmem_t *mem;
     strtab_t *strings;
     pystate_layout_t layout;
@@ -118,6 +119,29 @@ int pystate__read_str(pystate_target_t *t, raddr_t addr, char *buf, size_t max);
  * Returns 0 or a negative code. */
 int pystate__read_bytes(pystate_target_t *t, raddr_t addr, size_t max, uint8_t **out,
                         uint32_t *len);
+
+/* Whether P may be an object's address: 8-aligned, above the first page, in user space. */
+static inline int pystate__ptr_ok(raddr_t p)
+{
+    return p >= 4096 && p % 8 == 0 && p < (1ull << 56);
+}
+
+#define PYSTATE_DICT_HDR_MAX   256          /* bytes of a dict keys header */
+#define PYSTATE_DICT_INDEX_MAX (1ull << 26) /* index slots of a dict keys object */
+
+/* A dict's entry table (pystate__dict_keys_open). */
+typedef struct pystate_dict {
+    raddr_t entries; /* entry 0 */
+    raddr_t values;  /* values[0] of a split table, else 0 */
+    uint32_t n;      /* dk_nentries: entries used, deleted ones (NULL key or value) too */
+    uint32_t esize, ekey, evalue; /* an entry's size, its key's and value's offsets */
+} pystate_dict_t;
+
+/* Locates the entry table of the PyDictKeysObject at KEYS into *D; VALUES is values[0] of a
+ * split table (else 0). At most PYSTATE_NAMES_DICT_MAX entries. Returns 0, SCRY_E_CORRUPT
+ * (not a keys object as the layout has it), SCRY_E_UNSUPPORTED (a layout without dicts) or
+ * a read error. */
+int pystate__dict_keys_open(pystate_target_t *t, raddr_t keys, raddr_t values, pystate_dict_t *d);
 
 /* Sets up the cache. Returns 0 or SCRY_E_NOMEM. */
 int pystate__codecache_init(pystate_codecache_t *c);

@@ -1,4 +1,4 @@
-/* pyobj.c - reading str and bytes objects from the target, bounded and validated. */
+/* pyobj.c - reading str, bytes and dict objects from the target, bounded and validated. */
 #include "internal.h"
 #include "pystr.h"
 #include "scry_err.h"
@@ -84,5 +84,62 @@ int pystate__read_bytes(pystate_target_t *t, raddr_t addr, size_t max, uint8_t *
     }
     *out = buf;
     *len = (uint32_t)size;
+    return 0;
+}
+
+int pystate__dict_keys_open(pystate_target_t *t, raddr_t keys, raddr_t values, pystate_dict_t *d)
+{
+    const pystate_layout_t *L = &t->layout;
+    uint8_t h[PYSTATE_DICT_HDR_MAX];
+    size_t hl = (size_t)L->dictkeys_indices;
+    if (L->dictkeys_indices <= 0 || L->dictkeys_indices > PYSTATE_DICT_HDR_MAX ||
+        L->dictkeys_nentries < 0 || L->dictentry_size <= 0 || L->dictentry_size > 64)
+        return SCRY_E_UNSUPPORTED;
+    if (!pystate__ptr_ok(keys))
+        return SCRY_E_CORRUPT;
+    int err = rmem_read(t->mem, keys, h, hl);
+    if (err)
+        return err;
+    uint64_t size;
+    if (L->dictkeys_size >= 0) {
+        size = pystate__u64_at(h, hl, L->dictkeys_size);
+    } else {
+        uint8_t lg = pystate__u8_at(h, hl, L->dictkeys_log2_size);
+        if (lg > 40)
+            return SCRY_E_CORRUPT;
+        size = 1ull << lg;
+    }
+    if (size == 0 || size > PYSTATE_DICT_INDEX_MAX || (size & (size - 1)) != 0)
+        return SCRY_E_CORRUPT;
+    uint64_t index_bytes;
+    if (L->dictkeys_log2_index_bytes >= 0) {
+        uint8_t lg = pystate__u8_at(h, hl, L->dictkeys_log2_index_bytes);
+        if (lg > 40)
+            return SCRY_E_CORRUPT;
+        index_bytes = 1ull << lg;
+        if (index_bytes < size || index_bytes > 8 * size)
+            return SCRY_E_CORRUPT;
+    } else {
+        unsigned w = size <= 0xff ? 1 : size <= 0xffff ? 2 : size <= 0xffffffffull ? 4 : 8;
+        index_bytes = size * w;
+    }
+    int64_t n = (int64_t)pystate__u64_at(h, hl, L->dictkeys_nentries);
+    if (n < 0 || (uint64_t)n > size || n > PYSTATE_NAMES_DICT_MAX)
+        return SCRY_E_CORRUPT;
+    int general = 1;
+    if (L->dictkeys_kind >= 0)
+        general = pystate__u8_at(h, hl, L->dictkeys_kind) == (uint8_t)L->dictkeys_kind_general;
+    int64_t esize = general ? L->dictentry_size : L->dictuentry_size;
+    int64_t ekey = general ? L->dictentry_key : L->dictuentry_key;
+    int64_t evalue = general ? L->dictentry_value : L->dictuentry_value;
+    if (esize <= 0 || esize > 64 || ekey < 0 || ekey + 8 > esize || evalue < 0 ||
+        evalue + 8 > esize)
+        return SCRY_E_UNSUPPORTED;
+    d->entries = keys + (uint64_t)L->dictkeys_indices + index_bytes;
+    d->values = values;
+    d->n = (uint32_t)n;
+    d->esize = (uint32_t)esize;
+    d->ekey = (uint32_t)ekey;
+    d->evalue = (uint32_t)evalue;
     return 0;
 }

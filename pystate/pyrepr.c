@@ -11,6 +11,7 @@
 
 #define INT_DIGITS_MAX 80 /* 30-bit digits decoded (2400 bits); bigger ints give their size */
 #define TYPE_NAME_READ 31
+#define REPR_SCAN      64 /* dict entries or set slots looked at for the items shown */
 
 /* An output buffer that never overflows: appends past the end are dropped and marked. */
 typedef struct out {
@@ -305,6 +306,14 @@ static int repr_bytes(pystate_target_t *t, raddr_t obj, pystate_value_t *v, out_
 
 static int repr_any(pystate_target_t *t, raddr_t obj, int depth, pystate_value_t *v, out_t *o);
 
+/* A container past the depth bound, or whose table does not read: "<TYPE len=N>". */
+static void put_sized(out_t *o, const char *type, int64_t len)
+{
+    char b[96];
+    snprintf(b, sizeof b, "<%s len=%lld>", type, (long long)len);
+    puts_(o, b);
+}
+
 /* list and tuple: the first items, each at DEPTH + 1. */
 static int repr_seq(pystate_target_t *t, raddr_t obj, int is_list, int depth, pystate_value_t *v,
                     out_t *o)
@@ -318,9 +327,7 @@ static int repr_seq(pystate_target_t *t, raddr_t obj, int is_list, int depth, py
         v->len = len;
     const char *open = is_list ? "[" : "(", *close = is_list ? "]" : ")";
     if (depth >= PYSTATE_REPR_DEPTH) {
-        char b[64];
-        snprintf(b, sizeof b, "<%s len=%lld>", is_list ? "list" : "tuple", (long long)len);
-        puts_(o, b);
+        put_sized(o, is_list ? "list" : "tuple", len);
         return 0;
     }
     raddr_t items = obj + (uint64_t)(is_list ? L->list_items : L->tuple_items);
@@ -352,19 +359,141 @@ static int repr_seq(pystate_target_t *t, raddr_t obj, int is_list, int depth, py
     return 0;
 }
 
-/* dict, set, frozenset: their size only (their tables are not walked). */
-static int repr_sized(pystate_target_t *t, raddr_t obj, const char *type, int64_t off,
-                      pystate_value_t *v, out_t *o)
+/* The key and value pointers of the first REPR_SCAN entries of dict OBJ (deleted ones are
+ * 0) into KEYS and VALS; *N gets how many. Returns 0 or a read or layout error. */
+static int dict_entries(pystate_target_t *t, raddr_t obj, raddr_t *keys, raddr_t *vals, size_t *n)
+{
+    const pystate_layout_t *L = &t->layout;
+    raddr_t kp = 0, vp = 0;
+    int err = L->dict_keys < 0 || L->dict_values < 0 ? SCRY_E_UNSUPPORTED : 0;
+    if (!err)
+        err = rmem_read(t->mem, obj + (uint64_t)L->dict_keys, &kp, 8);
+    if (!err)
+        err = rmem_read(t->mem, obj + (uint64_t)L->dict_values, &vp, 8);
+    if (!err && vp && L->dictvalues_valid >= 0) {
+        uint8_t valid = 0; /* 3.13+: 0 when the values moved into the owning object */
+        err = rmem_read(t->mem, vp + (uint64_t)L->dictvalues_valid, &valid, 1);
+        if (!err && !valid)
+            err = SCRY_E_UNSUPPORTED;
+    }
+    pystate_dict_t d;
+    if (!err)
+        err = pystate__dict_keys_open(t, kp, vp ? vp + (uint64_t)L->dictvalues_values : 0, &d);
+    if (err)
+        return err;
+    *n = d.n < REPR_SCAN ? d.n : REPR_SCAN;
+    uint8_t ent[REPR_SCAN * 64];
+    if (*n && (err = rmem_read(t->mem, d.entries, ent, *n * d.esize)) != 0)
+        return err;
+    if (*n && d.values && (err = rmem_read(t->mem, d.values, vals, *n * 8)) != 0)
+        return err;
+    for (size_t i = 0; i < *n; i++) {
+        keys[i] = pystate__u64_at(ent + i * d.esize, d.esize, d.ekey);
+        if (!d.values)
+            vals[i] = pystate__u64_at(ent + i * d.esize, d.esize, d.evalue);
+    }
+    return 0;
+}
+
+/* dict: "{key: value, ...}" in insertion order, the first PYSTATE_REPR_ITEMS live entries of
+ * the first REPR_SCAN, keys and values at DEPTH + 1. */
+static int repr_dict(pystate_target_t *t, raddr_t obj, int depth, pystate_value_t *v, out_t *o)
 {
     int64_t len = 0;
-    int err = read_size(t, obj, off, &len);
+    int err = read_size(t, obj, t->layout.dict_used, &len);
     if (err)
         return err;
     if (v)
         v->len = len;
-    char b[96];
-    snprintf(b, sizeof b, "<%s len=%lld>", type, (long long)len);
-    puts_(o, b);
+    raddr_t keys[REPR_SCAN], vals[REPR_SCAN];
+    size_t n = 0;
+    if (depth >= PYSTATE_REPR_DEPTH || (err = dict_entries(t, obj, keys, vals, &n)) != 0) {
+        put_sized(o, "dict", len);
+        return fatal(err) ? err : 0;
+    }
+    puts_(o, "{");
+    size_t shown = 0;
+    for (size_t i = 0; i < n && shown < PYSTATE_REPR_ITEMS && !o->full; i++) {
+        if (!keys[i] || !vals[i])
+            continue; /* deleted */
+        if (shown++)
+            puts_(o, ", ");
+        if (fatal(err = repr_any(t, keys[i], depth + 1, NULL, o)))
+            return err;
+        puts_(o, ": ");
+        if (fatal(err = repr_any(t, vals[i], depth + 1, NULL, o)))
+            return err;
+    }
+    if ((int64_t)shown < len)
+        puts_(o, shown ? ", ..." : "...");
+    puts_(o, "}");
+    return 0;
+}
+
+/* The key pointers of the first REPR_SCAN slots of set OBJ's table (empty ones are 0) into
+ * KEYS; *N gets how many. PySetObject is {fill, used, mask, table} from used on, in every
+ * version. Returns 0 or a read or corruption error. */
+static int set_slots(pystate_target_t *t, raddr_t obj, raddr_t *keys, size_t *n)
+{
+    int64_t used = t->layout.set_used;
+    uint64_t hdr[2]; /* mask, table */
+    int err = rmem_read(t->mem, obj + (uint64_t)used + 8, hdr, sizeof hdr);
+    if (err)
+        return err;
+    uint64_t slots = hdr[0] + 1;
+    if (slots < 8 || slots > PYSTATE_DICT_INDEX_MAX || (slots & (slots - 1)) != 0 ||
+        !pystate__ptr_ok(hdr[1]))
+        return SCRY_E_CORRUPT;
+    *n = slots < REPR_SCAN ? (size_t)slots : REPR_SCAN;
+    uint64_t ent[REPR_SCAN * 2]; /* setentry: {key, hash} */
+    if ((err = rmem_read(t->mem, hdr[1], ent, *n * 16)) != 0)
+        return err;
+    for (size_t i = 0; i < *n; i++)
+        keys[i] = ent[2 * i];
+    return 0;
+}
+
+/* set, frozenset: "{item, ...}", "frozenset({item, ...})", "set()" in table order (the
+ * order Python shows), the first PYSTATE_REPR_ITEMS items of the first REPR_SCAN slots,
+ * each at DEPTH + 1. A deleted item's slot holds the dummy key, skipped by its type. */
+static int repr_set(pystate_target_t *t, raddr_t obj, const char *type, int depth,
+                    pystate_value_t *v, out_t *o)
+{
+    int64_t len = 0;
+    int err = read_size(t, obj, t->layout.set_used, &len);
+    if (err)
+        return err;
+    if (v)
+        v->len = len;
+    int frozen = type[0] == 'f';
+    raddr_t keys[REPR_SCAN];
+    size_t n = 0;
+    if (depth >= PYSTATE_REPR_DEPTH || (err = set_slots(t, obj, keys, &n)) != 0) {
+        put_sized(o, type, len);
+        return fatal(err) ? err : 0;
+    }
+    if (len == 0) {
+        puts_(o, frozen ? "frozenset()" : "set()");
+        return 0;
+    }
+    puts_(o, frozen ? "frozenset({" : "{");
+    size_t shown = 0;
+    for (size_t i = 0; i < n && shown < PYSTATE_REPR_ITEMS && !o->full; i++) {
+        char kt[TYPE_NAME_READ + 1];
+        if (!keys[i] || (err = read_type_name(t, keys[i], kt, sizeof kt)) != 0 ||
+            strcmp(kt, "<dummy key> type") == 0) {
+            if (fatal(err))
+                return err;
+            continue;
+        }
+        if (shown++)
+            puts_(o, ", ");
+        if (fatal(err = repr_any(t, keys[i], depth + 1, NULL, o)))
+            return err;
+    }
+    if ((int64_t)shown < len)
+        puts_(o, shown ? ", ..." : "...");
+    puts_(o, frozen ? "})" : "}");
     return 0;
 }
 
@@ -394,9 +523,9 @@ static int repr_any(pystate_target_t *t, raddr_t obj, int depth, pystate_value_t
     else if (strcmp(type, "list") == 0 || strcmp(type, "tuple") == 0)
         err = repr_seq(t, obj, type[0] == 'l', depth, v, o);
     else if (strcmp(type, "dict") == 0)
-        err = repr_sized(t, obj, type, t->layout.dict_used, v, o);
+        err = repr_dict(t, obj, depth, v, o);
     else if (strcmp(type, "set") == 0 || strcmp(type, "frozenset") == 0)
-        err = repr_sized(t, obj, type, t->layout.set_used, v, o);
+        err = repr_set(t, obj, type, depth, v, o);
     else {
         puts_(o, "<");
         puts_(o, type);

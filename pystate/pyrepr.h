@@ -1,8 +1,11 @@
 /* pyrepr.h - short reprs of objects in a target, and a frame's arguments and locals, read
  * from outside (scry dump --locals). Nothing runs in the target: values are decoded from
  * its memory by type name (int, bool, float, str, bytes, None, list, tuple, dict, set,
- * frozenset); anything else is "<TypeName object>". Target memory is untrusted: every
- * length, digit count, item count and nesting depth is bounded.
+ * frozenset) and written as Python's repr() would write them ("{'a': False, 'b': (1, 2)}",
+ * "frozenset({1})", "set()"); anything else is "<TypeName object>". Target memory is
+ * untrusted: every length, digit count, item count and nesting depth is bounded, and what
+ * a bound cuts is marked: "..." after the last item or character shown, "<dict len=N>"
+ * for a container nested deeper than PYSTATE_REPR_DEPTH (or whose table does not read).
  */
 #ifndef SCRY_PYSTATE_PYREPR_H
 #define SCRY_PYSTATE_PYREPR_H
@@ -14,7 +17,7 @@
 
 #define PYSTATE_REPR_MAX        256 /* bytes of a repr, NUL included */
 #define PYSTATE_REPR_DEPTH      2   /* container nesting shown; deeper ones are "<list len=N>" */
-#define PYSTATE_REPR_ITEMS      4   /* items shown of a list or tuple, then "..." */
+#define PYSTATE_REPR_ITEMS      8   /* items shown of a list, tuple, dict or set, then "..." */
 #define PYSTATE_REPR_STR        48  /* code points shown of a str, bytes of a bytes */
 #define PYSTATE_REPR_INT_DIGITS 40  /* decimal digits shown of an int, then "...(N digits)" */
 #define PYSTATE_LOCALS_MAX      256 /* locals read per frame */
@@ -23,8 +26,9 @@
 typedef struct pystate_value {
     char type[32];               /* the type's tp_name, cut; "" when unreadable */
     int64_t len;                 /* str/bytes/list/tuple/dict/set length, else -1 */
-    char repr[PYSTATE_REPR_MAX]; /* e.g. "42", "'h\u00e9'" as UTF-8, "[1, [...], ...]",
-                                    "<Foo object>", "<unreadable>" */
+    char repr[PYSTATE_REPR_MAX]; /* e.g. "42", "'h\u00e9'" as UTF-8, "[1, [2, <list len=1>],
+                                    ...]", "{'a': 1}", "<Foo object>", "<unreadable>"; a
+                                    repr cut at PYSTATE_REPR_MAX ends in "..." */
 } pystate_value_t;
 
 /* Describes the object at OBJ of target T into *OUT. Never runs code in the target; a

@@ -5,14 +5,16 @@
  * reads every thread's Python stack into a snapshot, through a handful of batched
  * process_vm_readv calls: code objects and strings are cached by address and validated.
  *
- * The target is never stopped here: a torn read (a frame changed under us) gives a
- * truncated or dropped thread, counted in the snapshot, never an error exit.
+ * The target is never stopped here: a torn read (a frame changed under us) is read again;
+ * one that stays torn gives a thread marked torn with the part that read consistently,
+ * counted in the stats, never an error exit.
  */
 #ifndef SCRY_PYSTATE_H
 #define SCRY_PYSTATE_H
 
 #include "layout.h"
 #include "rmem.h"
+#include "scry_proc.h"
 #include "sample.h"
 #include "strtab.h"
 
@@ -20,10 +22,11 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define PYSTATE_MAX_DEPTH    2048 /* frames per thread */
-#define PYSTATE_TORN_RETRIES 4    /* direct rereads of a stack that changed while read */
-#define PYSTATE_MAX_THREADS  4096 /* threads per interpreter */
-#define PYSTATE_MAX_INTERPS  64
+#define PYSTATE_MAX_DEPTH        2048 /* frames per thread */
+#define PYSTATE_TORN_RETRIES     4    /* direct rereads of a stack that changed while read */
+#define PYSTATE_TORN_RETRIES_MAX 4096 /* the most pystate_set_torn_retries accepts */
+#define PYSTATE_MAX_THREADS      4096 /* threads per interpreter */
+#define PYSTATE_MAX_INTERPS      64
 
 typedef struct pystate_target pystate_target_t;
 
@@ -41,6 +44,9 @@ typedef struct pystate_info {
     int layout_from_debug_offsets; /* 3.13+: offsets read from the target */
     int assumed_minor;             /* --assume-version: a newer version read with the block
                                       layout of 3.assumed_minor (version says so), else 0 */
+    int post_mortem;               /* read from a core file (pystate_target_open_src): pid
+                                      names the process the core was taken from, which is
+                                      not running; nothing live may be asked of it */
 } pystate_info_t;
 
 typedef struct pystate_thread {
@@ -54,8 +60,9 @@ typedef struct pystate_thread {
     uint8_t gil_known;    /* the GIL's holder was read this sample (so !gil means released
                              or held by another thread) */
     uint8_t truncated;    /* the depth bound (PYSTATE_MAX_DEPTH) cut the stack */
-    uint8_t dropped;      /* the stack never read consistently (the thread ran on while it was
-                             read, PYSTATE_TORN_RETRIES times): no frames, do not emit it */
+    uint8_t torn;         /* the stack never read whole (the thread ran on while it was read,
+                             every reread too): FRAMES holds the leaf part that read
+                             consistently (maybe none), the frames below it are unknown */
     uint8_t skipped;      /* not read: the thread filter (pystate_set_thread_filter) left it
                              out; no frames, and the GIL and name are still known */
     uint8_t leaf_opclass; /* enum pystate_opclass of the leaf frame's instruction */
@@ -111,6 +118,16 @@ typedef struct pystate_open_opts {
 int pystate_target_open_opts(pid_t pid, strtab_t *strings, const pystate_open_opts_t *opts,
                              pystate_target_t **out, char *errbuf, size_t errlen);
 
+/* pystate_target_open_opts for the target SRC reads (common/rmem.h): a live process's
+ * reader (rmem_open_pid) or another source's (a core file's, core/core.h), whose mappings
+ * and files come from the source too. TIDMAP maps the thread ids the interpreter stores to
+ * the ones scry shows (proc_tidmap_new for a live process, proc_tidmap_new_fixed for a
+ * core); its pid is the process's. Takes SRC and TIDMAP, also on failure (freed then).
+ * Returns as pystate_target_open_opts; SCRY_E_INVAL for a NULL SRC or TIDMAP. */
+int pystate_target_open_src(rmem_t *src, proc_tidmap_t *tidmap, strtab_t *strings,
+                            const pystate_open_opts_t *opts, pystate_target_t **out, char *errbuf,
+                            size_t errlen);
+
 /* Frees the target handle. NULL is a no-op. The process is not touched. */
 void pystate_target_free(pystate_target_t *t);
 
@@ -138,6 +155,13 @@ void pystate_snapshot_free(pystate_snapshot_t *s);
 typedef int (*pystate_thread_filter_fn)(void *ctx, int32_t tid);
 void pystate_set_thread_filter(pystate_target_t *t, pystate_thread_filter_fn fn, void *ctx);
 
+/* How many times pystate_sample rereads a stack that changed while it was read before it
+ * hands on the part that read consistently (pystate_thread_t.torn). Each reread costs a
+ * few system calls per frame: a sampler keeps the default (PYSTATE_TORN_RETRIES, N 0), a
+ * one-shot dump of a thread that never stays put can afford hundreds. N is capped at
+ * PYSTATE_TORN_RETRIES_MAX. */
+void pystate_set_torn_retries(pystate_target_t *t, uint32_t n);
+
 /* Reads every thread of every interpreter into SNAP (replacing what it held).
  * Returns 0 (threads may be truncated; see the counts), SCRY_E_GONE when the process
  * exited, SCRY_E_PERM, or SCRY_E_CORRUPT when even the thread list could not be read. */
@@ -160,7 +184,8 @@ typedef struct pystate_stats {
     uint64_t code_hits;
     uint64_t torn;    /* inconsistent reads detected (each led to a retry) */
     uint64_t retries; /* stacks read again directly because the first read was torn */
-    uint64_t dropped; /* thread stacks dropped: never consistent within the retries */
+    uint64_t dropped; /* thread stacks never read whole within the retries (handed on
+                         partial, pystate_thread_t.torn) */
 } pystate_stats_t;
 
 pystate_stats_t pystate_target_stats(const pystate_target_t *t);

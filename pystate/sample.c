@@ -54,8 +54,17 @@ typedef struct thread_work {
     size_t chunk_cap;
     raw_frame_t *raw;
     uint32_t nraw;
-    uint8_t truncated; /* the depth bound cut the chain (a legitimate deep stack) */
-    uint8_t torn;      /* the chain or a code object changed under the reader */
+    uint8_t truncated;     /* the depth bound cut the chain (a legitimate deep stack) */
+    uint8_t torn;          /* the chain or a code object changed under the reader */
+    uint8_t torn_after;    /* torn by a check of the whole walk, not while walking */
+    uint8_t top_moved;     /* careful: the current frame moved while the chunk was copied */
+    uint8_t top_unchecked; /* careful: not checked so (no chunk copy): check_top_same */
+    uint8_t leaf_idle;     /* <= 3.10: the current frame was not executing (entered or left) */
+    uint8_t verify;        /* <= 3.10: check the chain against a second copy (verify_chain) */
+    uint8_t odd_caller;    /* careful reader: a caller's instruction cannot call (read_once) */
+    uint64_t odd_sig;      /* the signature of the last walk with an odd caller, else 0 */
+    uint8_t *verify_buf;   /* that copy: nraw frame headers */
+    size_t verify_cap;
     uint8_t leaf_instr[2];
     raddr_t leaf_instr_addr;
 } thread_work_t;
@@ -84,6 +93,7 @@ void pystate_snapshot_free(pystate_snapshot_t *s)
         free(s->work[i].raw);
         free(s->work[i].chunk_buf);
         free(s->work[i].chunk_first);
+        free(s->work[i].verify_buf);
     }
     free(s->threads);
     free(s->work);
@@ -271,12 +281,43 @@ static uint64_t within_page(raddr_t base, uint64_t need, uint64_t max)
     return max < page_end ? max : page_end;
 }
 
+/* A careful reader's copy of W's chunk (WANT bytes, twice, as read_frame_root's) in one
+ * process_vm_readv between two reads of the thread's current-frame pointer: a frame popped
+ * and pushed again at the same place during the copy (a loop around a call, a recursion)
+ * leaves copies whose frames all look consistent yet come from different moments, and the
+ * pointer then moved under them (top_moved; the same pointer is a frame that stayed: the
+ * copy of microseconds leaves little room for one that left and came back). A copy that
+ * does not read leaves the chunk uncopied and the pointer to check_top_same. Returns 0,
+ * SCRY_E_GONE or SCRY_E_PERM. */
+static int read_chunk_careful(pystate_target_t *t, thread_work_t *w, size_t want)
+{
+    const pystate_layout_t *L = &t->layout;
+    raddr_t at = w->cframe ? w->cframe + (uint64_t)L->cframe_current_frame
+                           : w->tstate + (uint64_t)L->tstate_frame;
+    raddr_t tops[2] = {0, 0};
+    rmem_iov_t iov[4] = {{at, &tops[0], 8},
+                         {w->chunk, w->chunk_first, want},
+                         {w->chunk, w->chunk_buf, want},
+                         {at, &tops[1], 8}};
+    int n = rmem_readv(t->mem, iov, 4);
+    if (n == SCRY_E_GONE || n == SCRY_E_PERM)
+        return n;
+    if (n != 4)
+        return 0;
+    w->chunk_len = want;
+    w->top_unchecked = 0;
+    w->top_moved = tops[0] != w->top_frame || tops[1] != w->top_frame;
+    return 0;
+}
+
 /* Phase 2, one thread: its current frame (3.11/3.12: behind cframe), then its data-stack
  * chunk up to just past that frame. Returns 0, or SCRY_E_GONE/SCRY_E_PERM/SCRY_E_NOMEM. */
 static int read_frame_root(pystate_target_t *t, thread_work_t *w)
 {
     const pystate_layout_t *L = &t->layout;
     w->chunk_len = 0;
+    w->top_moved = 0;
+    w->top_unchecked = t->torn_retries != 0; /* until the careful copy below checks it */
     if (w->cframe) {
         int err = pf(t, w->cframe + (uint64_t)L->cframe_current_frame, &w->top_frame, 8);
         if (err == SCRY_E_GONE || err == SCRY_E_PERM)
@@ -314,6 +355,8 @@ static int read_frame_root(pystate_target_t *t, thread_work_t *w)
         w->chunk_first = nf;
         w->chunk_cap = want;
     }
+    if (t->torn_retries)
+        return read_chunk_careful(t, w, want);
     /* Twice in a row: a frame of the chain whose header differs between the copies was
      * pushed or popped while the chunk was read (walk_interpreter_frames). */
     if (pystate__pf_read_twice(t->prefetch, t->mem, w->chunk, w->chunk_first, w->chunk_buf, want) ==
@@ -378,8 +421,58 @@ static int frame_executing(const pystate_layout_t *L, const uint8_t *buf, size_t
     return v != 0;
 }
 
-/* Phase 3, <= 3.10: PyFrameObject chains. */
-static void walk_frame_objects(pystate_target_t *t, thread_work_t *w)
+/* <= 3.10, a chain walked frame by frame (a read each) and found whole: every frame's
+ * header copied again in one batch right after. The frames of a recursion are reused at
+ * shifting depths (a code object's zombie frame and the free list rotate them), so frames
+ * read at different moments can each be executing and still join into a chain that never
+ * existed, longer than the real one; the batch takes microseconds where the walk took tens.
+ * Below the leaf a frame is suspended in a call: its code, caller and instruction must be
+ * the same in the copy; the leaf's code and caller too. Otherwise the walk is torn.
+ * Returns 0 or SCRY_E_NOMEM. */
+static int verify_chain(pystate_target_t *t, thread_work_t *w, size_t len, int64_t exec_off)
+{
+    const pystate_layout_t *L = &t->layout;
+    rmem_iov_t iov[64];
+    size_t need = (size_t)w->nraw * len;
+    if (w->verify_cap < need) {
+        uint8_t *nb = realloc(w->verify_buf, need);
+        if (!nb)
+            return SCRY_E_NOMEM;
+        w->verify_buf = nb;
+        w->verify_cap = need;
+    }
+    for (uint32_t at = 0; at < w->nraw;) {
+        size_t n = 0;
+        for (; n < 64 && at + n < w->nraw; n++)
+            iov[n] = (rmem_iov_t){w->raw[at + n].frame, w->verify_buf + (at + n) * len, len};
+        if (rmem_readv(t->mem, iov, n) != (int)n) {
+            w->torn = w->torn_after = 1;
+            t->stats.torn++;
+            return 0;
+        }
+        at += (uint32_t)n;
+    }
+    for (uint32_t k = 0; k < w->nraw; k++) {
+        const uint8_t *b = w->verify_buf + (size_t)k * len;
+        raddr_t back = k + 1 < w->nraw ? w->raw[k + 1].frame : 0; /* whole: to the root */
+        int32_t lasti = (int32_t)pystate__u32_at(b, len, L->frame_lasti);
+        uint32_t offset = lasti < 0 ? 0 : (uint32_t)lasti;
+        if (L->major == 3 && L->minor == 10)
+            offset *= 2;
+        if (pystate__u64_at(b, len, L->frame_code) != w->raw[k].code ||
+            pystate__u64_at(b, len, L->frame_back) != back ||
+            (k > 0 && (offset != w->raw[k].offset ||
+                       (exec_off >= 0 && !frame_executing(L, b, len, exec_off))))) {
+            w->torn = w->torn_after = 1;
+            t->stats.torn++;
+            return 0;
+        }
+    }
+    return 0;
+}
+
+/* Phase 3, <= 3.10: PyFrameObject chains. Returns 0 or SCRY_E_NOMEM. */
+static int walk_frame_objects(pystate_target_t *t, thread_work_t *w)
 {
     const pystate_layout_t *L = &t->layout;
     /* f_executing (3.6-3.9) and f_state (3.10) follow f_lineno and int f_iblock in every
@@ -396,22 +489,36 @@ static void walk_frame_objects(pystate_target_t *t, thread_work_t *w)
         if (cycle_seen(&cy, f) || pf(t, f, buf, len) != 0) {
             w->torn = 1; /* a loop or a freed frame: the chain changed under us */
             t->stats.torn++;
-            return;
+            return 0;
         }
         raddr_t code = pystate__u64_at(buf, len, L->frame_code);
         int32_t lasti = (int32_t)pystate__u32_at(buf, len, L->frame_lasti);
         uint32_t offset = lasti < 0 ? 0 : (uint32_t)lasti;
         if (L->major == 3 && L->minor == 10)
             offset *= 2;
-        if (!code || (exec_off >= 0 && !frame_executing(L, buf, len, exec_off))) {
+        if (!code) {
             w->torn = 1;
             t->stats.torn++;
-            return;
+            return 0;
+        }
+        if (exec_off >= 0 && !frame_executing(L, buf, len, exec_off)) {
+            /* The current frame itself is not executing for a moment on its way in (the
+             * flag is set after tstate->frame) and out (cleared before it is restored):
+             * read_once keeps it when the same frames read twice and the thread's current
+             * frame is still this one after the walk. Below the leaf, the frame left: the
+             * chain is stale. */
+            if (w->nraw > 0) {
+                w->torn = 1;
+                t->stats.torn++;
+                return 0;
+            }
+            w->leaf_idle = 1;
         }
         if (push_raw(w, f, code, offset, 1, 1) != 0)
-            return;
+            return 0; /* the depth bound: truncated */
         f = pystate__u64_at(buf, len, L->frame_back);
     }
+    return w->verify && w->nraw ? verify_chain(t, w, len, exec_off) : 0;
 }
 
 /* Phase 3, 3.11+: _PyInterpreterFrame chains, with entry and shim frames. */
@@ -500,14 +607,14 @@ static void finish_entries(thread_work_t *w)
         w->raw[w->nraw - 1].entry = 1;
 }
 
-/* The opclass of the leaf instruction at byte OFFSET of CODE, or -1 when unknown. */
-static int leaf_opclass(pystate_target_t *t, const thread_work_t *w, pystate_code_t *code,
-                        uint32_t offset)
+/* The opclass of the instruction at byte OFFSET of CODE (HAS_OFFSET 0: the frame had not
+ * started, no instruction), or -1 when unknown. */
+static int instr_opclass(pystate_target_t *t, int has_offset, pystate_code_t *code, uint32_t offset)
 {
     const pystate_layout_t *L = &t->layout;
     if (code->bytecode && offset < code->bytecode_len)
         return pystate_opcode_class(L->major, L->minor, code->bytecode[offset]);
-    if (!w->leaf_instr_addr || !code->ncodeunits)
+    if (!has_offset || !code->ncodeunits)
         return -1;
     int cls = pystate__code_opclass(t, code, offset);
     if (cls >= 0)
@@ -593,9 +700,12 @@ static int resolve_thread(pystate_target_t *t, pystate_snapshot_t *s, size_t i)
             th->entry[n] = r->entry;
             th->frame_addrs[n] = r->frame;
             if (n == 0) {
-                int cls = leaf_opclass(t, w, code, r->offset);
+                int cls = instr_opclass(t, w->leaf_instr_addr != 0, code, r->offset);
                 if (cls >= 0)
                     th->leaf_opclass = (uint8_t)cls;
+            } else if (t->torn_retries &&
+                       instr_opclass(t, r->has_offset, code, r->offset) == PYSTATE_OP_OTHER) {
+                w->odd_caller = 1; /* see read_thread */
             }
             n++;
         }
@@ -688,35 +798,117 @@ static int walk_thread(pystate_target_t *t, pystate_snapshot_t *s, size_t i)
     w->nraw = 0;
     w->truncated = 0;
     w->torn = 0;
+    w->torn_after = 0;
+    w->leaf_idle = 0;
+    w->odd_caller = 0;
     w->leaf_instr_addr = 0;
     if (w->top_frame) {
-        if (t->layout.frame_style == PYSTATE_FRAMES_OBJECTS)
-            walk_frame_objects(t, w);
-        else
+        if (t->layout.frame_style == PYSTATE_FRAMES_OBJECTS) {
+            int err = walk_frame_objects(t, w);
+            if (err)
+                return err;
+        } else {
             walk_interpreter_frames(t, w);
+        }
         finish_entries(w);
     }
     return resolve_thread(t, s, i);
 }
 
-/* Reads one thread's stack so that it is whole. The walk served from the batch is kept
- * unless it was torn (a loop, a frame or code object that is gone, a frame that is not
- * executing any more: the thread ran on between the reads); then the stack is read again
- * directly from the target, from the thread's current frame as it is now, at most
- * PYSTATE_TORN_RETRIES times. A stack that never reads whole is dropped (no frames, counted
- * in stats.dropped): a torn stack is never handed on. (Requiring the current frame to be
- * the same before and after the read as well dropped 7-18% of a call-heavy program's
- * stacks for no measurable gain: docs/accuracy.md.) */
-static int read_thread(pystate_target_t *t, pystate_snapshot_t *s, size_t i)
+/* A walk is whole only when the thread's current frame is still the one it started from
+ * after it, when (a) that frame was not executing (leaf_idle: the thread was between the
+ * frame's push and its first instruction, or between its return and its pop, all along; a
+ * thread preempted there stays so for milliseconds), or (b) a careful reader's 3.11+ walk
+ * had no chunk copy to check it on (top_unchecked; read_chunk_careful). Otherwise the walk
+ * is torn. Returns 0 or an rmem code. */
+static int check_top_same(pystate_target_t *t, thread_work_t *w)
+{
+    if (w->top_moved && !w->torn) {
+        w->torn = w->torn_after = 1;
+        t->stats.torn++;
+        return 0;
+    }
+    int unchecked = w->top_unchecked && t->layout.frame_style != PYSTATE_FRAMES_OBJECTS;
+    if ((!w->leaf_idle && !unchecked) || w->torn || !w->top_frame)
+        return 0;
+    raddr_t top = 0, cf = 0;
+    int err = read_top_now(t, w, &top, &cf);
+    if (err == SCRY_E_GONE || err == SCRY_E_PERM)
+        return err;
+    if (err || top != w->top_frame) {
+        w->torn = w->torn_after = 1;
+        t->stats.torn++;
+    }
+    return 0;
+}
+
+/* A signature of the frames walked (never 0). */
+static uint64_t raw_signature(const thread_work_t *w)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (uint32_t k = 0; k < w->nraw; k++) {
+        uint64_t v[3] = {w->raw[k].frame, w->raw[k].code, w->raw[k].offset};
+        for (int j = 0; j < 3; j++)
+            h = (h ^ v[j]) * 1099511628211ull;
+    }
+    return h | 1;
+}
+
+/* One read of thread I's stack from W->top_frame (W->cframe): the chain, its code objects
+ * and the checks that it is whole. A careful reader (pystate_set_torn_retries) also takes a
+ * caller stopped at an instruction that cannot call for a tear (a frame slot popped and
+ * pushed again while the copy was taken: a loop's call at its first line, a shallower
+ * round's bottom) unless the read before found exactly the same frames: a real stack that
+ * looks like that (a signal handler or a __del__ entered from any instruction) reads the
+ * same twice, a tear almost never does. A leaf that was not executing (leaf_idle) must
+ * read the same twice too, careful or not: a freed frame reused at the same place looks
+ * just like it. Returns 0 or a fatal code; W->torn says whether the stack is whole. */
+static int read_once(pystate_target_t *t, pystate_snapshot_t *s, size_t i)
 {
     thread_work_t *w = &s->work[i];
     int err = read_frame_root(t, w);
     if (!err)
         err = walk_thread(t, s, i);
+    if (!err)
+        err = check_top_same(t, w);
+    if (err || w->torn || (!w->odd_caller && !w->leaf_idle)) {
+        w->odd_sig = 0;
+        return err;
+    }
+    uint64_t sig = raw_signature(w);
+    if (sig != w->odd_sig) {
+        w->odd_sig = sig;
+        w->torn = w->torn_after = 1;
+        t->stats.torn++;
+    }
+    return 0;
+}
+
+/* Reads one thread's stack so that it is whole. The walk served from the batch is kept
+ * unless it was torn (a loop, a frame or code object that is gone, a frame that is not
+ * executing any more: the thread ran on between the reads); then the stack is read again
+ * directly from the target, from the thread's current frame as it is now, up to
+ * t->torn_retries times. A stack that never reads whole is handed on marked torn and
+ * counted in stats.dropped, with the leaf part the last reread found consistent up to
+ * where its walk broke; none when the walk was whole but failed a check of the whole
+ * (torn_after): which of its frames are from the same moment is not known. The frames
+ * below a tear are never guessed. (Requiring the current frame to be the same before and
+ * after the read as well dropped 7-18% of a call-heavy program's stacks for no measurable
+ * gain: docs/accuracy.md.) */
+static int read_thread(pystate_target_t *t, pystate_snapshot_t *s, size_t i)
+{
+    thread_work_t *w = &s->work[i];
+    /* a careful reader's every walk (the first too: a one-shot reader has no batch); a
+     * sampler's retries are not checked so (they would drop twice as many stacks of a
+     * call-heavy program: docs/accuracy.md) */
+    w->verify = t->torn_retries != 0;
+    w->odd_sig = 0;
+    int err = read_once(t, s, i);
     if (err || !w->torn)
         return err;
+    uint32_t retries = t->torn_retries ? t->torn_retries : PYSTATE_TORN_RETRIES;
     pystate__pf_direct(t->prefetch, 1);
-    for (int r = 0; r < PYSTATE_TORN_RETRIES && w->torn; r++) {
+    for (uint32_t r = 0; r < retries && w->torn; r++) {
         t->stats.retries++;
         raddr_t top = 0, cf = 0;
         if ((err = read_top_now(t, w, &top, &cf)) != 0)
@@ -724,7 +916,7 @@ static int read_thread(pystate_target_t *t, pystate_snapshot_t *s, size_t i)
         w->top_frame = top;
         if (t->layout.cframe_current_frame >= 0)
             w->cframe = cf; /* read_frame_root reads the top through it again */
-        if ((err = read_frame_root(t, w)) != 0 || (err = walk_thread(t, s, i)) != 0)
+        if ((err = read_once(t, s, i)) != 0)
             break;
     }
     pystate__pf_direct(t->prefetch, 0);
@@ -732,11 +924,18 @@ static int read_thread(pystate_target_t *t, pystate_snapshot_t *s, size_t i)
         return err;
     if (err || w->torn) {
         t->stats.dropped++;
-        s->threads[i].nframes = 0;
         s->threads[i].truncated = 0;
-        s->threads[i].dropped = 1;
+        s->threads[i].torn = 1;
+        if (err || w->torn_after)
+            s->threads[i].nframes = 0; /* nothing of it is known to be whole */
     }
     return 0;
+}
+
+void pystate_set_torn_retries(pystate_target_t *t, uint32_t n)
+{
+    if (t)
+        t->torn_retries = n < PYSTATE_TORN_RETRIES_MAX ? n : PYSTATE_TORN_RETRIES_MAX;
 }
 
 int pystate_sample(pystate_target_t *t, pystate_snapshot_t *s)
@@ -751,7 +950,7 @@ int pystate_sample(pystate_target_t *t, pystate_snapshot_t *s)
     size_t nread = 0;
     for (size_t i = 0; i < s->count; i++) {
         pystate_thread_t *th = &s->threads[i];
-        th->dropped = 0;
+        th->torn = 0;
         thread_ids(t, s, i);
         if (t->filter && th->tid > 0 && !t->filter(t->filter_ctx, th->tid)) {
             th->nframes = 0;

@@ -245,51 +245,91 @@ int pystate_target_open_as(pid_t pid, strtab_t *strings, int assume_minor, pysta
 int pystate_target_open_opts(pid_t pid, strtab_t *strings, const pystate_open_opts_t *opts,
                              pystate_target_t **out, char *errbuf, size_t errlen)
 {
+    *out = NULL;
+    rmem_t *src = rmem_open_pid(pid);
+    proc_tidmap_t *tidmap = src ? proc_tidmap_new(pid) : NULL;
+    if (!src || !tidmap) {
+        rmem_free(src);
+        return SCRY_E_NOMEM;
+    }
+    return pystate_target_open_src(src, tidmap, strings, opts, out, errbuf, errlen);
+}
+
+/* The target's executable as it names it into T->info.exe_path: /proc/PID/exe of a live
+ * process, the source's own word otherwise. Returns 0 or SCRY_E_NOPROC (no such process). */
+static int read_exe_path(pystate_target_t *t)
+{
+    char *exe = t->info.exe_path;
+    size_t size = sizeof t->info.exe_path;
+    if (!rmem_is_live(t->mem)) {
+        if (rmem_exe_path(t->mem, exe, size) != 0)
+            exe[0] = 0;
+        return 0;
+    }
+    char link[64];
+    snprintf(link, sizeof link, "/proc/%d/exe", (int)t->pid);
+    ssize_t n = readlink(link, exe, size - 1);
+    if (n > 0) {
+        exe[n] = 0;
+        /* A replaced executable shows as "path (deleted)": compare without it. */
+        char *del = strstr(exe, " (deleted)");
+        if (del)
+            *del = 0;
+    } else if (errno == ENOENT) {
+        return SCRY_E_NOPROC;
+    }
+    return 0;
+}
+
+int pystate_target_open_src(rmem_t *src, proc_tidmap_t *tidmap, strtab_t *strings,
+                            const pystate_open_opts_t *opts, pystate_target_t **out, char *errbuf,
+                            size_t errlen)
+{
     static const pystate_open_opts_t defaults = {0};
     if (!opts)
         opts = &defaults;
     *out = NULL;
-    if (opts->discovery < PYSTATE_DISCOVERY_ALL || opts->discovery > PYSTATE_DISCOVERY_DISASM)
+    if (opts->discovery < PYSTATE_DISCOVERY_ALL || opts->discovery > PYSTATE_DISCOVERY_DISASM ||
+        !src || !tidmap) {
+        rmem_free(src);
+        proc_tidmap_free(tidmap);
         return SCRY_E_INVAL;
+    }
     int assume_minor = opts->assume_minor;
     int err = 0;
     elfsym_obj_t *obj = NULL;
     pystate_target_t *t = calloc(1, sizeof *t);
-    if (!t)
+    if (!t) {
+        rmem_free(src);
+        proc_tidmap_free(tidmap);
         return SCRY_E_NOMEM;
-    t->pid = pid;
+    }
+    /* PID: the live process scry reads, 0 for a core; info.pid names the process either way */
+    pid_t pid = proc_tidmap_ns_pid(tidmap);
+    t->pid = rmem_pid(src);
     t->discovery = opts->discovery;
     t->function_lines = opts->function_lines != 0;
     t->strings = strings;
     t->pthread_tid_offset = -1;
-    t->info.pid = pid;
-    t->mem = rmem_open_pid(pid);
+    t->info.pid = rmem_is_live(src) ? t->pid : pid;
+    t->info.post_mortem = !rmem_is_live(src);
+    t->mem = src;
     t->s_unknown = strtab_intern(strings, "<unknown>");
     t->s_empty = strtab_intern(strings, "");
     t->prefetch = pystate__pf_new();
-    t->tidmap = proc_tidmap_new(pid);
-    if (t->tidmap)
-        t->info.ns_pid = proc_tidmap_ns_pid(t->tidmap);
-    if (!t->mem || !t->prefetch || !t->tidmap || !t->s_unknown || !t->s_empty ||
-        pystate__codecache_init(&t->codes) != 0) {
+    t->tidmap = tidmap;
+    t->info.ns_pid = pid;
+    if (!t->prefetch || !t->s_unknown || !t->s_empty || pystate__codecache_init(&t->codes) != 0) {
         err = SCRY_E_NOMEM;
         goto fail;
     }
-    char link[64];
-    snprintf(link, sizeof link, "/proc/%d/exe", (int)pid);
-    ssize_t n = readlink(link, t->info.exe_path, sizeof t->info.exe_path - 1);
-    if (n > 0) {
-        t->info.exe_path[n] = 0;
-        /* A replaced executable shows as "path (deleted)": compare without it. */
-        char *del = strstr(t->info.exe_path, " (deleted)");
-        if (del)
-            *del = 0;
-    } else if (errno == ENOENT) {
-        err = classify_open_error(pid, SCRY_E_NOPROC, errbuf, errlen);
+    pid = t->info.pid;
+    if ((err = read_exe_path(t)) != 0) {
+        err = classify_open_error(pid, err, errbuf, errlen);
         goto fail;
     }
     elfsym_module_t mod;
-    err = elfsym_find_interpreter(pid, NULL, &mod);
+    err = elfsym_find_interpreter_src(t->mem, NULL, &mod);
     if (err) {
         if (err == SCRY_E_NOTPY || err == SCRY_E_NOTFOUND) {
             scry_errmsg(errbuf, errlen, "process %d is not a Python process (its executable is %s)",

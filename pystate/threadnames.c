@@ -14,14 +14,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NM_IOV_BATCH             1024         /* regions per process_vm_readv */
-#define NM_STR_PEEK              128          /* bytes read at a str: its header and a short text */
-#define NM_TYPE_NAME_MAX         32           /* bytes of a tp_name compared */
-#define NM_HDR_MAX               256          /* bytes of a dict or keys header */
-#define NM_TYPE_READ_MAX         2048         /* bytes of a (heap) type object read */
-#define NM_INDEX_MAX             (1ull << 26) /* index slots of a dict keys object */
-#define NM_DIGITS_MAX            5            /* digits of a 64-bit ident (3 of 30 bits, 5 of 15) */
-#define NM_TPFLAGS_HEAPTYPE      (1ull << 9)  /* Py_TPFLAGS_HEAPTYPE: the same in every 3.x */
+#define NM_IOV_BATCH             1024        /* regions per process_vm_readv */
+#define NM_STR_PEEK              128         /* bytes read at a str: its header and a short text */
+#define NM_TYPE_NAME_MAX         32          /* bytes of a tp_name compared */
+#define NM_HDR_MAX               256         /* bytes of a dict or keys header */
+#define NM_TYPE_READ_MAX         2048        /* bytes of a (heap) type object read */
+#define NM_DIGITS_MAX            5           /* digits of a 64-bit ident (3 of 30 bits, 5 of 15) */
+#define NM_TPFLAGS_HEAPTYPE      (1ull << 9) /* Py_TPFLAGS_HEAPTYPE: the same in every 3.x */
 #define NM_MODULE_DICTOFFSET_MAX 256
 
 typedef struct nm {
@@ -31,13 +30,6 @@ typedef struct nm {
 } nm_t;
 
 /* A dict's entry table, located. */
-typedef struct nm_dict {
-    raddr_t entries; /* entry 0 */
-    raddr_t values;  /* values[0] of a split table, else 0 */
-    uint32_t n;      /* dk_nentries */
-    uint32_t esize, ekey, evalue;
-} nm_dict_t;
-
 /* One thread on its way from _active to a name. */
 typedef struct nm_thread {
     uint64_t ident;
@@ -62,14 +54,14 @@ typedef struct nm_type {
 
 typedef struct nm_keys {
     raddr_t keys;
-    nm_dict_t d;
+    pystate_dict_t d;
     int64_t ix; /* entry index of '_name', -1 when absent */
 } nm_keys_t;
 
 /* A pointer that could be a heap or static object: nonzero, 8-aligned, user space. */
 static int ptr_ok(raddr_t p)
 {
-    return p >= 4096 && p % 8 == 0 && p < (1ull << 56);
+    return pystate__ptr_ok(p);
 }
 
 /* Reads the nonempty regions of IOV[0..N) in batches; OK[i] says which were read (empty
@@ -215,58 +207,8 @@ out:
     return found;
 }
 
-/* Locates the entry table of the keys object KEYS; VALUES is values[0] of a split table
- * (else 0). Returns 0, SCRY_E_CORRUPT or a read error. */
-static int nm_keys_open(nm_t *m, raddr_t keys, raddr_t values, nm_dict_t *d)
-{
-    const pystate_layout_t *L = m->L;
-    uint8_t h[NM_HDR_MAX];
-    size_t hl = (size_t)L->dictkeys_indices;
-    if (!ptr_ok(keys))
-        return SCRY_E_CORRUPT;
-    int err = rmem_read(m->t->mem, keys, h, hl);
-    if (err)
-        return err;
-    uint64_t size;
-    if (L->dictkeys_size >= 0) {
-        size = pystate__u64_at(h, hl, L->dictkeys_size);
-    } else {
-        uint8_t lg = pystate__u8_at(h, hl, L->dictkeys_log2_size);
-        if (lg > 40)
-            return SCRY_E_CORRUPT;
-        size = 1ull << lg;
-    }
-    if (size == 0 || size > NM_INDEX_MAX || (size & (size - 1)) != 0)
-        return SCRY_E_CORRUPT;
-    uint64_t index_bytes;
-    if (L->dictkeys_log2_index_bytes >= 0) {
-        uint8_t lg = pystate__u8_at(h, hl, L->dictkeys_log2_index_bytes);
-        if (lg > 40)
-            return SCRY_E_CORRUPT;
-        index_bytes = 1ull << lg;
-        if (index_bytes < size || index_bytes > 8 * size)
-            return SCRY_E_CORRUPT;
-    } else {
-        unsigned w = size <= 0xff ? 1 : size <= 0xffff ? 2 : size <= 0xffffffffull ? 4 : 8;
-        index_bytes = size * w;
-    }
-    int64_t n = (int64_t)pystate__u64_at(h, hl, L->dictkeys_nentries);
-    if (n < 0 || (uint64_t)n > size || n > PYSTATE_NAMES_DICT_MAX)
-        return SCRY_E_CORRUPT;
-    int general = 1;
-    if (L->dictkeys_kind >= 0)
-        general = pystate__u8_at(h, hl, L->dictkeys_kind) == (uint8_t)L->dictkeys_kind_general;
-    d->entries = keys + (uint64_t)L->dictkeys_indices + index_bytes;
-    d->values = values;
-    d->n = (uint32_t)n;
-    d->esize = (uint32_t)(general ? L->dictentry_size : L->dictuentry_size);
-    d->ekey = (uint32_t)(general ? L->dictentry_key : L->dictuentry_key);
-    d->evalue = (uint32_t)(general ? L->dictentry_value : L->dictuentry_value);
-    return 0;
-}
-
 /* The dict object at DICT (checked to be a dict); 0, SCRY_E_CORRUPT or a read error. */
-static int nm_dict_open(nm_t *m, raddr_t dict, nm_dict_t *d)
+static int nm_dict_open(nm_t *m, raddr_t dict, pystate_dict_t *d)
 {
     const pystate_layout_t *L = m->L;
     uint8_t h[NM_HDR_MAX];
@@ -279,12 +221,12 @@ static int nm_dict_open(nm_t *m, raddr_t dict, nm_dict_t *d)
     if (!nm_type_is(m, pystate__u64_at(h, hl, L->object_type), "dict", &m->c->type_dict))
         return SCRY_E_CORRUPT;
     raddr_t values = pystate__u64_at(h, hl, L->dict_values);
-    return nm_keys_open(m, pystate__u64_at(h, hl, L->dict_keys),
-                        values ? values + (uint64_t)L->dictvalues_values : 0, d);
+    return pystate__dict_keys_open(m->t, pystate__u64_at(h, hl, L->dict_keys),
+                                   values ? values + (uint64_t)L->dictvalues_values : 0, d);
 }
 
 /* Reads the key and value pointers of D's entries into new arrays (caller frees both). */
-static int nm_dict_items(nm_t *m, const nm_dict_t *d, raddr_t **keys_out, raddr_t **vals_out)
+static int nm_dict_items(nm_t *m, const pystate_dict_t *d, raddr_t **keys_out, raddr_t **vals_out)
 {
     size_t n = d->n;
     *keys_out = *vals_out = NULL;
@@ -317,7 +259,7 @@ fail:
 }
 
 /* Where entry IX's value pointer is. */
-static raddr_t nm_value_slot(const nm_dict_t *d, uint64_t ix)
+static raddr_t nm_value_slot(const pystate_dict_t *d, uint64_t ix)
 {
     return d->values ? d->values + ix * 8 : d->entries + ix * d->esize + d->evalue;
 }
@@ -326,7 +268,7 @@ static raddr_t nm_value_slot(const nm_dict_t *d, uint64_t ix)
  * (updating *HINT). 0, SCRY_E_NOTFOUND, or another negative code. */
 static int nm_dict_get(nm_t *m, raddr_t dict, const char *want, uint32_t *hint, raddr_t *value)
 {
-    nm_dict_t d;
+    pystate_dict_t d;
     int err = nm_dict_open(m, dict, &d);
     if (err)
         return err;
@@ -668,7 +610,7 @@ static int nm_find_name_slots(nm_t *m, nm_thread_t *th, size_t n)
             k = &ks[nk++];
             k->keys = h->keys;
             k->ix = -1;
-            if (nm_keys_open(m, h->keys, 0, &k->d) == 0) {
+            if (pystate__dict_keys_open(m->t, h->keys, 0, &k->d) == 0) {
                 raddr_t *keys, *vals;
                 err = nm_dict_items(m, &k->d, &keys, &vals);
                 if (err == SCRY_E_FAULT)
@@ -687,7 +629,7 @@ static int nm_find_name_slots(nm_t *m, nm_thread_t *th, size_t n)
             h->alive = 0;
             continue;
         }
-        nm_dict_t d = k->d;
+        pystate_dict_t d = k->d;
         d.values = h->values;
         h->slot = nm_value_slot(&d, (uint64_t)k->ix);
     }
@@ -804,7 +746,7 @@ int pystate__thread_names(pystate_target_t *t, raddr_t interp, pystate_name_map_
     raddr_t active = 0, *keys = NULL, *vals = NULL;
     nm_thread_t *th = NULL;
     size_t n = 0;
-    nm_dict_t d;
+    pystate_dict_t d;
     int err = nm_find_active(&m, interp, &active);
     if (err == SCRY_E_FAULT)
         err = SCRY_E_CORRUPT;

@@ -35,6 +35,25 @@ static void write_text_locals(const report_dump_locals_t *l, FILE *out)
     }
 }
 
+/* The core file and the fatal signal it records, under the process line. */
+static void write_text_core(const report_dump_core_t *c, FILE *out)
+{
+    fprintf(out, "Core file %s: ", str(c->file));
+    if (!c->signo) {
+        fprintf(out, "no fatal signal (taken of a running process)\n");
+        return;
+    }
+    fprintf(out, "killed by %s", str(c->signal));
+    if (c->reason && c->reason[0])
+        fprintf(out, " (%s)", c->reason);
+    if (c->has_addr)
+        fprintf(out, " at address 0x%llx", (unsigned long long)c->addr);
+    fprintf(out, " in thread %d", (int)c->tid);
+    if (c->where)
+        fprintf(out, ", in %s", c->where);
+    fputc('\n', out);
+}
+
 static void write_text(const report_dump_t *d, FILE *out)
 {
     char nsbuf[48] = "";
@@ -42,6 +61,8 @@ static void write_text(const report_dump_t *d, FILE *out)
         snprintf(nsbuf, sizeof nsbuf, " [pid %d in its namespace]", (int)d->ns_pid);
     fprintf(out, "Process %d%s: %s\nPython v%s (%s; runtime found by %s)\n", (int)d->pid, nsbuf,
             str(d->process), str(d->version), str(d->interp_path), str(d->how_found));
+    if (d->core)
+        write_text_core(d->core, out);
     if (d->container)
         fprintf(out, "Container %s%s%s (cgroup %s)\n", str(d->container->runtime),
                 d->container->runtime && d->container->runtime[0] ? " " : "", str(d->container->id),
@@ -51,8 +72,13 @@ static void write_text(const report_dump_t *d, FILE *out)
         nsbuf[0] = 0;
         if (t->ns_tid)
             snprintf(nsbuf, sizeof nsbuf, " [tid %d in its namespace]", (int)t->ns_tid);
-        fprintf(out, "\nThread %d%s (%s%s): \"%s\"%s\n", (int)t->tid, nsbuf, state_word(t),
-                t->gil ? "+gil" : "", str(t->name), t->truncated ? " [truncated]" : "");
+        fprintf(out, "\nThread %d%s (%s%s): \"%s\"%s%s%s%s\n", (int)t->tid, nsbuf, state_word(t),
+                t->gil ? "+gil" : "", str(t->name),
+                t->truncated ? " [truncated]"
+                : t->partial ? " [partial: the stack changed while it was read]"
+                             : "",
+                t->crashed ? " [crashed: " : "", t->crashed && d->core ? str(d->core->signal) : "",
+                t->crashed ? "]" : "");
         for (uint32_t k = 0; k < t->nframes; k++) {
             const scry_frame_t *f = &t->frames[k];
             if (f->kind == SCRY_FRAME_NATIVE)
@@ -91,9 +117,29 @@ static void write_json_locals(const report_dump_locals_t *l, FILE *out)
     fputc(']', out);
 }
 
+static void write_json_core(const report_dump_core_t *c, FILE *out)
+{
+    fprintf(out, "\"source\": \"core\", \"core\": {\"file\": ");
+    report_json_fputs(out, c->file);
+    fprintf(out, ", \"signo\": %d, \"signal\": ", (int)c->signo);
+    report_json_fputs(out, c->signo ? c->signal : "");
+    fprintf(out, ", \"reason\": ");
+    report_json_fputs(out, c->signo ? c->reason : "");
+    if (c->has_addr)
+        fprintf(out, ", \"address\": \"0x%llx\"", (unsigned long long)c->addr);
+    fprintf(out, ", \"tid\": %d", c->signo ? (int)c->tid : 0);
+    if (c->signo && c->where) {
+        fprintf(out, ", \"function\": ");
+        report_json_fputs(out, c->where);
+    }
+    fprintf(out, "}, ");
+}
+
 static void write_json(const report_dump_t *d, FILE *out)
 {
     fprintf(out, "{\"pid\": %d, ", (int)d->pid);
+    if (d->core)
+        write_json_core(d->core, out);
     if (d->ns_pid)
         fprintf(out, "\"ns_pid\": %d, ", (int)d->ns_pid);
     if (d->container) {
@@ -115,11 +161,13 @@ static void write_json(const report_dump_t *d, FILE *out)
             fprintf(out, "\"ns_tid\": %d, ", (int)t->ns_tid);
         fprintf(out, "\"name\": ");
         report_json_fputs(out, t->name);
+        if (d->core)
+            fprintf(out, ", \"crashed\": %s", boolean(t->crashed));
         fprintf(out,
                 ", \"gil\": %s, \"gil_wait\": %s, \"state\": \"%s\", \"truncated\": %s, "
-                "\"frames\": [",
+                "\"partial\": %s, \"frames\": [",
                 boolean(t->gil), boolean(t->gil_wait), t->running ? "running" : "idle",
-                boolean(t->truncated));
+                boolean(t->truncated), boolean(t->partial));
         for (uint32_t k = 0; k < t->nframes; k++) {
             const scry_frame_t *f = &t->frames[k];
             fprintf(out, "%s{\"function\": ", k ? ", " : "");

@@ -553,6 +553,12 @@ int report_profile_set_end(report_profile_t *p, const report_end_t *end)
     return 0;
 }
 
+void report_profile_set_rate(report_profile_t *p, double rate_hz)
+{
+    if (p)
+        p->meta.rate_hz = rate_hz;
+}
+
 uint64_t report_profile_samples(const report_profile_t *p)
 {
     return p ? p->nsamples : 0;

@@ -158,6 +158,10 @@ int report_profile_add(report_profile_t *p, const scry_sample_t *s);
  * or SCRY_E_INVAL when an argument is NULL. */
 int report_profile_set_end(report_profile_t *p, const report_end_t *end);
 
+/* Makes the profile's sampling rate (meta.rate_hz) RATE_HZ: a rate changed during the run
+ * (scry serve's set-rate, a rule's rate). No-op for NULL. */
+void report_profile_set_rate(report_profile_t *p, double rate_hz);
+
 /* Number of samples added so far (every metric). 0 when P is NULL. */
 uint64_t report_profile_samples(const report_profile_t *p);
 
@@ -230,10 +234,26 @@ typedef struct report_dump_thread {
     uint8_t running;  /* on a CPU (else idle) */
     uint8_t gil_wait; /* off CPU waiting for the GIL */
     uint8_t truncated;
+    uint8_t partial; /* the stack changed while it was read, every reread too: FRAMES is the
+                        part read whole, its root frame "<changed while reading>" */
+    uint8_t crashed; /* post-mortem: the thread that received the fatal signal */
     uint32_t nframes;
     const scry_frame_t *frames;         /* leaf first */
     const report_dump_locals_t *locals; /* --locals: one per frame; NULL when not asked */
 } report_dump_thread_t;
+
+/* What a core file tells of the end of its process (scry dump --core). */
+typedef struct report_dump_core {
+    const char *file;   /* the core file */
+    int32_t signo;      /* the fatal signal; 0: none (a core taken of a running process) */
+    const char *signal; /* its name ("SIGSEGV") */
+    const char *reason; /* what si_code says ("address not mapped"), "" unknown */
+    uint64_t addr;      /* the faulting address (SIGSEGV, SIGBUS, SIGILL, SIGFPE) */
+    int has_addr;
+    int32_t tid;       /* the thread that received it */
+    const char *where; /* the native function at that thread's pc ("strlen (libc.so.6)"),
+                          NULL unknown */
+} report_dump_core_t;
 
 typedef struct report_dump {
     int32_t pid;
@@ -243,6 +263,7 @@ typedef struct report_dump {
     const char *how_found;               /* how the runtime was found */
     int32_t ns_pid;                      /* the target's own pid when it differs from pid, else 0 */
     const report_container_t *container; /* NULL: not in a container */
+    const report_dump_core_t *core;      /* read from a core file; NULL: a live process */
     const report_dump_thread_t *threads;
     size_t nthreads;
 } report_dump_t;

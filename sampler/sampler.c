@@ -69,6 +69,7 @@ sampler_t *sampler_new(const sampler_opts_t *opts, pystate_target_t *t, strtab_t
     s->snap = pystate_snapshot_new();
     s->tasks = tasks_new(pid);
     s->s_truncated = strtab_intern(strings, "<truncated>");
+    s->s_torn = strtab_intern(strings, "<changed while reading>");
     s->s_empty = strtab_intern(strings, "");
     s->s_gil_wait = strtab_intern(strings, "<waiting for the GIL>");
     s->interval_ns = (uint64_t)(1e9 / (opts->rate_hz > 0 ? opts->rate_hz : 100));
@@ -76,7 +77,7 @@ sampler_t *sampler_new(const sampler_opts_t *opts, pystate_target_t *t, strtab_t
         s->unwind = unwind_new(pid);
     if (opts->async_labels)
         s->async = pystate_async_labels_new(t);
-    if (!s->snap || !s->tasks || !s->s_truncated || !s->s_empty || !s->s_gil_wait ||
+    if (!s->snap || !s->tasks || !s->s_truncated || !s->s_torn || !s->s_empty || !s->s_gil_wait ||
         (opts->native && !s->unwind) || (opts->async_labels && !s->async)) {
         sampler_free(s);
         return NULL;
@@ -190,6 +191,20 @@ const char *sampler_backend_desc(const sampler_t *s)
     return "ptrace and /proc";
 }
 
+int sampler_set_rate(sampler_t *s, double rate_hz)
+{
+    if (!(rate_hz >= 0.01 && rate_hz <= 100000))
+        return SCRY_E_INVAL;
+    s->opts.rate_hz = rate_hz;
+    s->interval_ns = (uint64_t)(1e9 / rate_hz);
+    return s->perf ? sampler__perf_set_rate(s->perf, rate_hz) : 0;
+}
+
+double sampler_rate_hz(const sampler_t *s)
+{
+    return s->opts.rate_hz > 0 ? s->opts.rate_hz : 100;
+}
+
 const sampler_stats_t *sampler_stats(const sampler_t *s)
 {
     return &s->stats;
@@ -282,6 +297,8 @@ static uint32_t build_frames(sampler_t *s, const pystate_thread_t *th, const unw
     }
     if (th->truncated)
         out[n++] = (scry_frame_t){s->s_truncated, s->s_empty, 0, SCRY_FRAME_OTHER};
+    else if (th->torn)
+        out[n++] = (scry_frame_t){s->s_torn, s->s_empty, 0, SCRY_FRAME_OTHER};
     return n;
 }
 
@@ -314,6 +331,7 @@ void sampler__emit(sampler_t *s, const pystate_thread_t *th, const unwind_frame_
         .gil = th->gil,
         .running = (uint8_t)(running != 0),
         .truncated = th->truncated,
+        .torn = th->torn,
         .gil_wait = (flags & UNWIND_CLASSIFY_GIL_WAIT) != 0,
         .nframes = n,
         .frames = s->frames,
@@ -349,19 +367,61 @@ static void emit_thread(sampler_t *s, const pystate_thread_t *th, task_info_t *t
     sampler__emit(s, th, s->native, nn, cls.cls, cls.flags, weight, running, now, emit, ctx);
 }
 
+/* tick_charge (the daemon), called by pystate once the target's memory was read and before
+ * running thread TASK's stack is walked: when it is not runnable any more (it waits again),
+ * the stack read may be where it waits, not where its CPU went: its CPU since it was last
+ * charged is carried to its next sample (at most 100 intervals of it; the rest counted in
+ * stats.held_dropped_ns) and 0 returned (its stack is not used). Else 1. (Without perf
+ * events no clock says whether a thread of another process runs at a given moment:
+ * schedstat moves at the scheduler's ticks and switches only. A thread woken up but not
+ * yet running passes this test with its stack on the line where it waited.) */
+static int on_cpu_while_read(sampler_t *s, task_info_t *task)
+{
+    if (tasks_running_now(s->tasks, task))
+        return 1;
+    uint64_t w = sample_weight(s, 1, task);
+    uint64_t cap = 100 * s->interval_ns;
+    if (task->carry_ns + w > cap) {
+        uint64_t keep = task->carry_ns < cap ? cap - task->carry_ns : 0;
+        s->stats.held_dropped_ns += w - keep;
+        w = keep;
+    }
+    task->carry_ns += w;
+    s->stats.held++;
+    return 0;
+}
+
 /* Whether a thread in STATE is sampled this tick (its Python stack decides the rest). */
 static int wanted(const sampler_t *s, char state)
 {
     return s->opts.idle || state == 'R';
 }
 
+/* Whether this tick judges running threads by on_cpu_while_read (the daemon's ticks, when no
+ * thread is stopped: a stopped thread runs no CPU). */
+static int charge_on_cpu(const sampler_t *s)
+{
+    return s->opts.tick_charge && !s->opts.blocking && !s->opts.native && !s->opts.idle;
+}
+
 /* pystate's thread filter without --idle: only the threads that are running (as this
- * tick's task list has them); the others would not be emitted. */
+ * tick's task list has them; with tick_charge, and on a CPU while read); the others would
+ * not be emitted. */
 static int running_now(void *ctx, int32_t tid)
 {
-    const sampler_t *s = ctx;
+    sampler_t *s = ctx;
     task_info_t *task = tasks_find(s->tasks, tid);
-    return task && wanted(s, task->state);
+    if (!task || !wanted(s, task->state))
+        return 0;
+    return !charge_on_cpu(s) || task->state != 'R' || on_cpu_while_read(s, task);
+}
+
+int sampler__stack_wanted(const sampler_t *s, const pystate_thread_t *th)
+{
+    /* a torn one left out is counted in pystate's stats.dropped */
+    if (th->torn)
+        return s->opts.partial;
+    return th->nframes > 0 || th->truncated; /* none: a thread starting or finishing */
 }
 
 int sampler__sample_threads(sampler_t *s, pystate_thread_filter_fn fn, void *ctx)
@@ -429,8 +489,8 @@ int sampler_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
             continue;
         if (!wanted(s, state))
             continue;
-        if (th->nframes == 0 && !th->truncated)
-            continue; /* a thread with no Python frames (e.g. starting or finishing) */
+        if (!sampler__stack_wanted(s, th))
+            continue;
         if (task && !tasks_stop_counts(task)) {
             uint64_t w = sample_weight(s, 1, task);
             if (task->carry_ns < 100 * s->interval_ns)

@@ -29,6 +29,14 @@ typedef struct sampler_opts {
     int native;                    /* native frames merged with Python's */
     int gil;                       /* only threads holding the GIL */
     int async_labels;              /* asyncio task root frames (record --async) */
+    int partial;                   /* a stack that stayed torn (pystate_thread_t.torn) is
+                                    * emitted: the part read whole under a root frame
+                                    * "<changed while reading>", the sample's torn set (dump,
+                                    * top); else it is left out (counted in pystate's stats) */
+    int tick_charge;               /* perf back end, a caller that reads only on its ticks (the
+                                    * daemon): a thread's CPU is held until a tick finds it on a
+                                    * CPU while its stack is read, and charged there (never to
+                                    * the line where it waits); not with --native or --idle */
     double list_every_s;           /* perf back end: the thread list reread this often (<= 0: every
                                     * 20 ticks, 0.2 to 1 s; the daemon, which needs no new thread
                                     * sooner than its targets, says 1) */
@@ -51,6 +59,9 @@ typedef struct sampler_stats {
     uint64_t read_records;  /* perf back end: records whose Python stack was read, and */
     uint64_t read_delay_ns; /* the time from each record to that read, summed */
     uint64_t read_delay_max_ns;
+    uint64_t held;          /* samples not taken because the thread was off CPU while its
+                             * stack was read (tick_charge; ptrace): weight carried over */
+    uint64_t held_dropped_ns; /* CPU time over the carry's cap, not charged */
     uint64_t syscall_stops; /* stops (--blocking, --native with ptrace) caught at a system
                              * call's exit beyond the thread's system time: not counted */
     int finalizing;         /* the interpreter was tearing down at the last tick */
@@ -97,6 +108,14 @@ const char *sampler_backend_desc(const sampler_t *s);
  * the sampler's string table. */
 const char *sampler_thread_name(sampler_t *s, pid_t tid);
 void sampler_free(sampler_t *s);
+
+/* Makes the sampler's rate RATE_HZ (0.01 to 100000) from now on: its ticks (sampler_run)
+ * and, with the perf back end, the CPU time between two records of a thread. Returns 0,
+ * SCRY_E_INVAL, or the code of the kernel's refusal for some thread's event. */
+int sampler_set_rate(sampler_t *s, double rate_hz);
+
+/* The rate in use (the options' or the last sampler_set_rate's; 100 for a default). */
+double sampler_rate_hz(const sampler_t *s);
 
 /* Takes one round of samples now. Returns 0, SCRY_E_GONE when the target exited, or
  * another negative code for an error that ends the run. */

@@ -44,6 +44,7 @@ struct sampler {
     thread_label_t labels[SAMPLER_LABELS];
     uint64_t interval_ns;
     const char *s_truncated;
+    const char *s_torn; /* "<changed while reading>" */
     const char *s_gil_wait;
     const char *s_empty;
     int backend;              /* enum sampler_backend */
@@ -76,6 +77,10 @@ int sampler__reused(sampler_t *s);
  * not reading the stacks of threads that will not be sampled. Returns as pystate_sample. */
 int sampler__sample_threads(sampler_t *s, pystate_thread_filter_fn fn, void *ctx);
 
+/* 1 when thread TH of the last snapshot is emitted: it has Python frames (or the depth
+ * bound cut them), or it stayed torn and S emits partial stacks (sampler_opts_t.partial). */
+int sampler__stack_wanted(const sampler_t *s, const pystate_thread_t *th);
+
 /* After a failed read, and every 500 ms otherwise: when the process exec'd (its exec
  * mark changed) and is a Python program scry can read, makes TARGET that program (the
  * readers, unwinders and asyncio labels follow) and returns 1; else 0. Checks at most
@@ -107,6 +112,8 @@ int sampler__perf_wait(sampler_t *s, uint64_t deadline_ns);
 int sampler__perf_wait_fd(const sampler_t *s);
 /* The process exec'd: the IP describer reads the new program's objects. */
 void sampler__perf_exec(sampler_t *s);
+/* The threads' events sample every 1/RATE_HZ s of CPU from now on (perfev_set_rate). */
+int sampler__perf_set_rate(sampler_perf_t *p, double rate_hz);
 /* Counters of the perf back end: records lost by the kernel, rejected. */
 void sampler__perf_counts(const sampler_perf_t *p, uint64_t *lost, uint64_t *bad);
 

@@ -44,6 +44,12 @@ typedef struct perf_thread {
     uint64_t w[PERF_KINDS]; /* CPU ns this read per IP kind, records without stack */
     uint64_t cpu;           /* CPU ns this tick, all records */
     uint64_t last_wall;     /* --idle: time of the previous tick that looked at it */
+    uint64_t held[PERF_KINDS]; /* tick_charge: CPU ns per IP kind not charged yet, */
+    uint32_t held_n[PERF_KINDS]; /* and the records they came in, */
+    uint64_t held_sum;           /* their sum, */
+    uint64_t probe_ns;         /* and when its CPU clock was read before this tick's read, */
+    uint64_t probe_cpu;        /* and what it said, */
+    int on_cpu;                /* and whether it ran while its stack was read */
 } perf_thread_t;
 
 typedef struct perf_pending {
@@ -73,8 +79,14 @@ struct sampler_perf {
     size_t npend;
     uint64_t touched;
     int ran_since_list;     /* some record came since the thread list was last read */
-    proc_threads_t *states; /* --idle: stat files of threads that did not run */
+    proc_threads_t *states; /* --idle, tick_charge: stat and schedstat files */
+    pid_t *held;            /* tick_charge: threads with CPU not charged yet */
+    size_t nheld;
 };
+
+/* tick_charge: the CPU a thread may carry before it is found on a CPU (past it, records are
+ * counted in stats.held_dropped_ns); 100 intervals, 5 s at the daemon's 19 Hz. */
+#define PERF_HELD_INTERVALS 100
 
 /* Lists /proc/PID/task into P->tids. Returns the count, or SCRY_E_GONE. */
 static int list_tids(struct sampler_perf *p)
@@ -142,6 +154,26 @@ static void to_unwind_regs(const perfev_sample_t *r, unwind_regs_t *u)
                          g[PERFEV_REG_R15]};
 }
 
+/* tick_charge: adds a record of KIND and PERIOD ns to thread T's carry. */
+static void hold(sampler_t *s, perf_thread_t *t, int kind, uint64_t period)
+{
+    struct sampler_perf *p = s->perf;
+    if (t->held_sum >= PERF_HELD_INTERVALS * s->interval_ns) {
+        s->stats.held_dropped_ns += period;
+        return;
+    }
+    if (!t->held_sum) {
+        if (p->nheld >= TASKS_MAX) {
+            s->stats.held_dropped_ns += period;
+            return;
+        }
+        p->held[p->nheld++] = t->tid;
+    }
+    t->held[kind] += period;
+    t->held_n[kind]++;
+    t->held_sum += period;
+}
+
 static void on_record(const perfev_sample_t *r, void *ctx)
 {
     sampler_t *s = ctx;
@@ -169,6 +201,10 @@ static void on_record(const perfev_sample_t *r, void *ctx)
         kind = unwind_ip_kind(0, &leaf);
     }
     t->cpu += r->period_ns;
+    if (p->held) {
+        hold(s, t, kind, r->period_ns);
+        return;
+    }
     if (s->opts.native && r->has_regs && r->stack && p->npend < PERF_MAX_PENDING) {
         perf_pending_t *pd = &p->pend[p->npend];
         unwind_regs_t regs;
@@ -213,8 +249,11 @@ int sampler__perf_new(sampler_t *s, char *why, size_t whylen)
     p->stale = 1;
     p->tids = calloc(TASKS_MAX, sizeof *p->tids);
     p->tab = calloc(PERF_SLOTS, sizeof *p->tab);
-    if (s->opts.idle)
+    int tick_charge = s->opts.tick_charge && !s->opts.native && !s->opts.idle;
+    if (s->opts.idle || tick_charge)
         p->states = proc_threads_new(pid);
+    if (tick_charge)
+        p->held = calloc(TASKS_MAX, sizeof *p->held);
     if (s->opts.native) {
         p->unw = s->unwind;
         p->pend = malloc(PERF_MAX_PENDING * sizeof *p->pend);
@@ -229,7 +268,8 @@ int sampler__perf_new(sampler_t *s, char *why, size_t whylen)
                        .exclude_kernel = excl,
                        .wake_each = 1};
     err = SCRY_E_NOMEM;
-    if (!p->tids || !p->tab || !p->unw || (s->opts.idle && !p->states) ||
+    if (!p->tids || !p->tab || !p->unw || ((s->opts.idle || tick_charge) && !p->states) ||
+        (tick_charge && !p->held) ||
         (s->opts.native && !p->pend) || (err = perfev_open(&o, &p->ev)) != 0) {
         snprintf(why, whylen, "%s", scry_strerror(err));
         sampler__perf_free(p);
@@ -264,8 +304,14 @@ void sampler__perf_free(sampler_perf_t *p)
     free(p->tids);
     free(p->tab);
     free(p->pend);
+    free(p->held);
     proc_threads_free(p->states);
     free(p);
+}
+
+int sampler__perf_set_rate(sampler_perf_t *p, double rate_hz)
+{
+    return perfev_set_rate(p->ev, rate_hz);
 }
 
 void sampler__perf_counts(const sampler_perf_t *p, uint64_t *lost, uint64_t *bad)
@@ -316,6 +362,153 @@ static void emit_idle(sampler_t *s, const pystate_thread_t *th, perf_thread_t *t
     sampler__emit(s, th, NULL, 0, SCRY_CLASS_SYSTEM, 0, w, 0, now, emit, ctx);
 }
 
+/* Counts this read's records in the stats, with how stale the stacks they get are (read at
+ * T_READ): the sooner, the truer. */
+static void count_records(sampler_t *s, uint64_t t_read)
+{
+    struct sampler_perf *p = s->perf;
+    if (!p->rec_n || t_read < p->rec_min_ns)
+        return;
+    s->stats.read_records += p->rec_n;
+    s->stats.read_delay_ns += p->rec_n * t_read - p->rec_sum_ns;
+    if (t_read - p->rec_min_ns > s->stats.read_delay_max_ns)
+        s->stats.read_delay_max_ns = t_read - p->rec_min_ns;
+}
+
+/* What a read of the stacks that failed with ERR (pystate_sample's code, or SCRY_E_AGAIN
+ * for an exec just followed) returns: SCRY_E_GONE when the target exited, 0 when it
+ * exec'd or the error is one to go on after, else ERR. T0: when the read began. */
+static int read_failed(sampler_t *s, int err, uint64_t t0)
+{
+    if (err == SCRY_E_GONE || procinfo_exists(s->perf->pid) != 0) {
+        s->stats.target_exited = 1;
+        return SCRY_E_GONE;
+    }
+    if (err == SCRY_E_AGAIN || sampler__follow_exec(s, 1)) {
+        s->stats.busy_ns += scry_now_ns() - t0;
+        return 0; /* it exec'd: its records since are read with the new program */
+    }
+    s->stats.errors++;
+    s->stats.busy_ns += scry_now_ns() - t0;
+    return err == SCRY_E_PERM || err == SCRY_E_NOMEM ? err : 0;
+}
+
+/* pystate's thread filter with tick_charge, called once the target's memory was read (the
+ * prefetch: one system call for every stack) and before the thread's stack is walked:
+ * whether thread TID carries CPU and was on a CPU for at least half of the time from its
+ * probe (probe_running) to now. Then the stack read between is where it ran; else it may
+ * be where it was woken up to run or where it waits again, and the thread keeps its carry
+ * for a later tick. The shorter that time, the shorter the bursts of CPU that are seen. */
+static int held_on_cpu(void *ctx, int32_t tid)
+{
+    sampler_t *s = ctx;
+    perf_thread_t *t = lookup(s->perf, tid, 0);
+    if (!t || !t->held_sum || !t->probe_ns)
+        return 0;
+    uint64_t cpu = 0;
+    t->on_cpu = perfev_thread_clock(s->perf->ev, tid, &cpu) == 0 && cpu >= t->probe_cpu &&
+                2 * (cpu - t->probe_cpu) >= scry_now_ns() - t->probe_ns;
+    if (!t->on_cpu)
+        s->stats.held++;
+    return t->on_cpu;
+}
+
+/* tick_charge, right before the stacks are read: drops the threads that carry nothing any
+ * more, or are gone (their carry counted in stats.held_dropped_ns), from the list, and finds
+ * which of the others are on a CPU now (probe_cpu at probe_ns set, else probe_ns 0: their
+ * stacks are not read). Returns how many are. */
+static size_t probe_running(sampler_t *s)
+{
+    struct sampler_perf *p = s->perf;
+    size_t w = 0, running = 0;
+    for (size_t i = 0; i < p->nheld; i++) {
+        perf_thread_t *t = lookup(p, p->held[i], 0);
+        if (!t || !t->held_sum)
+            continue;
+        uint64_t c0 = 0;
+        t->on_cpu = 0;
+        t->probe_ns = 0;
+        if (perfev_thread_clock(p->ev, t->tid, &c0) != 0) { /* gone: so is its carry */
+            s->stats.held_dropped_ns += t->held_sum;
+            memset(t->held, 0, sizeof t->held);
+            memset(t->held_n, 0, sizeof t->held_n);
+            t->held_sum = 0;
+            continue;
+        }
+        p->held[w++] = t->tid;
+        /* Read twice: a clock that moved in between is a thread on a CPU now, whose stack is
+         * worth reading; the others (waiting, or runnable while another runs) keep their
+         * carry without a read. On a loaded host most ticks find a busy thread runnable. */
+        uint64_t c1 = 0;
+        if (perfev_thread_clock(p->ev, t->tid, &c1) == 0 && c1 > c0) {
+            t->probe_cpu = c1;
+            t->probe_ns = scry_now_ns();
+            running++;
+        }
+    }
+    p->nheld = w;
+    return running;
+}
+
+/* tick_charge: emits the carry of thread TH (table entry T), found on a CPU while its stack
+ * was read (held_on_cpu), at that stack, and empties it. */
+static void charge_held(sampler_t *s, const pystate_thread_t *th, perf_thread_t *t, uint64_t now,
+                        sampler_emit_fn emit, void *ctx)
+{
+    /* one sample per record, as when each is read at once: the counts of the count-based
+     * formats (collapsed) stay records, the rate's samples per CPU second */
+    unwind_classification_t cls;
+    for (int k = 1; k < PERF_KINDS; k++) {
+        uint32_t n = t->held_n[k];
+        if (!n)
+            continue;
+        unwind_classify_ip(k, th->leaf_opclass, &cls);
+        uint64_t each = t->held[k] / n;
+        for (uint32_t i = 0; i < n; i++)
+            sampler__emit(s, th, NULL, 0, cls.cls, 0, i + 1 < n ? each : t->held[k] - each * i,
+                          1, now, emit, ctx);
+        t->held[k] = 0;
+        t->held_n[k] = 0;
+    }
+    t->held_sum = 0;
+}
+
+/* The tick of tick_charge: drains the rings into the threads' carries, then reads the
+ * stacks of the carrying threads that run now and charges each carry to its thread's stack
+ * when the thread was on a CPU while it was read. Threads found waiting keep their carry
+ * for a later tick: a tick falls at a random moment of a thread's running time, so the
+ * lines it finds are a fair sample of where the CPU went, whatever the rate; the stack a
+ * thread has when it has just gone back to wait never is. */
+static int read_held(sampler_t *s, uint64_t t0, sampler_emit_fn emit, void *ctx)
+{
+    struct sampler_perf *p = s->perf;
+    int any_gil = 0;
+    if (p->nheld && probe_running(s)) { /* none on a CPU now: no read at all */
+        int err = sampler__follow_exec(s, 0) ? SCRY_E_AGAIN
+                  : s->gone                  ? SCRY_E_GONE
+                                             : sampler__sample_threads(s, held_on_cpu, s);
+        if (err)
+            return read_failed(s, err, t0);
+        size_t n = pystate_snapshot_count(s->snap);
+        s->stats.finalizing = pystate_snapshot_finalizing(s->snap);
+        for (size_t i = 0; i < n; i++) {
+            const pystate_thread_t *th = pystate_snapshot_thread(s->snap, i);
+            any_gil |= th->gil;
+            if (th->tid > 0 && !perfev_has_thread(p->ev, th->tid))
+                p->stale = 1;
+            perf_thread_t *t = lookup(p, th->tid, 0);
+            if (!t || !t->on_cpu || (th->nframes == 0 && !th->truncated) ||
+                (s->opts.gil && !th->gil))
+                continue;
+            charge_held(s, th, t, t0, emit, ctx);
+        }
+    }
+    if (any_gil)
+        s->stats.gil_ticks++;
+    s->stats.busy_ns += scry_now_ns() - t0;
+    return 0;
+}
+
 /* Drains the rings and, when some thread ran (or on a tick with --idle), reads the Python
  * stacks right after and emits the samples. TICK: a tick of the sampler's clock (not a
  * read a record woke). T0: when the tick or read began. */
@@ -330,6 +523,13 @@ static int perf_read(sampler_t *s, int tick, uint64_t t0, sampler_emit_fn emit, 
     uint64_t lost = 0, bad = 0;
     sampler__perf_counts(p, &lost, &bad);
     s->stats.lost = lost + bad;
+    if (p->held) { /* tick_charge: the stacks are read on ticks only */
+        count_records(s, scry_now_ns());
+        if (tick)
+            return read_held(s, t0, emit, ctx);
+        s->stats.busy_ns += scry_now_ns() - t0;
+        return 0;
+    }
     int idle = tick && s->opts.idle;
     if (!p->touched && !idle) {
         if (tick && p->gil_seen) {
@@ -339,33 +539,14 @@ static int perf_read(sampler_t *s, int tick, uint64_t t0, sampler_emit_fn emit, 
         s->stats.busy_ns += scry_now_ns() - t0;
         return 0; /* nothing ran: nothing to read */
     }
-    pid_t pid = p->pid;
-    uint64_t t_read = scry_now_ns();
-    if (p->rec_n && t_read >= p->rec_min_ns) {
-        /* How stale the stacks are that these records get: the sooner, the truer. */
-        s->stats.read_records += p->rec_n;
-        s->stats.read_delay_ns += p->rec_n * t_read - p->rec_sum_ns;
-        if (t_read - p->rec_min_ns > s->stats.read_delay_max_ns)
-            s->stats.read_delay_max_ns = t_read - p->rec_min_ns;
-    }
+    count_records(s, scry_now_ns());
     int err = sampler__follow_exec(s, 0) ? SCRY_E_AGAIN
               : s->gone                  ? SCRY_E_GONE
                         /* with --idle every thread's stack, else only
                          * those of the threads that ran */
                         : sampler__sample_threads(s, idle ? NULL : ran_this_read, s->perf);
-    if (err) {
-        if (err == SCRY_E_GONE || procinfo_exists(pid) != 0) {
-            s->stats.target_exited = 1;
-            return SCRY_E_GONE;
-        }
-        if (err == SCRY_E_AGAIN || sampler__follow_exec(s, 1)) {
-            s->stats.busy_ns += scry_now_ns() - t0;
-            return 0; /* it exec'd: its records since are read with the new program */
-        }
-        s->stats.errors++;
-        s->stats.busy_ns += scry_now_ns() - t0;
-        return err == SCRY_E_PERM || err == SCRY_E_NOMEM ? err : 0;
-    }
+    if (err)
+        return read_failed(s, err, t0);
     size_t n = pystate_snapshot_count(s->snap);
     int any_gil = 0;
     s->stats.finalizing = pystate_snapshot_finalizing(s->snap);
@@ -376,7 +557,7 @@ static int perf_read(sampler_t *s, int tick, uint64_t t0, sampler_emit_fn emit, 
             p->stale = 1; /* a new thread: list them again next tick */
         if (s->opts.gil && !th->gil)
             continue;
-        if (th->nframes == 0 && !th->truncated)
+        if (!sampler__stack_wanted(s, th))
             continue;
         perf_thread_t *t = slot(p, th->tid);
         if (!t)

@@ -136,6 +136,11 @@ task_info_t *tasks_at(tasks_t *t, size_t i)
     return i < t->n ? &t->list[i] : NULL;
 }
 
+int tasks_running_now(tasks_t *t, const task_info_t *task)
+{
+    return proc_threads_state(t->files, task->tid, NULL) == 'R';
+}
+
 int tasks_stop(tasks_t *t, task_info_t *task)
 {
     if (task->stopped)

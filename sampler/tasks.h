@@ -52,6 +52,9 @@ task_info_t *tasks_find(tasks_t *t, pid_t tid);
 /* The I-th entry of the last refresh, or NULL past the end. */
 task_info_t *tasks_at(tasks_t *t, size_t i);
 
+/* Whether thread TASK is runnable now (its state read again: one pread). */
+int tasks_running_now(tasks_t *t, const task_info_t *task);
+
 /* Stops thread TID (PTRACE_SEIZE + PTRACE_INTERRUPT, bounded wait). Returns 0 or a
  * negative code; a thread that does not stop in time is left running. */
 int tasks_stop(tasks_t *t, task_info_t *task);

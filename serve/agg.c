@@ -182,3 +182,9 @@ const serve_agg_stats_t *serve_agg_stats(const serve_agg_t *a)
 {
     return &a->stats;
 }
+
+void serve_agg_set_rate(serve_agg_t *a, double rate_hz)
+{
+    if (a)
+        report_profile_set_rate(a->profile, rate_hz);
+}

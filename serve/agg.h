@@ -55,4 +55,8 @@ int serve_agg_render(serve_agg_t *a, enum report_format fmt, const report_end_t 
 
 const serve_agg_stats_t *serve_agg_stats(const serve_agg_t *a);
 
+/* Makes the window's sampling rate RATE_HZ (what its renderings say: the pprof's period);
+ * its targets' rate, which set-rate and rules change. */
+void serve_agg_set_rate(serve_agg_t *a, double rate_hz);
+
 #endif

@@ -7,6 +7,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <grp.h>
 #include <pwd.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -75,6 +76,8 @@ static const opt_t opts[] = {
     {"pyroscope-tenant", OPT_STR, OFF(pyroscope_tenant), "ID", "tenant id (X-Scope-OrgID)", 0, 0},
     {"push-timeout", OPT_SECONDS, OFF(push_timeout_s), "SECONDS",
      "timeout of one push (default 10)", 0.1, 600},
+    {"out-group", OPT_STR, OFF(out_group), "GROUP",
+     "group that may read the window files (dirs 0750, files 0640; default: root only)", 0, 0},
     {"spool-dir", OPT_STR, OFF(spool_dir), "DIR",
      "windows waiting for the server (default OUT_DIR/spool)", 0, 0},
     {"spool-max-bytes", OPT_BYTES, OFF(spool_max_bytes), "BYTES",
@@ -495,6 +498,24 @@ int serve_config_load_file(serve_config_t *c, const char *path, char *msg, size_
     return 0;
 }
 
+/* The gid of group NAME (a name, or a number). Returns 0 or -1. */
+static int resolve_group(const char *name, gid_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(name, &end, 10);
+    if (name[0] >= '0' && name[0] <= '9' && !*end && errno == 0 && v < (gid_t)-1) {
+        *out = (gid_t)v;
+        return 0;
+    }
+    struct group gr, *res = NULL;
+    char buf[16384];
+    if (getgrnam_r(name, &gr, buf, sizeof buf, &res) != 0 || !res)
+        return -1;
+    *out = res->gr_gid;
+    return 0;
+}
+
 int serve_config_finish(serve_config_t *c, char *msg, size_t msglen)
 {
     if (c->all_python < 0)
@@ -552,6 +573,11 @@ int serve_config_finish(serve_config_t *c, char *msg, size_t msglen)
     }
     if (c->scan_interval_s == 0)
         c->scan_interval_s = c->proc_connector ? 10 : 0.5;
+    c->out_gid = (gid_t)-1;
+    if (c->out_group && resolve_group(c->out_group, &c->out_gid) != 0) {
+        set_msg(msg, msglen, "out-group: no group '%s'", c->out_group);
+        return SCRY_E_INVAL;
+    }
     if (!c->spool_dir) {
         size_t n = strlen(c->out_dir) + sizeof "/spool";
         if (!(c->spool_dir = malloc(n)))

@@ -62,6 +62,8 @@ typedef struct serve_config {
     char *pyroscope_token_file; /* bearer token */
     char *pyroscope_tenant;     /* X-Scope-OrgID */
     double push_timeout_s;
+    char *out_group; /* out-group: readers of the window files (NULL: root only) */
+    gid_t out_gid;   /* its gid, (gid_t)-1 for none (set by serve_config_finish) */
     char *spool_dir; /* default: OUT_DIR/spool */
     uint64_t spool_max_bytes;
     serve_rule_t rules[SERVE_MAX_RULES];

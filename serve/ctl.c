@@ -10,6 +10,12 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <linux/kcmp.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,11 +25,24 @@
 #include <time.h>
 #include <unistd.h>
 
+#define SERVE_CTL_READ_MS  1000 /* a request must arrive within 1 s of the connection */
+#define SERVE_CTL_WRITE_MS 5000 /* and its reply be taken within 5 s */
+#define SERVE_CTL_BUDGET_MS 20  /* time serve_ctl_serve starts new work in, per call */
+#define SERVE_CTL_CHECK_MS  500 /* an access check's child answers within this, or is killed:
+                                   the user may stop it (it is theirs), not hold the loop */
+
+typedef struct ctl_conn ctl_conn_t;
+
 struct serve_ctl {
     int fd;
     char *path;
     serve_ctl_stats_t stats;
+    ctl_conn_t *conns[SERVE_CTL_MAX_CONNS];
+    size_t n_conns;
 };
+
+static void conn_close(serve_ctl_t *c, size_t i);
+static uint64_t now_ms(void);
 
 /* The request words, in enum serve_ctl_cmd's order. */
 static const char *const cmd_names[] = {"list", "dump", "flush", "record", "set-rate", "reload"};
@@ -173,9 +192,79 @@ out:
     return err;
 }
 
-int serve_ctl_authorized(const serve_ctl_peer_t *peer, uid_t owner)
+/* The child of serve_ctl_may_read: PEER's ids, then one byte per pid on FD. */
+static void may_read_child(const serve_ctl_peer_t *peer, const pid_t *pids, size_t n, int fd)
 {
-    return peer->uid == 0 || peer->uid == owner;
+    unsigned char buf[4096];
+    /* the user may signal this process once it is theirs, but not read it: not dumpable */
+    if (setgroups(0, NULL) != 0 || setresgid(peer->gid, peer->gid, peer->gid) != 0 ||
+        setresuid(peer->uid, peer->uid, peer->uid) != 0 || geteuid() != peer->uid ||
+        prctl(PR_SET_DUMPABLE, 0) != 0)
+        _exit(1);
+    for (size_t i = 0; i < n;) {
+        size_t k = 0;
+        for (; k < sizeof buf && i < n; k++, i++)
+            buf[k] = syscall(SYS_kcmp, pids[i], pids[i], KCMP_VM, 0, 0) == 0;
+        for (size_t off = 0; off < k;) {
+            ssize_t w = write(fd, buf + off, k - off);
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0)
+                _exit(1);
+            off += (size_t)w;
+        }
+    }
+    _exit(0);
+}
+
+int serve_ctl_may_read(const serve_ctl_peer_t *peer, const pid_t *pids, size_t n,
+                       unsigned char *ok)
+{
+    memset(ok, 0, n);
+    if (n > SERVE_CTL_MAX_PIDS)
+        return SCRY_E_INVAL;
+    if (peer->uid == 0) {
+        memset(ok, 1, n);
+        return 0;
+    }
+    if (n == 0)
+        return 0;
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0)
+        return SCRY_E_IO;
+    pid_t c = fork();
+    if (c == 0) {
+        close(p[0]);
+        may_read_child(peer, pids, n, p[1]);
+    }
+    close(p[1]);
+    int err = c < 0 ? SCRY_E_IO : 0;
+    size_t got = 0;
+    uint64_t deadline = now_ms() + SERVE_CTL_CHECK_MS;
+    while (c > 0 && got < n) {
+        uint64_t t = now_ms();
+        struct pollfd pf = {.fd = p[0], .events = POLLIN};
+        if (t >= deadline || poll(&pf, 1, (int)(deadline - t)) == 0) {
+            err = SCRY_E_TIMEOUT;
+            break;
+        }
+        ssize_t r = read(p[0], ok + got, n - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            err = SCRY_E_IO;
+            break;
+        }
+        got += (size_t)r;
+    }
+    close(p[0]);
+    if (c > 0) {
+        kill(c, SIGKILL);
+        waitpid(c, NULL, 0);
+    }
+    if (err)
+        memset(ok, 0, n);
+    return err;
 }
 
 serve_ctl_t *serve_ctl_new(const char *path, char *msg, size_t msglen)
@@ -191,10 +280,10 @@ serve_ctl_t *serve_ctl_new(const char *path, char *msg, size_t msglen)
     char *slash = strrchr(dir, '/');
     if (slash && slash != dir) {
         *slash = '\0';
-        if (serve_mkdirs(dir) != 0) {
-            snprintf(msg, msglen, "%s: cannot create the directory: %s", dir, strerror(errno));
+        int dfd = serve_dir_open(dir, 0755, (gid_t)-1, msg, msglen);
+        if (dfd < 0)
             return NULL;
-        }
+        close(dfd);
     }
     struct stat st;
     if (lstat(path, &st) == 0) {
@@ -212,9 +301,13 @@ serve_ctl_t *serve_ctl_new(const char *path, char *msg, size_t msglen)
             close(probe);
         unlink(path); /* stale */
     }
+    /* mode 0666 from the start (authorisation is per request): no chmod by name, which
+     * would follow a link put in the socket's place */
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || chmod(path, 0666) != 0 ||
-        listen(fd, 64) != 0) {
+    mode_t old_umask = umask(0111);
+    int bound = fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
+    umask(old_umask);
+    if (!bound || listen(fd, 64) != 0) {
         snprintf(msg, msglen, "%s: cannot listen: %s", path, strerror(errno));
         if (fd >= 0)
             close(fd);
@@ -236,21 +329,29 @@ void serve_ctl_free(serve_ctl_t *c)
 {
     if (!c)
         return;
+    while (c->n_conns)
+        conn_close(c, 0);
     close(c->fd);
     unlink(c->path);
     free(c->path);
     free(c);
 }
 
-int serve_ctl_fd(const serve_ctl_t *c)
-{
-    return c->fd;
-}
-
 const serve_ctl_stats_t *serve_ctl_stats(const serve_ctl_t *c)
 {
     return &c->stats;
 }
+
+/* One client connection: its request being read, then its reply being written. */
+typedef struct ctl_conn {
+    int fd;
+    serve_ctl_peer_t peer;
+    uint64_t deadline_ms; /* reading, then writing, ends then */
+    size_t got;
+    char *out; /* the reply being sent (NULL: still reading) */
+    size_t out_len, out_off;
+    char in[SERVE_CTL_MAX_REQUEST + 2];
+} ctl_conn_t;
 
 static uint64_t now_ms(void)
 {
@@ -278,106 +379,247 @@ static int write_all(int fd, const char *buf, size_t len, uint64_t deadline_ms)
     return 0;
 }
 
-static void reply_error(int fd, const char *why, uint64_t deadline_ms)
-{
-    json_object *r = json_object_new_object();
-    json_object_object_add(r, "ok", json_object_new_boolean(0));
-    json_object_object_add(r, "error", json_object_new_string(why));
-    const char *t = json_object_to_json_string_ext(r, JSON_C_TO_STRING_PLAIN);
-    write_all(fd, t, strlen(t), deadline_ms);
-    write_all(fd, "\n", 1, deadline_ms);
-    json_object_put(r);
-}
-
-/* Serves one connection. */
-static void serve_one(serve_ctl_t *c, int fd, serve_ctl_handler handler, void *ctx)
-{
-    char buf[SERVE_CTL_MAX_REQUEST + 2];
-    size_t got = 0;
-    uint64_t deadline = now_ms() + 1000;
-    struct ucred cred;
-    socklen_t cl = sizeof cred;
-    c->stats.requests++;
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0) {
-        c->stats.bad_requests++;
-        return;
-    }
-    serve_ctl_peer_t peer = {cred.pid, cred.uid, cred.gid, fd};
-    int complete = 0;
-    while (!complete && got < sizeof buf) {
-        ssize_t n = recv(fd, buf + got, sizeof buf - got, MSG_DONTWAIT);
-        if (n > 0) {
-            if (memchr(buf + got, '\n', (size_t)n))
-                complete = 1;
-            got += (size_t)n;
-            continue;
-        }
-        if (n == 0) {
-            complete = 1;
-            break;
-        }
-        if (errno != EAGAIN && errno != EINTR)
-            break;
-        uint64_t t = now_ms();
-        if (t >= deadline)
-            break;
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        poll(&p, 1, (int)(deadline - t));
-    }
-    if (got > SERVE_CTL_MAX_REQUEST) {
-        c->stats.bad_requests++;
-        reply_error(fd, "request too large (at most 4096 bytes)", deadline + 1000);
-        return;
-    }
-    if (!complete) {
-        c->stats.bad_requests++;
-        reply_error(fd, "incomplete request (end it with a newline)", deadline + 1000);
-        return;
-    }
-    char *nl = memchr(buf, '\n', got);
-    size_t len = nl ? (size_t)(nl - buf) : got;
-    char why[256];
-    serve_ctl_req_t req;
-    if (serve_ctl_parse(buf, len, &req, why, sizeof why) != 0) {
-        c->stats.bad_requests++;
-        serve_log("control: bad request from pid %d uid %u: %s", (int)peer.pid, (unsigned)peer.uid,
-                  why);
-        reply_error(fd, why, deadline + 1000);
-        return;
-    }
-    json_object *reply = json_object_new_object();
-    if (!reply)
-        return;
-    /* a reply (a large dump) may take longer than the request: 5 s */
-    if (handler(ctx, &req, &peer, reply) == 0)
-        serve_ctl_reply(fd, reply, 5);
-    json_object_put(reply);
-}
-
-int serve_ctl_reply(int fd, json_object *reply, double timeout_s)
+/* REPLY as one line of text (malloc'ed, "ok": true added when it has no "ok"), or NULL. */
+static char *reply_line(json_object *reply, size_t *len)
 {
     json_object *ok;
     if (!json_object_object_get_ex(reply, "ok", &ok))
         json_object_object_add(reply, "ok", json_object_new_boolean(1));
     const char *t = json_object_to_json_string_ext(reply, JSON_C_TO_STRING_PLAIN);
-    uint64_t wdl = now_ms() + (uint64_t)(timeout_s * 1000);
-    if (write_all(fd, t, strlen(t), wdl) != 0 || write_all(fd, "\n", 1, wdl) != 0)
-        return SCRY_E_IO;
-    return 0;
+    size_t n = t ? strlen(t) : 0;
+    char *line = t ? malloc(n + 2) : NULL;
+    if (!line)
+        return NULL;
+    memcpy(line, t, n);
+    line[n] = '\n';
+    line[n + 1] = '\0';
+    *len = n + 1;
+    return line;
 }
 
-int serve_ctl_serve(serve_ctl_t *c, serve_ctl_handler handler, void *ctx)
+int serve_ctl_reply(int fd, json_object *reply, double timeout_s)
 {
-    int served = 0;
-    for (int i = 0; i < 16; i++) {
-        int fd = accept4(c->fd, NULL, NULL, SOCK_CLOEXEC);
-        if (fd < 0)
-            break;
-        serve_one(c, fd, handler, ctx);
-        close(fd);
-        served++;
+    size_t len = 0;
+    char *line = reply_line(reply, &len);
+    int err = line && write_all(fd, line, len, now_ms() + (uint64_t)(timeout_s * 1000)) == 0
+                  ? 0
+                  : SCRY_E_IO;
+    free(line);
+    return err;
+}
+
+static void conn_close(serve_ctl_t *c, size_t i)
+{
+    ctl_conn_t *k = c->conns[i];
+    close(k->fd);
+    free(k->out);
+    free(k);
+    c->conns[i] = c->conns[--c->n_conns];
+}
+
+/* Queues REPLY on connection K and sends what the socket takes now; the rest goes out as
+ * the client reads (within SERVE_CTL_WRITE_MS). */
+static void conn_answer(ctl_conn_t *k, json_object *reply)
+{
+    k->out = reply_line(reply, &k->out_len);
+    if (!k->out) {
+        k->out = strdup("");
+        k->out_len = 0;
     }
-    return served;
+    k->out_off = 0;
+    k->deadline_ms = now_ms() + SERVE_CTL_WRITE_MS;
+}
+
+static void conn_error(ctl_conn_t *k, const char *why)
+{
+    json_object *r = json_object_new_object();
+    json_object_object_add(r, "ok", json_object_new_boolean(0));
+    json_object_object_add(r, "error", json_object_new_string(why));
+    conn_answer(k, r);
+    json_object_put(r);
+}
+
+/* Sends what the socket takes of K's reply. Returns 1 when the connection is done (all
+ * sent, or the client gone), 0 to keep it. */
+static int conn_flush(ctl_conn_t *k)
+{
+    while (k->out_off < k->out_len) {
+        ssize_t n = send(k->fd, k->out + k->out_off, k->out_len - k->out_off,
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) {
+            k->out_off += (size_t)n;
+            continue;
+        }
+        return n < 0 && (errno == EAGAIN || errno == EINTR) ? 0 : 1;
+    }
+    return 1;
+}
+
+/* Reads what K's client sent; when the request is complete, answers it through HANDLER.
+ * Returns 1 when the connection is done, 0 to keep it. */
+static int conn_read(serve_ctl_t *c, ctl_conn_t *k, serve_ctl_handler handler, void *ctx)
+{
+    int complete = 0;
+    while (!complete && k->got < sizeof k->in) {
+        ssize_t n = recv(k->fd, k->in + k->got, sizeof k->in - k->got, MSG_DONTWAIT);
+        if (n > 0) {
+            complete = memchr(k->in + k->got, '\n', (size_t)n) != NULL;
+            k->got += (size_t)n;
+        } else if (n == 0) {
+            complete = 1;
+        } else if (errno == EAGAIN || errno == EINTR) {
+            return 0;
+        } else {
+            return 1;
+        }
+    }
+    c->stats.requests++;
+    if (k->got > SERVE_CTL_MAX_REQUEST) {
+        c->stats.bad_requests++;
+        conn_error(k, "request too large (at most 4096 bytes)");
+        return conn_flush(k);
+    }
+    char *nl = memchr(k->in, '\n', k->got);
+    size_t len = nl ? (size_t)(nl - k->in) : k->got;
+    char why[256];
+    serve_ctl_req_t req;
+    if (serve_ctl_parse(k->in, len, &req, why, sizeof why) != 0) {
+        c->stats.bad_requests++;
+        serve_log("control: bad request from pid %d uid %u: %s", (int)k->peer.pid,
+                  (unsigned)k->peer.uid, why);
+        conn_error(k, why);
+        return conn_flush(k);
+    }
+    json_object *reply = json_object_new_object();
+    if (!reply)
+        return 1;
+    int later = handler(ctx, &req, &k->peer, reply);
+    if (!later)
+        conn_answer(k, reply);
+    json_object_put(reply);
+    return later ? 1 : conn_flush(k); /* answered later: the handler's process holds a copy */
+}
+
+/* Connections of UID now. */
+static size_t conns_of(const serve_ctl_t *c, uid_t uid)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < c->n_conns; i++)
+        n += c->conns[i]->peer.uid == uid;
+    return n;
+}
+
+/* Accepts the pending connections (at most 16 a call) and reads what each sent already;
+ * one over the limits is answered with an error (without waiting) and closed. */
+static void accept_new(serve_ctl_t *c, serve_ctl_handler handler, void *ctx)
+{
+    for (int i = 0; i < 16; i++) {
+        int fd = accept4(c->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0)
+            return;
+        struct ucred cred;
+        socklen_t cl = sizeof cred;
+        ctl_conn_t *k = NULL;
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 ||
+            !(k = calloc(1, sizeof *k))) {
+            c->stats.bad_requests++;
+            close(fd);
+            continue;
+        }
+        k->fd = fd;
+        k->peer.pid = cred.pid;
+        k->peer.uid = cred.uid;
+        k->peer.gid = cred.gid;
+        k->peer.fd = fd;
+        socklen_t gl = sizeof k->peer.groups;
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, k->peer.groups, &gl) == 0)
+            k->peer.ngroups = gl / sizeof k->peer.groups[0];
+        k->deadline_ms = now_ms() + SERVE_CTL_READ_MS;
+        if (c->n_conns >= SERVE_CTL_MAX_CONNS ||
+            conns_of(c, cred.uid) >= SERVE_CTL_MAX_CONNS_PER_UID) {
+            c->stats.refused++;
+            conn_error(k, "too many connections (at most 8 per user): try again later");
+            conn_flush(k);
+            close(fd);
+            free(k->out);
+            free(k);
+            continue;
+        }
+        c->conns[c->n_conns++] = k;
+        /* a quick client's request is often there already: served now, its slot freed */
+        if (conn_read(c, k, handler, ctx))
+            conn_close(c, c->n_conns - 1);
+    }
+}
+
+size_t serve_ctl_pollfds(const serve_ctl_t *c, struct pollfd *fds, size_t max)
+{
+    size_t n = 0;
+    if (max > 0)
+        fds[n++] = (struct pollfd){.fd = c->fd, .events = POLLIN};
+    for (size_t i = 0; i < c->n_conns && n < max; i++)
+        fds[n++] = (struct pollfd){.fd = c->conns[i]->fd,
+                                   .events = c->conns[i]->out ? POLLOUT : POLLIN};
+    return n;
+}
+
+uint64_t serve_ctl_deadline_ns(const serve_ctl_t *c)
+{
+    uint64_t d = UINT64_MAX;
+    for (size_t i = 0; i < c->n_conns; i++)
+        if (c->conns[i]->deadline_ms * 1000000u < d)
+            d = c->conns[i]->deadline_ms * 1000000u;
+    return d;
+}
+
+int serve_ctl_serve(serve_ctl_t *c, const struct pollfd *fds, size_t nfds,
+                    serve_ctl_handler handler, void *ctx)
+{
+    uint64_t req0 = c->stats.requests;
+    uint64_t t0 = now_ms();
+    for (size_t f = 1; f < nfds; f++) {
+        if (!fds[f].revents)
+            continue;
+        /* requests answered in the loop (a dump) take time: past the budget the rest wait
+         * for the next call, after the loop's due work */
+        if (now_ms() - t0 >= SERVE_CTL_BUDGET_MS)
+            break;
+        for (size_t i = 0; i < c->n_conns; i++) {
+            ctl_conn_t *k = c->conns[i];
+            if (k->fd != fds[f].fd)
+                continue;
+            int done = k->out ? conn_flush(k) : conn_read(c, k, handler, ctx);
+            if (done)
+                conn_close(c, i);
+            break;
+        }
+    }
+    /* overdue: a request not complete in time gets an error, a reply not taken is dropped */
+    uint64_t t = now_ms();
+    for (size_t i = 0; i < c->n_conns;) {
+        ctl_conn_t *k = c->conns[i];
+        if (t < k->deadline_ms) {
+            i++;
+            continue;
+        }
+        if (!k->out) {
+            c->stats.bad_requests++;
+            conn_error(k, "incomplete request (end it with a newline)");
+            conn_flush(k);
+        }
+        conn_close(c, i);
+    }
+    if (nfds > 0 && fds[0].revents && now_ms() - t0 < SERVE_CTL_BUDGET_MS)
+        accept_new(c, handler, ctx);
+    return (int)(c->stats.requests - req0);
+}
+
+void serve_ctl_close_in_child(serve_ctl_t *c, int keep_fd)
+{
+    close(c->fd);
+    for (size_t i = 0; i < c->n_conns; i++)
+        if (c->conns[i]->fd != keep_fd)
+            close(c->conns[i]->fd);
 }
 
 int serve_ctl_call(const char *path, const char *request, double timeout_s, char **reply)

@@ -30,7 +30,7 @@ static void load(void)
         {"curl_mime_free", &serve_curl.mime_free},
         {"curl_mime_addpart", &serve_curl.mime_addpart},
         {"curl_mime_name", &serve_curl.mime_name},
-        {"curl_mime_filedata", &serve_curl.mime_filedata},
+        {"curl_mime_data", &serve_curl.mime_data},
         {"curl_mime_filename", &serve_curl.mime_filename},
         {"curl_mime_type", &serve_curl.mime_type},
         {"curl_slist_append", &serve_curl.slist_append},

@@ -25,7 +25,7 @@ typedef struct serve_curl_api {
     void (*mime_free)(curl_mime *m);
     curl_mimepart *(*mime_addpart)(curl_mime *m);
     CURLcode (*mime_name)(curl_mimepart *p, const char *name);
-    CURLcode (*mime_filedata)(curl_mimepart *p, const char *path);
+    CURLcode (*mime_data)(curl_mimepart *p, const char *data, size_t len);
     CURLcode (*mime_filename)(curl_mimepart *p, const char *name);
     CURLcode (*mime_type)(curl_mimepart *p, const char *type);
     struct curl_slist *(*slist_append)(struct curl_slist *l, const char *s);
@@ -56,7 +56,7 @@ int serve_curl_load(char *msg, size_t msglen);
 #define curl_mime_free      serve_curl.mime_free
 #define curl_mime_addpart   serve_curl.mime_addpart
 #define curl_mime_name      serve_curl.mime_name
-#define curl_mime_filedata  serve_curl.mime_filedata
+#define curl_mime_data      serve_curl.mime_data
 #define curl_mime_filename  serve_curl.mime_filename
 #define curl_mime_type      serve_curl.mime_type
 #define curl_slist_append   serve_curl.slist_append

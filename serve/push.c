@@ -9,6 +9,7 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,9 +21,11 @@
 #define PUSH_MAX_ENTRIES 100000
 #define PUSH_QUERY_MAX   4096
 #define PUSH_SECRET_MAX  4096
+#define PUSH_PROFILE_MAX (256u << 20) /* a spooled window larger than this is dropped */
 
 struct serve_push {
     char *url, *user, *password_file, *token_file, *tenant, *spool_dir;
+    int spool_fd; /* the spool directory, checked and held (serve_dir_open) */
     double timeout_s, backoff_max_s;
     uint64_t spool_max_bytes;
     uint64_t next_seq;
@@ -49,25 +52,30 @@ static int cmp_seq(const void *a, const void *b)
 /* Lists the complete spool entries (a SEQ.query with its SEQ.pb.gz) in order. Incomplete
  * leftovers older than a minute are removed. Returns the count (<= PUSH_MAX_ENTRIES) or a
  * negative code; *OUT is malloc'ed. */
-static int spool_list(const char *dir, spool_ent_t **out, uint64_t *max_seq)
+static int spool_list(int dfd, spool_ent_t **out, uint64_t *max_seq)
 {
     *out = NULL;
-    DIR *d = opendir(dir);
-    if (!d)
+    int fd = dup(dfd);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
         return SCRY_E_IO;
+    }
+    rewinddir(d);
     spool_ent_t *list = NULL;
     size_t n = 0, cap = 0;
     struct dirent *de;
-    char path[4400];
+    char path[64];
     time_t now = time(NULL);
     while ((de = readdir(d)) != NULL) {
         char *end;
         if (!isdigit((unsigned char)de->d_name[0])) {
             if (strncmp(de->d_name, ".tmp-", 5) == 0) {
                 struct stat st;
-                snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-                if (stat(path, &st) == 0 && st.st_mtime < now - 60)
-                    unlink(path);
+                if (fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                    st.st_mtime < now - 60)
+                    unlinkat(fd, de->d_name, 0);
             }
             continue;
         }
@@ -77,11 +85,11 @@ static int spool_list(const char *dir, spool_ent_t **out, uint64_t *max_seq)
         if (strcmp(end, ".query") != 0)
             continue;
         struct stat qs, ps;
-        snprintf(path, sizeof path, "%s/%llu.pb.gz", dir, (unsigned long long)seq);
-        if (stat(path, &ps) != 0)
+        snprintf(path, sizeof path, "%llu.pb.gz", (unsigned long long)seq);
+        if (fstatat(fd, path, &ps, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(ps.st_mode))
             continue;
-        snprintf(path, sizeof path, "%s/%llu.query", dir, (unsigned long long)seq);
-        if (stat(path, &qs) != 0)
+        snprintf(path, sizeof path, "%llu.query", (unsigned long long)seq);
+        if (fstatat(fd, path, &qs, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(qs.st_mode))
             continue;
         if (n >= PUSH_MAX_ENTRIES)
             break;
@@ -106,13 +114,41 @@ static int spool_list(const char *dir, spool_ent_t **out, uint64_t *max_seq)
     return (int)n;
 }
 
-static void spool_remove(const char *dir, uint64_t seq)
+static void spool_remove(int dfd, uint64_t seq)
 {
-    char path[4400];
-    snprintf(path, sizeof path, "%s/%llu.query", dir, (unsigned long long)seq);
-    unlink(path);
-    snprintf(path, sizeof path, "%s/%llu.pb.gz", dir, (unsigned long long)seq);
-    unlink(path);
+    char name[64];
+    snprintf(name, sizeof name, "%llu.query", (unsigned long long)seq);
+    unlinkat(dfd, name, 0);
+    snprintf(name, sizeof name, "%llu.pb.gz", (unsigned long long)seq);
+    unlinkat(dfd, name, 0);
+}
+
+/* The contents of regular file NAME in directory DFD (no symbolic link followed), at most
+ * MAX bytes (malloc'ed, NUL-terminated; *LEN its length), or NULL. */
+static char *spool_read(int dfd, const char *name, size_t max, size_t *len)
+{
+    int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    char *buf = NULL;
+    if (fd < 0)
+        return NULL;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > max ||
+        !(buf = malloc((size_t)st.st_size + 1)))
+        goto out;
+    size_t got = 0;
+    while (got < (size_t)st.st_size) {
+        ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    buf[got] = '\0';
+    *len = got;
+out:
+    close(fd);
+    return buf;
 }
 
 /* Reads a whole small file (at most MAX-1 bytes) into BUF, trailing newlines removed.
@@ -136,7 +172,7 @@ static ssize_t read_file(const char *path, char *buf, size_t max)
 static void update_spool_stats(serve_push_t *p)
 {
     spool_ent_t *list;
-    int n = spool_list(p->spool_dir, &list, NULL);
+    int n = spool_list(p->spool_fd, &list, NULL);
     uint64_t bytes = 0;
     for (int i = 0; i < n; i++)
         bytes += list[i].bytes;
@@ -167,13 +203,19 @@ static int progress_cb(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, cu
  * the entry is unreadable (to be dropped). */
 static long post_entry(serve_push_t *p, CURL *c, uint64_t seq)
 {
-    char path[4400], query[PUSH_QUERY_MAX], url[8192], secret[PUSH_SECRET_MAX];
+    char name[64], url[8192], secret[PUSH_SECRET_MAX];
     long status = -1;
     struct curl_slist *hdrs = NULL;
     curl_mime *mime = NULL;
-    snprintf(path, sizeof path, "%s/%llu.query", p->spool_dir, (unsigned long long)seq);
-    if (read_file(path, query, sizeof query) <= 0)
+    size_t qlen = 0, plen = 0;
+    snprintf(name, sizeof name, "%llu.query", (unsigned long long)seq);
+    char *query = spool_read(p->spool_fd, name, PUSH_QUERY_MAX, &qlen), *prof = NULL;
+    while (qlen > 0 && (query[qlen - 1] == '\n' || query[qlen - 1] == '\r'))
+        query[--qlen] = '\0';
+    if (!query || qlen == 0) {
+        free(query);
         return 0;
+    }
     size_t ul = strlen(p->url);
     while (ul > 0 && p->url[ul - 1] == '/')
         ul--;
@@ -191,9 +233,10 @@ static long post_entry(serve_push_t *p, CURL *c, uint64_t seq)
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
     mime = curl_mime_init(c);
     curl_mimepart *part = curl_mime_addpart(mime);
-    snprintf(path, sizeof path, "%s/%llu.pb.gz", p->spool_dir, (unsigned long long)seq);
+    snprintf(name, sizeof name, "%llu.pb.gz", (unsigned long long)seq);
     curl_mime_name(part, "profile");
-    if (curl_mime_filedata(part, path) != CURLE_OK) {
+    if (!(prof = spool_read(p->spool_fd, name, PUSH_PROFILE_MAX, &plen)) ||
+        curl_mime_data(part, prof, plen) != CURLE_OK) {
         status = 0;
         goto out;
     }
@@ -234,6 +277,8 @@ static long post_entry(serve_push_t *p, CURL *c, uint64_t seq)
     else
         status = -1;
 out:
+    free(query);
+    free(prof);
     memset(secret, 0, sizeof secret);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
     curl_easy_setopt(c, CURLOPT_MIMEPOST, NULL);
@@ -260,7 +305,7 @@ static void *push_thread(void *arg)
         }
         pthread_mutex_unlock(&p->lock);
         spool_ent_t *list = NULL;
-        int n = spool_list(p->spool_dir, &list, NULL);
+        int n = spool_list(p->spool_fd, &list, NULL);
         uint64_t seq = n > 0 ? list[0].seq : 0;
         free(list);
         double wait_s = 1.0;
@@ -275,7 +320,7 @@ static void *push_thread(void *arg)
                 pthread_mutex_lock(&p->lock);
                 p->stats.pushed++;
                 pthread_mutex_unlock(&p->lock);
-                spool_remove(p->spool_dir, seq);
+                spool_remove(p->spool_fd, seq);
                 if (down)
                     serve_log("push: %s reachable again; sending the spool", p->url);
                 down = 0;
@@ -288,7 +333,7 @@ static void *push_thread(void *arg)
                 pthread_mutex_lock(&p->lock);
                 p->stats.rejected++;
                 pthread_mutex_unlock(&p->lock);
-                spool_remove(p->spool_dir, seq);
+                spool_remove(p->spool_fd, seq);
                 wait_s = 0;
             } else {
                 backoff = backoff == 0 ? 0.5 : backoff * 2;
@@ -351,6 +396,7 @@ serve_push_t *serve_push_new(const serve_push_opts_t *o, char *msg, size_t msgle
     p->token_file = dup_or_null(o->token_file);
     p->tenant = dup_or_null(o->tenant);
     p->spool_dir = dup_or_null(o->spool_dir);
+    p->spool_fd = -1;
     p->timeout_s = o->timeout_s > 0 ? o->timeout_s : 10;
     p->backoff_max_s = o->backoff_max_s > 0 ? o->backoff_max_s : 10;
     p->spool_max_bytes = o->spool_max_bytes;
@@ -368,14 +414,11 @@ serve_push_t *serve_push_new(const serve_push_opts_t *o, char *msg, size_t msgle
         snprintf(msg, msglen, "push: the tenant id has a line break");
         goto fail;
     }
-    if (serve_mkdirs(p->spool_dir) != 0) {
-        snprintf(msg, msglen, "%s: cannot create the spool directory: %s", p->spool_dir,
-                 strerror(errno));
+    if ((p->spool_fd = serve_dir_open(p->spool_dir, 0700, (gid_t)-1, msg, msglen)) < 0)
         goto fail;
-    }
     spool_ent_t *list;
     uint64_t max_seq = 0;
-    int n = spool_list(p->spool_dir, &list, &max_seq);
+    int n = spool_list(p->spool_fd, &list, &max_seq);
     if (n < 0) {
         snprintf(msg, msglen, "%s: cannot list the spool", p->spool_dir);
         goto fail;
@@ -409,6 +452,8 @@ void serve_push_free(serve_push_t *p)
     }
     pthread_cond_destroy(&p->cond);
     pthread_mutex_destroy(&p->lock);
+    if (p->spool_fd >= 0)
+        close(p->spool_fd);
     free(p->url);
     free(p->user);
     free(p->password_file);
@@ -470,7 +515,7 @@ static void enforce_limit(serve_push_t *p, uint64_t incoming)
     if (p->spool_max_bytes == 0)
         return;
     spool_ent_t *list;
-    int n = spool_list(p->spool_dir, &list, NULL);
+    int n = spool_list(p->spool_fd, &list, NULL);
     if (n < 0)
         return;
     uint64_t total = incoming;
@@ -478,7 +523,7 @@ static void enforce_limit(serve_push_t *p, uint64_t incoming)
         total += list[i].bytes;
     uint64_t dropped = 0;
     for (int i = 0; i < n && total > p->spool_max_bytes; i++) {
-        spool_remove(p->spool_dir, list[i].seq);
+        spool_remove(p->spool_fd, list[i].seq);
         total -= list[i].bytes;
         dropped++;
     }
@@ -499,7 +544,7 @@ int serve_push_enqueue(serve_push_t *p, const char *service, const serve_push_la
                        size_t n_labels, int64_t from, int64_t until, double rate_hz,
                        const void *pprof, size_t len)
 {
-    char name[2048], query[PUSH_QUERY_MAX], path[4400];
+    char name[2048], query[PUSH_QUERY_MAX], file[64];
     int err = serve_push_app_name(service, labels, n_labels, name, sizeof name);
     if (err)
         return err;
@@ -520,12 +565,12 @@ int serve_push_enqueue(serve_push_t *p, const char *service, const serve_push_la
     pthread_mutex_lock(&p->lock);
     uint64_t seq = p->next_seq++;
     pthread_mutex_unlock(&p->lock);
-    snprintf(path, sizeof path, "%s/%llu.pb.gz", p->spool_dir, (unsigned long long)seq);
-    if (serve_write_atomic(path, pprof, len) != 0)
+    snprintf(file, sizeof file, "%llu.pb.gz", (unsigned long long)seq);
+    if (serve_write_at(p->spool_fd, file, pprof, len, 0600, (gid_t)-1) != 0)
         return SCRY_E_IO;
-    snprintf(path, sizeof path, "%s/%llu.query", p->spool_dir, (unsigned long long)seq);
-    if (serve_write_atomic(path, query, (size_t)q) != 0) {
-        spool_remove(p->spool_dir, seq);
+    snprintf(file, sizeof file, "%llu.query", (unsigned long long)seq);
+    if (serve_write_at(p->spool_fd, file, query, (size_t)q, 0600, (gid_t)-1) != 0) {
+        spool_remove(p->spool_fd, seq);
         return SCRY_E_IO;
     }
     update_spool_stats(p);
@@ -541,7 +586,7 @@ int serve_push_drain(serve_push_t *p, double timeout_s)
     uint64_t t0 = scry_now_ns();
     for (;;) {
         spool_ent_t *list;
-        int n = spool_list(p->spool_dir, &list, NULL);
+        int n = spool_list(p->spool_fd, &list, NULL);
         free(list);
         if (n <= 0) {
             /* the push thread updates the counts after it removes a window: the caller may

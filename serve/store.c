@@ -19,40 +19,166 @@
 
 struct serve_store {
     char *dir;
+    int dfd; /* the out-dir, checked and held (serve_dir_open) */
+    gid_t gid;
     double max_age_s;
     uint64_t max_bytes;
     serve_store_stats_t stats;
 };
 
-int serve_mkdirs(const char *dir)
+/* A directory the daemon may keep files in: owned by the daemon's user (root) and
+ * writable by nobody else. WORLD_STICKY allows a world-writable directory with the sticky
+ * bit (/tmp: nobody else can rename or delete the daemon's entries there). */
+static int dir_trusted(const struct stat *st, int world_sticky)
 {
-    char path[4096];
-    if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path)
-        return SCRY_E_IO;
-    for (char *p = path + 1;; p++) {
-        if (*p == '/' || *p == '\0') {
-            char c = *p;
-            *p = '\0';
-            if (mkdir(path, 0755) != 0 && errno != EEXIST)
-                return SCRY_E_IO;
-            *p = c;
-            if (!c)
-                break;
-        }
-    }
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISDIR(st.st_mode) ? 0 : SCRY_E_IO;
+    if (!S_ISDIR(st->st_mode) || st->st_uid != geteuid())
+        return 0;
+    if (!(st->st_mode & (S_IWGRP | S_IWOTH)))
+        return 1;
+    return world_sticky && (st->st_mode & S_ISVTX);
 }
 
-int serve_write_atomic(const char *path, const void *data, size_t len)
+/* Opens component NAME of directory DFD (no symbolic link followed), creating it with
+ * MODE when missing (*CREATED set). Returns a descriptor or -1 (errno). */
+static int open_component(int dfd, const char *name, mode_t mode, int *created)
 {
-    char tmp[4200];
-    const char *slash = strrchr(path, '/');
-    int dlen = slash ? (int)(slash - path) : 0;
-    if (snprintf(tmp, sizeof tmp, "%.*s%s.tmp-%s-XXXXXX", dlen, path, slash ? "/" : "",
-                 slash ? slash + 1 : path) >= (int)sizeof tmp)
+    int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0 || errno != ENOENT)
+        return fd;
+    if (mkdirat(dfd, name, mode) == 0)
+        *created = 1;
+    else if (errno != EEXIST)
+        return -1;
+    return openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}
+
+/* Replaces REST (the path still to walk, starting at P inside it) by TARGET + "/" + P.
+ * Returns 0 or -1 (too long). */
+static int splice_link(char *rest, size_t restlen, const char *p, const char *target)
+{
+    char tmp[4096];
+    int n = snprintf(tmp, sizeof tmp, "%s/%s", target, p);
+    if (n < 0 || (size_t)n >= sizeof tmp || (size_t)n >= restlen)
+        return -1;
+    memcpy(rest, tmp, (size_t)n + 1);
+    return 0;
+}
+
+int serve_dir_open(const char *path, mode_t mode, gid_t gid, char *msg, size_t msglen)
+{
+    char rest[4096], comp[256], target[4096], last[256] = "/";
+    int links = 0;
+    if (path[0] != '/' || snprintf(rest, sizeof rest, "%s", path) >= (int)sizeof rest) {
+        snprintf(msg, msglen, "%s: not an absolute path, or too long", path);
+        return -1;
+    }
+    int fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    const char *p = rest;
+    while (fd >= 0) {
+        while (*p == '/')
+            p++;
+        size_t cl = strcspn(p, "/");
+        struct stat st;
+        /* every directory walked through is checked, the last one strictly */
+        if (fstat(fd, &st) != 0 || !dir_trusted(&st, cl > 0)) {
+            snprintf(msg, msglen,
+                     "%s: refused: %s is not safe for the daemon's files (it must belong to "
+                     "the daemon's user and be writable by nobody else%s)",
+                     path, last, cl ? ", or be sticky like /tmp" : "");
+            break;
+        }
+        if (cl == 0)
+            return fd;
+        if (cl >= sizeof comp) {
+            snprintf(msg, msglen, "%s: a component is too long", path);
+            break;
+        }
+        memcpy(comp, p, cl);
+        comp[cl] = '\0';
+        p += cl;
+        while (*p == '/')
+            p++;
+        int final = *p == '\0';
+        if (strcmp(comp, ".") == 0)
+            continue;
+        if (strcmp(comp, "..") == 0) {
+            snprintf(msg, msglen, "%s: refused: '..' in the path", path);
+            break;
+        }
+        if (fstatat(fd, comp, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)) {
+            /* a link is followed only when the daemon's user made it, in a directory
+             * nobody else may write (checked above) */
+            ssize_t tl = -1;
+            if (st.st_uid == geteuid() && ++links <= 40)
+                tl = readlinkat(fd, comp, target, sizeof target - 1);
+            if (tl <= 0) {
+                snprintf(msg, msglen, "%s: refused: %s is a symbolic link of another user", path,
+                         comp);
+                break;
+            }
+            target[tl] = '\0';
+            if (splice_link(rest, sizeof rest, p, target) != 0) {
+                snprintf(msg, msglen, "%s: the path is too long once %s is followed", path, comp);
+                break;
+            }
+            p = rest;
+            if (rest[0] == '/') {
+                close(fd);
+                fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                snprintf(last, sizeof last, "/");
+            }
+            continue;
+        }
+        int created = 0;
+        int sub = open_component(fd, comp, final ? mode : 0755, &created);
+        if (sub < 0) {
+            snprintf(msg, msglen, "%s: cannot open or create %s: %s", path, comp,
+                     errno == ELOOP || errno == ENOTDIR ? "not a directory" : strerror(errno));
+            break;
+        }
+        if (created && final && gid != (gid_t)-1 &&
+            (fchown(sub, (uid_t)-1, gid) != 0 || fchmod(sub, mode) != 0)) {
+            snprintf(msg, msglen, "%s: cannot set its group: %s", path, strerror(errno));
+            close(sub);
+            break;
+        }
+        close(fd);
+        fd = sub;
+        snprintf(last, sizeof last, "%s", comp);
+    }
+    if (fd >= 0)
+        close(fd);
+    return -1;
+}
+
+/* Opens (creating it) subdirectory NAME of DFD for window files: no symbolic link, owned by
+ * the daemon's user, its mode and group set to MODE and GID. Returns a descriptor or -1. */
+static int open_subdir(int dfd, const char *name, mode_t mode, gid_t gid)
+{
+    int created = 0;
+    int fd = open_component(dfd, name, mode, &created);
+    struct stat st;
+    if (fd < 0)
+        return -1;
+    if (fstat(fd, &st) != 0 || st.st_uid != geteuid() ||
+        (gid != (gid_t)-1 && st.st_gid != gid && fchown(fd, (uid_t)-1, gid) != 0) ||
+        ((st.st_mode & 07777) != mode && fchmod(fd, mode) != 0)) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+int serve_write_at(int dfd, const char *name, const void *data, size_t len, mode_t mode,
+                   gid_t gid)
+{
+    char tmp[300];
+    unsigned char r[8];
+    if (getentropy(r, sizeof r) != 0 ||
+        snprintf(tmp, sizeof tmp, ".tmp-%.200s-%02x%02x%02x%02x%02x%02x%02x%02x", name, r[0],
+                 r[1], r[2], r[3], r[4], r[5], r[6], r[7]) >= (int)sizeof tmp)
         return SCRY_E_IO;
-    int fd = mkostemp(tmp, O_CLOEXEC);
+    int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0)
         return SCRY_E_IO;
     const char *p = data;
@@ -66,36 +192,49 @@ int serve_write_atomic(const char *path, const void *data, size_t len)
         p += n;
         left -= (size_t)n;
     }
-    if (fchmod(fd, 0644) != 0 || fdatasync(fd) != 0)
+    if ((gid != (gid_t)-1 && fchown(fd, (uid_t)-1, gid) != 0) || fchmod(fd, mode) != 0 ||
+        fdatasync(fd) != 0)
         goto fail;
     if (close(fd) != 0) {
         fd = -1;
         goto fail;
     }
     fd = -1;
-    if (rename(tmp, path) != 0)
+    if (renameat(dfd, tmp, dfd, name) != 0)
         goto fail;
     return 0;
 fail:
     if (fd >= 0)
         close(fd);
-    unlink(tmp);
+    unlinkat(dfd, tmp, 0);
     return SCRY_E_IO;
 }
 
-serve_store_t *serve_store_new(const char *dir, double max_age_s, uint64_t max_bytes, char *msg,
-                               size_t msglen)
+mode_t serve_file_mode(gid_t gid)
 {
-    if (serve_mkdirs(dir) != 0) {
-        snprintf(msg, msglen, "%s: cannot create the directory: %s", dir, strerror(errno));
+    return gid == (gid_t)-1 ? 0600 : 0640;
+}
+
+mode_t serve_dir_mode(gid_t gid)
+{
+    return gid == (gid_t)-1 ? 0700 : 0750;
+}
+
+serve_store_t *serve_store_new(const char *dir, double max_age_s, uint64_t max_bytes, gid_t gid,
+                               char *msg, size_t msglen)
+{
+    int dfd = serve_dir_open(dir, serve_dir_mode(gid), gid, msg, msglen);
+    if (dfd < 0)
         return NULL;
-    }
     serve_store_t *s = calloc(1, sizeof *s);
     if (!s || !(s->dir = strdup(dir))) {
         free(s);
+        close(dfd);
         snprintf(msg, msglen, "out of memory");
         return NULL;
     }
+    s->dfd = dfd;
+    s->gid = gid;
     s->max_age_s = max_age_s;
     s->max_bytes = max_bytes;
     return s;
@@ -105,6 +244,7 @@ void serve_store_free(serve_store_t *s)
 {
     if (!s)
         return;
+    close(s->dfd);
     free(s->dir);
     free(s);
 }
@@ -152,7 +292,7 @@ static size_t window_stem(const char *name, const char **ext)
 
 int serve_store_put(serve_store_t *s, const serve_window_t *w, int64_t now)
 {
-    char dir[4096], stem[4200], path[4300];
+    char stem[200], name[300], rel[400];
     int err = 0;
     size_t written = 0;
     json_object *meta = NULL, *files = NULL;
@@ -166,16 +306,16 @@ int serve_store_put(serve_store_t *s, const serve_window_t *w, int64_t now)
         if (!known)
             return SCRY_E_INVAL;
     }
-    snprintf(dir, sizeof dir, "%s/%s", s->dir, w->service);
-    if (serve_mkdirs(dir) != 0) {
+    int sfd = open_subdir(s->dfd, w->service, serve_dir_mode(s->gid), s->gid);
+    if (sfd < 0) {
         s->stats.write_errors++;
         return SCRY_E_IO;
     }
     if (w->container)
-        snprintf(stem, sizeof stem, "%s/%lld-%lld.%.12s", dir, (long long)w->from,
-                 (long long)w->until, w->container);
+        snprintf(stem, sizeof stem, "%lld-%lld.%.12s", (long long)w->from, (long long)w->until,
+                 w->container);
     else
-        snprintf(stem, sizeof stem, "%s/%lld-%lld", dir, (long long)w->from, (long long)w->until);
+        snprintf(stem, sizeof stem, "%lld-%lld", (long long)w->from, (long long)w->until);
     meta = w->labels ? json_object_get(w->labels) : json_object_new_object();
     files = json_object_new_object();
     if (!meta || !files) {
@@ -184,12 +324,13 @@ int serve_store_put(serve_store_t *s, const serve_window_t *w, int64_t now)
     }
     for (; written < w->n_files; written++) {
         const serve_store_file_t *f = &w->files[written];
-        snprintf(path, sizeof path, "%s.%s", stem, f->ext);
-        if (serve_write_atomic(path, f->data, f->len) != 0) {
+        snprintf(name, sizeof name, "%s.%s", stem, f->ext);
+        if (serve_write_at(sfd, name, f->data, f->len, serve_file_mode(s->gid), s->gid) != 0) {
             err = SCRY_E_IO;
             goto fail;
         }
-        json_object_object_add(files, f->ext, json_object_new_string(path + strlen(s->dir) + 1));
+        snprintf(rel, sizeof rel, "%s/%s", w->service, name);
+        json_object_object_add(files, f->ext, json_object_new_string(rel));
     }
     json_object_object_add(meta, "service", json_object_new_string(w->service));
     if (w->container)
@@ -199,23 +340,31 @@ int serve_store_put(serve_store_t *s, const serve_window_t *w, int64_t now)
     json_object_object_add(meta, "files", files);
     files = NULL;
     const char *text = json_object_to_json_string_ext(meta, JSON_C_TO_STRING_PLAIN);
-    snprintf(path, sizeof path, "%s.json", stem);
-    if (serve_write_atomic(path, text, strlen(text)) != 0) {
+    snprintf(name, sizeof name, "%s.json", stem);
+    if (serve_write_at(sfd, name, text, strlen(text), serve_file_mode(s->gid), s->gid) != 0) {
         err = SCRY_E_IO;
         goto fail;
     }
     json_object_put(meta);
+    close(sfd);
     s->stats.windows_written++;
     return serve_store_prune(s, now);
 fail:
     for (size_t i = 0; i < written; i++) {
-        snprintf(path, sizeof path, "%s.%s", stem, w->files[i].ext);
-        unlink(path);
+        snprintf(name, sizeof name, "%s.%s", stem, w->files[i].ext);
+        unlinkat(sfd, name, 0);
     }
+    close(sfd);
     json_object_put(files);
     json_object_put(meta);
     s->stats.write_errors++;
     return err;
+}
+
+/* The directory of SERVICE in the store (no symbolic link followed), or -1. */
+static int service_fd(serve_store_t *s, const char *service)
+{
+    return openat(s->dfd, service, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 }
 
 typedef struct window_ent {
@@ -250,27 +399,29 @@ static int cmp_stem(const void *a, const void *b)
 static int scan_service(serve_store_t *s, const char *service, window_ent_t **list, size_t *n,
                         size_t *cap, int64_t now)
 {
-    char dir[4200], path[4500];
     file_ent_t *files = NULL;
     size_t nf = 0, fcap = 0;
     int err = 0;
-    snprintf(dir, sizeof dir, "%s/%s", s->dir, service);
-    DIR *d = opendir(dir);
-    if (!d)
+    int fd = service_fd(s, service);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
         return 0;
+    }
     struct dirent *de;
     while ((de = readdir(d)) != NULL && nf < STORE_MAX_WINDOWS * 4) {
         struct stat st;
-        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
         if (strncmp(de->d_name, ".tmp-", 5) == 0 || strstr(de->d_name, ".tmp-")) {
             /* left by a crash mid-write (a live write is younger than a minute) */
-            if (stat(path, &st) == 0 && st.st_mtime < now - 60)
-                unlink(path);
+            if (fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_mtime < now - 60)
+                unlinkat(fd, de->d_name, 0);
             continue;
         }
         const char *ext = NULL;
         size_t stem = window_stem(de->d_name, &ext);
-        if (stem == 0 || stem >= sizeof files->stem || stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+        if (stem == 0 || stem >= sizeof files->stem ||
+            fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
             continue;
         if (nf == fcap) {
             size_t nc = fcap ? fcap * 2 : 64;
@@ -321,23 +472,32 @@ out:
 
 static void delete_window(serve_store_t *s, const window_ent_t *w)
 {
-    char path[4500];
-    for (size_t k = 0; k < sizeof known_ext / sizeof known_ext[0]; k++) {
-        snprintf(path, sizeof path, "%s/%s/%s%s", s->dir, w->service, w->stem, known_ext[k]);
-        unlink(path);
+    char name[300];
+    int fd = service_fd(s, w->service);
+    for (size_t k = 0; fd >= 0 && k < sizeof known_ext / sizeof known_ext[0]; k++) {
+        snprintf(name, sizeof name, "%s%s", w->stem, known_ext[k]);
+        unlinkat(fd, name, 0);
     }
+    if (fd >= 0)
+        close(fd);
     s->stats.windows_pruned++;
     s->stats.bytes_pruned += w->bytes;
 }
 
 static json_object *read_meta(serve_store_t *s, const window_ent_t *w)
 {
-    char path[4500];
-    snprintf(path, sizeof path, "%s/%s/%s.json", s->dir, w->service, w->stem);
+    char name[300];
+    snprintf(name, sizeof name, "%s.json", w->stem);
+    int dfd = service_fd(s, w->service);
+    int fd = dfd >= 0 ? openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC) : -1;
     struct stat st;
-    if (stat(path, &st) != 0 || st.st_size > STORE_META_MAX)
-        return NULL;
-    json_object *o = json_object_from_file(path);
+    json_object *o = NULL;
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size <= STORE_META_MAX)
+        o = json_object_from_fd(fd);
+    if (fd >= 0)
+        close(fd);
+    if (dfd >= 0)
+        close(dfd);
     if (o && !json_object_is_type(o, json_type_object)) {
         json_object_put(o);
         return NULL;
@@ -350,9 +510,14 @@ int serve_store_prune(serve_store_t *s, int64_t now)
     window_ent_t *list = NULL;
     size_t n = 0, cap = 0, services = 0;
     int err = 0;
-    DIR *d = opendir(s->dir);
-    if (!d)
+    int fd = dup(s->dfd);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
         return SCRY_E_IO;
+    }
+    rewinddir(d);
     struct dirent *de;
     while ((de = readdir(d)) != NULL && services < STORE_MAX_SERVICES) {
         if (!name_ok(de->d_name, 64) || strcmp(de->d_name, "spool") == 0)
@@ -400,10 +565,8 @@ int serve_store_prune(serve_store_t *s, int64_t now)
         json_object_object_add(m, "bytes", json_object_new_int64((int64_t)list[i].bytes));
         json_object_array_add(arr, m);
     }
-    char path[4200];
-    snprintf(path, sizeof path, "%s/index.json", s->dir);
     const char *text = json_object_to_json_string_ext(idx, JSON_C_TO_STRING_PLAIN);
-    err = serve_write_atomic(path, text, strlen(text));
+    err = serve_write_at(s->dfd, "index.json", text, strlen(text), serve_file_mode(s->gid), s->gid);
     json_object_put(idx);
 out:
     free(list);

@@ -15,6 +15,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 typedef struct serve_store serve_store_t;
 
@@ -42,10 +43,14 @@ typedef struct serve_store_stats {
     uint64_t windows_kept;
 } serve_store_stats_t;
 
-/* Opens (creating it, mode 0755) the directory DIR. MAX_AGE_S and MAX_BYTES are the
- * retention limits (0: none). Returns NULL with a message in MSG. */
-serve_store_t *serve_store_new(const char *dir, double max_age_s, uint64_t max_bytes, char *msg,
-                               size_t msglen);
+/* Opens the directory DIR (see serve_dir_open: refused unless it and every directory
+ * above it belong to the daemon's user and are writable by nobody else), creating it with
+ * mode 0700, or 0750 and group GID when GID is not (gid_t)-1 (the `out-group` readers).
+ * Window files are then mode 0600 (0640 with GID, group GID), service directories 0700
+ * (0750). MAX_AGE_S and MAX_BYTES are the retention limits (0: none). Returns NULL with a
+ * message in MSG. */
+serve_store_t *serve_store_new(const char *dir, double max_age_s, uint64_t max_bytes, gid_t gid,
+                               char *msg, size_t msglen);
 
 /* Frees S (files stay). NULL is a no-op. */
 void serve_store_free(serve_store_t *s);
@@ -64,12 +69,25 @@ int serve_store_prune(serve_store_t *s, int64_t now);
 
 const serve_store_stats_t *serve_store_stats(const serve_store_t *s);
 
-/* Writes LEN bytes of DATA to PATH atomically: a temporary file next to it (mode 0644),
- * fdatasync, rename. Returns 0 or SCRY_E_IO (nothing is left behind). Used for the index,
- * and by the push spool. */
-int serve_write_atomic(const char *path, const void *data, size_t len);
+/* Opens directory PATH (absolute) for the daemon's own files and returns an O_RDONLY
+ * O_DIRECTORY descriptor (the caller closes it), or -1 with why in MSG. Walks PATH from /,
+ * each component opened from its parent's descriptor with O_NOFOLLOW; every directory on
+ * the way must belong to the daemon's user (root) and be writable by nobody else (one
+ * above the last may instead be world-writable with the sticky bit, as /tmp); a symbolic
+ * link is followed (at most 40) only when the daemon's user owns it, and its target is
+ * walked by the same rules. '..' is refused. A missing last component is created with MODE
+ * (and group GID unless (gid_t)-1), missing ones above it with 0755. */
+int serve_dir_open(const char *path, mode_t mode, gid_t gid, char *msg, size_t msglen);
 
-/* Creates DIR and its parents (mode 0755). Returns 0 or SCRY_E_IO. */
-int serve_mkdirs(const char *dir);
+/* Writes LEN bytes of DATA to NAME (no '/') in directory DFD atomically: a new temporary
+ * file with a random name (O_EXCL | O_NOFOLLOW), mode MODE and group GID (unless
+ * (gid_t)-1), fdatasync, renameat. Returns 0 or SCRY_E_IO (nothing is left behind). */
+int serve_write_at(int dfd, const char *name, const void *data, size_t len, mode_t mode,
+                   gid_t gid);
+
+/* The mode of the daemon's files and directories: 0600 and 0700, or with a reader group
+ * (GID not (gid_t)-1) 0640 and 0750. */
+mode_t serve_file_mode(gid_t gid);
+mode_t serve_dir_mode(gid_t gid);
 
 #endif

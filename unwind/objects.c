@@ -173,7 +173,7 @@ static void refresh_maps(struct unwind *u)
     if (u->maps && u->maps_gen == u->gen)
         return;
     int err = 0;
-    elfsym_maps_t *m = elfsym_maps_new(u->pid, &err);
+    elfsym_maps_t *m = elfsym_maps_of(u->mem, &err);
     u->maps_gen = u->gen;
     if (!m)
         return;
@@ -227,8 +227,8 @@ unwind_obj_t *unwind__obj_find(struct unwind *u, uint64_t ip)
     o->path = strtab_intern(u->strings, m->path);
     o->lib = strtab_intern(u->strings, base_name(m->path));
     char open_path[4096 + 64];
-    if (elfsym_map_is_file(m) && elfsym_map_open_checked(u->pid, u->mem, m, m->start - m->offset,
-                                                         open_path, sizeof open_path) == 0)
+    if (elfsym_map_is_file(m) &&
+        elfsym_map_open_src(u->mem, m, m->start - m->offset, open_path, sizeof open_path) == 0)
         o->open_path = strtab_intern(u->strings, open_path);
     else if (elfsym_map_is_file(m))
         o->no_file = 1;
@@ -249,8 +249,9 @@ int unwind__find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *
          * pointers; its own search would find nothing more. */
         return _Ux86_64_dwarf_search_unwind_table(as, ip, &o->di, pi, need_unwind_info, u);
     }
-    if (!o || o->no_file)
-        return -UNW_ENOINFO; /* libunwind's search would open the path: maybe another file */
+    if (!o || o->no_file || !u->upt)
+        return -UNW_ENOINFO; /* libunwind's search would open the path: maybe another file
+                                (and reads /proc/PID: none for a core) */
     /* No usable .eh_frame_hdr: libunwind's per-ELF search (maps the file, .debug_frame). */
     u->st.table_fallback++;
     return _UPT_find_proc_info(as, ip, pi, need_unwind_info, u->upt);

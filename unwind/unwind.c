@@ -169,27 +169,49 @@ static unw_addr_space_t new_as(unw_accessors_t *acc)
 
 unwind_t *unwind_new(pid_t pid)
 {
-    struct unwind *u = calloc(1, sizeof *u);
-    if (!u)
-        return NULL;
-    u->pid = pid;
-    u->strings = strtab_new();
-    u->as = new_as(&scry_accessors);
-    u->upt = _UPT_create(pid);
-    u->mem = rmem_open_pid(pid);
-    if (!u->strings || !u->as || !u->upt || !u->mem || unwind__mem_init(u) != 0)
-        goto fail;
-    char link[64], exe[4096];
-    snprintf(link, sizeof link, "/proc/%d/exe", (int)pid);
-    ssize_t len = readlink(link, exe, sizeof exe - 1);
-    if (len > 0) {
+    rmem_t *src = rmem_open_pid(pid);
+    return src ? unwind_new_src(src) : NULL;
+}
+
+/* The base name of the target's executable, interned into U->exe_base. */
+static void set_exe_base(struct unwind *u)
+{
+    char exe[4096];
+    if (rmem_is_live(u->mem)) {
+        char link[64];
+        snprintf(link, sizeof link, "/proc/%d/exe", (int)u->pid);
+        ssize_t len = readlink(link, exe, sizeof exe - 1);
+        if (len <= 0)
+            return;
         exe[len] = '\0';
         char *del = strstr(exe, " (deleted)");
         if (del)
             *del = '\0';
-        const char *base = strrchr(exe, '/');
-        u->exe_base = strtab_intern(u->strings, base ? base + 1 : exe);
+    } else if (rmem_exe_path(u->mem, exe, sizeof exe) != 0) {
+        return;
     }
+    const char *base = strrchr(exe, '/');
+    u->exe_base = strtab_intern(u->strings, base ? base + 1 : exe);
+}
+
+unwind_t *unwind_new_src(rmem_t *src)
+{
+    if (!src)
+        return NULL;
+    struct unwind *u = calloc(1, sizeof *u);
+    if (!u) {
+        rmem_free(src);
+        return NULL;
+    }
+    u->pid = rmem_pid(src);
+    u->mem = src;
+    u->strings = strtab_new();
+    u->as = new_as(&scry_accessors);
+    /* libunwind's own per-ELF search reads /proc/PID: only for a live process */
+    u->upt = rmem_is_live(src) ? _UPT_create(u->pid) : NULL;
+    if (!u->strings || !u->as || (rmem_is_live(src) && !u->upt) || unwind__mem_init(u) != 0)
+        goto fail;
+    set_exe_base(u);
     return u;
 fail:
     unwind_free(u);
@@ -319,7 +341,7 @@ int unwind_thread(unwind_t *u, pid_t tid, unwind_frame_t *frames, size_t max, si
 {
     if (n)
         *n = 0;
-    if (!u || !frames || !n || tid <= 0)
+    if (!u || !frames || !n || tid <= 0 || !rmem_is_live(u->mem))
         return SCRY_E_INVAL;
     if (max > UNWIND_MAX_DEPTH)
         max = UNWIND_MAX_DEPTH;

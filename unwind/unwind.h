@@ -19,6 +19,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "rmem.h"
+
 #define UNWIND_MAX_DEPTH 256 /* default and upper bound of frames per thread */
 
 typedef struct unwind unwind_t;
@@ -51,6 +53,12 @@ typedef struct unwind_frame {
 /* Creates an unwinder for process PID (no ptrace here: nothing is stopped or attached).
  * Returns NULL when out of memory or when libunwind cannot create an address space. */
 unwind_t *unwind_new(pid_t pid);
+
+/* Creates an unwinder over the target SRC reads (common/rmem.h; taken, also on failure): a
+ * live process's reader as unwind_new, or a core's (core/core.h), whose threads are unwound
+ * with unwind_copied from the registers and stack the core holds; unwind_thread is for live
+ * processes only. Returns NULL when out of memory. */
+unwind_t *unwind_new_src(rmem_t *src);
 
 /* Frees U and its caches. NULL is a no-op. */
 void unwind_free(unwind_t *u);

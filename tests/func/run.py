@@ -365,6 +365,113 @@ def t_recursion_record(c):
     return "%d samples, every stack holds all 501 recurse frames" % total
 
 
+TORN_MARK = "<changed while reading>"
+
+
+def check_busy_doc(doc, truth, what):
+    """One `dump --json` document of busy_recursion.py: the main thread, listed, with
+    <module> at the root and at most depth + 2 frames, or marked partial with the marker at
+    the root. Returns 1 when it was partial."""
+    th = thread_by_tid(doc).get(truth["pid"])
+    check(th is not None, "%s: main thread missing: %s" % (what, short(json.dumps(doc))))
+    names = [f["function"] for f in th["frames"]]
+    check(names, "%s: main thread without frames" % what)
+    if th.get("partial"):
+        check(names[-1] == TORN_MARK and TORN_MARK not in names[:-1],
+              "%s: partial stack without the marker at its root: %s" % (what, names))
+        names = names[:-1]
+    else:
+        check(names[-1] == "<module>", "%s: root is %s, not <module>: %s"
+              % (what, names[-1], names))
+    check(len(names) <= truth["depth"] + 2, "%s: %d frames, at most %d exist: %s"
+          % (what, len(names), truth["depth"] + 2, names))
+    check(set(names) <= {"descend", "<module>"} and "<module>" not in names[:-1],
+          "%s: frames not of the workload: %s" % (what, names))
+    inner = [f["line"] for f in th["frames"][1:] if f["function"] == "descend"]
+    check(all(n == truth["descend_line"] for n in inner),
+          "%s: a caller's descend not at its call line %d: %s"
+          % (what, truth["descend_line"], inner))
+    return 1 if th.get("partial") else 0
+
+
+def busy_dumps(c, truth, n):
+    """N `scry dump --pid P --json` in a row, from one shell loop (starting each from the
+    runner costs more than the dump): [(exit status, stdout)], and the seconds taken."""
+    sep = "@@scry-dump-rc"
+    script = ('i=0; while [ $i -lt %d ]; do "$0" dump --pid %d --json; echo "%s $?"; '
+              'i=$((i+1)); done' % (n, truth["pid"], sep))
+    t0 = now()
+    p = c.spawn(["sh", "-c", script, c.scry_path], stdout=subprocess.PIPE)
+    out, _ = p.communicate(timeout=SCRY_TIMEOUT * 2)
+    took = now() - t0
+    res, doc = [], []
+    for line in out.decode("utf-8", "replace").split("\n"):
+        if line.startswith(sep):
+            res.append((int(line.split()[1]), "\n".join(doc)))
+            doc = []
+        else:
+            doc.append(line)
+    check(len(res) == n, "%d dumps ran, %d expected (shell: %s)" % (len(res), n, p.returncode))
+    return res, took
+
+
+def check_busy_dumps(c, truth, n):
+    """N dumps of busy_recursion.py: each exits 0 and lists the main thread whole or marked
+    partial (check_busy_doc). Returns (partial count, seconds)."""
+    res, took = busy_dumps(c, truth, n)
+    partial = 0
+    for i, (rc, out) in enumerate(res):
+        what = "dump %d of %d" % (i + 1, n)
+        check(rc == 0, "%s: exit %d (its message is in %s)" % (what, rc, c.path("")))
+        try:
+            doc = json.loads(out)
+        except ValueError as e:
+            raise Fail("%s: not JSON (%s): %s" % (what, e, short(out)))
+        partial += check_busy_doc(doc, truth, what)
+    return partial, took
+
+
+@test("dump_busy_recursion")
+def t_dump_busy_recursion(c):
+    p, truth = c.workload("busy_recursion.py")
+    partial, took = check_busy_dumps(c, truth, 100)
+    check(partial == 0, "%d of 100 dumps partial" % partial)
+    text = c.scry_ok(["dump", "--pid", truth["pid"]]).out
+    check(re.search(r"^Thread %d .*\n    (descend|<module>) " % truth["pid"], text, re.M),
+          "text dump lists no main thread: %s" % short(text))
+    return "100 dumps (%.1f s) of a 20-deep recursion in a loop: every one whole" % took
+
+
+@test("dump_torn_vary")
+def t_dump_torn_vary(c):
+    if c.interp.label not in ("3.8", "3.14"):
+        raise Skip("1,000 dumps run on 3.8 and 3.14 (dump_busy_recursion on every version)")
+    p, truth = c.workload("busy_recursion.py", ["--vary", "--depth", 40])
+    partial, took = check_busy_dumps(c, truth, 1000)
+    return "1000 dumps (%.1f s) of a recursion of varying depth: none empty, %d partial " \
+        "(marked)" % (took, partial)
+
+
+@test("dump_no_stack_fails")
+def t_dump_no_stack_fails(c):
+    ready = c.path("ready-repl.json")
+    cmd = c.interp.argv("-i", os.path.join(c.workloads, "repl_idle.py"), "--ready",
+                        c.tpath(ready), "--max-seconds", 120)
+    p = c.spawn(cmd, stdin=subprocess.PIPE)
+    c.targets.append(("repl_idle.py", p))
+    truth = c.wait_json(ready, p, "workload repl_idle.py")
+    deadline = now() + 20
+    while True:  # the script's own frames may still be there for a moment
+        res = c.scry(["dump", "--pid", truth["pid"]])
+        if res.rc != 0 or now() > deadline:
+            break
+        time.sleep(0.1)
+    check(res.rc == 1 and "no thread of process %d has a Python stack" % truth["pid"] in res.err,
+          "dump of an interpreter at its C prompt: %s" % res)
+    check(p.poll() is None, "target died")
+    return "exit 1: %s" % short(res.err.strip(), 120)
+
+
 def check_threads_dump(doc, truth, pid):
     tids = st.task_tids(pid)
     got = thread_by_tid(doc)
@@ -465,12 +572,23 @@ LOCALS_WANT = {
     "small": (False, "local", "int", "7"),
     "ratio": (False, "local", "float", "2.5"),
     "raw": (False, "local", "bytes", "b'ab\\x00\\xff'"),
-    "nested": (False, "local", "list", "[1, [2, <list len=2>], 's', None, ...]"),
-    "table": (False, "local", "dict", "<dict len=3>"),
+    "nested": (False, "local", "list", "[1, [2, <list len=2>], 's', None, 9]"),
+    "seq": (False, "local", "list", "[0, 1, 2, 3, 4, 5, 6, 7, ...]"),
+    "table": (False, "local", "dict", "{'a': 1, 'b': 2, 'c': 3}"),
+    "flags": (False, "local", "dict", "{'a': False, 'b': (1, 2, 3)}"),
+    "deep": (False, "local", "dict", "{'k': {'k': <dict len=1>}}"),
+    "holes": (False, "local", "dict", "{'a': 1, 'c': 3}"),
+    "squares": (False, "local", "dict",
+                "{0: 0, 1: 1, 2: 4, 3: 9, 4: 16, 5: 25, 6: 36, 7: 49, ...}"),
+    "empty": (False, "local", "dict", "{}"),
+    "mixed": (False, "local", "list", "[{'x': 1}, {2}]"),
     "nothing": (False, "local", "NoneType", "None"),
     "yes": (False, "local", "bool", "True"),
     "no": (False, "local", "bool", "False"),
-    "group": (False, "local", "set", "<set len=2>"),
+    "group": (False, "local", "set", "{1, 2}"),
+    "gaps": (False, "local", "set", "{1, 3}"),
+    "frozen": (False, "local", "frozenset", "frozenset({'x'})"),
+    "none_yet": (False, "local", "set", "set()"),
     "pair": (False, "local", "tuple", "(1, 'two')"),
     "closed": (False, "local", "str", "'cellval'"),
     "captured": (False, "free", "str", "'cellval'"),
@@ -495,9 +613,8 @@ def t_locals_dump(c):
         check((v["arg"], v["kind"], v["type"], v["repr"]) == (arg, kind, typ, rep),
               "local %s: %r; expected %r" % (name, (v["arg"], v["kind"], v["type"], v["repr"]),
                                              (arg, kind, typ, rep)))
-    check(got["long_text"].get("len") == 100 and got["nested"].get("len") == 5,
-          "lengths: long_text %s, nested %s" % (got["long_text"].get("len"),
-                                               got["nested"].get("len")))
+    lens = dict((k, got[k].get("len")) for k in ("long_text", "nested", "squares", "gaps"))
+    check(lens == {"long_text": 100, "nested": 5, "squares": 12, "gaps": 2}, "lengths: %s" % lens)
     outer = {}
     for v in frames[1].get("locals", []):
         # <= 3.10: a captured argument ('ready') has its argument slot and its cell
@@ -510,8 +627,8 @@ def t_locals_dump(c):
     check(outer["count"]["repr"] == "3" and outer["rest"]["repr"] == "('r1',)",
           "outer's arguments: %s, %s" % (outer["count"], outer["rest"]))
     text = c.scry_ok(["dump", "--pid", truth["pid"], "--locals"]).out
-    check(u"arg count = 3" in text and u"captured = 'cellval'  [free]" in text,
-          "text dump: %s" % short(text))
+    check(u"arg count = 3" in text and u"captured = 'cellval'  [free]" in text and
+          u"flags = {'a': False, 'b': (1, 2, 3)}" in text, "text dump: %s" % short(text))
     return "%d locals of inner, %d of outer" % (len(got), len(outer))
 
 

@@ -1,8 +1,10 @@
 /* fuzz_pystate_image.c - code-object, frame and thread-name reading over a fake memory
  * image: the input is the target's memory (an rmem image at IMG), read with the layout of
  * one real CPython version, as the sampler, the memory shim's resolver and the thread-name
- * refresh read a live target. Input: version selector, code-object offset, instruction
- * offset, then the image (fuzz_pystate.h). */
+ * refresh read a live target, and (the selector's top bit) as a dump reads it, rereading a
+ * torn stack with every check of a careful reader (pystate_set_torn_retries). Input:
+ * version selector, code-object offset, instruction offset, then the image
+ * (fuzz_pystate.h). */
 #include "fuzz_pystate.h"
 #include "scry_err.h"
 #include "threadnames.h"
@@ -38,6 +40,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static pystate_snapshot_t *snap;
     if (!snap && !(snap = pystate_snapshot_new()))
         abort();
+    pystate_set_torn_retries(t, vsel & 0x80 ? 8 : 0);
     (void)pystate_sample(t, snap);
     size_t n = pystate_snapshot_count(snap);
     for (size_t i = 0; i < n; i++)

@@ -155,10 +155,12 @@ def unwind():
 
 
 def image():
-    """fuzz_pystate_image: one empty image per version (the fuzzer builds the objects)."""
+    """fuzz_pystate_image: one empty image per version (the fuzzer builds the objects), read
+    as a sampler does and (selector bit 7) as a dump does."""
     clear("pystate_image")
     for v in range(8):
-        put("pystate_image", struct.pack("<BHI", v, 0x40, 4) + bytes(512))
+        for careful in (0, 0x80):
+            put("pystate_image", struct.pack("<BHI", v | careful, 0x40, 4) + bytes(512))
 
 
 def repr_images():
@@ -174,6 +176,32 @@ def repr_images():
             struct.pack_into("<Q", b, 0x100 + 24, img + 0x200)
             b[0x200:0x200 + len(name)] = name
             put("pystate_repr", struct.pack("<BHH", v + 10 * i, 0x40, 0x40) + bytes(b))
+        # a dict and a set (and a frozenset) holding themselves (a cycle the depth bound
+        # cuts), with a deleted entry or slot: dict keys <= 3.10 {dk_size 8, dk_nentries 32,
+        # dk_indices 40}, 3.11+ {dk_log2_size 8, dk_log2_index_bytes 9, dk_kind 10 (general),
+        # dk_nentries 24, dk_indices 32}, 8 index bytes, then 24-byte {hash, key, value}
+        # entries; a set {used 24, mask 32, table 40} of 16-byte {key, hash} slots
+        for i, name in enumerate([b"dict", b"set", b"frozenset"]):
+            b = bytearray(1024)
+            struct.pack_into("<Q", b, 0x40 + 8, img + 0x100)
+            struct.pack_into("<Q", b, 0x100 + 24, img + 0x200)
+            b[0x200:0x200 + len(name)] = name
+            me = img + 0x40
+            if name == b"dict":
+                struct.pack_into("<qQQ", b, 0x40 + 16, 2, 0, img + 0x300)
+                if v < 5:
+                    struct.pack_into("<q", b, 0x308, 8)
+                    struct.pack_into("<q", b, 0x320, 3)
+                    entries = 0x300 + 40 + 8
+                else:
+                    b[0x308:0x30b] = bytes([3, 3, 0])
+                    struct.pack_into("<q", b, 0x318, 3)
+                    entries = 0x300 + 32 + 8
+                struct.pack_into("<QQQQQQQQQ", b, entries, 1, me, me, 2, 0, 0, 3, me, me)
+            else:
+                struct.pack_into("<qqQ", b, 0x40 + 24, 2, 7, img + 0x300)
+                struct.pack_into("<QQQQQQ", b, 0x300, me, 1, 0, 0, me, 3)
+            put("pystate_repr", struct.pack("<BHH", v + 10 * (7 + i), 0x40, 0x40) + bytes(b))
 
 
 def ring_records(n, base_time):
@@ -274,6 +302,65 @@ def asyncio_blocks():
         bytes(img))
 
 
+def elf_note(name, ntype, desc):
+    """One ELF note: header, name and descriptor, each padded to 4 bytes."""
+    nm = name + b"\0"
+    pad = lambda b: b + b"\0" * (-len(b) % 4)  # noqa: E731
+    return struct.pack("<III", len(nm), len(desc), ntype) + pad(nm) + pad(desc)
+
+
+def core_image(signo, two_threads, with_files):
+    """A small x86-64 ELF core as the kernel writes one: PRSTATUS per thread (the first holds
+    SIGNO), PRPSINFO, SIGINFO, AUXV, FILE (an object mapped at 0x400000 whose first page, with
+    its build-id note, is dumped) and two PT_LOAD segments (that page, and a stack page)."""
+    regs = lambda ip, sp: struct.pack("<27Q", *([0] * 16 + [ip, 0x33, 0x246, sp] + [0] * 7))  # noqa: E731
+
+    def prstatus(tid, sig, ip, sp):
+        return (struct.pack("<iii", sig, 0, 0) + struct.pack("<h", sig) + b"\0" * 2 +
+                struct.pack("<QQiiii", 0, 0, tid, 1, tid, tid) + b"\0" * 64 + regs(ip, sp) +
+                struct.pack("<i", 1) + b"\0" * 4)
+    notes = elf_note(b"CORE", 1, prstatus(100, signo, 0x400ff0, 0x7ffff000))
+    notes += elf_note(b"CORE", 3, b"R" + b"\0" * 23 + struct.pack("<iiii", 100, 1, 100, 100) +
+                      b"python3\0".ljust(16, b"\0") + b"python3 x.py".ljust(80, b"\0"))
+    notes += elf_note(b"CORE", 0x53494749, struct.pack("<iiiiQ", signo, 0, 1, 0, 0x10).ljust(128, b"\0"))
+    notes += elf_note(b"CORE", 6, struct.pack("<6Q", 9, 0x400100, 3, 0x400040, 0, 0))
+    if with_files:
+        path = b"/usr/bin/python3\0"
+        notes += elf_note(b"CORE", 0x46494c45, struct.pack("<5Q", 1, 4096, 0x400000, 0x402000, 0) + path)
+    if two_threads:
+        notes += elf_note(b"CORE", 1, prstatus(101, 0, 0x400f00, 0x7ffff800))
+    # the dumped first page of the mapped object: an ELF header, one PT_LOAD, one PT_NOTE
+    bid = elf_note(b"GNU", 3, bytes(range(20)))
+    obj = struct.pack("<16sHHIQQQIHHHHHH", b"\x7fELF\x02\x01\x01", 2, 62, 1, 0x400100, 64, 0, 0,
+                      64, 56, 2, 64, 0, 0)
+    obj += struct.pack("<IIQQQQQQ", 1, 5, 0, 0x400000, 0x400000, 0x2000, 0x2000, 4096)
+    obj += struct.pack("<IIQQQQQQ", 4, 4, 176, 0x4000b0, 0x4000b0, len(bid), len(bid), 4)
+    obj = (obj + bid).ljust(4096, b"\0")
+    stack = bytes(range(256)) * 16
+    nph = 3
+    phoff = 64
+    data_off = phoff + nph * 56
+    notes_off = data_off
+    load1 = notes_off + len(notes)
+    load1 += -load1 % 8
+    load2 = load1 + len(obj)
+    eh = struct.pack("<16sHHIQQQIHHHHHH", b"\x7fELF\x02\x01\x01", 4, 62, 1, 0, phoff, 0, 0, 64,
+                     56, nph, 64, 0, 0)
+    ph = struct.pack("<IIQQQQQQ", 4, 4, notes_off, 0, 0, len(notes), 0, 1)
+    ph += struct.pack("<IIQQQQQQ", 1, 5, load1, 0x400000, 0, len(obj), 0x2000, 4096)
+    ph += struct.pack("<IIQQQQQQ", 1, 6, load2, 0x7ffff000, 0, len(stack), len(stack), 4096)
+    img = eh + ph + notes
+    img += b"\0" * (load1 - len(img))
+    return img + obj + stack
+
+
+def cores():
+    """fuzz_core_parse: small cores of every shape the parser handles."""
+    clear("core_parse")
+    for signo, two, files in ((11, True, True), (0, False, True), (6, True, False)):
+        put("core_parse", core_image(signo, two, files))
+
+
 if __name__ == "__main__":
     import time
     cc = sys.argv[sys.argv.index("--cc") + 1] if "--cc" in sys.argv else "cc"
@@ -288,3 +375,4 @@ if __name__ == "__main__":
     repr_images()
     ringconsumer()
     asyncio_blocks()
+    cores()

@@ -427,6 +427,50 @@ int main(void)
         perfev_free(p);
     }
 
+    fprintf(stderr, "a rate changed while sampling (100 Hz, then 1 kHz):\n");
+    {
+        perfev_t *p = NULL;
+        o = (perfev_opts_t){.pid = pid, .rate_hz = 100};
+        CHECK(perfev_open(&o, &p) == 0);
+        pid_t tids[64];
+        size_t n = list_tids(pid, tids, 64);
+        CHECK(p && perfev_set_threads(p, tids, n, NULL, NULL) == (int)n);
+        sleep_ms(100);
+        perfev_read(p, NULL, NULL);
+        CHECK(perfev_set_rate(p, 1000) == 0 && perfev_period_ns(p) == 1000000);
+        CHECK(perfev_set_rate(p, 0.001) == SCRY_E_INVAL && perfev_period_ns(p) == 1000000);
+        uint64_t c0 = cpu_ns(pid, h);
+        memset(&a, 0, sizeof a);
+        a.pid = pid;
+        a.t0 = scry_now_ns();
+        for (int i = 0; i < 40; i++) {
+            sleep_ms(10);
+            perfev_read(p, on_sample, &a);
+        }
+        uint64_t used = cpu_ns(pid, h) - c0;
+        tally_t *t = get(&a, h);
+        fprintf(stderr, "  tid %d: %llu samples standing for %.1f ms, CPU %.1f ms\n", (int)h,
+                (unsigned long long)t->n, (double)t->period / 1e6, (double)used / 1e6);
+        /* a record per ms of CPU (not per 10 ms), each standing for 1 ms */
+        CHECK((double)t->n >= (double)used / 1e6 * 0.75 - 12);
+        CHECK((double)t->n <= (double)used / 1e6 * 1.25 + 2);
+        CHECK(t->period <= t->n * 1000000ull + 10000000ull);
+        /* each thread's exact clock: the busy one's moves with its CPU time, the sleeping
+         * one's hardly, a thread without an event has none */
+        uint64_t b0 = 0, b1 = 0, z0 = 0, z1 = 0, x = 0;
+        uint64_t u0 = cpu_ns(pid, h);
+        CHECK(perfev_thread_clock(p, h, &b0) == 0 && perfev_thread_clock(p, s, &z0) == 0);
+        sleep_ms(200);
+        CHECK(perfev_thread_clock(p, h, &b1) == 0 && perfev_thread_clock(p, s, &z1) == 0);
+        uint64_t u1 = cpu_ns(pid, h);
+        fprintf(stderr, "  clocks: busy +%.1f ms (schedstat +%.1f ms), sleeping +%.3f ms\n",
+                (double)(b1 - b0) / 1e6, (double)(u1 - u0) / 1e6, (double)(z1 - z0) / 1e6);
+        CHECK(b1 > b0 && b1 - b0 + 8000000ull >= u1 - u0 && b1 - b0 <= u1 - u0 + 8000000ull);
+        CHECK(z1 - z0 < 2000000ull);
+        CHECK(perfev_thread_clock(p, 999999999, &x) == SCRY_E_NOTFOUND);
+        perfev_free(p);
+    }
+
     fprintf(stderr, "waits:\n");
     check_waits(pid, h, s);
 

@@ -1,5 +1,6 @@
 /* test_report_dump.c - 'scry dump' text and JSON written by report/: exact text, JSON that
- * parses with every field (gil_wait included), escaping, an empty snapshot, bad arguments. */
+ * parses with every field (gil_wait and partial included), escaping, a partial stack, an
+ * empty snapshot, bad arguments. */
 #include "scry_err.h"
 #include "test_report_util.h"
 
@@ -23,6 +24,8 @@ int main(void)
         NAT("take_gil", "libpython3.12.so"),
         PY("run \"q\"", "w\\x.py", 3),
     };
+    scry_frame_t torn_frames[] = {PY("descend", "r.py", 14),
+                                  {S("<changed while reading>"), S(""), 0, SCRY_FRAME_OTHER}};
     report_dump_thread_t th[] = {
         {.tid = 100,
          .name = "MainThread",
@@ -36,6 +39,7 @@ int main(void)
          .truncated = 1,
          .nframes = 3,
          .frames = wait_frames},
+        {.tid = 102, .running = 1, .partial = 1, .nframes = 2, .frames = torn_frames},
     };
     report_dump_t d = {.pid = 100,
                        .process = "python3 (/usr/bin/python3)",
@@ -43,7 +47,7 @@ int main(void)
                        .interp_path = "/usr/lib/libpython3.12.so",
                        .how_found = "symbol _PyRuntime",
                        .threads = th,
-                       .nthreads = 2};
+                       .nthreads = 3};
     int rc = -1;
     char *text = write_dump(&d, REPORT_DUMP_TEXT, &rc);
     CHECK_INT(rc, ==, 0);
@@ -58,7 +62,11 @@ int main(void)
               "Thread 101 (waiting for the GIL): \"worker\n1\" [truncated]\n"
               "    <waiting for the GIL>\n"
               "    take_gil (libpython3.12.so)\n"
-              "    run \"q\" (w\\x.py:3)\n");
+              "    run \"q\" (w\\x.py:3)\n"
+              "\n"
+              "Thread 102 (running): \"\" [partial: the stack changed while it was read]\n"
+              "    descend (r.py:14)\n"
+              "    <changed while reading>\n");
     free(text);
 
     char *json = write_dump(&d, REPORT_DUMP_JSON, &rc);
@@ -70,15 +78,19 @@ int main(void)
                 "import json, sys\n"
                 "d = json.load(open(sys.argv[1]))\n"
                 "assert d['pid'] == 100 and d['python_version'] == '3.12.1', d\n"
-                "a, b = d['threads']\n"
+                "a, b, c = d['threads']\n"
                 "assert a == {'tid': 100, 'name': 'MainThread', 'gil': True,\n"
                 "  'gil_wait': False, 'state': 'running', 'truncated': False,\n"
+                "  'partial': False,\n"
                 "  'frames': [\n"
                 "   {'function': 'compute', 'file': 'app.py', 'line': 20, 'kind': 'python'},\n"
                 "   {'function': 'main', 'file': 'app.py', 'line': 10, 'kind': 'python'}]}, a\n"
                 "assert b['name'] == 'worker\\n1' and b['gil_wait'] is True, b\n"
                 "assert b['gil'] is False and b['state'] == 'idle', b\n"
-                "assert b['truncated'] is True, b\n"
+                "assert b['truncated'] is True and b['partial'] is False, b\n"
+                "assert c['partial'] is True and c['truncated'] is False, c\n"
+                "assert [f['function'] for f in c['frames']] == [\n"
+                "  'descend', '<changed while reading>'], c\n"
                 "assert [f['kind'] for f in b['frames']] == ['other', 'native', 'python'], b\n"
                 "assert b['frames'][2]['function'] == 'run \"q\"', b\n"
                 "assert b['frames'][2]['file'] == 'w\\\\x.py', b\n",

@@ -40,6 +40,13 @@ static void test_defaults(void)
     CHECK(c->fmt_collapsed && c->fmt_flamegraph && c->fmt_pprof, "formats");
     CHECK(c->host && c->host[0], "host");
     CHECK(c->scan_interval_s == 10, "scan with the connector: %g", c->scan_interval_s);
+    CHECK(c->out_gid == (gid_t)-1, "no out-group: root only");
+    serve_config_free(c);
+    c = from_args(msg, sizeof msg, "--config", conf, "--out-group", "root", NULL);
+    CHECK(c && c->out_gid == 0, "out-group root: %s", c ? "" : msg);
+    serve_config_free(c);
+    c = from_args(msg, sizeof msg, "--config", conf, "--out-group", "4242", NULL);
+    CHECK(c && c->out_gid == 4242, "out-group by number: %s", c ? "" : msg);
     serve_config_free(c);
 }
 
@@ -153,6 +160,7 @@ static void test_errors(void)
     expect_error("max-cpu = 200%\n", "max-cpu: bad value");
     expect_error("formats = png\n", "formats: bad value");
     expect_error("out-dir = relative\n", "out-dir must be an absolute path");
+    expect_error("out-group = no-such-group-here\n", "out-group: no group");
     expect_error("pyroscope-url = ftp://x\n", "must start with http");
     expect_error("pyroscope-url = http://x\npyroscope-user = u\n", "go together");
     expect_error("pyroscope-tenant = t\n", "without pyroscope-url");

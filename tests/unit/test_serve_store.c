@@ -54,6 +54,89 @@ static int count_files(const char *sub, const char *needle)
     return n;
 }
 
+static mode_t mode_of(const char *path)
+{
+    struct stat st;
+    return lstat(path, &st) == 0 ? st.st_mode & 07777 : 0;
+}
+
+/* issue 24, items 6 and 7: window files readable by root only (or an opt-in group); an
+ * out-dir another user can write to, or reach through their symbolic link, is refused; a
+ * link planted where a service directory goes is not followed. */
+static void check_safety(void)
+{
+    char msg[256], path[1100], out[512], victim[512];
+    const int64_t t = 1700000000;
+    snprintf(out, sizeof out, "%s/safe", dir);
+    serve_store_t *s = serve_store_new(out, 0, 0, (gid_t)-1, msg, sizeof msg);
+    CHECK(s != NULL, "%s", msg);
+    CHECK(s && put(s, "web", NULL, t, 10, t) == 0, "put");
+    serve_store_free(s);
+    CHECK_INT(mode_of(out), ==, 0700, "mode of %s", out);
+    snprintf(path, sizeof path, "%s/web", out);
+    CHECK_INT(mode_of(path), ==, 0700, "mode of %s", path);
+    snprintf(path, sizeof path, "%s/web/%lld-%lld.svg", out, (long long)t, (long long)t + 60);
+    CHECK_INT(mode_of(path), ==, 0600, "mode of %s", path);
+    snprintf(path, sizeof path, "%s/index.json", out);
+    CHECK_INT(mode_of(path), ==, 0600, "mode of %s", path);
+    if (geteuid() != 0)
+        return;
+    /* a reader group: 0750 and 0640, that group */
+    snprintf(out, sizeof out, "%s/grp", dir);
+    s = serve_store_new(out, 0, 0, 4, msg, sizeof msg);
+    CHECK(s != NULL, "%s", msg);
+    CHECK(s && put(s, "web", NULL, t, 10, t) == 0, "put with a group");
+    serve_store_free(s);
+    struct stat st;
+    snprintf(path, sizeof path, "%s/web/%lld-%lld.svg", out, (long long)t, (long long)t + 60);
+    CHECK(stat(path, &st) == 0 && (st.st_mode & 07777) == 0640 && st.st_gid == 4,
+          "group file mode %o gid %u", st.st_mode & 07777, (unsigned)st.st_gid);
+    CHECK_INT(mode_of(out), ==, 0750, "mode of %s", out);
+    /* a parent writable by others (not sticky): refused */
+    snprintf(path, sizeof path, "%s/open", dir);
+    mkdir(path, 0777);
+    chmod(path, 0777);
+    snprintf(out, sizeof out, "%s/open/out", dir);
+    s = serve_store_new(out, 0, 0, (gid_t)-1, msg, sizeof msg);
+    CHECK(s == NULL && strstr(msg, "refused"), "out-dir under a 0777 directory: %s", msg);
+    serve_store_free(s);
+    /* the out-dir itself another user's: refused */
+    snprintf(out, sizeof out, "%s/theirs", dir);
+    mkdir(out, 0755);
+    CHECK(chown(out, 65534, 65534) == 0, "chown");
+    s = serve_store_new(out, 0, 0, (gid_t)-1, msg, sizeof msg);
+    CHECK(s == NULL && strstr(msg, "refused"), "another user's out-dir: %s", msg);
+    serve_store_free(s);
+    /* the out-dir named by another user's symbolic link: refused */
+    snprintf(victim, sizeof victim, "%s/victim", dir);
+    mkdir(victim, 0700);
+    snprintf(out, sizeof out, "%s/link", dir);
+    CHECK(symlink(victim, out) == 0 && lchown(out, 65534, 65534) == 0, "symlink");
+    s = serve_store_new(out, 0, 0, (gid_t)-1, msg, sizeof msg);
+    CHECK(s == NULL && strstr(msg, "symbolic link"), "another user's link: %s", msg);
+    serve_store_free(s);
+    /* root's own link is followed */
+    CHECK(lchown(out, 0, 0) == 0, "lchown");
+    s = serve_store_new(out, 0, 0, (gid_t)-1, msg, sizeof msg);
+    CHECK(s != NULL, "root's link: %s", msg);
+    serve_store_free(s);
+    /* a link where a service directory goes: nothing written through it */
+    snprintf(out, sizeof out, "%s/planted", dir);
+    s = serve_store_new(out, 0, 0, (gid_t)-1, msg, sizeof msg);
+    snprintf(path, sizeof path, "%s/planted/web", dir);
+    CHECK(symlink(victim, path) == 0, "plant");
+    CHECK(s && put(s, "web", NULL, t, 10, t) == SCRY_E_IO, "put through a planted link");
+    serve_store_free(s);
+    int n = 0;
+    DIR *d = opendir(victim);
+    struct dirent *de;
+    while (d && (de = readdir(d)) != NULL)
+        n += de->d_name[0] != '.';
+    if (d)
+        closedir(d);
+    CHECK_INT(n, ==, 0, "files written through the planted link");
+}
+
 int main(void)
 {
     char msg[256], path[512];
@@ -61,11 +144,11 @@ int main(void)
         return 1;
     char sub[300];
     snprintf(sub, sizeof sub, "%s/out", dir);
-    serve_store_t *s = serve_store_new(sub, 0, 0, msg, sizeof msg);
+    serve_store_t *s = serve_store_new(sub, 0, 0, (gid_t)-1, msg, sizeof msg);
     CHECK(s != NULL, "%s", msg);
     serve_store_free(s);
     snprintf(sub, sizeof sub, "%s", dir);
-    s = serve_store_new(sub, 3600, 0, msg, sizeof msg);
+    s = serve_store_new(sub, 3600, 0, (gid_t)-1, msg, sizeof msg);
     const int64_t t = 1700000000;
     CHECK(put(s, "web", NULL, t, 1000, t + 60) == 0, "put 1");
     const char *cid = "4f3c2b1a00112233445566778899aabbccddeeff00112233445566778899aabb";
@@ -138,6 +221,7 @@ int main(void)
     serve_window_t bw = {"web", NULL, t, t + 1, NULL, &bad, 1};
     CHECK(serve_store_put(s, &bw, t) == SCRY_E_INVAL, "unknown extension");
     serve_store_free(s);
+    check_safety();
 
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

@@ -31,6 +31,7 @@ Needs root (mounts, chroot, setpriv); otherwise prints "SKIP install: ..." and p
 Stdlib only. One line "PASS|FAIL|SKIP name: detail" per test, then "N passed, N failed, N
 skipped"; exit 1 on a failure.
 """
+import grp
 import json
 import os
 import re
@@ -167,7 +168,7 @@ ROW = re.compile(r"^\s*[\d.]+%\s+[\d.]+%\s+[\d.]+%\s+([\d.]+)\s+(-?[\d.]+)\s+[\d
 def check_memory_report(text, what):
     """A text report of --memory: it has the memory columns, and the keeping line (its
     source text shown) allocated the most."""
-    check("alloc MB" in text, "%s: no memory columns (memory not recorded): %s"
+    check("alloc MiB" in text, "%s: no memory columns (memory not recorded): %s"
           % (what, st.short(text, 600)))
     rows = [(float(m.group(1)), line) for line in text.splitlines() for m in [ROW.match(line)] if m]
     check(rows, "%s: no line rows: %s" % (what, st.short(text, 600)))
@@ -250,11 +251,31 @@ def t_prefix(c):
     check(rc != 0 and "libscry-shim.so" in err and "not found" in err,
           "--memory without the shim: exit %d, %s" % (rc, st.short(err, 300)))
     check(not os.path.exists(out), "--memory without the shim wrote %s" % out)
-    return ("installed; keeping line first: %.1f MB attach, %.1f MB launch; no shim: exit %d"
+    return ("installed; keeping line first: %.1f MiB attach, %.1f MiB launch; no shim: exit %d"
             % (mb_attach, mb_launch, rc))
 
 
 # -- the unit's capabilities ----------------------------------------------------------------
+
+# The readers' group of the daemon's window files (out-group): giving files a group root is
+# not in takes CAP_CHOWN.
+OUT_GROUP = "nogroup"
+
+
+def out_group_files(d, timeout):
+    """After a flush, how many of the daemon's files carry OUT_GROUP (waits up to TIMEOUT s
+    for index.json)."""
+    d.ctl("flush", ok=False)
+    idx = os.path.join(d.out, "index.json")
+    dl = st.Deadline(timeout)
+    while not os.path.exists(idx) and not dl.expired():
+        time.sleep(0.2)
+    gid = grp.getgrnam(OUT_GROUP).gr_gid
+    n = 0
+    for dirpath, _, files in os.walk(d.out):
+        n += sum(1 for f in files if os.stat(os.path.join(dirpath, f)).st_gid == gid)
+    return n
+
 
 class Daemon(object):
     """P/bin/scry serve as the installed unit runs it, under bounding set CAPS (hidden build
@@ -274,8 +295,8 @@ class Daemon(object):
             os.unlink(self.sock)
         shutil.rmtree(self.out, ignore_errors=True)
         with open(c.path("scry.conf"), "w") as f:
-            f.write("out-dir = %s\nsocket = %s\ninterval = 2\nmatch = %s\n"
-                    % (self.out, self.sock, os.path.basename(c.tmp)))
+            f.write("out-dir = %s\nout-group = %s\nsocket = %s\ninterval = 2\nmatch = %s\n"
+                    % (self.out, OUT_GROUP, self.sock, os.path.basename(c.tmp)))
         setpriv = ["setpriv", "--bounding-set", ",".join(["-all"] + ["+" + x for x in caps])]
         # A tight locked-memory limit (64 KiB, the kernel's default before 5.16): the perf
         # rings of the target's 200 threads then need CAP_IPC_LOCK.
@@ -339,6 +360,17 @@ class Daemon(object):
     def record_memory(self, pid, name):
         return self.record(pid, name, "--memory", "--duration", "2")
 
+    def user_sees(self, pid):
+        """True when the target's own user (nobody) finds PID in its `scry ctl list`: the
+        daemon checks a user's access in a child that takes the user's ids."""
+        argv = ["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY, "--clear-groups",
+                self.scry, "ctl", "--socket", self.sock, "--json", "list"]
+        rc, out, _ = run(hidden(argv), timeout=30)
+        try:
+            return rc == 0 and any(t["pid"] == pid for t in json.loads(out).get("targets", []))
+        except ValueError:
+            return False
+
     def rings(self):
         """How many perf rings the daemon has mapped."""
         with open("/proc/%d/maps" % self.p.pid) as f:
@@ -383,6 +415,7 @@ def t_unit_caps(c):
     rings = RINGS_PER_TARGET + os.cpu_count()
     check(d.wait_rings(rings), "%d perf rings for the target's 201 threads and %d CPUs, not %d"
           % (d.rings(), os.cpu_count(), rings))
+    check(d.user_sees(tp.pid), "the target's user does not see it in scry ctl list")
     _, dump, _ = d.ctl("dump", str(tp.pid))
     check("workload.py" in dump and "main" in dump, "ctl dump: %s" % st.short(dump, 300))
     mem = d.record_memory(tp.pid, "memory.txt")
@@ -394,16 +427,15 @@ def t_unit_caps(c):
     check(rate == [49.0], "after set-rate 49: %s" % rate)
     d.ctl("reload")
     check(d.wait_log("configuration reloaded"), "reload: %s" % d.log()[-300:])
-    d.ctl("flush")
-    d_idx = st.Deadline(10)
-    while not os.path.exists(os.path.join(d.out, "index.json")) and not d_idx.expired():
-        time.sleep(0.2)
+    grouped = out_group_files(d, 10)
     check(os.path.exists(os.path.join(d.out, "index.json")), "flush wrote no index.json")
+    check(grouped > 0, "no window file has out-group %s" % OUT_GROUP)
     rc = d.stop()
     check(rc == 0, "the daemon exited %d after SIGTERM" % rc)
     check(tp.poll() is None and tracer_of(tp.pid) == 0, "the target is dead or still traced")
-    return ("%s: per-CPU clock, %d perf rings, list, dump, record --memory (%.1f MB on the "
-            "keeping line, source as nobody; %s), record, set-rate, reload, flush"
+    return ("%s: per-CPU clock, %d perf rings, list (as root and as the target's user), dump, "
+            "record --memory (%.1f MiB on the "
+            "keeping line; %s), record, set-rate, reload, flush (out-group)"
             % (",".join(caps), rings, mb, chrooted))
 
 
@@ -427,7 +459,7 @@ def chroot_memory(c, d):
               "the staged shim was left in the root's /tmp")
     finally:
         shutil.rmtree(root + inside, ignore_errors=True)
-    return "chrooted %s: %.1f MB" % (os.path.basename(root), mb)
+    return "chrooted %s: %.1f MiB" % (os.path.basename(root), mb)
 
 
 def lacks_ptrace(c, d, tp):
@@ -453,7 +485,7 @@ def lacks_net_admin(c, d, tp):
 
 def lacks_dac_override(c, d, tp):
     d.wait_target(tp.pid)
-    return "alloc MB" not in d.record_memory(tp.pid, "m.txt"), "no memory recording"
+    return "alloc MiB" not in d.record_memory(tp.pid, "m.txt"), "no memory recording"
 
 
 def lacks_ipc_lock(c, d, tp):
@@ -472,11 +504,15 @@ def lacks_ipc_lock(c, d, tp):
 
 def lacks_setid(c, d, tp):
     d.wait_target(tp.pid)
-    text = d.record_memory(tp.pid, "m.txt")
-    return KEEP_MARK not in text and "source not available" in text, "no source as the user"
+    return not d.user_sees(tp.pid), "scry ctl refuses users other than root"
 
 
-NEEDED_FOR = {"sys_ptrace": lacks_ptrace, "perfmon": lacks_perfmon,
+def lacks_chown(c, d, tp):
+    d.wait_target(tp.pid)
+    return out_group_files(d, 6) == 0, "no window files for out-group %s" % OUT_GROUP
+
+
+NEEDED_FOR = {"chown": lacks_chown, "sys_ptrace": lacks_ptrace, "perfmon": lacks_perfmon,
               "net_admin": lacks_net_admin, "dac_override": lacks_dac_override,
               "setuid": lacks_setid, "setgid": lacks_setid, "ipc_lock": lacks_ipc_lock}
 
@@ -631,7 +667,7 @@ def t_deb(c):
     check(not res["removed"], "installing and removing scry removed %s" % res["removed"][:20])
     check(res["dpkg -s"][1] == "deinstall ok config-files", "after dpkg -r: %s" % res["dpkg -s"][1])
     check(not res["purged_left"], "dpkg --purge left %s" % res["purged_left"][:20])
-    return ("%s, Depends %s; %.1f MB on the keeping line; dpkg -r left only the configuration, "
+    return ("%s, Depends %s; %.1f MiB on the keeping line; dpkg -r left only the configuration, "
             "--purge nothing"
             % (debs[0], ", ".join(deps), mb))
 
