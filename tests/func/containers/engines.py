@@ -90,16 +90,22 @@ class Docker(object):
                                          st.short(p.stderr.decode("utf-8", "replace"), 300)))
         return p.stdout.decode("utf-8", "replace").strip()
 
-    def run(self, c, argv, extra=(), image=None, name="ctr"):
+    def run(self, c, argv, extra=(), image=None, name="ctr", stdout=False):
         """Starts `docker run --rm --network none` of IMAGE (default the imported one)
         running ARGV, attached (the client process, returned, exits with the container),
-        with the test's directory mounted where the target sees it. The container's id is
-        then c.cid (see host_pid)."""
+        with the test's directory mounted where the target sees it; with STDOUT its
+        standard output goes apart, to the file p.out_path (the log keeps stderr). The
+        container's id is then c.cid (see host_pid)."""
         cidfile = c.path("%s.cid" % name)
         cmd = [DOCKER, "run", "--rm", "--network", "none", "--cidfile", cidfile,
                "-v", "%s:%s" % (c.tmp, c.tpath(c.tmp))] + list(extra) + [
                    image or self.image_name] + [str(a) for a in argv]
-        p = c.spawn(cmd, env=c.env(self.env()), log_name="%s.log" % name)
+        if not stdout:
+            p = c.spawn(cmd, env=c.env(self.env()), log_name="%s.log" % name)
+        else:
+            with open(c.path("%s.out" % name), "wb") as out:
+                p = c.spawn(cmd, env=c.env(self.env()), log_name="%s.log" % name, stdout=out)
+            p.out_path = out.name
         p.cidfile = cidfile
         c.cidfile = cidfile
         return p

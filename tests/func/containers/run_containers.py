@@ -575,11 +575,12 @@ def t_memory_attach(c):
     script = c.path("keep.py")
     with open(script, "w") as f:
         f.write(LAUNCH_KEEP)
-    p = ENGINE.run(c, [EXE, c.tpath(script)])
+    p = ENGINE.run(c, [EXE, c.tpath(script), 30])  # outlives the recording
     c.targets.append(("container", p))
     hpid = ENGINE.host_pid(c)
     out = c.path("attach.json")
-    res = c.scry_ok(["record", "--memory", "-f", "json", "-o", out, "--pid", hpid], timeout=60)
+    res = c.scry_ok(["record", "--memory", "-d", "4", "-f", "json", "-o", out, "--pid", hpid],
+                    timeout=60)
     c.release(p)
     doc = st.load_json(out, "record --memory --pid")
     got = sum(l.get("net_mb", 0) for l in doc["lines"]
@@ -848,14 +849,14 @@ def debug_recipe():
 
 def sidecar(c, app, argv, name, caps=None):
     """Runs ARGV in scry's image as a sidecar of container APP, the way the recipe says
-    (its PID namespace, its capabilities unless CAPS): (exit status, output)."""
+    (its PID namespace, its capabilities unless CAPS): (exit status, its standard output,
+    or its standard error after a failure)."""
     image, recipe_caps, _ = debug_recipe()
     p = ENGINE.run(c, argv, ["--pid=container:%s" % app] + (
-        recipe_caps if caps is None else caps), image=image, name=name)
+        recipe_caps if caps is None else caps), image=image, name=name, stdout=True)
     rc = c.wait(p, 60, "the sidecar %s" % name)
-    with open(p.log_path, "rb") as f:
-        log = f.read().decode("utf-8", "replace")
-    return rc, log
+    with open(p.out_path if rc == 0 else p.log_path, "rb") as f:
+        return rc, f.read().decode("utf-8", "replace")
 
 
 @tests("sidecar", once=True)
