@@ -3,10 +3,13 @@
 #include "scry_err.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #ifndef IOV_MAX
 #define IOV_MAX 1024
@@ -24,6 +27,10 @@ struct rmem {
     pid_t pid;                       /* 0 for an image or a source */
     const rmem_source_ops_t *source; /* a source's functions, else NULL */
     void *source_ctx;
+    /* /proc/PID/mem, opened where process_vm_readv is refused but the kernel grants ptrace
+     * access (a seccomp profile: Docker's allows process_vm_readv only with
+     * CAP_SYS_PTRACE); -1 not tried, -2 refused too */
+    int memfd;
     rmem_region_t *regions;
     size_t nregions;
     rmem_stats_t stats;
@@ -32,8 +39,10 @@ struct rmem {
 rmem_t *rmem_open_pid(pid_t pid)
 {
     rmem_t *m = calloc(1, sizeof *m);
-    if (m)
+    if (m) {
         m->pid = pid;
+        m->memfd = -1;
+    }
     return m;
 }
 
@@ -103,6 +112,8 @@ void rmem_free(rmem_t *m)
 {
     if (!m)
         return;
+    if (m->pid && m->memfd >= 0) /* only live readers have one (images: calloc's 0) */
+        close(m->memfd);
     for (size_t i = 0; i < m->nregions; i++)
         free(m->regions[i].data);
     free(m->regions);
@@ -147,6 +158,55 @@ int rmem_read(rmem_t *m, raddr_t addr, void *buf, size_t len)
     return n == 1 ? 0 : SCRY_E_FAULT;
 }
 
+/* Whether reads go through /proc/PID/mem: after process_vm_readv failed with ERR, opens it
+ * when ERR is SCRY_E_PERM (refused by a seccomp filter rather than by the kernel's ptrace
+ * check, which the open repeats: a reader the kernel refuses stays refused). Returns 1 when
+ * the fallback is open, else 0. */
+static int memfd_usable(rmem_t *m, int err)
+{
+    if (m->memfd >= 0)
+        return 1;
+    if (err != SCRY_E_PERM || m->memfd == -2)
+        return 0;
+    char path[48];
+    snprintf(path, sizeof path, "/proc/%d/mem", (int)m->pid);
+    m->memfd = open(path, O_RDONLY | O_CLOEXEC);
+    if (m->memfd < 0) {
+        m->memfd = -2;
+        return 0;
+    }
+    return 1;
+}
+
+/* pread of LEN bytes at ADDR from /proc/PID/mem. Returns the bytes read (short at the first
+ * unreadable page), or SCRY_E_GONE when the process has no memory left to read (exited;
+ * after an exec the file is reopened once, as the new program's). */
+static long memfd_read(rmem_t *m, raddr_t addr, void *buf, size_t len)
+{
+    size_t got = 0;
+    for (int reopened = 0; got < len;) {
+        m->stats.syscalls++;
+        ssize_t n = pread(m->memfd, (char *)buf + got, len - got, (off_t)(addr + got));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            break; /* EIO: an unmapped page */
+        if (n == 0) { /* the file's address space is gone: exit or exec */
+            if (got || reopened)
+                break;
+            close(m->memfd);
+            m->memfd = -1;
+            if (!memfd_usable(m, SCRY_E_PERM))
+                return SCRY_E_GONE;
+            reopened = 1;
+            continue;
+        }
+        got += (size_t)n;
+    }
+    m->stats.bytes += got;
+    return (long)got;
+}
+
 /* One process_vm_readv over at most IOV_MAX regions; returns regions completed or error. */
 static int live_readv_chunk(rmem_t *m, const rmem_iov_t *iov, size_t n)
 {
@@ -160,10 +220,25 @@ static int live_readv_chunk(rmem_t *m, const rmem_iov_t *iov, size_t n)
         remote[i].iov_len = iov[i].len;
         total += iov[i].len;
     }
-    m->stats.syscalls++;
-    ssize_t got = process_vm_readv(m->pid, local, n, remote, n, 0);
+    ssize_t got = -1;
+    if (m->memfd < 0) {
+        m->stats.syscalls++;
+        got = process_vm_readv(m->pid, local, n, remote, n, 0);
+    }
     if (got < 0) {
-        int err = scry_err_from_errno(errno);
+        int err = m->memfd >= 0 ? 0 : scry_err_from_errno(errno);
+        if (memfd_usable(m, err)) {
+            for (size_t i = 0; i < n; i++) {
+                long r = memfd_read(m, iov[i].addr, iov[i].buf, iov[i].len);
+                if (r < 0)
+                    return i ? (int)i : (int)r;
+                if ((size_t)r < iov[i].len) {
+                    m->stats.faults++;
+                    return (int)i;
+                }
+            }
+            return (int)n;
+        }
         if (err == SCRY_E_FAULT)
             m->stats.faults++;
         return err;
@@ -239,10 +314,19 @@ long rmem_read_partial(rmem_t *m, raddr_t addr, void *buf, size_t len)
     }
     struct iovec local = {.iov_base = buf, .iov_len = len};
     struct iovec remote = {.iov_base = (void *)(uintptr_t)addr, .iov_len = len};
-    m->stats.syscalls++;
-    ssize_t got = process_vm_readv(m->pid, &local, 1, &remote, 1, 0);
+    ssize_t got = -1;
+    if (m->memfd < 0) {
+        m->stats.syscalls++;
+        got = process_vm_readv(m->pid, &local, 1, &remote, 1, 0);
+    }
     if (got < 0) {
-        int err = scry_err_from_errno(errno);
+        int err = m->memfd >= 0 ? 0 : scry_err_from_errno(errno);
+        if (memfd_usable(m, err)) {
+            long r = memfd_read(m, addr, buf, len);
+            if (r >= 0 && (size_t)r < len)
+                m->stats.faults++;
+            return r;
+        }
         if (err != SCRY_E_FAULT)
             return err;
         m->stats.faults++;

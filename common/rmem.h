@@ -28,7 +28,9 @@ typedef struct rmem_iov {
 } rmem_iov_t;
 
 /* Opens a reader on live process PID. Returns NULL only when out of memory; a missing or
- * forbidden process shows up as the error of the first read. */
+ * forbidden process shows up as the error of the first read. Reads use process_vm_readv;
+ * where a seccomp filter refuses it (EPERM) but the kernel's ptrace check allows opening
+ * /proc/PID/mem, they go through that file instead (one pread per region). */
 rmem_t *rmem_open_pid(pid_t pid);
 
 /* Opens a reader over an in-memory image: no regions at first, add them with

@@ -650,7 +650,7 @@ void memprof_describe(const memprof_t *m, char *buf, size_t len)
     uint64_t dropped = 0;
     for (int k = 0; k < SCRY_RING_NKINDS; k++)
         dropped += st.dropped_events[k];
-    char got[160] = "";
+    char got[224] = "";
     if (st.shim_state & SCRY_RING_SHIM_GOT_PATCHED)
         snprintf(got, sizeof got, ", malloc/memcpy redirected in %u objects (%u slots)",
                  got_objects, got_slots);
@@ -658,6 +658,9 @@ void memprof_describe(const memprof_t *m, char *buf, size_t len)
         snprintf(got + strlen(got), sizeof got - strlen(got),
                  ", %u libraries not hooked (their pages could not be made writable)",
                  got_failed > 100000 ? 100000 : got_failed);
+    if (st.shim_state & (SCRY_RING_SHIM_STACKS_BAD | SCRY_RING_SHIM_VERSION_MISMATCH))
+        snprintf(got + strlen(got), sizeof got - strlen(got),
+                 ", Python stacks not read (every event on <unknown>)");
     char by[48] = "";
     if (m->injected_by)
         snprintf(by, sizeof by, " by %s", m->injected_by);

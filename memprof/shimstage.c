@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -36,6 +37,8 @@ struct shimstage {
     int dir_fd;    /* the directory scry made in it, -1 before */
     char dir[64];  /* .scry-shim-<32 hex> */
     char name[48]; /* libscry-shim.so (or the data's name) */
+    uid_t owner;   /* who owns the directory: scry's user, or the target's (stage_as) */
+    gid_t owner_gid;
     int janitor_fd; /* write end of the janitor's pipe: EOF = clean up now */
     pid_t janitor;
 };
@@ -65,12 +68,12 @@ static int open_beneath(int dirfd, const char *name, int flags)
 }
 
 /* Opens scry's directory DIR under PARENT_FD (see open_beneath) when it is a directory
- * owned by scry's user. Async-signal-safe. Returns the descriptor or -1. */
-static int open_own_dir(int parent_fd, const char *dir)
+ * owned by OWNER (the user scry made it as). Async-signal-safe. Returns the descriptor or -1. */
+static int open_own_dir(int parent_fd, const char *dir, uid_t owner)
 {
     int fd = open_beneath(parent_fd, dir, O_RDONLY | O_DIRECTORY);
     struct stat st;
-    if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid())) {
+    if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != owner)) {
         close(fd);
         fd = -1;
     }
@@ -81,9 +84,10 @@ static int open_own_dir(int parent_fd, const char *dir)
  * -1), then DIR from PARENT_FD while that name still is the very directory: a name the
  * target swapped for a link or another directory is left alone, and nothing is resolved
  * outside the target's root. Async-signal-safe (the janitor calls it). */
-static void stage_remove(int parent_fd, int dir_fd, const char *dir, const char *name)
+static void stage_remove(int parent_fd, int dir_fd, const char *dir, const char *name,
+                         uid_t owner)
 {
-    int fd = dir_fd >= 0 ? dir_fd : open_own_dir(parent_fd, dir);
+    int fd = dir_fd >= 0 ? dir_fd : open_own_dir(parent_fd, dir, owner);
     if (fd < 0)
         return;
     unlinkat(fd, name, 0);
@@ -116,7 +120,7 @@ static int same_file_in_root(int rootfd, const char *host_path)
  * directory as stage_remove does (nothing when scry did it already, or when the name is no
  * longer scry's directory) and exits. Async-signal-safe calls only (forked from a process
  * that may have threads). */
-static void janitor_run(int rfd, int parent_fd, const char *dir, const char *name)
+static void janitor_run(int rfd, int parent_fd, const char *dir, const char *name, uid_t owner)
 {
     struct sigaction ign;
     memset(&ign, 0, sizeof ign);
@@ -138,7 +142,7 @@ static void janitor_run(int rfd, int parent_fd, const char *dir, const char *nam
         if (r == 0 || (r < 0 && errno != EINTR))
             break;
     }
-    stage_remove(parent_fd, -1, dir, name);
+    stage_remove(parent_fd, -1, dir, name, owner);
     _exit(0);
 }
 
@@ -214,7 +218,7 @@ static int janitor_start(shimstage_t *s)
     }
     if (pid == 0) {
         close(p[1]);
-        janitor_run(p[0], s->parent_fd, s->dir, s->name);
+        janitor_run(p[0], s->parent_fd, s->dir, s->name, s->owner);
     }
     /* Its own process group before anything is created (its setsid may not have run
      * yet): a kill of scry's group must not take it along. */
@@ -311,6 +315,15 @@ static int put_data(int dirfd, const char *name, const void *data, size_t len)
     return err;
 }
 
+/* This thread's file-system ids (what new inodes belong to), set to UID and GID. */
+static void stage_as(uid_t uid, gid_t gid)
+{
+    if ((uid_t)setfsuid((uid_t)-1) != uid) {
+        setfsgid(gid);
+        setfsuid(uid);
+    }
+}
+
 static shimstage_t *stage(pid_t pid, const char *host_path, const char *name, const void *data,
                           size_t dlen, int *err, char *msg, size_t len)
 {
@@ -369,6 +382,17 @@ static shimstage_t *stage(pid_t pid, const char *host_path, const char *name, co
         e = SCRY_E_TRUNC;
         goto fail;
     }
+    /* A target in a user namespace without host root (a rootless container) may have its
+     * file systems mounted in that namespace (podman's overlayfs), where no inode can
+     * belong to host root: mkdir fails with EOVERFLOW. There the directory and the copy
+     * are made as the target's own user (this thread's fsuid and fsgid, for the creations
+     * only); the target could change its copy before loading it, which concerns only it. */
+    s->owner = geteuid();
+    s->owner_gid = getegid();
+    if (s->owner == 0 && creds.uid != 0 && proc_userns_maps_uid(pid, 0) == 0) {
+        s->owner = (uid_t)creds.uid;
+        s->owner_gid = (gid_t)creds.gid;
+    }
     e = janitor_start(s); /* first: from here on nothing can be left behind */
     if (e) {
         snprintf(msg, len, "cannot start the process that cleans up after scry: %s",
@@ -376,6 +400,7 @@ static shimstage_t *stage(pid_t pid, const char *host_path, const char *name, co
         goto fail;
     }
     s->copied = 1;
+    stage_as(s->owner, s->owner_gid);
     if (mkdirat(s->parent_fd, s->dir, 0700) != 0) {
         e = scry_err_from_errno(errno);
         snprintf(msg, len, "cannot make %s in the root of process %d: %s", s->path, (int)pid,
@@ -384,7 +409,7 @@ static shimstage_t *stage(pid_t pid, const char *host_path, const char *name, co
     }
     /* The directory as it is now (the target may have swapped the name already: then it
      * is refused, or it is another directory of the target's, harmless to write into). */
-    s->dir_fd = open_own_dir(s->parent_fd, s->dir);
+    s->dir_fd = open_own_dir(s->parent_fd, s->dir, s->owner);
     if (s->dir_fd < 0 || fchmod(s->dir_fd, 0711) != 0) { /* the target may be another user */
         e = SCRY_E_IO;
         snprintf(msg, len,
@@ -400,9 +425,11 @@ static shimstage_t *stage(pid_t pid, const char *host_path, const char *name, co
                  host_path ? host_path : name, (int)pid, s->path, scry_strerror(e));
         goto fail;
     }
+    stage_as(geteuid(), getegid());
     close(rootfd);
     return s;
 fail:
+    stage_as(geteuid(), getegid());
     if (rootfd >= 0)
         close(rootfd);
     shimstage_free(s);
@@ -443,7 +470,7 @@ void shimstage_free(shimstage_t *s)
     if (!s)
         return;
     if (s->copied && s->parent_fd >= 0 && s->dir_fd >= 0)
-        stage_remove(s->parent_fd, s->dir_fd, s->dir, s->name);
+        stage_remove(s->parent_fd, s->dir_fd, s->dir, s->name, s->owner);
     janitor_end(s); /* it removes what is left when scry could not open its directory */
     if (s->dir_fd >= 0)
         close(s->dir_fd);

@@ -157,6 +157,36 @@ int proc_read_uid(pid_t pid, uid_t *uid)
     return proc_parse_status_uid(buf, (size_t)n, uid);
 }
 
+int proc_userns_maps_uid(pid_t pid, uint32_t host_uid)
+{
+    char buf[8192]; /* the kernel allows 340 lines of at most 3 x 10 digits */
+    long n = proc_read_file(pid, 0, "uid_map", buf, sizeof buf - 1);
+    if (n < 0)
+        return (int)n;
+    buf[n] = 0;
+    char *p = buf;
+    for (int line = 0; line < 340 && *p; line++) {
+        unsigned long long v[3];
+        for (int i = 0; i < 3; i++) {
+            while (*p == ' ' || *p == '\t')
+                p++;
+            char *end;
+            errno = 0;
+            v[i] = strtoull(p, &end, 10);
+            if (end == p || errno || v[i] > UINT32_MAX)
+                return SCRY_E_CORRUPT;
+            p = end;
+        }
+        if (*p == '\n')
+            p++;
+        else if (*p)
+            return SCRY_E_CORRUPT;
+        if (host_uid >= v[1] && host_uid - v[1] < v[2])
+            return 1;
+    }
+    return 0;
+}
+
 int proc_other_userns(pid_t pid)
 {
     char mine[1024], theirs[1024];

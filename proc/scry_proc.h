@@ -170,6 +170,12 @@ int proc_read_uid(pid_t pid, uid_t *uid);
  * access). Returns 1, 0, or a negative code when a map cannot be read. */
 int proc_other_userns(pid_t pid);
 
+/* Whether host uid HOST_UID has an id in process PID's user namespace: a line "inside
+ * outside count" of /proc/PID/uid_map with outside <= HOST_UID < outside + count (a rootless
+ * container's namespace maps its user's uid and subordinate ids, not host root). Returns
+ * 1, 0, or a negative code when the map cannot be read or is malformed. */
+int proc_userns_maps_uid(pid_t pid, uint32_t host_uid);
+
 /* A mark of process PID's current program image: the address of its stack's start
  * (/proc/PID/stat field 28), drawn anew by address-space randomisation at every execve.
  * A changed mark means the process exec'd (the pid and start time stay). 0 when the kernel

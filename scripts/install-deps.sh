@@ -1,9 +1,13 @@
 #!/bin/sh
 # Installs what scry needs to build, run and test, from Debian 12 packages only.
 # Run as root. Installs only what is missing; safe to run again.
+#   --test: also the container engines the containers suite runs (Debian's docker.io,
+#           rootless podman with uidmap) and strace (scripts/test.sh passes it)
 set -eu
+extra=""
+[ "${1:-}" = --test ] && extra="docker.io podman uidmap strace"
 need=""
-for p in build-essential cmake pkg-config libelf-dev libunwind-dev libcapstone-dev \
+for p in $extra build-essential cmake pkg-config libelf-dev libunwind-dev libcapstone-dev \
          libprotobuf-c-dev protobuf-c-compiler zlib1g-dev libncurses-dev libiberty-dev \
          libinih-dev libjson-c-dev libcurl4-openssl-dev libzstd-dev liblz4-dev liblzma-dev \
          python3 python3-numpy procps util-linux tmux golang-go chromium gdb zstd lz4 xz-utils; do
