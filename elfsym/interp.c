@@ -7,14 +7,24 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "inroot.h"
 #include "pyversion.h"
 #include "scry_err.h"
 
 /* How many mapping entries a file's run may span (guards, bss, holes). */
 #define MODULE_SCAN_MAX 4096
+
+/* 1 when ST is the file mapping E maps: the same device (maps' major:minor) and inode. */
+static int is_mapped_file(const struct stat *st, const elfsym_map_t *e)
+{
+    return S_ISREG(st->st_mode) && (uint64_t)st->st_ino == e->inode &&
+           major(st->st_dev) == e->dev_major && minor(st->st_dev) == e->dev_minor;
+}
 
 int elfsym_map_open_path(pid_t pid, const elfsym_map_t *e, char *buf, size_t size)
 {
@@ -24,20 +34,22 @@ int elfsym_map_open_path(pid_t pid, const elfsym_map_t *e, char *buf, size_t siz
     if (!elfsym_map_is_file(e) || !buf || size == 0)
         return SCRY_E_INVAL;
     int n = snprintf(root, sizeof root, "/proc/%d/root%s", (int)pid, e->path);
-    int root_ok = n > 0 && (size_t)n < sizeof root && stat(root, &st) == 0;
+    /* Resolved inside the target's root: its links never lead to a file of scry's root. */
+    int root_ok = n > 0 && (size_t)n < sizeof root && e->path[0] == '/' &&
+                  inroot_stat_path(root, &st) == 0 && S_ISREG(st.st_mode);
     const char *pick = NULL;
     int unverified = 0;
-    if (root_ok && !e->deleted && (uint64_t)st.st_ino == e->inode) {
-        pick = root;
+    if (root_ok && !e->deleted && is_mapped_file(&st, e)) {
+        pick = root; /* the mapped file, named in its root: its debug files are found there */
     } else {
         snprintf(mf, sizeof mf, "/proc/%d/map_files/%llx-%llx", (int)pid,
                  (unsigned long long)e->start, (unsigned long long)e->end);
         if (stat(mf, &st) == 0) {
-            pick = mf;
+            pick = mf; /* the mapped file itself (needs CAP_SYS_ADMIN) */
         } else if (root_ok) {
             pick = root; /* another inode (overlayfs shows its own) or another file */
             unverified = 1;
-        } else if (stat(e->path, &st) == 0 && (uint64_t)st.st_ino == e->inode)
+        } else if (stat(e->path, &st) == 0 && is_mapped_file(&st, e))
             pick = e->path; /* the target's root is not readable: scry's own file, if it
                                is the mapped one (a container's libc is not the host's) */
         else
