@@ -51,8 +51,10 @@ int elfsym_map_open_path(pid_t pid, const elfsym_map_t *e, char *buf, size_t siz
 /* elfsym_map_open_path, and when the path is unverified, the file's GNU build-id compared
  * with the one mapped at BASE (the address of the file's offset 0) in the target's memory
  * (MEM, or a reader of PID made for the check when NULL): a file that differs or has no
- * build-id is refused (SCRY_E_NOTFOUND: no symbols rather than wrong ones). Returns 0 or a
- * negative code as elfsym_map_open_path. */
+ * build-id is refused (SCRY_E_NOTFOUND: no symbols rather than wrong ones). Before
+ * map_files it tries, checked the same way, the file in the target's root that has the
+ * mapping's inode on another device (overlayfs), so that its debug files are found in that
+ * root. Returns 0 or a negative code as elfsym_map_open_path. */
 int elfsym_map_open_checked(pid_t pid, rmem_t *mem, const elfsym_map_t *e, uint64_t base, char *buf,
                             size_t size);
 
