@@ -2,6 +2,7 @@
  * credentials inside the target's root (see srcread.h for the contract). */
 #include "srcread.h"
 
+#include "inroot.h"
 #include "scry_err.h"
 #include "scry_time.h"
 
@@ -325,19 +326,18 @@ static int is_pseudo_fs(int fd)
  * length or a negative scry code. */
 static long helper_read(const srcread_t *r, const char *name, char *buf)
 {
-    struct open_how how = {.flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_NO_MAGICLINKS};
+    uint64_t resolve = RESOLVE_IN_ROOT;
     int dirfd = r->rootfd;
     if (name[0] == '/') {
         while (name[0] == '/')
             name++;
-        how.resolve |= RESOLVE_IN_ROOT;
     } else {
         dirfd = r->cwdfd;
-        how.resolve |= RESOLVE_BENEATH;
+        resolve = RESOLVE_BENEATH;
     }
     if (!name[0] || dirfd < 0)
         return name[0] ? SCRY_E_NOTFOUND : SCRY_E_NOTFILE;
-    int pfd = (int)syscall(SYS_openat2, dirfd, name, &how, sizeof how);
+    int pfd = inroot_openat(dirfd, name, O_PATH, resolve);
     if (pfd < 0)
         return err_of(errno);
     struct stat st, st2;

@@ -3,6 +3,7 @@
 #include "core_internal.h"
 
 #include "buildid.h"
+#include "inroot.h"
 #include "scry_err.h"
 
 #include <errno.h>
@@ -175,12 +176,7 @@ static int open_file(const core_t *c, const core_file_t *f)
     int flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK;
     if (f->given || c->rootfd < 0)
         return open(f->path, flags);
-    struct open_how how = {.flags = (uint64_t)flags,
-                           .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
-    const char *rel = f->path;
-    while (*rel == '/')
-        rel++;
-    return (int)syscall(SYS_openat2, c->rootfd, rel, &how, sizeof how);
+    return inroot_openat(c->rootfd, f->path, flags, RESOLVE_IN_ROOT);
 }
 
 /* Opens and maps file I under the sysroot and checks its build-id against the one the core

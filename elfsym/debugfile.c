@@ -6,6 +6,8 @@
  *   /usr/lib/debug/<dir>/<debuglink>
  *   <dir>/<debuglink>  (when that is not the object itself)
  *   <dir>/.debug/<debuglink>
+ * (in scry's own root only the two under /usr/lib/debug for a target's object: its <dir> is
+ * the target's name). Files in the target's root resolve inside it (common/inroot.h).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -24,28 +26,14 @@
 #endif
 
 #include "elfsym_internal.h"
+#include "inroot.h"
 
 #define DEBUG_ROOT "/usr/lib/debug"
-
-/* Splits PATH into a "/proc/N/root" prefix (may be empty) and the rest. */
-static size_t root_prefix_len(const char *path)
-{
-    const char *p = path;
-    if (strncmp(p, "/proc/", 6) != 0)
-        return 0;
-    p += 6;
-    const char *digits = p;
-    while (*p >= '0' && *p <= '9')
-        p++;
-    if (p == digits || strncmp(p, "/root/", 6) != 0)
-        return 0;
-    return (size_t)(p + 5 - path); /* keep the '/' that starts the rest */
-}
 
 static int is_file(const char *path, const struct stat *self)
 {
     struct stat st;
-    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+    if (inroot_stat_path(path, &st) != 0 || !S_ISREG(st.st_mode))
         return 0;
     /* Never take the object itself as its own debug file. */
     return !(self && st.st_dev == self->st_dev && st.st_ino == self->st_ino);
@@ -65,10 +53,10 @@ char *elfsym__find_debug_file(const char *path, const uint8_t *build_id, size_t 
     (void)debuglink_crc; /* checked by the caller once the file is open */
     if (!path)
         return NULL;
-    if (stat(path, &self) == 0)
+    if (inroot_stat_path(path, &self) == 0)
         selfp = &self;
 
-    size_t rl = root_prefix_len(path);
+    size_t rl = inroot_proc_root_len(path);
     const char *roots[2] = {"", NULL};
     char root[64] = "";
     if (rl > 0 && rl < sizeof root) {
@@ -99,6 +87,8 @@ char *elfsym__find_debug_file(const char *path, const uint8_t *build_id, size_t 
         if (snprintf(buf, sizeof buf, "%s" DEBUG_ROOT "%.*s/%s", roots[r], dl, rest, debuglink) <
             (int)sizeof buf)
             hit = try_path(buf, selfp);
+        if (r > 0 && rl > 0)
+            continue; /* a target's directory names no directory of scry's own root */
         if (!hit &&
             snprintf(buf, sizeof buf, "%s%.*s/%s", roots[r], dl, rest, debuglink) < (int)sizeof buf)
             hit = try_path(buf, selfp);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "elfsym_internal.h"
+#include "inroot.h"
 #include "scry_err.h"
 
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -125,7 +126,7 @@ elfsym_obj_t *elfsym_obj_open(const char *path, int *err)
     elfsym__elf_init();
     /* The path is the target's: O_NONBLOCK so a FIFO put in its place cannot hang us (it
      * is refused below: regular files only). */
-    fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    fd = inroot_open_path(path, O_RDONLY | O_NONBLOCK | O_NOCTTY);
     if (fd < 0) {
         rc = elfsym__file_err(errno);
         goto out;
@@ -384,7 +385,7 @@ int elfsym__obj_reopen(const elfsym_obj_t *obj)
     for (size_t i = 0; i < n; i++) {
         if (!paths[i])
             continue;
-        int fd = open(paths[i], O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+        int fd = inroot_open_path(paths[i], O_RDONLY | O_NONBLOCK | O_NOCTTY);
         if (fd < 0) {
             rc = elfsym__file_err(errno);
             continue;

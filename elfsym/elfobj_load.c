@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "elfsym_internal.h"
+#include "inroot.h"
 #include "scry_err.h"
 
 /* A symbol while building: names are offsets into the builder's pool. */
@@ -405,7 +406,7 @@ static void load_debuglink(elfsym_obj_t *obj, Elf *elf)
 /* Merges the symbols of the separate debug file at PATH when it belongs to OBJ. */
 static int add_debug_symbols(elfsym_obj_t *obj, builder_t *b, const char *path)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    int fd = inroot_open_path(path, O_RDONLY | O_NONBLOCK | O_NOCTTY);
     if (fd < 0)
         return 0;
     int rc = 0;
@@ -551,7 +552,7 @@ static int reload_full(elfsym_obj_t *obj, elfsym_symtab_t *t)
     const elfsym_alias_t *a = &obj->alias[0];
     if (obj->nalias == 0 || !a->path)
         return SCRY_E_NOTFOUND;
-    int fd = open(a->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    int fd = inroot_open_path(a->path, O_RDONLY | O_NONBLOCK | O_NOCTTY);
     if (fd < 0)
         return elfsym__file_err(errno);
     int rc = SCRY_E_NOTFOUND;

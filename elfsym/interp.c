@@ -7,16 +7,31 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "inroot.h"
 #include "pyversion.h"
 #include "scry_err.h"
 
 /* How many mapping entries a file's run may span (guards, bss, holes). */
 #define MODULE_SCAN_MAX 4096
 
-int elfsym_map_open_path(pid_t pid, const elfsym_map_t *e, char *buf, size_t size)
+/* 1 when ST is the file mapping E maps: the same device (maps' major:minor) and inode. */
+static int is_mapped_file(const struct stat *st, const elfsym_map_t *e)
+{
+    return S_ISREG(st->st_mode) && (uint64_t)st->st_ino == e->inode &&
+           major(st->st_dev) == e->dev_major && minor(st->st_dev) == e->dev_minor;
+}
+
+#define PATH_SAME_INODE 2 /* map_open_path: unverified, the root's file has the mapping's inode */
+
+/* elfsym_map_open_path. SAME_INODE: the file in the target's root with the mapping's inode
+ * on another device (overlayfs: maps name the layer's device) is taken before map_files, as
+ * unverified (PATH_SAME_INODE): named in its root, its debug files are found there. */
+static int map_open_path(pid_t pid, const elfsym_map_t *e, char *buf, size_t size, int same_inode)
 {
     struct stat st;
     char root[PATH_MAX + 32];
@@ -24,20 +39,25 @@ int elfsym_map_open_path(pid_t pid, const elfsym_map_t *e, char *buf, size_t siz
     if (!elfsym_map_is_file(e) || !buf || size == 0)
         return SCRY_E_INVAL;
     int n = snprintf(root, sizeof root, "/proc/%d/root%s", (int)pid, e->path);
-    int root_ok = n > 0 && (size_t)n < sizeof root && stat(root, &st) == 0;
+    /* Resolved inside the target's root: its links never lead to a file of scry's root. */
+    int root_ok = n > 0 && (size_t)n < sizeof root && e->path[0] == '/' &&
+                  inroot_stat_path(root, &st) == 0 && S_ISREG(st.st_mode);
     const char *pick = NULL;
-    int unverified = 0;
-    if (root_ok && !e->deleted && (uint64_t)st.st_ino == e->inode) {
+    int rc = 0;
+    if (root_ok && !e->deleted && is_mapped_file(&st, e)) {
+        pick = root; /* the mapped file, named in its root: its debug files are found there */
+    } else if (root_ok && !e->deleted && same_inode && (uint64_t)st.st_ino == e->inode) {
         pick = root;
+        rc = PATH_SAME_INODE;
     } else {
         snprintf(mf, sizeof mf, "/proc/%d/map_files/%llx-%llx", (int)pid,
                  (unsigned long long)e->start, (unsigned long long)e->end);
         if (stat(mf, &st) == 0) {
-            pick = mf;
+            pick = mf; /* the mapped file itself (CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE) */
         } else if (root_ok) {
             pick = root; /* another inode (overlayfs shows its own) or another file */
-            unverified = 1;
-        } else if (stat(e->path, &st) == 0 && (uint64_t)st.st_ino == e->inode)
+            rc = ELFSYM_PATH_UNVERIFIED;
+        } else if (stat(e->path, &st) == 0 && is_mapped_file(&st, e))
             pick = e->path; /* the target's root is not readable: scry's own file, if it
                                is the mapped one (a container's libc is not the host's) */
         else
@@ -47,21 +67,40 @@ int elfsym_map_open_path(pid_t pid, const elfsym_map_t *e, char *buf, size_t siz
     if (len >= size)
         return SCRY_E_TRUNC;
     memcpy(buf, pick, len + 1);
-    return unverified ? ELFSYM_PATH_UNVERIFIED : 0;
+    return rc;
+}
+
+int elfsym_map_open_path(pid_t pid, const elfsym_map_t *e, char *buf, size_t size)
+{
+    return map_open_path(pid, e, buf, size, 0);
+}
+
+/* 1 when the ELF file at PATH has the GNU build-id mapped at BASE in MEM (or PID's). */
+static int matches_memory(pid_t pid, rmem_t *mem, uint64_t base, const char *path)
+{
+    int err;
+    rmem_t *own = mem ? NULL : rmem_open_pid(pid);
+    elfsym_obj_t *obj = elfsym_obj_open(path, &err);
+    int same = obj && elfsym_map_matches(mem ? mem : own, base, obj);
+    elfsym_obj_free(obj);
+    rmem_free(own);
+    return same;
 }
 
 int elfsym_map_open_checked(pid_t pid, rmem_t *mem, const elfsym_map_t *e, uint64_t base, char *buf,
                             size_t size)
 {
-    int rc = elfsym_map_open_path(pid, e, buf, size);
+    int rc = map_open_path(pid, e, buf, size, 1);
+    if (rc == PATH_SAME_INODE) {
+        if (matches_memory(pid, mem, base, buf))
+            return 0;
+        rc = map_open_path(pid, e, buf, size, 0); /* map_files, or the same file unverified */
+        if (rc == ELFSYM_PATH_UNVERIFIED)
+            return SCRY_E_NOTFOUND;
+    }
     if (rc != ELFSYM_PATH_UNVERIFIED)
         return rc;
-    rmem_t *own = mem ? NULL : rmem_open_pid(pid);
-    elfsym_obj_t *obj = elfsym_obj_open(buf, &rc);
-    int same = obj && elfsym_map_matches(mem ? mem : own, base, obj);
-    elfsym_obj_free(obj);
-    rmem_free(own);
-    return same ? 0 : SCRY_E_NOTFOUND;
+    return matches_memory(pid, mem, base, buf) ? 0 : SCRY_E_NOTFOUND;
 }
 
 int elfsym_map_open_src(rmem_t *src, const elfsym_map_t *e, uint64_t base, char *buf, size_t size)

@@ -33,13 +33,17 @@ typedef struct elfsym_module {
 
 #define ELFSYM_PATH_UNVERIFIED 1 /* elfsym_map_open_path: the file's inode is not the mapping's */
 
-/* Fills BUF with the path scry should open for mapping E of process PID: /proc/PID/root
- * + path when that file still has the mapping's inode (works across mount namespaces),
- * else /proc/PID/map_files/START-END (needs CAP_SYS_ADMIN; works for deleted files),
- * else /proc/PID/root + path (returning ELFSYM_PATH_UNVERIFIED: overlayfs reports another
+/* Fills BUF with the path scry should open for mapping E of process PID. Every path of the
+ * form /proc/PID/root/... is opened inside the target's root (common/inroot.h,
+ * inroot_open_path: elfsym_obj_open and every reopen do), so a link the target planted never
+ * leads to a file of scry's root. In order: /proc/PID/root + path when that file, resolved
+ * inside the root, is the mapped one (device and inode as maps shows them; its separate
+ * debug files are then found in the same root), else /proc/PID/map_files/START-END (the
+ * mapped file itself; needs CAP_SYS_ADMIN; works for deleted files), else /proc/PID/root +
+ * path (returning ELFSYM_PATH_UNVERIFIED: overlayfs and btrfs report another device or
  * inode than the mapping's, but so does a file replaced since it was mapped: check it with
  * elfsym_map_open_checked), else the path itself in scry's root when it has the mapping's
- * inode. Returns 0, ELFSYM_PATH_UNVERIFIED, SCRY_E_INVAL (not a file mapping),
+ * device and inode. Returns 0, ELFSYM_PATH_UNVERIFIED, SCRY_E_INVAL (not a file mapping),
  * SCRY_E_NOTFOUND (none of these can be opened: scry would otherwise read another file of
  * the same name, e.g. the host's libc for a container's) or SCRY_E_TRUNC (BUF too small). */
 int elfsym_map_open_path(pid_t pid, const elfsym_map_t *e, char *buf, size_t size);
@@ -47,8 +51,10 @@ int elfsym_map_open_path(pid_t pid, const elfsym_map_t *e, char *buf, size_t siz
 /* elfsym_map_open_path, and when the path is unverified, the file's GNU build-id compared
  * with the one mapped at BASE (the address of the file's offset 0) in the target's memory
  * (MEM, or a reader of PID made for the check when NULL): a file that differs or has no
- * build-id is refused (SCRY_E_NOTFOUND: no symbols rather than wrong ones). Returns 0 or a
- * negative code as elfsym_map_open_path. */
+ * build-id is refused (SCRY_E_NOTFOUND: no symbols rather than wrong ones). Before
+ * map_files it tries, checked the same way, the file in the target's root that has the
+ * mapping's inode on another device (overlayfs), so that its debug files are found in that
+ * root. Returns 0 or a negative code as elfsym_map_open_path. */
 int elfsym_map_open_checked(pid_t pid, rmem_t *mem, const elfsym_map_t *e, uint64_t base, char *buf,
                             size_t size);
 

@@ -1,5 +1,6 @@
 #include "shimstage.h"
 
+#include "inroot.h"
 #include "scry_err.h"
 #include "scry_proc.h"
 #include "srcread.h"
@@ -47,11 +48,7 @@ struct shimstage {
  * extra RESOLVE flags. Returns the descriptor or -1 (errno). */
 static int open_in_root(int dirfd, const char *path, int flags, uint64_t resolve)
 {
-    struct open_how how;
-    memset(&how, 0, sizeof how);
-    how.flags = (uint64_t)(flags | O_CLOEXEC);
-    how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | resolve;
-    return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof how);
+    return inroot_openat(dirfd, path, flags, RESOLVE_IN_ROOT | resolve);
 }
 
 /* openat2(DIRFD, NAME) for one of scry's own names under DIRFD: beneath it, no symbolic or
@@ -59,12 +56,8 @@ static int open_in_root(int dirfd, const char *path, int flags, uint64_t resolve
  * Returns the descriptor or -1 (errno). */
 static int open_beneath(int dirfd, const char *name, int flags)
 {
-    struct open_how how;
-    memset(&how, 0, sizeof how);
-    how.flags = (uint64_t)(flags | O_NOFOLLOW | O_CLOEXEC);
-    how.resolve =
-        RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV;
-    return (int)syscall(SYS_openat2, dirfd, name, &how, sizeof how);
+    return inroot_openat(dirfd, name, flags | O_NOFOLLOW,
+                         RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV);
 }
 
 /* Opens scry's directory DIR under PARENT_FD (see open_beneath) when it is a directory

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "inroot.h"
 #include "interp.h"
 #include "scry_err.h"
 #include "unwind_internal.h"
@@ -97,7 +98,7 @@ static int load_table(struct unwind *u, unwind_obj_t *o, const elfsym_map_t *m)
         if (!o->open_path)
             return SCRY_E_NOTFOUND;
         /* The target's file: never block on what it put there, regular files only. */
-        im.fd = open(o->open_path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+        im.fd = inroot_open_path(o->open_path, O_RDONLY | O_NONBLOCK | O_NOCTTY);
         if (im.fd < 0)
             return SCRY_E_NOTFOUND;
         struct stat st;

@@ -13,9 +13,13 @@ source_cap: 256 code objects named after hard links of one 16 MiB file: scry's p
 fd_limit: `record --subprocesses` under a hard RLIMIT_NOFILE of 256 with 300 live children:
   it records its whole duration, never calls the running parent exited, says it stopped
   following new children.
+root_links: a target's executable path made an absolute link to a host file: scry never
+  opens the host file (its ELF files are opened inside the target's root); a link inside
+  the root is followed there.
 Needs root (chroot, mounts). Stdlib only. One line "PASS|FAIL|SKIP name: detail" per test.
 """
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -182,6 +186,93 @@ def t_staging_bound_tmp(c):
           % sorted(set(seen)))
     check("writable by the process" in r.err, "scry does not say why: %s" % st.short(r.err))
     return "nothing created; scry says: %s" % st.short(r.err, 160)
+
+# --- a target's ELF files are opened inside its root --------------------------------------
+
+IN_OPEN, IN_ACCESS = 0x20, 0x01
+
+
+class OpenWatch:
+    """inotify on a directory: every open or read of a file in it (O_PATH opens and stat do
+    not count: they read nothing)."""
+
+    def __init__(self, path):
+        import ctypes
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.fd = self.libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+        check(self.fd >= 0, "inotify_init1: errno %d" % ctypes.get_errno())
+        wd = self.libc.inotify_add_watch(self.fd, path.encode(), IN_OPEN | IN_ACCESS)
+        check(wd >= 0, "inotify_add_watch %s: errno %d" % (path, ctypes.get_errno()))
+
+    def events(self):
+        """The names opened or read since the last call."""
+        import struct
+        names = []
+        while True:
+            try:
+                buf = os.read(self.fd, 65536)
+            except BlockingIOError:
+                return names
+            off = 0
+            while off + 16 <= len(buf):
+                _, mask, _, ln = struct.unpack_from("iIII", buf, off)
+                names.append(buf[off + 16:off + 16 + ln].rstrip(b"\0").decode())
+                off += 16 + ln
+
+    def close(self):
+        os.close(self.fd)
+
+
+@tests("root_links")
+def t_root_links(c):
+    """Debian's 3.11 run from a copy in a chroot, the copy then deleted, and the name its
+    mapping shows (the host's name of the copy, as the host reads the maps) planted inside the
+    root as an absolute symbolic link to an ELF file in a root-only 0700 host directory. scry
+    dump --native without CAP_SYS_ADMIN and CAP_CHECKPOINT_RESTORE (as the installed unit
+    runs: no /proc/PID/map_files)
+    never opens the host file; with the link pointing at an identical copy inside the root
+    ("/opt/py/copy", absolute) the dump works (the copy checked by build-id)."""
+    root = make_chroot(c)
+    opt = os.path.join(root, "opt", "py")
+    os.makedirs(opt)
+    exe = os.path.join(opt, "python3.11")
+    shutil.copy2(PY, exe)
+    shutil.copy2(PY, os.path.join(opt, "copy"))
+    secret = c.path("host-secret")
+    os.makedirs(secret)
+    os.chmod(secret, 0o700)
+    shutil.copy2(PY, os.path.join(secret, "python3.11"))
+    sh = ("mount --bind /usr %s/usr && exec env PYTHONHOME=/usr chroot %s /opt/py/python3.11"
+          " -c \"$1\"" % (root, root))
+    p = c.spawn(["unshare", "--mount", "--propagation", "private", "sh", "-c", sh, "sh",
+                 "import time\ndef spin_here():\n"
+                 "    while time.process_time() < 0.6: sum(range(20000))\n"
+                 "    while 1: time.sleep(0.01)\nspin_here()\n"])
+    wait_python(c, p, "target")
+    os.unlink(exe)
+    planted = root + os.path.realpath(opt) + "/python3.11"  # the mapping's name, in the root
+    os.makedirs(os.path.dirname(planted))
+    os.symlink(os.path.join(secret, "python3.11"), planted)
+    watch = OpenWatch(secret)
+    nocap = ["setpriv", "--bounding-set", "-sys_admin,-checkpoint_restore", c.scry_path]
+    try:
+        hostile = c.spawn(nocap + ["dump", "--native", "--pid", p.pid], log_name="hostile.log")
+        c.wait(hostile, 60, "scry dump (link to a host file)")
+        opened = watch.events()
+        check(not opened, "scry opened the host file %s through the target's link: %s"
+              % (opened, st.short(c.proc_log(hostile), 300)))
+        os.unlink(planted)
+        os.symlink("/opt/py/copy", planted)
+        good = c.spawn(nocap + ["dump", "--native", "--pid", p.pid], log_name="good.log")
+        rc = c.wait(good, 60, "scry dump (link inside the root)")
+        out = c.proc_log(good)
+        check(rc == 0 and "spin_here" in out,
+              "dump through a link inside the root: exit %s: %s" % (rc, st.short(out, 400)))
+        check(not watch.events(), "the host file was opened")
+    finally:
+        watch.close()
+    return "host file never opened; the link inside the root is followed there"
+
 
 # --- item 4: source bytes per report -----------------------------------------------------
 
