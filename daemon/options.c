@@ -98,7 +98,8 @@ static const opt_spec_t opt_table[] = {
      "its block validates; the summary says so)"},
     {"sampler", 0, OPT_STRING, offsetof(scry_config_t, sampler), REC | DMP | TOP, "HOW",
      "perf (the kernel's CPU clock per thread, nothing stopped), ptrace (a wall-clock tick "
-     "over /proc), or auto (default: perf where allowed)"},
+     "over /proc), bpf (record: stacks walked in the kernel at each tick of that clock), or "
+     "auto (default: perf where allowed)"},
     {"discovery", 0, OPT_STRING, offsetof(scry_config_t, discovery), REC | DMP | TOP, "WAY",
      "for tests: find the runtime without its symbol (section) or without symbol and section "
      "(disasm)"},
@@ -467,8 +468,15 @@ static int check_conflicts(scry_config_t *cfg)
         return SCRY_E_INVAL;
     }
     if (cfg->sampler && strcmp(cfg->sampler, "perf") && strcmp(cfg->sampler, "ptrace") &&
-        strcmp(cfg->sampler, "auto")) {
-        fprintf(stderr, "scry: --sampler is perf, ptrace or auto, not '%s'\n", cfg->sampler);
+        strcmp(cfg->sampler, "bpf") && strcmp(cfg->sampler, "auto")) {
+        fprintf(stderr, "scry: --sampler is perf, ptrace, bpf or auto, not '%s'\n", cfg->sampler);
+        return SCRY_E_INVAL;
+    }
+    if (cfg->sampler && !strcmp(cfg->sampler, "bpf") &&
+        (cfg->command != CMD_RECORD || cfg->native || cfg->idle || cfg->blocking ||
+         cfg->async_tasks)) {
+        fprintf(stderr, "scry: the bpf sampler is for record, without --native, --idle, "
+                        "--blocking or --async so far\n");
         return SCRY_E_INVAL;
     }
     if (cfg->sampler && !strcmp(cfg->sampler, "perf") && cfg->command == CMD_DUMP) {

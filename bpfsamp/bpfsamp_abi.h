@@ -1,0 +1,55 @@
+/* bpfsamp_abi.h - what the BPF program (scry_walk.bpf.c) and user space (bpfsamp.c) share:
+ * the layout map's entry and the ring buffer's record. Fixed-width types only: the same
+ * bytes are read by both sides.
+ */
+#ifndef SCRY_BPFSAMP_ABI_H
+#define SCRY_BPFSAMP_ABI_H
+
+#include <linux/types.h>
+
+#define BPFSAMP_MAX_DEPTH   128  /* frames walked per sample (the verifier's loop bound) */
+#define BPFSAMP_MAX_THREADS 8192 /* entries of the tid -> thread state map */
+
+/* Where the interpreter keeps what the program walks, in bytes (from pystate's layout
+ * tables or the target's _Py_DebugOffsets; -1: no such field). */
+struct bpfsamp_cfg {
+    __s64 tstate_frame;         /* tstate -> cframe (3.11/3.12) or current frame (3.13+) */
+    __s64 cframe_current_frame; /* cframe -> current frame (3.11/3.12), else -1 */
+    __s64 iframe_code;          /* frame -> code object (f_code / f_executable) */
+    __s64 iframe_previous;      /* frame -> its caller's frame */
+    __s64 iframe_instr;         /* frame -> instruction pointer (prev_instr / instr_ptr) */
+    __s64 iframe_owner;         /* frame -> owner (char) */
+    __s64 code_adaptive;        /* code object -> first code unit */
+    __u64 code_mask;            /* bits of f_executable that are the pointer (tags off) */
+    __u32 owner_cstack;         /* owner value of shim frames (user space skips them),
+                                   0xff: none */
+    __u32 pad;
+};
+
+enum bpfsamp_flag {
+    BPFSAMP_KERNEL = 1,    /* the thread was in the kernel (a system call, a fault) */
+    BPFSAMP_NO_TSTATE = 2, /* no thread state known for the thread: not walked */
+    BPFSAMP_FAULT = 4,     /* a read failed (page not present): frames not trusted */
+    BPFSAMP_TRUNCATED = 8, /* the depth bound cut the stack */
+};
+
+struct bpfsamp_frame {
+    __u64 code;   /* code object address */
+    __u32 offset; /* byte offset of the instruction from the first code unit, or
+                     0xffffffff when the frame has not started */
+    __u32 owner;  /* the frame's owner byte (shim frames: bpfsamp_cfg.owner_cstack) */
+};
+
+/* One sample: the header, then NFRAMES frames (leaf first); the record is only as long as
+ * its frames. */
+struct bpfsamp_record {
+    __u32 tid;
+    __u16 flags; /* enum bpfsamp_flag */
+    __u16 nframes;
+    __u64 weight_ns; /* the event's period: CPU time the sample stands for */
+    __u64 time_ns;   /* CLOCK_MONOTONIC */
+    __u64 ip;        /* instruction pointer at the sample (user or kernel) */
+    struct bpfsamp_frame frames[BPFSAMP_MAX_DEPTH];
+};
+
+#endif

@@ -1,0 +1,400 @@
+/* sampler_bpf.c - the bpf back end of the sampler (`--sampler bpf`).
+ *
+ * The same per-thread task-clock events as the perf back end (perfev/), each running the
+ * BPF program of bpfsamp/ at each of its ticks: the program walks the thread's Python
+ * frames at that instant and writes (tid, weight, time, IP, frames as code object and
+ * instruction offset) into a ring; the event's own ring gets nothing. Each tick of the
+ * sampler (every 20 ms at most, however high the rate: the ring batches the samples):
+ *  1. the ring is drained; each record's code objects are resolved through pystate's code
+ *     cache (pystate_resolve_code) and the sample is emitted as the perf back end's are,
+ *     classified from its IP (kernel -> system; outside CPython -> native; else Python);
+ *  2. the records the kernel could not walk (a page not present at that instant, or a
+ *     thread whose thread state it does not know yet) are read in user space the ordinary
+ *     way, right after, with the CPU time they stand for (counted in the summary);
+ *  3. every 200 ms, and when such a thread shows up, the thread list is read again, each
+ *     new thread's event opened, and the program's tid -> thread state map made anew from
+ *     one pystate_sample (thread states only, no frames).
+ * Nothing is stopped, and no stack is read after the fact except for the fallbacks.
+ */
+#include "sampler_internal.h"
+
+#include "bpfsamp.h"
+#include "classify.h"
+#include "perfev.h"
+#include "procinfo.h"
+#include "scry_err.h"
+#include "scry_proc.h"
+#include "scry_time.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BPF_SLOTS     16384u       /* thread table (power of two) */
+#define BPF_LIST_NS   200000000ull /* thread list and thread states reread this often */
+#define BPF_KINDS     4            /* enum unwind_ip_kind + 1 */
+#define BPF_NO_OFFSET 0xffffffffu
+
+typedef struct bpf_thread {
+    pid_t tid;             /* 0 = empty */
+    uint64_t gen;          /* tick in which W is valid */
+    uint64_t w[BPF_KINDS]; /* CPU ns per IP kind of records to read in user space */
+} bpf_thread_t;
+
+struct sampler_bpf {
+    perfev_t *ev;
+    bpfsamp_t *b;
+    unwind_t *unw; /* describes the records' IPs */
+    pid_t pid;
+    int exclude_kernel;
+    int walk_ok;           /* the program knows this interpreter's layout (else all falls back) */
+    uint32_t owner_cstack; /* the owner of shim frames (bpfsamp_cfg) */
+    uint64_t gen;
+    uint64_t last_list_ns;
+    int stale;
+    pid_t *tids;
+    uint64_t *tstates;
+    bpf_thread_t *tab;
+    size_t used;
+    int any_fallback;
+    /* during a read */
+    sampler_t *s;
+    sampler_emit_fn emit;
+    void *emit_ctx;
+    pystate_thread_t th;
+    scry_frame_t frames[BPFSAMP_MAX_DEPTH];
+    /* counted for the summary */
+    uint64_t walked, fallback, faults, unknown, unresolved;
+};
+
+static bpf_thread_t *lookup(struct sampler_bpf *p, pid_t tid, int insert)
+{
+    if (tid <= 0)
+        return NULL;
+    if (insert && p->used >= BPF_SLOTS / 2) { /* threads come and go: start afresh */
+        memset(p->tab, 0, BPF_SLOTS * sizeof *p->tab);
+        p->used = 0;
+    }
+    size_t h = ((uint32_t)tid * 2654435761u) & (BPF_SLOTS - 1);
+    for (size_t i = 0; i < BPF_SLOTS; i++) {
+        bpf_thread_t *t = &p->tab[(h + i) & (BPF_SLOTS - 1)];
+        if (t->tid == tid)
+            return t;
+        if (t->tid == 0) {
+            if (!insert)
+                return NULL;
+            memset(t, 0, sizeof *t);
+            t->tid = tid;
+            p->used++;
+            return t;
+        }
+    }
+    return NULL;
+}
+
+/* pystate's thread filter: the threads with records to read in user space this tick. */
+static int wants_fallback(void *ctx, int32_t tid)
+{
+    struct sampler_bpf *p = ctx;
+    const bpf_thread_t *t = lookup(p, tid, 0);
+    return t && t->gen == p->gen;
+}
+
+/* Reads the thread states of every thread (frames only of those FILTER takes) and makes
+ * them the program's map. Returns as pystate_sample. */
+static int refresh_states(sampler_t *s, pystate_thread_filter_fn filter)
+{
+    struct sampler_bpf *p = s->bpf;
+    int err = sampler__sample_threads(s, filter, p);
+    if (err)
+        return err;
+    size_t n = pystate_snapshot_count(s->snap), k = 0;
+    for (size_t i = 0; i < n && k < BPFSAMP_MAX_THREADS; i++) {
+        const pystate_thread_t *th = pystate_snapshot_thread(s->snap, i);
+        if (th->tid <= 0 || !th->tstate)
+            continue;
+        p->tids[k] = th->tid;
+        p->tstates[k++] = th->tstate;
+    }
+    if (bpfsamp_set_threads(p->b, p->tids, p->tstates, k) != 0)
+        s->stats.errors++;
+    return 0;
+}
+
+/* The thread list of the target into P->tids: the count, or SCRY_E_GONE. */
+static int list_tids(struct sampler_bpf *p)
+{
+    int n = proc_list_tasks(p->pid, p->tids, TASKS_MAX);
+    char state = 0;
+    if (n == 1 &&
+        (proc_read_task_state(p->pid, p->tids[0], &state) != 0 || state == 'Z' || state == 'X'))
+        return SCRY_E_GONE; /* an exited process its parent has not reaped */
+    return n > 0 ? n : SCRY_E_GONE;
+}
+
+static int ip_kind(struct sampler_bpf *p, const struct bpfsamp_record *r)
+{
+    if (r->flags & BPFSAMP_KERNEL)
+        return UNWIND_IP_KERNEL;
+    unwind_frame_t leaf = {.in_python = (uint8_t)unwind_ip_in_python(p->unw, r->ip)};
+    return unwind_ip_kind(0, &leaf);
+}
+
+/* Resolves R's frames into P->th. Returns 0, or a negative code when a code object could
+ * not be read (gone since the sample: read in user space instead). */
+static int resolve(struct sampler_bpf *p, const struct bpfsamp_record *r)
+{
+    pystate_target_t *t = p->s->target;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < r->nframes && i < BPFSAMP_MAX_DEPTH; i++) {
+        uint32_t off = r->frames[i].offset;
+        if (r->frames[i].owner == p->owner_cstack)
+            continue; /* a shim frame (3.12+): no code of its own */
+        if (off == BPF_NO_OFFSET && n > 0)
+            return SCRY_E_CORRUPT; /* a caller that has not started: not a real stack */
+        if (pystate_resolve_code(t, r->frames[i].code, off == BPF_NO_OFFSET ? 0 : off,
+                                 &p->frames[n]) != 0)
+            return SCRY_E_FAULT;
+        n++;
+    }
+    p->th = (pystate_thread_t){.tid = (int32_t)r->tid,
+                               .ns_tid = (int32_t)r->tid,
+                               .truncated = (r->flags & BPFSAMP_TRUNCATED) != 0,
+                               .leaf_opclass = PYSTATE_OP_UNKNOWN,
+                               .nframes = n,
+                               .frames = p->frames};
+    return 0;
+}
+
+static void on_record(const struct bpfsamp_record *r, void *ctx)
+{
+    struct sampler_bpf *p = ctx;
+    sampler_t *s = p->s;
+    int kind = ip_kind(p, r);
+    int err = 0;
+    if (!p->walk_ok || (r->flags & (BPFSAMP_NO_TSTATE | BPFSAMP_FAULT)) ||
+        (err = resolve(p, r)) != 0) {
+        bpf_thread_t *t = lookup(p, (pid_t)r->tid, 1);
+        if (!t)
+            return;
+        if (t->gen != p->gen) {
+            memset(t->w, 0, sizeof t->w);
+            t->gen = p->gen;
+        }
+        t->w[kind] += r->weight_ns;
+        p->any_fallback = 1;
+        p->fallback++;
+        p->faults += (r->flags & BPFSAMP_FAULT) != 0;
+        p->unresolved += err != 0;
+        if (r->flags & BPFSAMP_NO_TSTATE) {
+            p->unknown++;
+            p->stale = 1; /* a thread the map lacks: read the thread states again */
+        }
+        return;
+    }
+    p->walked++;
+    if (p->th.nframes == 0 && !p->th.truncated)
+        return; /* no Python frame (starting or finishing) */
+    /* the thread's names come from the label cache (sampler__emit), keyed by tid */
+    unwind_classification_t cls;
+    unwind_classify_ip(kind, PYSTATE_OP_UNKNOWN, &cls);
+    sampler__emit(s, &p->th, NULL, 0, cls.cls, 0, r->weight_ns, 1, r->time_ns, p->emit,
+                  p->emit_ctx);
+}
+
+/* Emits the samples the kernel could not walk, from one user-space read. */
+static int emit_fallbacks(sampler_t *s, uint64_t now, sampler_emit_fn emit, void *ctx)
+{
+    struct sampler_bpf *p = s->bpf;
+    int err = refresh_states(s, wants_fallback);
+    if (err)
+        return err;
+    size_t n = pystate_snapshot_count(s->snap);
+    for (size_t i = 0; i < n; i++) {
+        const pystate_thread_t *th = pystate_snapshot_thread(s->snap, i);
+        bpf_thread_t *t = lookup(p, th->tid, 0);
+        if (!t || t->gen != p->gen || (th->nframes == 0 && !th->truncated))
+            continue;
+        for (int k = 1; k < BPF_KINDS; k++) {
+            if (!t->w[k])
+                continue;
+            unwind_classification_t cls;
+            unwind_classify_ip(k, th->leaf_opclass, &cls);
+            sampler__emit(s, th, NULL, 0, cls.cls, 0, t->w[k], 1, now, emit, ctx);
+        }
+    }
+    return 0;
+}
+
+/* Opens the events and the program; writes why not into WHY. */
+static int bpf_open(sampler_t *s, struct sampler_bpf *p, char *why, size_t whylen)
+{
+    struct bpfsamp_cfg cfg;
+    int err = bpfsamp_cfg_for(pystate_target_layout(s->target), &cfg, why, whylen);
+    if (err)
+        return err;
+    p->walk_ok = 1;
+    p->owner_cstack = cfg.owner_cstack;
+    if ((err = bpfsamp_open(&cfg, &p->b, why, whylen)) != 0)
+        return err;
+    err = perfev_probe(p->pid, 0);
+    if (err == SCRY_E_PERM && perfev_probe(p->pid, 1) == 0) {
+        p->exclude_kernel = 1;
+        err = 0;
+    }
+    perfev_opts_t o = {.pid = p->pid,
+                       .rate_hz = s->opts.rate_hz > 0 ? s->opts.rate_hz : 100,
+                       .clock = PERFEV_CLOCK_TASK,
+                       .ring_pages = 1, /* the program writes nothing there */
+                       .exclude_kernel = p->exclude_kernel,
+                       .bpf_prog_fd = bpfsamp_prog_fd(p->b)};
+    if (err || (err = perfev_open(&o, &p->ev)) != 0) {
+        snprintf(why, whylen, "perf events: %s", scry_strerror(err));
+        return err;
+    }
+    int n = list_tids(p);
+    if (n <= 0)
+        return SCRY_E_GONE;
+    if ((err = perfev_set_threads(p->ev, p->tids, (size_t)n, NULL, NULL)) < 0) {
+        snprintf(why, whylen, "attaching the program to the threads' events: %s",
+                 scry_strerror(err));
+        return err;
+    }
+    return 0;
+}
+
+int sampler__bpf_new(sampler_t *s, char *why, size_t whylen)
+{
+    if (s->opts.native || s->opts.idle || s->opts.blocking || s->opts.gil || s->opts.async_labels ||
+        s->opts.instant) {
+        snprintf(why, whylen, "not with --native, --idle, --blocking, --gil or --async yet");
+        return SCRY_E_INVAL;
+    }
+    struct sampler_bpf *p = calloc(1, sizeof *p);
+    if (!p)
+        return SCRY_E_NOMEM;
+    p->pid = pystate_target_info(s->target)->pid;
+    p->tids = calloc(TASKS_MAX, sizeof *p->tids);
+    p->tstates = calloc(BPFSAMP_MAX_THREADS, sizeof *p->tstates);
+    p->tab = calloc(BPF_SLOTS, sizeof *p->tab);
+    p->unw = unwind_new(p->pid);
+    int err = SCRY_E_NOMEM;
+    if (!p->tids || !p->tstates || !p->tab || !p->unw || (err = bpf_open(s, p, why, whylen))) {
+        if (err == SCRY_E_NOMEM && !why[0])
+            snprintf(why, whylen, "%s", scry_strerror(err));
+        sampler__bpf_free(p);
+        return err;
+    }
+    s->bpf = p;
+    if ((err = refresh_states(s, NULL)) != 0) {
+        snprintf(why, whylen, "reading the thread states: %s", scry_strerror(err));
+        sampler__bpf_free(p);
+        s->bpf = NULL;
+        return err;
+    }
+    p->last_list_ns = scry_now_ns();
+    return 0;
+}
+
+void sampler__bpf_free(sampler_bpf_t *p)
+{
+    if (!p)
+        return;
+    perfev_free(p->ev); /* the events first: then nothing runs the program */
+    bpfsamp_free(p->b);
+    unwind_free(p->unw);
+    free(p->tids);
+    free(p->tstates);
+    free(p->tab);
+    free(p);
+}
+
+const char *sampler__bpf_desc(sampler_t *s)
+{
+    const struct sampler_bpf *p = s->bpf;
+    snprintf(s->desc, sizeof s->desc,
+             "bpf (frames walked in the kernel at each task-clock tick%s: %llu samples; "
+             "%llu read in user space: %llu pages not readable then, %llu threads not known "
+             "yet, %llu code objects gone)",
+             p->exclude_kernel ? ", user mode only" : "", (unsigned long long)p->walked,
+             (unsigned long long)p->fallback, (unsigned long long)p->faults,
+             (unsigned long long)p->unknown, (unsigned long long)p->unresolved);
+    return s->desc;
+}
+
+/* Every 200 ms or when a record named an unknown thread: the thread list, each new
+ * thread's event, and the thread states. Returns 0 or SCRY_E_GONE. */
+static int relist(sampler_t *s, uint64_t now)
+{
+    struct sampler_bpf *p = s->bpf;
+    if (!p->stale && now - p->last_list_ns < BPF_LIST_NS)
+        return 0;
+    p->stale = 0;
+    p->last_list_ns = now;
+    int n = sampler__reused(s) ? -1 : list_tids(p);
+    if (n < 0)
+        return SCRY_E_GONE;
+    int rc = perfev_set_threads(p->ev, p->tids, (size_t)n, NULL, NULL);
+    if (rc < 0 && rc != SCRY_E_GONE)
+        s->stats.errors++;
+    if (sampler__follow_exec(s, 0))
+        return 0; /* sampler__bpf_exec made the map anew */
+    return p->any_fallback ? 0 : refresh_states(s, wants_fallback);
+}
+
+int sampler__bpf_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
+{
+    struct sampler_bpf *p = s->bpf;
+    uint64_t t0 = scry_now_ns();
+    /* a drain stands for the rate's ticks since the last one (sampler_run's step) */
+    s->stats.ticks +=
+        s->interval_ns < SAMPLER_BPF_DRAIN_NS ? SAMPLER_BPF_DRAIN_NS / s->interval_ns : 1;
+    p->gen++;
+    p->any_fallback = 0;
+    p->s = s;
+    p->emit = emit;
+    p->emit_ctx = ctx;
+    int rc = bpfsamp_read(p->b, on_record, p);
+    if (rc < 0)
+        s->stats.errors++;
+    uint64_t bad = 0;
+    bpfsamp_counts(p->b, NULL, &bad);
+    s->stats.lost = bad;
+    int err = s->gone ? SCRY_E_GONE : 0;
+    if (!err && p->any_fallback)
+        err = emit_fallbacks(s, t0, emit, ctx);
+    if (!err)
+        err = relist(s, t0);
+    if (err) {
+        if (err == SCRY_E_GONE || procinfo_exists(p->pid) != 0) {
+            s->stats.target_exited = 1;
+            return SCRY_E_GONE;
+        }
+        if (!sampler__follow_exec(s, 1))
+            s->stats.errors++;
+        if (err == SCRY_E_PERM || err == SCRY_E_NOMEM)
+            return err;
+    }
+    s->stats.busy_ns += scry_now_ns() - t0;
+    return 0;
+}
+
+void sampler__bpf_exec(sampler_t *s)
+{
+    struct sampler_bpf *p = s->bpf;
+    struct bpfsamp_cfg cfg;
+    char why[200];
+    /* Another interpreter: its layout, or every record read in user space. */
+    p->walk_ok = bpfsamp_cfg_for(pystate_target_layout(s->target), &cfg, why, sizeof why) == 0 &&
+                 bpfsamp_set_cfg(p->b, &cfg) == 0;
+    if (p->walk_ok)
+        p->owner_cstack = cfg.owner_cstack;
+    unwind_t *u = unwind_new(p->pid);
+    if (u) {
+        unwind_free(p->unw);
+        p->unw = u;
+    }
+    p->stale = 1;
+    if (refresh_states(s, wants_fallback) != 0)
+        s->stats.errors++;
+}
