@@ -5,7 +5,7 @@ set -eu
 need=""
 for p in build-essential cmake pkg-config libelf-dev libunwind-dev libcapstone-dev \
          libprotobuf-c-dev protobuf-c-compiler zlib1g-dev libncurses-dev libiberty-dev \
-         libinih-dev libjson-c-dev libcurl4-openssl-dev \
+         libinih-dev libjson-c-dev libcurl4-openssl-dev clang bpftool libbpf-dev \
          python3 python3-numpy procps util-linux tmux golang-go chromium; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need="$need $p"
 done

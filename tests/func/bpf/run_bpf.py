@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""Known-answer tests of `--sampler bpf` (Python stacks walked in the kernel at each
+task-clock tick, bpfsamp/): CPU shares of two functions against their own thread_time,
+whole stacks of a call-heavy recursive program at 1 kHz (0 torn of at least 2,000), and
+the refusals (a version the program does not walk, dump).
+
+usage: run_bpf.py --scry PATH --python LABEL [-k PATTERN] [-v]
+
+Where this scry or this machine cannot load BPF programs (not built, not root, a kernel
+without BPF ring buffers) it prints `SKIP <label>: <reason>`. Harness: tests/lib/scrytest.
+"""
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
+sys.path.insert(0, os.path.join(HERE, "..", "lines"))
+import scrytest as st  # noqa: E402
+from scrytest import Fail, Skip, check  # noqa: E402,F401
+import run_lines  # noqa: E402  (its call-heavy workload and what a torn stack is)
+
+VERSIONS = ["3.11", "3.12", "3.13"]
+TESTS = st.Tests()
+SHARE_TOL = 4.0  # points
+TORN_MIN = 2000  # samples
+
+
+def leaf_shares(text, names):
+    """{name: % of the samples whose leaf is it}, over the samples in NAMES; their count."""
+    got = dict((n, 0) for n in names)
+    for frames, n in st.parse_collapsed(text):
+        leaf = run_lines.split_frame(frames[-1])[0]
+        if leaf in got:
+            got[leaf] += n
+    total = sum(got.values())
+    return dict((k, 100.0 * v / total if total else 0.0) for k, v in got.items()), total
+
+
+@TESTS("shares")
+def t_shares(c):
+    """fa/fb burn 1:2 of the CPU, each measuring its own thread_time: scry's shares (launch,
+    1 kHz, 4 s) within 4 points, every sample walked in the kernel."""
+    staged = c.stage(os.path.join(HERE, "workloads"))
+    truth_path = c.path("truth.json")
+    res, text = c.record(["--sampler", "bpf", "--rate", "1000", "--",
+                          *c.interp.argv(os.path.join(staged, "two_funcs.py"), "4",
+                                         c.tpath(truth_path))], "collapsed")
+    with open(truth_path) as f:
+        cpu = json.load(f)["cpu_s"]
+    tot = sum(cpu.values())
+    truth = dict((k, 100.0 * v / tot) for k, v in cpu.items())
+    got, n = leaf_shares(text, truth)
+    check(n >= 400, "only %d samples of fa/fb in 4 s at 1 kHz" % n)
+    check("sampler: bpf" in res.err, "the summary does not name the bpf sampler: %s" % res.err)
+    return st.compare_shares(got, truth, n, "leaf fa/fb %", SHARE_TOL)
+
+
+@TESTS("torn")
+def t_torn(c):
+    """A call-heavy recursive program at 1 kHz: 0 torn stacks (stray root, impossible depth,
+    wrong caller, truncated) of at least 2,000 samples."""
+    p, truth = run_lines.workload(c, "calls.py", ["--seconds", "40"])
+    total, bad, tries = 0, {}, 0
+    while total < TORN_MIN and tries < 4:
+        tries += 1
+        _, text = c.record(["-q", "--sampler", "bpf", "--pid", p.pid, "--rate", "1000",
+                            "--duration", "3"], "collapsed", "calls-%d.txt" % tries)
+        for frames, n in st.parse_collapsed(text):
+            total += n
+            k = run_lines.torn_kind(frames, truth)
+            if k:
+                bad[k] = bad.get(k, 0) + n
+    detail = "%d samples in %d runs, %d torn %s" % (total, tries, sum(bad.values()), bad)
+    if total < TORN_MIN:
+        raise Skip("machine overloaded, too few samples: " + detail)
+    check(not bad, detail)
+    return detail
+
+
+@TESTS("refusals")
+def t_refusals(c):
+    """dump and a version the program does not walk (3.10) are refused with the reason."""
+    r = c.scry(["dump", "--sampler", "bpf", "--pid", str(os.getpid())])
+    check(r.rc != 0 and "bpf sampler is for record" in r.err, "dump: %s" % r)
+    try:
+        old = st.find("3.10")
+    except Skip as e:
+        return "dump refused; 3.10 not checked: %s" % e
+    p = c.spawn(old.argv("-c", "import time\nwhile True: time.sleep(0.05)"))
+    r = c.scry(["record", "--sampler", "bpf", "--pid", str(p.pid), "--duration", "1", "-o",
+                c.path("x.txt")])
+    c.kill(p)
+    check(r.rc != 0 and "3.11 to 3.13 only" in r.err, "3.10: %s" % r)
+    return "dump and 3.10 refused"
+
+
+def bpf_refused(scry, interp):
+    """Why this scry cannot load its BPF program here, or None (one short record)."""
+    p = subprocess.Popen(interp.argv("-c", "import time\nwhile True: time.sleep(0.05)"))
+    try:
+        r = subprocess.run([scry, "record", "-q", "--sampler", "bpf", "--pid", str(p.pid),
+                            "--duration", "0.2", "-o", os.devnull], capture_output=True,
+                           text=True, timeout=30)
+    finally:
+        p.kill()
+        p.wait()
+    if r.returncode == 0:
+        return None
+    for why in ("built without", "needs root", "refused the BPF program"):
+        if why in r.stderr:
+            return r.stderr.strip()
+    return None  # another failure: the tests say what
+
+
+def main():
+    ap = st.add_common_args(st.runner.parser(__doc__), VERSIONS)
+    a = ap.parse_args()
+    scry = os.path.abspath(a.scry)
+    tests = TESTS.select(a.k)
+    if not os.access(scry, os.X_OK):
+        return st.setup_failed("scry executable %s not found" % scry)
+    try:
+        interp = st.find(a.python)
+    except Skip as e:
+        return st.skip_all(a.python, e, len(tests))
+    why = bpf_refused(scry, interp)
+    if why:
+        return st.skip_all(a.python, Skip("BPF not allowed here: " + why), len(tests))
+    print("scry bpf sampler tests: %s, %s" % (scry, interp.describe()))
+    sys.stdout.flush()
+    return st.run(tests, lambda t: st.Ctx(t.name, interp, scry, a.v, prefix="scry-bpf"),
+                  "Python %s" % a.python, verbose=a.v)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
