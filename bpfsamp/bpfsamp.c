@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int bpfsamp_cfg_for(const pystate_layout_t *L, struct bpfsamp_cfg *out, char *why, size_t whylen)
 {
@@ -28,6 +29,27 @@ int bpfsamp_cfg_for(const pystate_layout_t *L, struct bpfsamp_cfg *out, char *wh
                  L->minor);
         return SCRY_E_UNSUPPORTED;
     }
+    /* The program copies each frame's header once and takes the fields from the copy. */
+    int64_t ptrs[3] = {L->iframe_code, L->iframe_previous, L->iframe_instr};
+    int64_t end = L->iframe_owner + 1;
+    for (int i = 0; i < 3; i++) {
+        if (ptrs[i] % 8 || ptrs[i] + 8 > BPFSAMP_FRAME_HDR_MAX) {
+            snprintf(why, whylen,
+                     "the frame layout of Python %d.%d does not fit the bpf "
+                     "sampler's frame copy",
+                     L->major, L->minor);
+            return SCRY_E_UNSUPPORTED;
+        }
+        if (ptrs[i] + 8 > end)
+            end = ptrs[i] + 8;
+    }
+    if (end > BPFSAMP_FRAME_HDR_MAX) {
+        snprintf(why, whylen,
+                 "the frame layout of Python %d.%d does not fit the bpf sampler's "
+                 "frame copy",
+                 L->major, L->minor);
+        return SCRY_E_UNSUPPORTED;
+    }
     *out = (struct bpfsamp_cfg){
         .tstate_frame = L->tstate_frame,
         .cframe_current_frame = L->frame_style == PYSTATE_FRAMES_313 ? -1 : L->cframe_current_frame,
@@ -39,6 +61,7 @@ int bpfsamp_cfg_for(const pystate_layout_t *L, struct bpfsamp_cfg *out, char *wh
         .code_mask = ~(uint64_t)7, /* objects are 8-aligned: a no-op before 3.14's tags */
         /* FRAME_OWNED_BY_CSTACK: shim frames, 3.12+ (3.11 marks entries with is_entry) */
         .owner_cstack = L->frame_style >= PYSTATE_FRAMES_312 ? 3u : 0xffu,
+        .frame_hdr_len = (uint32_t)end,
     };
     return 0;
 }
@@ -85,12 +108,19 @@ int bpfsamp_read(bpfsamp_t *b, bpfsamp_record_fn cb, void *ctx)
     return SCRY_E_NOSYS;
 }
 
-void bpfsamp_counts(const bpfsamp_t *b, uint64_t *records, uint64_t *bad)
+void bpfsamp_counts(const bpfsamp_t *b, uint64_t *records, uint64_t *bad, uint64_t *lost)
 {
     if (records)
         *records = 0;
     if (bad)
         *bad = 0;
+    if (lost)
+        *lost = 0;
+}
+
+int bpfsamp_kernel_time(const bpfsamp_t *b, uint64_t *runs, uint64_t *ns)
+{
+    return SCRY_E_NOSYS;
 }
 
 #else
@@ -106,6 +136,7 @@ struct bpfsamp {
     bpfsamp_record_fn cb; /* during bpfsamp_read */
     void *cb_ctx;
     uint64_t records, bad;
+    int stats_fd; /* bpf_enable_stats: the kernel times the program while it is open */
     uint32_t keys[BPFSAMP_MAX_THREADS]; /* bpfsamp_set_threads: the map's tids to drop */
     pid_t sorted[BPFSAMP_MAX_THREADS];  /* and the tids to keep, sorted */
 };
@@ -162,6 +193,7 @@ int bpfsamp_open(const struct bpfsamp_cfg *cfg, bpfsamp_t **out, char *why, size
     bpfsamp_t *b = calloc(1, sizeof *b);
     if (!b)
         return SCRY_E_NOMEM;
+    b->stats_fd = -1;
     int err;
     b->skel = scry_walk__open_and_load();
     if (!b->skel) {
@@ -177,6 +209,9 @@ int bpfsamp_open(const struct bpfsamp_cfg *cfg, bpfsamp_t **out, char *why, size
         err = load_error(errno, why, whylen);
         goto fail;
     }
+    /* Two clock reads per run of every BPF program on the host while held: the program's
+     * own CPU per sample for the summary (bpfsamp_kernel_time). Optional. */
+    b->stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
     *out = b;
     return 0;
 fail:
@@ -188,6 +223,8 @@ void bpfsamp_free(bpfsamp_t *b)
 {
     if (!b)
         return;
+    if (b->stats_fd >= 0)
+        close(b->stats_fd);
     ring_buffer__free(b->ring);
     scry_walk__destroy(b->skel);
     free(b);
@@ -259,12 +296,35 @@ int bpfsamp_read(bpfsamp_t *b, bpfsamp_record_fn cb, void *ctx)
     return (int)(b->records - before);
 }
 
-void bpfsamp_counts(const bpfsamp_t *b, uint64_t *records, uint64_t *bad)
+void bpfsamp_counts(const bpfsamp_t *b, uint64_t *records, uint64_t *bad, uint64_t *lost)
 {
     if (records)
         *records = b ? b->records : 0;
     if (bad)
         *bad = b ? b->bad : 0;
+    if (!lost)
+        return;
+    *lost = 0;
+    uint64_t per[BPFSAMP_MAX_CPUS];
+    int ncpu = libbpf_num_possible_cpus();
+    uint32_t zero = 0;
+    if (b && ncpu > 0 && ncpu <= BPFSAMP_MAX_CPUS &&
+        bpf_map__lookup_elem(b->skel->maps.lost, &zero, sizeof zero, per,
+                             (size_t)ncpu * sizeof per[0], 0) == 0)
+        for (int i = 0; i < ncpu; i++)
+            *lost += per[i];
+}
+
+int bpfsamp_kernel_time(const bpfsamp_t *b, uint64_t *runs, uint64_t *ns)
+{
+    struct bpf_prog_info info;
+    uint32_t len = sizeof info;
+    memset(&info, 0, sizeof info);
+    if (!b || b->stats_fd < 0 || bpf_obj_get_info_by_fd(bpfsamp_prog_fd(b), &info, &len) != 0)
+        return SCRY_E_NOSYS;
+    *runs = info.run_cnt;
+    *ns = info.run_time_ns;
+    return 0;
 }
 
 #endif

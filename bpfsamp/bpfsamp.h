@@ -21,6 +21,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#define BPFSAMP_MAX_CPUS 4096 /* possible CPUs whose lost counts are summed */
+
 typedef struct bpfsamp bpfsamp_t;
 
 /* Fills *OUT with the offsets the program walks for layout L. Returns 0, or
@@ -58,7 +60,13 @@ typedef void (*bpfsamp_record_fn)(const struct bpfsamp_record *r, void *ctx);
  * are lost in the kernel. */
 int bpfsamp_read(bpfsamp_t *b, bpfsamp_record_fn cb, void *ctx);
 
-/* Counters: records delivered, and rejected (shorter than their frame count says). */
-void bpfsamp_counts(const bpfsamp_t *b, uint64_t *records, uint64_t *bad);
+/* Counters (each may be NULL): records delivered, rejected (shorter than their frame
+ * count says), and lost in the kernel (the ring was full). */
+void bpfsamp_counts(const bpfsamp_t *b, uint64_t *records, uint64_t *bad, uint64_t *lost);
+
+/* How many times the program ran and its CPU time in the target threads' context (the
+ * kernel's BPF run-time statistics, enabled while B is open). Returns 0, or SCRY_E_NOSYS
+ * when the kernel keeps none. */
+int bpfsamp_kernel_time(const bpfsamp_t *b, uint64_t *runs, uint64_t *ns);
 
 #endif

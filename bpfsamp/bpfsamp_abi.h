@@ -7,8 +7,9 @@
 
 #include <linux/types.h>
 
-#define BPFSAMP_MAX_DEPTH   128  /* frames walked per sample (the verifier's loop bound) */
-#define BPFSAMP_MAX_THREADS 8192 /* entries of the tid -> thread state map */
+#define BPFSAMP_MAX_DEPTH     128  /* frames walked per sample (the verifier's loop bound) */
+#define BPFSAMP_MAX_THREADS   8192 /* entries of the tid -> thread state map */
+#define BPFSAMP_FRAME_HDR_MAX 128  /* bytes of a frame read at once (a power of two) */
 
 /* Where the interpreter keeps what the program walks, in bytes (from pystate's layout
  * tables or the target's _Py_DebugOffsets; -1: no such field). */
@@ -23,7 +24,8 @@ struct bpfsamp_cfg {
     __u64 code_mask;            /* bits of f_executable that are the pointer (tags off) */
     __u32 owner_cstack;         /* owner value of shim frames (user space skips them),
                                    0xff: none */
-    __u32 pad;
+    __u32 frame_hdr_len;        /* bytes read per frame: up to its last field walked
+                                   (1..BPFSAMP_FRAME_HDR_MAX; the pointer fields 8-aligned) */
 };
 
 enum bpfsamp_flag {

@@ -5,7 +5,8 @@
  * buffer. Table-driven: every offset comes from the cfg map (bpfsamp_abi.h), filled from
  * pystate's layouts; the program knows no CPython version.
  *
- * Bounded for the verifier: at most BPFSAMP_MAX_DEPTH frames, four 8-byte reads each.
+ * Bounded for the verifier: at most BPFSAMP_MAX_DEPTH frames, one read of a frame's
+ * header (at most BPFSAMP_FRAME_HDR_MAX bytes) each.
  * Shim frames (the owner says) are written too and skipped in user space.
  * A read that fails (a page the kernel cannot fault in here) ends the walk with
  * BPFSAMP_FAULT: user space reads that sample itself. Returning 0 keeps the perf record
@@ -33,17 +34,35 @@ struct {
     __type(value, __u64); /* its PyThreadState address */
 } threads SEC(".maps");
 
+struct scratch {
+    struct bpfsamp_record r;
+    __u8 hdr[BPFSAMP_FRAME_HDR_MAX]; /* the frame being walked: its first frame_hdr_len bytes */
+};
+
 struct {
     __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
     __uint(max_entries, 1);
     __type(key, __u32);
-    __type(value, struct bpfsamp_record);
+    __type(value, struct scratch);
 } scratch SEC(".maps");
 
 struct {
     __uint(type, BPF_MAP_TYPE_RINGBUF);
     __uint(max_entries, 1 << 21);
 } events SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, __u64); /* records the ring had no room for */
+} lost SEC(".maps");
+
+/* The 8-byte field at OFF of the frame header H (user space checked OFF: 8-aligned, within). */
+static __always_inline __u64 field(const __u8 *h, __s64 off)
+{
+    return *(const __u64 *)(h + ((__u32)off & (BPFSAMP_FRAME_HDR_MAX - 8)));
+}
 
 static __always_inline int read_u64(__u64 *out, __u64 addr, __s64 off)
 {
@@ -57,9 +76,11 @@ int scry_walk(struct bpf_perf_event_data *ctx)
 {
     __u32 zero = 0;
     const struct bpfsamp_cfg *c = bpf_map_lookup_elem(&cfg, &zero);
-    struct bpfsamp_record *r = bpf_map_lookup_elem(&scratch, &zero);
-    if (!c || !r)
+    struct scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
+    if (!c || !sc)
         return 0;
+    struct bpfsamp_record *r = &sc->r;
+    __u32 hl = c->frame_hdr_len;
     __u32 tid = (__u32)bpf_get_current_pid_tgid();
     r->tid = tid;
     r->flags = (ctx->regs.cs & 3) == 0 ? BPFSAMP_KERNEL : 0;
@@ -82,19 +103,21 @@ int scry_walk(struct bpf_perf_event_data *ctx)
      * slot index is the loop index, so the verifier follows one path per depth. */
     __u32 n = 0;
     for (; n < BPFSAMP_MAX_DEPTH && f; n++) {
-        __u64 code = 0, prev = 0, instr = 0, owner = 0;
-        if (read_u64(&code, f, c->iframe_code) || read_u64(&prev, f, c->iframe_previous) ||
-            read_u64(&instr, f, c->iframe_instr) || read_u64(&owner, f, c->iframe_owner)) {
+        /* one read per frame: its header, the fields taken from the copy */
+        if (hl == 0 || hl > BPFSAMP_FRAME_HDR_MAX ||
+            bpf_probe_read_user(sc->hdr, hl, (const void *)f) != 0) {
             r->flags |= BPFSAMP_FAULT;
             goto out;
         }
-        f = prev;
-        code &= c->code_mask;
+        __u64 code = field(sc->hdr, c->iframe_code) & c->code_mask;
+        __u64 instr = field(sc->hdr, c->iframe_instr);
+        __u8 owner = sc->hdr[(__u32)c->iframe_owner & (BPFSAMP_FRAME_HDR_MAX - 1)];
+        f = field(sc->hdr, c->iframe_previous);
         __u64 start = code + (__u64)c->code_adaptive;
         r->frames[n].code = code;
         r->frames[n].offset =
             instr >= start && instr - start < (1u << 26) ? (__u32)(instr - start) : 0xffffffffu;
-        r->frames[n].owner = (__u32)(owner & 0xff);
+        r->frames[n].owner = owner;
     }
     if (f)
         r->flags |= BPFSAMP_TRUNCATED;
@@ -103,7 +126,11 @@ out:;
     __u64 len = sizeof *r - sizeof r->frames + (__u64)r->nframes * sizeof r->frames[0];
     if (len > sizeof *r)
         len = sizeof *r;
-    bpf_ringbuf_output(&events, r, len, 0);
+    if (bpf_ringbuf_output(&events, r, len, 0) != 0) {
+        __u64 *l = bpf_map_lookup_elem(&lost, &zero);
+        if (l)
+            (*l)++;
+    }
     return 0;
 }
 

@@ -312,13 +312,20 @@ void sampler__bpf_free(sampler_bpf_t *p)
 const char *sampler__bpf_desc(sampler_t *s)
 {
     const struct sampler_bpf *p = s->bpf;
-    snprintf(s->desc, sizeof s->desc,
-             "bpf (frames walked in the kernel at each task-clock tick%s: %llu samples; "
-             "%llu read in user space: %llu pages not readable then, %llu threads not known "
-             "yet, %llu code objects gone)",
-             p->exclude_kernel ? ", user mode only" : "", (unsigned long long)p->walked,
-             (unsigned long long)p->fallback, (unsigned long long)p->faults,
-             (unsigned long long)p->unknown, (unsigned long long)p->unresolved);
+    uint64_t runs = 0, ns = 0;
+    char kt[80] = "";
+    if (bpfsamp_kernel_time(p->b, &runs, &ns) == 0 && runs)
+        snprintf(kt, sizeof kt, ", %.1f us of the target's CPU per run", ns / 1e3 / runs);
+    int n =
+        snprintf(s->desc, sizeof s->desc,
+                 "bpf (frames walked in the kernel at each task-clock tick%s: %llu samples; "
+                 "%llu read in user space: %llu pages not readable then, %llu threads not known "
+                 "yet, %llu code objects gone)",
+                 p->exclude_kernel ? ", user mode only" : "", (unsigned long long)p->walked,
+                 (unsigned long long)p->fallback, (unsigned long long)p->faults,
+                 (unsigned long long)p->unknown, (unsigned long long)p->unresolved);
+    if (n > 0 && (size_t)n < sizeof s->desc && kt[0])
+        snprintf(s->desc + n - 1, sizeof s->desc - (size_t)n + 1, "%s)", kt);
     return s->desc;
 }
 
@@ -357,9 +364,9 @@ int sampler__bpf_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
     int rc = bpfsamp_read(p->b, on_record, p);
     if (rc < 0)
         s->stats.errors++;
-    uint64_t bad = 0;
-    bpfsamp_counts(p->b, NULL, &bad);
-    s->stats.lost = bad;
+    uint64_t bad = 0, lost = 0;
+    bpfsamp_counts(p->b, NULL, &bad, &lost);
+    s->stats.lost = bad + lost;
     int err = s->gone ? SCRY_E_GONE : 0;
     if (!err && p->any_fallback)
         err = emit_fallbacks(s, t0, emit, ctx);
