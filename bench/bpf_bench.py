@@ -5,11 +5,11 @@ usage: bpf_bench.py --scry PATH [--python PATH] [--seconds S] [--reps N]
 
 One target (bench/workloads/spin.py: 1 thread, 25 Python frames, busy), recorded at 1 kHz
 for S seconds by `scry record --sampler perf` and `--sampler bpf` in turn, REPS times
-each, interleaved. CPU is scry's user+system time (wait4); per sample = CPU / samples in
-the report. The BPF program's own time runs in the target's context (at its clock's
-interrupt) and is not in scry's CPU: the target's CPU per sample is shown beside it, from
-the target's utime+stime over the run, minus what an unprofiled run of the same length
-costs (the spin loop keeps one CPU busy either way, so this is the profiled run's extra).
+each, interleaved, each as a pair of runs of S and 2S seconds. CPU is scry's user+system
+time (wait4); per sample, marginal = (CPU of the long run - CPU of the short one) / (their
+difference in samples), so the start-up (symbols, layouts, loading the program) drops out.
+The BPF program's own time runs in the target's context (at its clock's interrupt) and is
+not in scry's CPU: scry's summary gives it ("us of the target's CPU per run").
 """
 import argparse
 import os
@@ -19,13 +19,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import peers_bench as pb  # noqa: E402  (the spin target, scry_record, med)
 import scrytest as st  # noqa: E402
-
-
-def target_cpu(pid):
-    """utime+stime of PID in seconds (/proc/PID/stat)."""
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main():
@@ -41,23 +34,28 @@ def main():
     try:
         for _ in range(a.reps):
             for name in ("perf", "bpf"):
-                c0 = target_cpu(p.pid)
-                cpu, n, ticks, err = pb.scry_record(a, p.pid, 1000, a.seconds,
-                                                    ["--sampler", name], "/tmp/bpf-bench.json")
-                rows[name].append((cpu / max(1, n) * 1e6, n, target_cpu(p.pid) - c0))
+                # The marginal cost: a run twice as long, less the short run, over the extra
+                # samples (start-up, the same for both lengths, drops out).
+                short = pb.scry_record(a, p.pid, 1000, a.seconds, ["--sampler", name],
+                                       "/tmp/bpf-bench.json")
+                long_ = pb.scry_record(a, p.pid, 1000, 2 * a.seconds, ["--sampler", name],
+                                       "/tmp/bpf-bench.json")
+                dn = long_[1] - short[1]
+                rows[name].append(((long_[0] - short[0]) / max(1, dn) * 1e6,
+                                   long_[0] / max(1, long_[1]) * 1e6, long_[1]))
     finally:
         p.kill()
         p.wait()
-    print("python %s, %g s per run, %d runs each, load %.1f" % (a.python, a.seconds, a.reps,
-                                                                os.getloadavg()[0]))
-    print("| back end | scry CPU µs per sample (median, min-max) | samples | target CPU s |")
+    print("python %s, runs of %g and %g s, %d pairs each, load %.1f" % (
+        a.python, a.seconds, 2 * a.seconds, a.reps, os.getloadavg()[0]))
+    print("| back end | scry CPU µs per sample, marginal (median, min-max) | "
+          "whole long run incl. start-up | samples (long run) |")
     print("|---|---:|---:|---:|")
     for name, r in rows.items():
         us = [x[0] for x in r]
-        print("| %s | %.1f (%.1f-%.1f) | %d | %.2f |" % (name, pb.med(us), min(us), max(us),
-                                                        pb.med([x[1] for x in r]),
-                                                        pb.med([x[2] for x in r])))
-
+        print("| %s | %.1f (%.1f-%.1f) | %.1f | %d |" % (
+            name, pb.med(us), min(us), max(us), pb.med([x[1] for x in r]),
+            pb.med([x[2] for x in r])))
 
 if __name__ == "__main__":
     main()

@@ -9,60 +9,66 @@
 #include <string.h>
 #include <unistd.h>
 
+/* The offsets of one frame family: PyFrameObject chains (3.6-3.10) or _PyInterpreterFrame
+ * chains (3.11+). */
+static void family_cfg(const pystate_layout_t *L, struct bpfsamp_cfg *c)
+{
+    int objects = L->frame_style == PYSTATE_FRAMES_OBJECTS;
+    *c = (struct bpfsamp_cfg){
+        .tstate_frame = L->tstate_frame,
+        /* 3.11/3.12 reach the frame through the cframe */
+        .cframe_current_frame =
+            L->frame_style == PYSTATE_FRAMES_311 || L->frame_style == PYSTATE_FRAMES_312
+                ? L->cframe_current_frame
+                : -1,
+        .iframe_code = objects ? L->frame_code : L->iframe_code,
+        .iframe_previous = objects ? L->frame_back : L->iframe_previous,
+        .iframe_instr = objects ? L->frame_lasti : L->iframe_instr,
+        .iframe_owner = objects ? 0 : L->iframe_owner,
+        .code_adaptive = objects ? 0 : L->code_adaptive,
+        .code_mask = ~(uint64_t)7, /* objects are 8-aligned: 3.14's tag bits off */
+        /* FRAME_OWNED_BY_CSTACK: shim frames, 3.12+ (3.11 marks entries with is_entry) */
+        .owner_cstack = L->frame_style >= PYSTATE_FRAMES_312 ? 3u : BPFSAMP_NO_OWNER,
+        .instr_kind = !objects         ? BPFSAMP_INSTR_POINTER
+                      : L->minor == 10 ? BPFSAMP_INSTR_LASTI_UNITS
+                                       : BPFSAMP_INSTR_LASTI,
+    };
+}
+
 int bpfsamp_cfg_for(const pystate_layout_t *L, struct bpfsamp_cfg *out, char *why, size_t whylen)
 {
-    /* Tested with the program: the _PyInterpreterFrame chains of 3.11 to 3.13. 3.14+
-     * (tagged f_executable, new owners) and <= 3.10 (PyFrameObject chains, lasti) are
-     * other families for later. */
-    if (!L || L->major != 3 || L->minor < 11 || L->minor > 13 ||
-        L->frame_style < PYSTATE_FRAMES_311 || L->frame_style > PYSTATE_FRAMES_313) {
-        snprintf(why, whylen,
-                 "the bpf sampler walks the frames of Python 3.11 to 3.13 only so far "
-                 "(this is %d.%d)",
-                 L ? L->major : 0, L ? L->minor : 0);
+    if (!L || L->major != 3) {
+        snprintf(why, whylen, "the bpf sampler walks the frames of Python 3 only");
         return SCRY_E_UNSUPPORTED;
     }
-    if (L->tstate_frame < 0 || L->iframe_code < 0 || L->iframe_previous < 0 ||
-        L->iframe_instr < 0 || L->iframe_owner < 0 || L->code_adaptive < 0 ||
-        (L->frame_style != PYSTATE_FRAMES_313 && L->cframe_current_frame < 0)) {
+    struct bpfsamp_cfg c;
+    family_cfg(L, &c);
+    /* The program copies each frame's header once and takes the fields from the copy:
+     * pointers 8-aligned, f_lasti 4-aligned, all within BPFSAMP_FRAME_HDR_MAX bytes. */
+    int lasti = c.instr_kind != BPFSAMP_INSTR_POINTER;
+    int64_t f[4] = {c.iframe_code, c.iframe_previous, c.iframe_instr, c.iframe_owner};
+    int64_t size[4] = {8, 8, lasti ? 4 : 8, 1};
+    int64_t end = 0;
+    for (int i = 0; i < 4; i++) {
+        if (f[i] < 0 || f[i] % size[i] || f[i] + size[i] > BPFSAMP_FRAME_HDR_MAX) {
+            snprintf(why, whylen,
+                     "the frame layout of Python %d.%d does not fit the bpf sampler's frame "
+                     "copy",
+                     L->major, L->minor);
+            return SCRY_E_UNSUPPORTED;
+        }
+        if (f[i] + size[i] > end)
+            end = f[i] + size[i];
+    }
+    if (c.tstate_frame < 0 || c.code_adaptive < 0 ||
+        (L->frame_style >= PYSTATE_FRAMES_311 && L->frame_style <= PYSTATE_FRAMES_312 &&
+         c.cframe_current_frame < 0)) {
         snprintf(why, whylen, "the layout of Python %d.%d lacks a frame offset", L->major,
                  L->minor);
         return SCRY_E_UNSUPPORTED;
     }
-    /* The program copies each frame's header once and takes the fields from the copy. */
-    int64_t ptrs[3] = {L->iframe_code, L->iframe_previous, L->iframe_instr};
-    int64_t end = L->iframe_owner + 1;
-    for (int i = 0; i < 3; i++) {
-        if (ptrs[i] % 8 || ptrs[i] + 8 > BPFSAMP_FRAME_HDR_MAX) {
-            snprintf(why, whylen,
-                     "the frame layout of Python %d.%d does not fit the bpf "
-                     "sampler's frame copy",
-                     L->major, L->minor);
-            return SCRY_E_UNSUPPORTED;
-        }
-        if (ptrs[i] + 8 > end)
-            end = ptrs[i] + 8;
-    }
-    if (end > BPFSAMP_FRAME_HDR_MAX) {
-        snprintf(why, whylen,
-                 "the frame layout of Python %d.%d does not fit the bpf sampler's "
-                 "frame copy",
-                 L->major, L->minor);
-        return SCRY_E_UNSUPPORTED;
-    }
-    *out = (struct bpfsamp_cfg){
-        .tstate_frame = L->tstate_frame,
-        .cframe_current_frame = L->frame_style == PYSTATE_FRAMES_313 ? -1 : L->cframe_current_frame,
-        .iframe_code = L->iframe_code,
-        .iframe_previous = L->iframe_previous,
-        .iframe_instr = L->iframe_instr,
-        .iframe_owner = L->iframe_owner,
-        .code_adaptive = L->code_adaptive,
-        .code_mask = ~(uint64_t)7, /* objects are 8-aligned: a no-op before 3.14's tags */
-        /* FRAME_OWNED_BY_CSTACK: shim frames, 3.12+ (3.11 marks entries with is_entry) */
-        .owner_cstack = L->frame_style >= PYSTATE_FRAMES_312 ? 3u : 0xffu,
-        .frame_hdr_len = (uint32_t)end,
-    };
+    c.frame_hdr_len = (uint32_t)end;
+    *out = c;
     return 0;
 }
 

@@ -17,15 +17,26 @@ struct bpfsamp_cfg {
     __s64 tstate_frame;         /* tstate -> cframe (3.11/3.12) or current frame (3.13+) */
     __s64 cframe_current_frame; /* cframe -> current frame (3.11/3.12), else -1 */
     __s64 iframe_code;          /* frame -> code object (f_code / f_executable) */
-    __s64 iframe_previous;      /* frame -> its caller's frame */
-    __s64 iframe_instr;         /* frame -> instruction pointer (prev_instr / instr_ptr) */
-    __s64 iframe_owner;         /* frame -> owner (char) */
-    __s64 code_adaptive;        /* code object -> first code unit */
+    __s64 iframe_previous;      /* frame -> its caller's frame (f_back / previous) */
+    __s64 iframe_instr;         /* frame -> prev_instr / instr_ptr, or int f_lasti */
+    __s64 iframe_owner;         /* frame -> owner (char); 0 where frames have none */
+    __s64 code_adaptive;        /* code object -> first code unit (3.11+) */
     __u64 code_mask;            /* bits of f_executable that are the pointer (tags off) */
     __u32 owner_cstack;         /* owner value of shim frames (user space skips them),
-                                   0xff: none */
+                                   BPFSAMP_NO_OWNER: none */
     __u32 frame_hdr_len;        /* bytes read per frame: up to its last field walked
                                    (1..BPFSAMP_FRAME_HDR_MAX; the pointer fields 8-aligned) */
+    __u32 instr_kind;           /* enum bpfsamp_instr: what iframe_instr holds */
+    __u32 pad;
+};
+
+#define BPFSAMP_NO_OWNER 0x100u /* no owner byte equals it */
+
+/* The frame families: where a frame says which instruction it runs. */
+enum bpfsamp_instr {
+    BPFSAMP_INSTR_POINTER = 0,     /* 3.11+: a pointer into the code object's code units */
+    BPFSAMP_INSTR_LASTI = 1,       /* 3.6-3.9: int f_lasti, a byte offset (-1: not started) */
+    BPFSAMP_INSTR_LASTI_UNITS = 2, /* 3.10: int f_lasti, in 2-byte code units */
 };
 
 enum bpfsamp_flag {

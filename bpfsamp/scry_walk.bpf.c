@@ -110,13 +110,20 @@ int scry_walk(struct bpf_perf_event_data *ctx)
             goto out;
         }
         __u64 code = field(sc->hdr, c->iframe_code) & c->code_mask;
-        __u64 instr = field(sc->hdr, c->iframe_instr);
         __u8 owner = sc->hdr[(__u32)c->iframe_owner & (BPFSAMP_FRAME_HDR_MAX - 1)];
         f = field(sc->hdr, c->iframe_previous);
-        __u64 start = code + (__u64)c->code_adaptive;
         r->frames[n].code = code;
-        r->frames[n].offset =
-            instr >= start && instr - start < (1u << 26) ? (__u32)(instr - start) : 0xffffffffu;
+        if (c->instr_kind == BPFSAMP_INSTR_POINTER) {
+            __u64 instr = field(sc->hdr, c->iframe_instr);
+            __u64 start = code + (__u64)c->code_adaptive;
+            r->frames[n].offset =
+                instr >= start && instr - start < (1u << 26) ? (__u32)(instr - start) : 0xffffffffu;
+        } else {
+            __s32 lasti =
+                *(const __s32 *)(sc->hdr + ((__u32)c->iframe_instr & (BPFSAMP_FRAME_HDR_MAX - 4)));
+            __u32 u = lasti < 0 ? 0 : (__u32)lasti;
+            r->frames[n].offset = c->instr_kind == BPFSAMP_INSTR_LASTI_UNITS ? u * 2 : u;
+        }
         r->frames[n].owner = owner;
     }
     if (f)
