@@ -64,7 +64,7 @@ struct sampler_bpf {
     pystate_thread_t th;
     scry_frame_t frames[BPFSAMP_MAX_DEPTH];
     /* counted for the summary */
-    uint64_t walked, fallback, faults, unknown, unresolved;
+    uint64_t walked, fallback, faults, unknown, unresolved, midcall;
 };
 
 static bpf_thread_t *lookup(struct sampler_bpf *p, pid_t tid, int insert)
@@ -146,6 +146,13 @@ static int resolve(struct sampler_bpf *p, const struct bpfsamp_record *r)
 {
     pystate_target_t *t = p->s->target;
     uint32_t n = 0;
+    /* 3.12+: every run of the eval loop has a shim frame at its bottom, so a whole stack
+     * ends with one. One that does not was caught in the middle of a call, between the
+     * store of the new current frame and that of its caller link (the compiler may order
+     * them either way): its lower frames are a stale slot's. */
+    if (p->owner_cstack != BPFSAMP_NO_OWNER && r->nframes > 0 && !(r->flags & BPFSAMP_TRUNCATED) &&
+        r->frames[r->nframes - 1].owner != p->owner_cstack)
+        return SCRY_E_CORRUPT;
     for (uint32_t i = 0; i < r->nframes && i < BPFSAMP_MAX_DEPTH; i++) {
         uint32_t off = r->frames[i].offset;
         if (r->frames[i].owner == p->owner_cstack)
@@ -185,7 +192,8 @@ static void on_record(const struct bpfsamp_record *r, void *ctx)
         p->any_fallback = 1;
         p->fallback++;
         p->faults += (r->flags & BPFSAMP_FAULT) != 0;
-        p->unresolved += err != 0;
+        p->unresolved += err == SCRY_E_FAULT;
+        p->midcall += err == SCRY_E_CORRUPT;
         if (r->flags & BPFSAMP_NO_TSTATE) {
             p->unknown++;
             p->stale = 1; /* a thread the map lacks: read the thread states again */
@@ -320,10 +328,11 @@ const char *sampler__bpf_desc(sampler_t *s)
         snprintf(s->desc, sizeof s->desc,
                  "bpf (frames walked in the kernel at each task-clock tick%s: %llu samples; "
                  "%llu read in user space: %llu pages not readable then, %llu threads not known "
-                 "yet, %llu code objects gone)",
+                 "yet, %llu code objects gone, %llu stacks caught mid-call)",
                  p->exclude_kernel ? ", user mode only" : "", (unsigned long long)p->walked,
                  (unsigned long long)p->fallback, (unsigned long long)p->faults,
-                 (unsigned long long)p->unknown, (unsigned long long)p->unresolved);
+                 (unsigned long long)p->unknown, (unsigned long long)p->unresolved,
+                 (unsigned long long)p->midcall);
     if (n > 0 && (size_t)n < sizeof s->desc && kt[0])
         snprintf(s->desc + n - 1, sizeof s->desc - (size_t)n + 1, "%s)", kt);
     return s->desc;
