@@ -30,16 +30,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define BPF_SLOTS     16384u       /* thread table (power of two) */
-#define BPF_LIST_NS   200000000ull /* thread list and thread states reread this often */
-#define BPF_KINDS     4            /* enum unwind_ip_kind + 1 */
-#define BPF_NO_OFFSET 0xffffffffu
+#define BPF_FALLBACK_MAX 256u /* threads whose records fall back, per tick (the rest: lost) */
+#define BPF_LIST_NS      200000000ull /* thread list and thread states reread this often */
+#define BPF_KINDS        4            /* enum unwind_ip_kind + 1 */
+#define BPF_NO_OFFSET    0xffffffffu
 
-typedef struct bpf_thread {
-    pid_t tid;             /* 0 = empty */
-    uint64_t gen;          /* tick in which W is valid */
-    uint64_t w[BPF_KINDS]; /* CPU ns per IP kind of records to read in user space */
-} bpf_thread_t;
+/* A thread's records this tick that are read in user space: CPU ns per IP kind. */
+typedef struct bpf_fallback {
+    pid_t tid;
+    uint64_t w[BPF_KINDS];
+} bpf_fallback_t;
 
 struct sampler_bpf {
     perfev_t *ev;
@@ -49,14 +49,12 @@ struct sampler_bpf {
     int exclude_kernel;
     int walk_ok;           /* the program knows this interpreter's layout (else all falls back) */
     uint32_t owner_cstack; /* the owner of shim frames (bpfsamp_cfg) */
-    uint64_t gen;
     uint64_t last_list_ns;
     int stale;
     pid_t *tids;
     uint64_t *tstates;
-    bpf_thread_t *tab;
-    size_t used;
-    int any_fallback;
+    bpf_fallback_t fb[BPF_FALLBACK_MAX];
+    size_t nfb;
     /* during a read */
     sampler_t *s;
     sampler_emit_fn emit;
@@ -65,39 +63,28 @@ struct sampler_bpf {
     scry_frame_t frames[BPFSAMP_MAX_DEPTH];
     /* counted for the summary */
     uint64_t walked, fallback, faults, unknown, unresolved, midcall;
+    uint64_t dropped; /* fallbacks beyond BPF_FALLBACK_MAX threads in one tick */
 };
 
-static bpf_thread_t *lookup(struct sampler_bpf *p, pid_t tid, int insert)
+/* TID's fallback entry this tick: found, or with INSERT added; NULL when the table is full
+ * (or TID has none, without INSERT). */
+static bpf_fallback_t *fallback_of(struct sampler_bpf *p, pid_t tid, int insert)
 {
-    if (tid <= 0)
+    for (size_t i = 0; i < p->nfb; i++)
+        if (p->fb[i].tid == tid)
+            return &p->fb[i];
+    if (!insert || p->nfb >= BPF_FALLBACK_MAX)
         return NULL;
-    if (insert && p->used >= BPF_SLOTS / 2) { /* threads come and go: start afresh */
-        memset(p->tab, 0, BPF_SLOTS * sizeof *p->tab);
-        p->used = 0;
-    }
-    size_t h = ((uint32_t)tid * 2654435761u) & (BPF_SLOTS - 1);
-    for (size_t i = 0; i < BPF_SLOTS; i++) {
-        bpf_thread_t *t = &p->tab[(h + i) & (BPF_SLOTS - 1)];
-        if (t->tid == tid)
-            return t;
-        if (t->tid == 0) {
-            if (!insert)
-                return NULL;
-            memset(t, 0, sizeof *t);
-            t->tid = tid;
-            p->used++;
-            return t;
-        }
-    }
-    return NULL;
+    bpf_fallback_t *f = &p->fb[p->nfb++];
+    memset(f, 0, sizeof *f);
+    f->tid = tid;
+    return f;
 }
 
 /* pystate's thread filter: the threads with records to read in user space this tick. */
 static int wants_fallback(void *ctx, int32_t tid)
 {
-    struct sampler_bpf *p = ctx;
-    const bpf_thread_t *t = lookup(p, tid, 0);
-    return t && t->gen == p->gen;
+    return fallback_of(ctx, tid, 0) != NULL;
 }
 
 /* Reads the thread states of every thread (frames only of those FILTER takes) and makes
@@ -181,15 +168,12 @@ static void on_record(const struct bpfsamp_record *r, void *ctx)
     int err = 0;
     if (!p->walk_ok || (r->flags & (BPFSAMP_NO_TSTATE | BPFSAMP_FAULT)) ||
         (err = resolve(p, r)) != 0) {
-        bpf_thread_t *t = lookup(p, (pid_t)r->tid, 1);
-        if (!t)
+        bpf_fallback_t *fb = fallback_of(p, (pid_t)r->tid, 1);
+        if (!fb) {
+            p->dropped++;
             return;
-        if (t->gen != p->gen) {
-            memset(t->w, 0, sizeof t->w);
-            t->gen = p->gen;
         }
-        t->w[kind] += r->weight_ns;
-        p->any_fallback = 1;
+        fb->w[kind] += r->weight_ns;
         p->fallback++;
         p->faults += (r->flags & BPFSAMP_FAULT) != 0;
         p->unresolved += err == SCRY_E_FAULT;
@@ -220,15 +204,15 @@ static int emit_fallbacks(sampler_t *s, uint64_t now, sampler_emit_fn emit, void
     size_t n = pystate_snapshot_count(s->snap);
     for (size_t i = 0; i < n; i++) {
         const pystate_thread_t *th = pystate_snapshot_thread(s->snap, i);
-        bpf_thread_t *t = lookup(p, th->tid, 0);
-        if (!t || t->gen != p->gen || (th->nframes == 0 && !th->truncated))
+        bpf_fallback_t *fb = fallback_of(p, th->tid, 0);
+        if (!fb || (th->nframes == 0 && !th->truncated))
             continue;
         for (int k = 1; k < BPF_KINDS; k++) {
-            if (!t->w[k])
+            if (!fb->w[k])
                 continue;
             unwind_classification_t cls;
             unwind_classify_ip(k, th->leaf_opclass, &cls);
-            sampler__emit(s, th, NULL, 0, cls.cls, 0, t->w[k], 1, now, emit, ctx);
+            sampler__emit(s, th, NULL, 0, cls.cls, 0, fb->w[k], 1, now, emit, ctx);
         }
     }
     return 0;
@@ -284,10 +268,9 @@ int sampler__bpf_new(sampler_t *s, char *why, size_t whylen)
     p->pid = pystate_target_info(s->target)->pid;
     p->tids = calloc(TASKS_MAX, sizeof *p->tids);
     p->tstates = calloc(BPFSAMP_MAX_THREADS, sizeof *p->tstates);
-    p->tab = calloc(BPF_SLOTS, sizeof *p->tab);
     p->unw = unwind_new(p->pid);
     int err = SCRY_E_NOMEM;
-    if (!p->tids || !p->tstates || !p->tab || !p->unw || (err = bpf_open(s, p, why, whylen))) {
+    if (!p->tids || !p->tstates || !p->unw || (err = bpf_open(s, p, why, whylen))) {
         if (err == SCRY_E_NOMEM && !why[0])
             snprintf(why, whylen, "%s", scry_strerror(err));
         sampler__bpf_free(p);
@@ -313,7 +296,6 @@ void sampler__bpf_free(sampler_bpf_t *p)
     unwind_free(p->unw);
     free(p->tids);
     free(p->tstates);
-    free(p->tab);
     free(p);
 }
 
@@ -355,7 +337,7 @@ static int relist(sampler_t *s, uint64_t now)
         s->stats.errors++;
     if (sampler__follow_exec(s, 0))
         return 0; /* sampler__bpf_exec made the map anew */
-    return p->any_fallback ? 0 : refresh_states(s, wants_fallback);
+    return p->nfb ? 0 : refresh_states(s, wants_fallback);
 }
 
 int sampler__bpf_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
@@ -365,8 +347,7 @@ int sampler__bpf_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
     /* a drain stands for the rate's ticks since the last one (sampler_run's step) */
     s->stats.ticks +=
         s->interval_ns < SAMPLER_BPF_DRAIN_NS ? SAMPLER_BPF_DRAIN_NS / s->interval_ns : 1;
-    p->gen++;
-    p->any_fallback = 0;
+    p->nfb = 0;
     p->s = s;
     p->emit = emit;
     p->emit_ctx = ctx;
@@ -375,9 +356,9 @@ int sampler__bpf_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
         s->stats.errors++;
     uint64_t bad = 0, lost = 0;
     bpfsamp_counts(p->b, NULL, &bad, &lost);
-    s->stats.lost = bad + lost;
+    s->stats.lost = bad + lost + p->dropped;
     int err = s->gone ? SCRY_E_GONE : 0;
-    if (!err && p->any_fallback)
+    if (!err && p->nfb)
         err = emit_fallbacks(s, t0, emit, ctx);
     if (!err)
         err = relist(s, t0);
