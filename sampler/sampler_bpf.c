@@ -41,6 +41,13 @@ typedef struct bpf_fallback {
     uint64_t w[BPF_KINDS];
 } bpf_fallback_t;
 
+/* A Python thread as the last read of the thread states saw it. */
+typedef struct bpf_known {
+    pid_t tid;
+    int32_t ns_tid;
+    const char *name; /* interned in the target's string table, or NULL */
+} bpf_known_t;
+
 struct sampler_bpf {
     perfev_t *ev;
     bpfsamp_t *b;
@@ -51,8 +58,11 @@ struct sampler_bpf {
     uint32_t owner_cstack; /* the owner of shim frames (bpfsamp_cfg) */
     uint64_t last_list_ns;
     int stale;
-    pid_t *tids;
+    pid_t *tids;     /* the thread list (/proc) */
+    pid_t *map_tids; /* the program's map: tid -> thread state */
     uint64_t *tstates;
+    bpf_known_t *known; /* the Python threads' names, sorted by tid */
+    size_t nknown;
     bpf_fallback_t fb[BPF_FALLBACK_MAX];
     size_t nfb;
     /* during a read */
@@ -87,6 +97,12 @@ static int wants_fallback(void *ctx, int32_t tid)
     return fallback_of(ctx, tid, 0) != NULL;
 }
 
+static int cmp_known(const void *a, const void *b)
+{
+    pid_t x = ((const bpf_known_t *)a)->tid, y = ((const bpf_known_t *)b)->tid;
+    return (x > y) - (x < y);
+}
+
 /* Reads the thread states of every thread (frames only of those FILTER takes) and makes
  * them the program's map. Returns as pystate_sample. */
 static int refresh_states(sampler_t *s, pystate_thread_filter_fn filter)
@@ -100,11 +116,14 @@ static int refresh_states(sampler_t *s, pystate_thread_filter_fn filter)
         const pystate_thread_t *th = pystate_snapshot_thread(s->snap, i);
         if (th->tid <= 0 || !th->tstate)
             continue;
-        p->tids[k] = th->tid;
+        p->known[k] = (bpf_known_t){th->tid, th->ns_tid, th->name};
+        p->map_tids[k] = th->tid;
         p->tstates[k++] = th->tstate;
     }
-    if (bpfsamp_set_threads(p->b, p->tids, p->tstates, k) != 0)
+    if (bpfsamp_set_threads(p->b, p->map_tids, p->tstates, k) != 0)
         s->stats.errors++;
+    qsort(p->known, k, sizeof *p->known, cmp_known);
+    p->nknown = k;
     return 0;
 }
 
@@ -151,8 +170,12 @@ static int resolve(struct sampler_bpf *p, const struct bpfsamp_record *r)
             return SCRY_E_FAULT;
         n++;
     }
+    bpf_known_t key = {.tid = (pid_t)r->tid};
+    const bpf_known_t *k =
+        p->nknown ? bsearch(&key, p->known, p->nknown, sizeof key, cmp_known) : NULL;
     p->th = (pystate_thread_t){.tid = (int32_t)r->tid,
-                               .ns_tid = (int32_t)r->tid,
+                               .ns_tid = k ? k->ns_tid : (int32_t)r->tid,
+                               .name = k ? k->name : NULL,
                                .truncated = (r->flags & BPFSAMP_TRUNCATED) != 0,
                                .leaf_opclass = PYSTATE_OP_UNKNOWN,
                                .nframes = n,
@@ -187,7 +210,6 @@ static void on_record(const struct bpfsamp_record *r, void *ctx)
     p->walked++;
     if (p->th.nframes == 0 && !p->th.truncated)
         return; /* no Python frame (starting or finishing) */
-    /* the thread's names come from the label cache (sampler__emit), keyed by tid */
     unwind_classification_t cls;
     unwind_classify_ip(kind, PYSTATE_OP_UNKNOWN, &cls);
     sampler__emit(s, &p->th, NULL, 0, cls.cls, 0, r->weight_ns, 1, r->time_ns, p->emit,
@@ -268,9 +290,12 @@ int sampler__bpf_new(sampler_t *s, char *why, size_t whylen)
     p->pid = pystate_target_info(s->target)->pid;
     p->tids = calloc(TASKS_MAX, sizeof *p->tids);
     p->tstates = calloc(BPFSAMP_MAX_THREADS, sizeof *p->tstates);
+    p->map_tids = calloc(BPFSAMP_MAX_THREADS, sizeof *p->map_tids);
+    p->known = calloc(BPFSAMP_MAX_THREADS, sizeof *p->known);
     p->unw = unwind_new(p->pid);
     int err = SCRY_E_NOMEM;
-    if (!p->tids || !p->tstates || !p->unw || (err = bpf_open(s, p, why, whylen))) {
+    if (!p->tids || !p->tstates || !p->map_tids || !p->known || !p->unw ||
+        (err = bpf_open(s, p, why, whylen))) {
         if (err == SCRY_E_NOMEM && !why[0])
             snprintf(why, whylen, "%s", scry_strerror(err));
         sampler__bpf_free(p);
@@ -296,6 +321,8 @@ void sampler__bpf_free(sampler_bpf_t *p)
     unwind_free(p->unw);
     free(p->tids);
     free(p->tstates);
+    free(p->map_tids);
+    free(p->known);
     free(p);
 }
 
