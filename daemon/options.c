@@ -473,9 +473,9 @@ static int check_conflicts(scry_config_t *cfg)
         return SCRY_E_INVAL;
     }
     if (cfg->sampler && !strcmp(cfg->sampler, "bpf") &&
-        (cfg->command != CMD_RECORD || cfg->native || cfg->idle || cfg->blocking ||
-         cfg->async_tasks)) {
-        fprintf(stderr, "scry: the bpf sampler is for record, without --native, --idle, "
+        ((cfg->command != CMD_RECORD && cfg->command != CMD_TOP) || cfg->native || cfg->idle ||
+         cfg->blocking || cfg->async_tasks)) {
+        fprintf(stderr, "scry: the bpf sampler is for record and top, without --native, --idle, "
                         "--blocking or --async so far\n");
         return SCRY_E_INVAL;
     }
