@@ -11,9 +11,10 @@
  *  2. the records the kernel could not walk (a page not present at that instant, or a
  *     thread whose thread state it does not know yet) are read in user space the ordinary
  *     way, right after, with the CPU time they stand for (counted in the summary);
- *  3. every 200 ms, and when such a thread shows up, the thread list is read again, each
- *     new thread's event opened, and the program's tid -> thread state map made anew from
- *     one pystate_sample (thread states only, no frames).
+ *  3. every 200 ms, and at once when the target's thread count changed (one stat of
+ *     /proc/PID/task) or a record named a thread the map lacks, the thread list is read
+ *     again, each new thread's event opened, and the program's tid -> thread state map
+ *     made anew from one pystate_sample (thread states only, no frames).
  * Nothing is stopped, and no stack is read after the fact except for the fallbacks.
  */
 #include "sampler_internal.h"
@@ -31,7 +32,7 @@
 #include <string.h>
 
 #define BPF_FALLBACK_MAX 256u /* threads whose records fall back, per tick (the rest: lost) */
-#define BPF_LIST_NS      200000000ull /* thread list and thread states reread this often */
+#define BPF_LIST_NS      200000000ull /* the thread list reread at least this often */
 #define BPF_KINDS        4            /* enum unwind_ip_kind + 1 */
 #define BPF_NO_OFFSET    0xffffffffu
 
@@ -58,6 +59,7 @@ struct sampler_bpf {
     uint32_t owner_cstack; /* the owner of shim frames (bpfsamp_cfg) */
     uint64_t last_list_ns;
     int stale;
+    int ntasks;      /* the target's thread count at the last look (proc_count_tasks) */
     pid_t *tids;     /* the thread list (/proc) */
     pid_t *map_tids; /* the program's map: tid -> thread state */
     uint64_t *tstates;
@@ -347,11 +349,18 @@ const char *sampler__bpf_desc(sampler_t *s)
     return s->desc;
 }
 
-/* Every 200 ms or when a record named an unknown thread: the thread list, each new
- * thread's event, and the thread states. Returns 0 or SCRY_E_GONE. */
+/* Every 200 ms, at once when the target's thread count changed (one stat) or a record
+ * named a thread the map lacks: the thread list, each new thread's event, and the thread
+ * states (one pystate_sample without frames, unless the fallbacks just read them), which
+ * make the program's map anew. Returns 0 or a negative code (SCRY_E_GONE: exited). */
 static int relist(sampler_t *s, uint64_t now)
 {
     struct sampler_bpf *p = s->bpf;
+    int count = proc_count_tasks(p->pid);
+    if (count != p->ntasks) {
+        p->ntasks = count;
+        p->stale = 1;
+    }
     if (!p->stale && now - p->last_list_ns < BPF_LIST_NS)
         return 0;
     p->stale = 0;
