@@ -88,14 +88,22 @@ def t_torn(c):
 @TESTS("refusals")
 def t_refusals(c):
     """What the bpf sampler does not do yet is refused with the reason: dump, record
-    --native and --idle."""
+    --native and --idle; and a user without CAP_BPF is told so."""
     pid = str(os.getpid())
     for args in (["dump", "--sampler", "bpf", "--pid", pid],
                  ["record", "--sampler", "bpf", "--native", "--pid", pid],
                  ["record", "--sampler", "bpf", "--idle", "--pid", pid]):
         r = c.scry(args)
         check(r.rc != 0 and "bpf sampler is for record" in r.err, "%s" % r)
-    return "dump, --native, --idle refused"
+    what = "dump, --native, --idle refused"
+    host = "/usr/bin/python3"  # one nobody may run (pyenv's live under /root)
+    if os.geteuid() == 0 and os.access(host, os.X_OK):
+        # without privileges: the program is refused, and the reason says what is missing
+        r = c.scry(["record", "--sampler", "bpf", "-d", "1", "-o", "/dev/null", "--",
+                    host, "-c", "import time; time.sleep(0.5)"], as_nobody=True)
+        check(r.rc != 0 and "CAP_BPF" in r.err, "as nobody: %s" % r)
+        what += "; as nobody: needs CAP_BPF"
+    return what
 
 
 def bpf_refused(scry, interp):
