@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* The offsets of one frame family: PyFrameObject chains (3.6-3.10) or _PyInterpreterFrame
@@ -68,6 +69,11 @@ int bpfsamp_cfg_for(const pystate_layout_t *L, struct bpfsamp_cfg *out, char *wh
         return SCRY_E_UNSUPPORTED;
     }
     c.frame_hdr_len = (uint32_t)end;
+    struct stat st;
+    if (stat("/proc/self/ns/pid", &st) == 0) { /* else the kernel's ids (no namespaces) */
+        c.pidns_dev = (uint64_t)st.st_dev;
+        c.pidns_ino = (uint64_t)st.st_ino;
+    }
     *out = c;
     return 0;
 }

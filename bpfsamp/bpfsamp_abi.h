@@ -28,6 +28,8 @@ struct bpfsamp_cfg {
                                    (1..BPFSAMP_FRAME_HDR_MAX; the pointer fields 8-aligned) */
     __u32 instr_kind;           /* enum bpfsamp_instr: what iframe_instr holds */
     __u32 pad;
+    __u64 pidns_dev, pidns_ino; /* scry's PID namespace (/proc/self/ns/pid): the map's tids
+                                   are the ones scry sees; 0: the kernel's own ids */
 };
 
 #define BPFSAMP_NO_OWNER 0x100u /* no owner byte equals it */

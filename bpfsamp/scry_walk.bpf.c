@@ -81,7 +81,12 @@ int scry_walk(struct bpf_perf_event_data *ctx)
         return 0;
     struct bpfsamp_record *r = &sc->r;
     __u32 hl = c->frame_hdr_len;
+    /* the thread's id as scry sees it (scry may run in a PID namespace of its own) */
     __u32 tid = (__u32)bpf_get_current_pid_tgid();
+    struct bpf_pidns_info ns = {0};
+    if (c->pidns_ino &&
+        bpf_get_ns_current_pid_tgid(c->pidns_dev, c->pidns_ino, &ns, sizeof ns) == 0)
+        tid = ns.pid;
     r->tid = tid;
     r->flags = (ctx->regs.cs & 3) == 0 ? BPFSAMP_KERNEL : 0;
     r->nframes = 0;

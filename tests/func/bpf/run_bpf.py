@@ -11,6 +11,7 @@ without BPF ring buffers) it prints `SKIP <label>: <reason>`. Harness: tests/lib
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -83,6 +84,28 @@ def t_torn(c):
     r = c.scry_ok(["top", "--sampler", "bpf", "--once", "--duration", "1", "--pid", p.pid])
     check("recurse (" in r.out, "top --once shows no recurse: %s" % r.out[-500:])
     return detail + "; top --once shows it"
+
+
+@TESTS("pid_namespace")
+def t_pid_namespace(c):
+    """scry and its target in a PID namespace of their own (unshare --pid --mount-proc):
+    the program names threads by the ids scry sees, so every sample is still walked in
+    the kernel (none read in user space for want of a thread state)."""
+    if os.geteuid() != 0 or not shutil.which("unshare") or c.interp.root:
+        raise Skip("needs root, unshare and a host interpreter")
+    staged = c.stage(os.path.join(HERE, "workloads"))
+    script = ('"$@" & sleep 0.5; %s record --sampler bpf --pid $! -d 1.5 --rate 1000 '
+              '-f collapsed -o %s; rc=$?; wait; exit $rc' % (c.scry_path, c.path("ns.txt")))
+    r = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "sh", "-c", script, "sh"]
+                       + c.interp.argv(os.path.join(staged, "two_funcs.py"), "2.5",
+                                       c.path("truth.json")),
+                       capture_output=True, text=True, timeout=60)
+    check(r.returncode == 0, "scry in the namespace: rc %d %s" % (r.returncode, r.stderr))
+    with open(c.path("ns.txt")) as f:
+        got, n = leaf_shares(f.read(), ["fa", "fb"])
+    check(n >= 200, "only %d samples of fa/fb" % n)
+    check(" 0 read in user space" in r.stderr, "summary: %s" % r.stderr)
+    return "%d samples, fa/fb %.0f/%.0f, none read in user space" % (n, got["fa"], got["fb"])
 
 
 @TESTS("refusals")
