@@ -268,6 +268,19 @@ static int bpf_open(sampler_t *s, struct sampler_bpf *p, char *why, size_t whyle
         snprintf(why, whylen, "perf events: %s", scry_strerror(err));
         return err;
     }
+    return 0;
+}
+
+/* The map first (a record of a thread it lacks would be read in user space), then each
+ * thread's event with the program. */
+static int bpf_attach(sampler_t *s, char *why, size_t whylen)
+{
+    struct sampler_bpf *p = s->bpf;
+    int err = refresh_states(s, NULL);
+    if (err) {
+        snprintf(why, whylen, "reading the thread states: %s", scry_strerror(err));
+        return err;
+    }
     int n = list_tids(p);
     if (n <= 0)
         return SCRY_E_GONE;
@@ -276,6 +289,8 @@ static int bpf_open(sampler_t *s, struct sampler_bpf *p, char *why, size_t whyle
                  scry_strerror(err));
         return err;
     }
+    p->ntasks = n;
+    p->last_list_ns = scry_now_ns();
     return 0;
 }
 
@@ -304,13 +319,11 @@ int sampler__bpf_new(sampler_t *s, char *why, size_t whylen)
         return err;
     }
     s->bpf = p;
-    if ((err = refresh_states(s, NULL)) != 0) {
-        snprintf(why, whylen, "reading the thread states: %s", scry_strerror(err));
+    if ((err = bpf_attach(s, why, whylen)) != 0) {
         sampler__bpf_free(p);
         s->bpf = NULL;
         return err;
     }
-    p->last_list_ns = scry_now_ns();
     return 0;
 }
 
@@ -368,12 +381,16 @@ static int relist(sampler_t *s, uint64_t now)
     int n = sampler__reused(s) ? -1 : list_tids(p);
     if (n < 0)
         return SCRY_E_GONE;
+    if (sampler__follow_exec(s, 0))
+        return 0; /* sampler__bpf_exec made the map anew; the next tick lists again */
+    /* the map before the new threads' events, as at the start (bpf_attach) */
+    int err = p->nfb ? 0 : refresh_states(s, wants_fallback);
+    if (err)
+        return err;
     int rc = perfev_set_threads(p->ev, p->tids, (size_t)n, NULL, NULL);
     if (rc < 0 && rc != SCRY_E_GONE)
         s->stats.errors++;
-    if (sampler__follow_exec(s, 0))
-        return 0; /* sampler__bpf_exec made the map anew */
-    return p->nfb ? 0 : refresh_states(s, wants_fallback);
+    return 0;
 }
 
 int sampler__bpf_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
