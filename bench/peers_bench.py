@@ -179,7 +179,8 @@ def slow_once(a, how, units):
     p.stdout.readline()
     prof = None
     if how.startswith("scry"):
-        extra = ["--sampler", "ptrace"] if how == "scry ptrace" else []
+        extra = {"scry ptrace": ["--sampler", "ptrace"], "scry bpf": ["--sampler", "bpf"]}.get(
+            how, [])
         prof = subprocess.Popen([a.scry, "record", "--pid", str(p.pid), "--rate", "1000", "-q",
                                  "--format", "collapsed", "-o", "/tmp/pb-slow.txt"] + extra,
                                 stderr=subprocess.DEVNULL)

@@ -118,7 +118,8 @@ static const opt_spec_t opt_table[] = {
      0, 0},
     {"sampler", 0, OPT_STRING, offsetof(scry_config_t, sampler), REC | DMP | TOP, "HOW",
      "perf (the kernel's CPU clock per thread, nothing stopped), ptrace (a wall-clock tick "
-     "over /proc), or auto (default: perf where allowed)",
+     "over /proc), bpf (record: stacks walked in the kernel at each tick of that clock), or "
+     "auto (default: perf where allowed)",
      0, 0},
     {"discovery", 0, OPT_STRING, offsetof(scry_config_t, discovery), REC | DMP | TOP, "WAY",
      "for tests: find the runtime without its symbol (section) or without symbol and section "
@@ -471,9 +472,16 @@ static int check_conflicts(scry_config_t *cfg)
                         "preloads the shim)\n");
         return SCRY_E_INVAL;
     }
-    static const char *const samplers[] = {"perf", "ptrace", "auto"};
-    if (cfg->sampler && scry_parse_word(cfg->sampler, strlen(cfg->sampler), samplers, 3) < 0) {
-        fprintf(stderr, "scry: --sampler is perf, ptrace or auto, not '%s'\n", cfg->sampler);
+    static const char *const samplers[] = {"perf", "ptrace", "bpf", "auto"};
+    if (cfg->sampler && scry_parse_word(cfg->sampler, strlen(cfg->sampler), samplers, 4) < 0) {
+        fprintf(stderr, "scry: --sampler is perf, ptrace, bpf or auto, not '%s'\n", cfg->sampler);
+        return SCRY_E_INVAL;
+    }
+    if (cfg->sampler && !strcmp(cfg->sampler, "bpf") &&
+        ((cfg->command != CMD_RECORD && cfg->command != CMD_TOP) || cfg->native || cfg->idle ||
+         cfg->blocking || cfg->async_tasks)) {
+        fprintf(stderr, "scry: the bpf sampler is for record and top, without --native, --idle, "
+                        "--blocking or --async so far\n");
         return SCRY_E_INVAL;
     }
     if (cfg->sampler && !strcmp(cfg->sampler, "perf") && cfg->command == CMD_DUMP) {

@@ -226,6 +226,12 @@ static int thread_open(struct perfev *p, pid_t tid, perfev_thread_t *t)
             return err;
         }
     }
+    if (p->opts.bpf_prog_fd > 0 && ioctl(t->fd, PERF_EVENT_IOC_SET_BPF, p->opts.bpf_prog_fd) != 0) {
+        int err = open_errno(errno);
+        thread_close(t);
+        p->st.open_failed++;
+        return err;
+    }
     p->st.opened++;
     return 0;
 }

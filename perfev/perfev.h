@@ -56,6 +56,9 @@ typedef struct perfev_opts {
                              event per CPU (perfev_set_cpus), idle time excluded; PID is
                              ignored, CLOCK must be PERFEV_CLOCK_CPU, no stack. Needs
                              CAP_PERFMON (or CAP_SYS_ADMIN, or perf_event_paranoid <= 0) */
+    int bpf_prog_fd;      /* > 0: a BPF perf-event program that each thread's event runs at
+                             each tick (PERF_EVENT_IOC_SET_BPF); it decides what is written
+                             (bpfsamp/). 0: none */
 } perfev_opts_t;
 
 /* Registers in a sample, in this order (the kernel's x86-64 numbering, compacted). */

@@ -68,6 +68,10 @@ int proc_read_task_nspid(pid_t pid, pid_t tid, pid_t *ids, size_t cap, size_t *n
  * Returns the count, or SCRY_E_GONE (no such process) / SCRY_E_INVAL. */
 int proc_list_tasks(pid_t pid, pid_t *tids, size_t cap);
 
+/* How many threads PID has, from the link count of /proc/PID/task (one stat, no listing:
+ * a cheap check that the thread set changed). Returns the count, or SCRY_E_GONE. */
+int proc_count_tasks(pid_t pid);
+
 /* Per-thread stat and schedstat files of one process kept open between reads, so each
  * read is one pread (the sampler reads them every tick). */
 typedef struct proc_threads proc_threads_t;

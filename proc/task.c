@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "scry_proc.h"
@@ -200,6 +201,16 @@ static int cmp_tid(const void *a, const void *b)
 {
     pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
     return x < y ? -1 : x > y;
+}
+
+int proc_count_tasks(pid_t pid)
+{
+    char path[48];
+    struct stat st;
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    if (stat(path, &st) != 0 || st.st_nlink < 3)
+        return SCRY_E_GONE;
+    return (int)(st.st_nlink - 2); /* ".", ".." and one link per thread */
 }
 
 int proc_list_tasks(pid_t pid, pid_t *tids, size_t cap)

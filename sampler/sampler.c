@@ -27,6 +27,15 @@ static int choose_backend(sampler_t *s)
     s->backend = SAMPLER_PTRACE;
     if (!strcmp(want, "ptrace"))
         return 0;
+    char why[256] = "";
+    if (!strcmp(want, "bpf")) {
+        int err = sampler__bpf_new(s, why, sizeof why);
+        if (err)
+            fprintf(stderr, "scry: --sampler bpf: %s\n", why);
+        else
+            s->backend = SAMPLER_BPF;
+        return err;
+    }
     int forced = !strcmp(want, "perf");
     /* A dump is one instant of every thread, and --blocking stops threads: the kernel's
      * CPU clock has nothing to say about either. */
@@ -34,7 +43,6 @@ static int choose_backend(sampler_t *s)
         s->backend_note = s->opts.blocking ? "--blocking" : NULL;
         return 0;
     }
-    char why[256] = "";
     int err = sampler__perf_new(s, why, sizeof why);
     if (err == 0) {
         s->backend = SAMPLER_PERF;
@@ -94,6 +102,7 @@ void sampler_free(sampler_t *s)
     if (!s)
         return;
     sampler__perf_free(s->perf);
+    sampler__bpf_free(s->bpf);
     tasks_free(s->tasks); /* resumes anything still stopped */
     unwind_free(s->unwind);
     pystate_async_labels_free(s->async);
@@ -162,6 +171,8 @@ int sampler__follow_exec(sampler_t *s, int after_error)
     s->stats.execs++;
     if (s->perf)
         sampler__perf_exec(s);
+    if (s->bpf)
+        sampler__bpf_exec(s);
     return 1;
 }
 
@@ -172,7 +183,7 @@ const pystate_target_t *sampler_target(const sampler_t *s)
 
 int sampler_refused(const sampler_opts_t *opts)
 {
-    return opts->backend && !strcmp(opts->backend, "perf");
+    return opts->backend && (!strcmp(opts->backend, "perf") || !strcmp(opts->backend, "bpf"));
 }
 
 int sampler_backend(const sampler_t *s)
@@ -184,6 +195,8 @@ const char *sampler_backend_desc(const sampler_t *s)
 {
     if (s->backend == SAMPLER_PERF)
         return s->desc;
+    if (s->backend == SAMPLER_BPF)
+        return sampler__bpf_desc((sampler_t *)s);
     if (s->backend_note) {
         snprintf((char *)s->desc, sizeof s->desc, "ptrace and /proc (%s)", s->backend_note);
         return s->desc;
@@ -436,6 +449,8 @@ int sampler_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
 {
     if (s->backend == SAMPLER_PERF)
         return sampler__perf_tick(s, emit, ctx);
+    if (s->backend == SAMPLER_BPF)
+        return sampler__bpf_tick(s, emit, ctx);
     uint64_t t0 = scry_now_ns();
     s->stats.ticks++;
     pid_t pid = pystate_target_info(s->target)->pid;
@@ -584,7 +599,12 @@ int sampler_run(sampler_t *s, double duration_s, volatile sig_atomic_t *stop, sa
     /* A tick is late when it runs more than this after it was due: half an interval, and
      * three quarters with the perf back end, whose ticks wait up to half an interval for
      * a record (below). */
-    uint64_t late_after = perf ? s->interval_ns / 4 * 3 : s->interval_ns / 2;
+    /* The bpf back end's ring batches the samples: it is drained every STEP, not at every
+     * sample. */
+    uint64_t step = s->backend == SAMPLER_BPF && s->interval_ns < SAMPLER_BPF_DRAIN_NS
+                        ? SAMPLER_BPF_DRAIN_NS
+                        : s->interval_ns;
+    uint64_t late_after = perf ? s->interval_ns / 4 * 3 : step / 2;
     /* Without --idle a tick of the perf back end that no record preceded has nothing to
      * do (each record is a slice of CPU time; a tick only reads what records say ran): the
      * wait then lasts until a record comes, at most SAMPLER_QUIET_WAIT_NS, and the ticks
@@ -602,7 +622,7 @@ int sampler_run(sampler_t *s, double duration_s, volatile sig_atomic_t *stop, sa
         uint64_t now = scry_now_ns();
         if (now >= end)
             break;
-        if (now + s->interval_ns / 2 < next) {
+        if (now + step / 2 < next) {
             /* Woken before the tick by a record (perf) or a signal: read the stacks of the
              * threads that ran while they are still the ones sampled; the tick stays due. */
             if (perf) {
@@ -645,14 +665,14 @@ int sampler_run(sampler_t *s, double duration_s, volatile sig_atomic_t *stop, sa
                 last_read = now;
             if (tick_cb && tick_cb(s, tick_ctx))
                 break;
-            next += s->interval_ns;
+            next += step;
             now = scry_now_ns();
             if (next < now) {
                 /* Fell behind: skip missed deadlines rather than bursting. */
-                uint64_t behind = (now - next) / s->interval_ns;
-                next += behind * s->interval_ns;
+                uint64_t behind = (now - next) / step;
+                next += behind * step;
                 if (next < now)
-                    next += s->interval_ns;
+                    next += step;
             }
             if (next > end)
                 next = end;

@@ -21,7 +21,7 @@ typedef struct sampler sampler_t;
  * only, nothing stopped). */
 typedef struct sampler_opts {
     double rate_hz;                /* rounds per second; <= 0: 100 */
-    const char *backend;           /* "perf", "ptrace", "auto" or NULL (= auto) */
+    const char *backend;           /* "perf", "ptrace", "bpf", "auto" or NULL (= auto) */
     int instant;                   /* one instant of every thread (dump): auto chooses ptrace */
     int idle;                      /* threads off CPU too */
     int threads;                   /* a root frame per thread (its name) */
@@ -72,6 +72,7 @@ typedef struct sampler_stats {
 enum sampler_backend {
     SAMPLER_PTRACE = 1, /* a wall-clock tick reads /proc per thread; --native stops threads */
     SAMPLER_PERF = 2,   /* perf events: the kernel's CPU clock per thread; nothing stopped */
+    SAMPLER_BPF = 3,    /* perf events whose BPF program walks the Python frames at each tick */
 };
 
 /* Creates a sampler over target T (not owned) with OPTS (copied). The back end is
@@ -81,8 +82,8 @@ enum sampler_backend {
  * (a message saying why has been printed to stderr). */
 sampler_t *sampler_new(const sampler_opts_t *opts, pystate_target_t *t, strtab_t *strings);
 
-/* True when OPTS forces the perf back end: a NULL from sampler_new then means perf events
- * were refused (and the message was printed), not a lack of memory. */
+/* True when OPTS forces the perf or bpf back end: a NULL from sampler_new then means it
+ * was refused (and the message was printed), not a lack of memory. */
 int sampler_refused(const sampler_opts_t *opts);
 
 /* Opens PID for reading (pystate_target_open_opts with OPTS, may be NULL), printing a

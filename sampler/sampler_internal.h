@@ -28,6 +28,7 @@ typedef struct thread_label {
 } thread_label_t;
 
 typedef struct sampler_perf sampler_perf_t;
+typedef struct sampler_bpf sampler_bpf_t;
 
 struct sampler {
     sampler_opts_t opts;
@@ -49,6 +50,7 @@ struct sampler {
     const char *s_empty;
     int backend;              /* enum sampler_backend */
     sampler_perf_t *perf;     /* SAMPLER_PERF */
+    sampler_bpf_t *bpf;       /* SAMPLER_BPF */
     const char *backend_note; /* why the fallback was chosen, or NULL */
     pystate_target_t *first;  /* the caller's target (theirs to free) */
     uint64_t exec_mark;       /* proc_read_exec_mark of the program TARGET reads */
@@ -116,5 +118,19 @@ void sampler__perf_exec(sampler_t *s);
 int sampler__perf_set_rate(sampler_perf_t *p, double rate_hz);
 /* Counters of the perf back end: records lost by the kernel, rejected. */
 void sampler__perf_counts(const sampler_perf_t *p, uint64_t *lost, uint64_t *bad);
+
+/* The bpf back end (sampler_bpf.c). sampler__bpf_new returns 0 and sets S->bpf, or a
+ * negative code after writing why into WHY (not built, not allowed, a version or an option
+ * it does not handle yet). A tick drains the kernel's records and emits them. */
+int sampler__bpf_new(sampler_t *s, char *why, size_t whylen);
+void sampler__bpf_free(sampler_bpf_t *p);
+int sampler__bpf_tick(sampler_t *s, sampler_emit_fn emit, void *ctx);
+/* The process exec'd: the program walks the new interpreter's layout (or hands every
+ * record to user space), the map is made anew. */
+void sampler__bpf_exec(sampler_t *s);
+/* The summary's description, with what was read in the kernel and in user space. */
+const char *sampler__bpf_desc(sampler_t *s);
+/* The ring batches the samples: the bpf back end's ticks come at most this often. */
+#define SAMPLER_BPF_DRAIN_NS 20000000ull
 
 #endif

@@ -10,6 +10,7 @@ need=""
 for p in $extra build-essential cmake pkg-config libelf-dev libunwind-dev libcapstone-dev \
          libprotobuf-c-dev protobuf-c-compiler zlib1g-dev libncurses-dev libiberty-dev \
          libinih-dev libjson-c-dev libcurl4-openssl-dev libzstd-dev liblz4-dev liblzma-dev \
+         clang bpftool libbpf-dev \
          python3 python3-numpy procps util-linux tmux golang-go chromium gdb zstd lz4 xz-utils; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need="$need $p"
 done

@@ -1,0 +1,149 @@
+// SPDX-License-Identifier: GPL-2.0
+/* scry_walk.bpf.c - the kernel half of `--sampler bpf`: at each tick of a target thread's
+ * task-clock perf event, reads that thread's Python frame chain and emits one record of
+ * (tid, flags, weight, time, IP, frames of (code object, instruction offset)) into a ring
+ * buffer. Table-driven: every offset comes from the cfg map (bpfsamp_abi.h), filled from
+ * pystate's layouts; the program knows no CPython version.
+ *
+ * Bounded for the verifier: at most BPFSAMP_MAX_DEPTH frames, one read of a frame's
+ * header (at most BPFSAMP_FRAME_HDR_MAX bytes) each.
+ * Shim frames (the owner says) are written too and skipped in user space.
+ * A read that fails (a page the kernel cannot fault in here) ends the walk with
+ * BPFSAMP_FAULT: user space reads that sample itself. Returning 0 keeps the perf record
+ * out of the event's own ring (only this program's record is written).
+ * CO-RE-free: it reads only the perf context (UAPI bpf_perf_event_data) and user memory.
+ */
+#include <linux/bpf.h>
+#include <linux/bpf_perf_event.h>
+#include <linux/ptrace.h>
+#include <bpf/bpf_helpers.h>
+
+#include "bpfsamp_abi.h"
+
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, struct bpfsamp_cfg);
+} cfg SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, BPFSAMP_MAX_THREADS);
+    __type(key, __u32);   /* tid (the host's) */
+    __type(value, __u64); /* its PyThreadState address */
+} threads SEC(".maps");
+
+struct scratch {
+    struct bpfsamp_record r;
+    __u8 hdr[BPFSAMP_FRAME_HDR_MAX]; /* the frame being walked: its first frame_hdr_len bytes */
+};
+
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, struct scratch);
+} scratch SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_RINGBUF);
+    __uint(max_entries, 1 << 21);
+} events SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, __u64); /* records the ring had no room for */
+} lost SEC(".maps");
+
+/* The 8-byte field at OFF of the frame header H (user space checked OFF: 8-aligned, within). */
+static __always_inline __u64 field(const __u8 *h, __s64 off)
+{
+    return *(const __u64 *)(h + ((__u32)off & (BPFSAMP_FRAME_HDR_MAX - 8)));
+}
+
+static __always_inline int read_u64(__u64 *out, __u64 addr, __s64 off)
+{
+    if (off < 0)
+        return -1;
+    return bpf_probe_read_user(out, sizeof *out, (const void *)(addr + (__u64)off));
+}
+
+SEC("perf_event")
+int scry_walk(struct bpf_perf_event_data *ctx)
+{
+    __u32 zero = 0;
+    const struct bpfsamp_cfg *c = bpf_map_lookup_elem(&cfg, &zero);
+    struct scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
+    if (!c || !sc)
+        return 0;
+    struct bpfsamp_record *r = &sc->r;
+    __u32 hl = c->frame_hdr_len;
+    /* the thread's id as scry sees it (scry may run in a PID namespace of its own) */
+    __u32 tid = (__u32)bpf_get_current_pid_tgid();
+    struct bpf_pidns_info ns = {0};
+    if (c->pidns_ino &&
+        bpf_get_ns_current_pid_tgid(c->pidns_dev, c->pidns_ino, &ns, sizeof ns) == 0)
+        tid = ns.pid;
+    r->tid = tid;
+    r->flags = (ctx->regs.cs & 3) == 0 ? BPFSAMP_KERNEL : 0;
+    r->nframes = 0;
+    r->weight_ns = ctx->sample_period;
+    r->time_ns = bpf_ktime_get_ns();
+    r->ip = ctx->regs.rip; /* x86-64 UAPI names */
+    __u64 *ts = bpf_map_lookup_elem(&threads, &tid);
+    __u64 f = 0;
+    if (!ts) {
+        r->flags |= BPFSAMP_NO_TSTATE;
+        goto out;
+    }
+    if (read_u64(&f, *ts, c->tstate_frame) != 0 ||
+        (c->cframe_current_frame >= 0 && f && read_u64(&f, f, c->cframe_current_frame) != 0)) {
+        r->flags |= BPFSAMP_FAULT;
+        goto out;
+    }
+    /* One record slot per frame walked, shim frames too (user space skips them): the
+     * slot index is the loop index, so the verifier follows one path per depth. */
+    __u32 n = 0;
+    for (; n < BPFSAMP_MAX_DEPTH && f; n++) {
+        /* one read per frame: its header, the fields taken from the copy */
+        if (hl == 0 || hl > BPFSAMP_FRAME_HDR_MAX ||
+            bpf_probe_read_user(sc->hdr, hl, (const void *)f) != 0) {
+            r->flags |= BPFSAMP_FAULT;
+            goto out;
+        }
+        __u64 code = field(sc->hdr, c->iframe_code) & c->code_mask;
+        __u8 owner = sc->hdr[(__u32)c->iframe_owner & (BPFSAMP_FRAME_HDR_MAX - 1)];
+        f = field(sc->hdr, c->iframe_previous);
+        r->frames[n].code = code;
+        if (c->instr_kind == BPFSAMP_INSTR_POINTER) {
+            __u64 instr = field(sc->hdr, c->iframe_instr);
+            __u64 start = code + (__u64)c->code_adaptive;
+            r->frames[n].offset =
+                instr >= start && instr - start < (1u << 26) ? (__u32)(instr - start) : 0xffffffffu;
+        } else {
+            __s32 lasti =
+                *(const __s32 *)(sc->hdr + ((__u32)c->iframe_instr & (BPFSAMP_FRAME_HDR_MAX - 4)));
+            __u32 u = lasti < 0 ? 0 : (__u32)lasti;
+            r->frames[n].offset = c->instr_kind == BPFSAMP_INSTR_LASTI_UNITS ? u * 2 : u;
+        }
+        r->frames[n].owner = owner;
+    }
+    if (f)
+        r->flags |= BPFSAMP_TRUNCATED;
+    r->nframes = (__u16)n;
+out:;
+    __u64 len = sizeof *r - sizeof r->frames + (__u64)r->nframes * sizeof r->frames[0];
+    if (len > sizeof *r)
+        len = sizeof *r;
+    if (bpf_ringbuf_output(&events, r, len, 0) != 0) {
+        __u64 *l = bpf_map_lookup_elem(&lost, &zero);
+        if (l)
+            (*l)++;
+    }
+    return 0;
+}
+
+char LICENSE[] SEC("license") = "GPL";
