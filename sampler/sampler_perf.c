@@ -43,7 +43,14 @@ typedef struct perf_thread {
     uint64_t rgen;          /* read in which W is valid */
     uint64_t w[PERF_KINDS]; /* CPU ns this read per IP kind, records without stack */
     uint64_t cpu;           /* CPU ns this tick, all records */
-    uint64_t last_wall;     /* --idle: time of the previous tick that looked at it */
+    uint64_t last_wall;     /* --idle: time of the previous tick that looked at it, */
+    uint64_t idle_cpu;      /* and its CPU clock then, */
+    uint64_t idle_probe;    /* and at this tick, before the stacks were read (0: unread), */
+    uint64_t idle_carry;    /* its wall time off a CPU not charged yet (idle_charge), */
+    uint64_t sw_cpu;        /* the CPU clock when its switch counts were read (0: never), */
+    uint64_t sw_vol, sw_nonvol; /* those counts, */
+    uint8_t waking;         /* and whether it was waiting or waking from a wait then */
+    uint8_t last_kind;      /* the IP kind of its latest record */
     uint64_t held[PERF_KINDS]; /* tick_charge: CPU ns per IP kind not charged yet, */
     uint32_t held_n[PERF_KINDS]; /* and the records they came in, */
     uint64_t held_sum;           /* their sum, */
@@ -73,6 +80,7 @@ struct sampler_perf {
     uint64_t last_list_ns;
     int stale;
     pid_t *tids;
+    size_t ntids; /* of the last listing */
     perf_thread_t *tab;
     size_t used;
     perf_pending_t *pend;
@@ -94,6 +102,7 @@ static int list_tids(struct sampler_perf *p)
     int n = proc_list_tasks(p->pid, p->tids, TASKS_MAX);
     if (n < 0)
         return SCRY_E_GONE;
+    p->ntids = (size_t)n;
     /* An exited process that its parent has not reaped yet keeps one zombie task (not
      * looked for when a record came since the last listing: it ran then, and if it has
      * exited since, the next listing finds the zombie). */
@@ -201,6 +210,7 @@ static void on_record(const perfev_sample_t *r, void *ctx)
         kind = unwind_ip_kind(0, &leaf);
     }
     t->cpu += r->period_ns;
+    t->last_kind = (uint8_t)kind;
     if (p->held) {
         hold(s, t, kind, r->period_ns);
         return;
@@ -345,21 +355,79 @@ static void emit_cpu(sampler_t *s, const pystate_thread_t *th, perf_thread_t *t,
     }
 }
 
-/* --idle: a thread that is off CPU (not runnable: sleeping, waiting for I/O, a lock or the
- * GIL) stands for the wall time since its previous tick that was not CPU time. A runnable
- * thread waiting for a CPU gets nothing here (as with the ptrace sampler): its time is
- * neither CPU nor blocked. One pread of its stat file, only for threads without records. */
-static void emit_idle(sampler_t *s, const pystate_thread_t *th, perf_thread_t *t, uint64_t cpu,
-                      uint64_t now, sampler_emit_fn emit, void *ctx)
+/* --idle, before the stacks are read: every listed thread's CPU clock (idle_probe), and
+ * its wall time since its previous tick that was not CPU time added to its carry (at most
+ * PERF_HELD_INTERVALS intervals of it). Exact: the clock is its task-clock event's count. */
+static void idle_probe(sampler_t *s, uint64_t now)
 {
-    uint64_t wall = t->last_wall && now > t->last_wall ? now - t->last_wall : s->interval_ns;
-    t->last_wall = now;
-    char state = proc_threads_state(s->perf->states, th->tid, NULL);
-    if (state == 'R' || state == 0 || wall <= cpu)
+    struct sampler_perf *p = s->perf;
+    uint64_t cap = PERF_HELD_INTERVALS * s->interval_ns;
+    for (size_t i = 0; i < p->ntids; i++) {
+        perf_thread_t *t = slot(p, p->tids[i]);
+        if (!t)
+            continue;
+        uint64_t c = 0;
+        t->idle_probe = 0;
+        if (perfev_thread_clock(p->ev, t->tid, &c) != 0)
+            continue;
+        t->idle_probe = c ? c : 1;
+        if (t->last_wall && now > t->last_wall && c >= t->idle_cpu) {
+            uint64_t wall = now - t->last_wall, cpu = c - t->idle_cpu;
+            if (wall > cpu)
+                t->idle_carry += wall - cpu;
+            if (t->idle_carry > cap)
+                t->idle_carry = cap;
+        }
+        t->last_wall = now;
+        t->idle_cpu = c;
+    }
+}
+
+/* --idle: whether thread TID (entry T), found off a CPU in STATE, waits or wakes from a wait
+ * (1) or was preempted (0). Its switch counts (status) say which kind of switch took it off
+ * its CPU since they were last read; they are read again only when it has run since (a
+ * thread that did not run made no switch). Both kinds since then: taken as preempted. */
+static int idle_waking(sampler_t *s, perf_thread_t *t, char state)
+{
+    uint64_t vol = 0, nonvol = 0;
+    if (t->sw_cpu && t->sw_cpu == t->idle_probe)
+        return state != 'R' || t->waking;
+    if (proc_read_task_switches(s->perf->pid, t->tid, &vol, &nonvol) != 0)
+        return state != 'R';
+    int waking = state != 'R' ||
+                 (t->sw_cpu && vol > t->sw_vol && nonvol == t->sw_nonvol);
+    t->sw_cpu = t->idle_probe;
+    t->sw_vol = vol;
+    t->sw_nonvol = nonvol;
+    t->waking = (uint8_t)waking;
+    return waking;
+}
+
+/* --idle, after the stacks were read: when thread TH (entry T) carries wall time and did not
+ * run from its probe to now, its stack is where it waits, and the carry is charged there: a
+ * tick falls at a moment that has nothing to do with what the thread does, so the lines it
+ * finds a thread on while off a CPU are a fair sample of where its time off a CPU went.
+ * Sleeping, blocked or waiting for the GIL (not runnable), or runnable but woken from such a
+ * wait and not yet on a CPU: system. Runnable after a preemption: the class of the code it
+ * was preempted in (its latest record's IP, its leaf instruction), as if it ran: time
+ * waiting for a CPU is wall time of the line that was running. A thread that ran keeps its
+ * carry for a later tick. One pread of its stat file, and of its status when it ran since. */
+static void idle_charge(sampler_t *s, const pystate_thread_t *th, perf_thread_t *t, uint64_t now,
+                        sampler_emit_fn emit, void *ctx)
+{
+    uint64_t c = 0;
+    if (!t->idle_probe || !t->idle_carry || perfev_thread_clock(s->perf->ev, th->tid, &c) != 0 ||
+        (c ? c : 1) != t->idle_probe)
         return;
-    uint64_t cap = 10 * s->interval_ns;
-    uint64_t w = wall - cpu < cap ? wall - cpu : cap;
-    sampler__emit(s, th, NULL, 0, SCRY_CLASS_SYSTEM, 0, w, 0, now, emit, ctx);
+    char state = proc_threads_state(s->perf->states, th->tid, NULL);
+    if (state == 0)
+        return;
+    unwind_classification_t cls = {.cls = SCRY_CLASS_SYSTEM};
+    if (!idle_waking(s, t, state))
+        unwind_classify_ip(t->last_kind ? t->last_kind : UNWIND_IP_CPYTHON, th->leaf_opclass,
+                           &cls);
+    sampler__emit(s, th, NULL, 0, cls.cls, 0, t->idle_carry, 0, now, emit, ctx);
+    t->idle_carry = 0;
 }
 
 /* Counts this read's records in the stats, with how stale the stacks they get are (read at
@@ -540,6 +608,8 @@ static int perf_read(sampler_t *s, int tick, uint64_t t0, sampler_emit_fn emit, 
         return 0; /* nothing ran: nothing to read */
     }
     count_records(s, scry_now_ns());
+    if (idle)
+        idle_probe(s, t0);
     int err = sampler__follow_exec(s, 0) ? SCRY_E_AGAIN
               : s->gone                  ? SCRY_E_GONE
                         /* with --idle every thread's stack, else only
@@ -565,7 +635,7 @@ static int perf_read(sampler_t *s, int tick, uint64_t t0, sampler_emit_fn emit, 
         if (t->rgen == p->rgen)
             emit_cpu(s, th, t, t0, emit, ctx);
         if (idle)
-            emit_idle(s, th, t, t->gen == p->gen ? t->cpu : 0, t0, emit, ctx);
+            idle_charge(s, th, t, t0, emit, ctx);
     }
     p->gil_seen |= any_gil;
     if (tick && p->gil_seen) {
