@@ -209,7 +209,7 @@ def split_check(c, native):
         s_cls = 100.0 * g[EXPECTED[n]] / scry_total
         if n in ALSO_SYSTEM:
             # their fresh results fault pages in: kernel time, system by the rules, that
-            # the kernel time of a fresh result's page faults, system by the rules, is the line's own
+            # is the line's own work
             s_cls += 100.0 * g["system"] / scry_total
         if n == "bmul" and not native and c.sampler == "ptrace":
             # Known limit of the fallback: without --native nothing tells the interpreter's
