@@ -47,10 +47,8 @@ typedef struct perf_thread {
     uint64_t idle_cpu;      /* and its CPU clock then, */
     uint64_t idle_probe;    /* and at this tick, before the stacks were read (0: unread), */
     uint64_t idle_carry;    /* its wall time off a CPU not charged yet (idle_charge), */
-    uint64_t sw_cpu;        /* the CPU clock when its switch counts were read (0: never), */
-    uint64_t sw_vol, sw_nonvol; /* those counts, */
-    uint8_t waking;         /* and whether it was waiting or waking from a wait then */
-    uint8_t last_kind;      /* the IP kind of its latest record */
+    scry_frame_t rec_leaf;  /* the leaf Python frame of its latest records' read, */
+    uint8_t rec_kind;       /* and the IP kind that carried most of their CPU */
     uint64_t held[PERF_KINDS]; /* tick_charge: CPU ns per IP kind not charged yet, */
     uint32_t held_n[PERF_KINDS]; /* and the records they came in, */
     uint64_t held_sum;           /* their sum, */
@@ -210,7 +208,6 @@ static void on_record(const perfev_sample_t *r, void *ctx)
         kind = unwind_ip_kind(0, &leaf);
     }
     t->cpu += r->period_ns;
-    t->last_kind = (uint8_t)kind;
     if (p->held) {
         hold(s, t, kind, r->period_ns);
         return;
@@ -276,7 +273,8 @@ int sampler__perf_new(sampler_t *s, char *why, size_t whylen)
                        .clock = PERFEV_CLOCK_TASK,
                        .stack_bytes = s->opts.native ? PERF_STACK_BYTES : 0,
                        .exclude_kernel = excl,
-                       .wake_each = 1};
+                       .wake_each = 1,
+                       .switches = s->opts.idle};
     err = SCRY_E_NOMEM;
     if (!p->tids || !p->tab || !p->unw || ((s->opts.idle || tick_charge) && !p->states) ||
         (tick_charge && !p->held) ||
@@ -340,12 +338,22 @@ static void emit_cpu(sampler_t *s, const pystate_thread_t *th, perf_thread_t *t,
 {
     struct sampler_perf *p = s->perf;
     unwind_classification_t cls;
+    uint64_t by_kind[PERF_KINDS];
+    memcpy(by_kind, t->w, sizeof by_kind);
     for (size_t i = 0; i < p->npend; i++) {
         perf_pending_t *pd = &p->pend[i];
         if (pd->tid != th->tid)
             continue;
+        by_kind[pd->kind] += pd->weight;
         unwind_classify_ip(pd->kind, th->leaf_opclass, &cls);
         sampler__emit(s, th, pd->f, pd->nn, cls.cls, 0, pd->weight, 1, pd->time_ns, emit, ctx);
+    }
+    if (s->opts.idle && th->nframes) { /* for idle_charge */
+        t->rec_leaf = th->frames[0];
+        t->rec_kind = 0;
+        for (int k = 1; k < PERF_KINDS; k++)
+            if (by_kind[k] > (t->rec_kind ? by_kind[t->rec_kind] : 0))
+                t->rec_kind = (uint8_t)k;
     }
     for (int k = 1; k < PERF_KINDS; k++) {
         if (!t->w[k])
@@ -355,7 +363,7 @@ static void emit_cpu(sampler_t *s, const pystate_thread_t *th, perf_thread_t *t,
     }
 }
 
-/* --idle, before the stacks are read: every listed thread's CPU clock (idle_probe), and
+/* --idle, before the rings are drained: every listed thread's CPU clock (idle_probe), and
  * its wall time since its previous tick that was not CPU time added to its carry (at most
  * PERF_HELD_INTERVALS intervals of it). Exact: the clock is its task-clock event's count. */
 static void idle_probe(sampler_t *s, uint64_t now)
@@ -383,35 +391,17 @@ static void idle_probe(sampler_t *s, uint64_t now)
     }
 }
 
-/* --idle: whether thread TID (entry T), found off a CPU in STATE, waits or wakes from a wait
- * (1) or was preempted (0). Its switch counts (status) say which kind of switch took it off
- * its CPU since they were last read; they are read again only when it has run since (a
- * thread that did not run made no switch). Both kinds since then: taken as preempted. */
-static int idle_waking(sampler_t *s, perf_thread_t *t, char state)
-{
-    uint64_t vol = 0, nonvol = 0;
-    if (t->sw_cpu && t->sw_cpu == t->idle_probe)
-        return state != 'R' || t->waking;
-    if (proc_read_task_switches(s->perf->pid, t->tid, &vol, &nonvol) != 0)
-        return state != 'R';
-    int waking = state != 'R' ||
-                 (t->sw_cpu && vol > t->sw_vol && nonvol == t->sw_nonvol);
-    t->sw_cpu = t->idle_probe;
-    t->sw_vol = vol;
-    t->sw_nonvol = nonvol;
-    t->waking = (uint8_t)waking;
-    return waking;
-}
-
 /* --idle, after the stacks were read: when thread TH (entry T) carries wall time and did not
  * run from its probe to now, its stack is where it waits, and the carry is charged there: a
  * tick falls at a moment that has nothing to do with what the thread does, so the lines it
  * finds a thread on while off a CPU are a fair sample of where its time off a CPU went.
  * Sleeping, blocked or waiting for the GIL (not runnable), or runnable but woken from such a
- * wait and not yet on a CPU: system. Runnable after a preemption: the class of the code it
- * was preempted in (its latest record's IP, its leaf instruction), as if it ran: time
- * waiting for a CPU is wall time of the line that was running. A thread that ran keeps its
- * carry for a later tick. One pread of its stat file, and of its status when it ran since. */
+ * wait and not yet on a CPU: system. Runnable after a preemption (its last switch off a CPU
+ * said so, read by the drain that followed its probe): the class of the code it was
+ * preempted in, as if it ran (time waiting for a CPU is wall time of the line that was
+ * running): the class most of its latest records had when they were read on the same line,
+ * else C code when it let go of the GIL or its leaf instruction is a call, else Python. A thread that ran keeps its carry for
+ * a later tick. One pread of its stat file. */
 static void idle_charge(sampler_t *s, const pystate_thread_t *th, perf_thread_t *t, uint64_t now,
                         sampler_emit_fn emit, void *ctx)
 {
@@ -419,13 +409,27 @@ static void idle_charge(sampler_t *s, const pystate_thread_t *th, perf_thread_t 
     if (!t->idle_probe || !t->idle_carry || perfev_thread_clock(s->perf->ev, th->tid, &c) != 0 ||
         (c ? c : 1) != t->idle_probe)
         return;
+    uint64_t out_ns = 0;
+    int preempted = perfev_thread_preempted(s->perf->ev, th->tid, &out_ns);
+    if (preempted >= 0 && out_ns > now)
+        return; /* on a CPU at the tick's moment (often taken off it by scry's own wake-up) */
     char state = proc_threads_state(s->perf->states, th->tid, NULL);
     if (state == 0)
         return;
     unwind_classification_t cls = {.cls = SCRY_CLASS_SYSTEM};
-    if (!idle_waking(s, t, state))
-        unwind_classify_ip(t->last_kind ? t->last_kind : UNWIND_IP_CPYTHON, th->leaf_opclass,
-                           &cls);
+    const scry_frame_t *leaf = th->nframes ? &th->frames[0] : NULL;
+    if (state == 'R' && preempted == 1 && t->rec_kind && leaf &&
+        leaf->function == t->rec_leaf.function && leaf->file == t->rec_leaf.file &&
+        leaf->line == t->rec_leaf.line) {
+        unwind_classify_ip(t->rec_kind, th->leaf_opclass, &cls); /* its records on the line */
+    } else if (state == 'R' && preempted == 1) {
+        /* no record on this line: the rule of a running sample without an instruction
+         * pointer (the kernel gives a runnable thread's only to a tracer) */
+        unwind_task_t ut = {.state = 'R', .sc = {.nr = PROC_SYSCALL_RUNNING}};
+        if (th->gil_known)
+            ut.gil = th->gil ? UNWIND_GIL_HELD : UNWIND_GIL_RELEASED;
+        unwind_classify(&ut, NULL, 0, th->leaf_opclass, &cls);
+    }
     sampler__emit(s, th, NULL, 0, cls.cls, 0, t->idle_carry, 0, now, emit, ctx);
     t->idle_carry = 0;
 }
@@ -587,6 +591,9 @@ static int perf_read(sampler_t *s, int tick, uint64_t t0, sampler_emit_fn emit, 
     p->npend = 0;
     p->touched = 0;
     p->rec_n = p->rec_sum_ns = p->rec_min_ns = 0;
+    int idle = tick && s->opts.idle;
+    if (idle) /* before the drain: it reads how each thread off a CPU now left it */
+        idle_probe(s, t0);
     perfev_read(p->ev, on_record, s);
     uint64_t lost = 0, bad = 0;
     sampler__perf_counts(p, &lost, &bad);
@@ -598,7 +605,6 @@ static int perf_read(sampler_t *s, int tick, uint64_t t0, sampler_emit_fn emit, 
         s->stats.busy_ns += scry_now_ns() - t0;
         return 0;
     }
-    int idle = tick && s->opts.idle;
     if (!p->touched && !idle) {
         if (tick && p->gil_seen) {
             s->stats.gil_ticks++;
@@ -608,8 +614,6 @@ static int perf_read(sampler_t *s, int tick, uint64_t t0, sampler_emit_fn emit, 
         return 0; /* nothing ran: nothing to read */
     }
     count_records(s, scry_now_ns());
-    if (idle)
-        idle_probe(s, t0);
     int err = sampler__follow_exec(s, 0) ? SCRY_E_AGAIN
               : s->gone                  ? SCRY_E_GONE
                         /* with --idle every thread's stack, else only

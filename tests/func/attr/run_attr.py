@@ -488,6 +488,62 @@ def t_idle_weight(c):
     return "; ".join(rows)
 
 
+IDLE_WALL_VERSIONS = ("3.9", "3.12", "debian3.11")
+IDLE_WALL_SECONDS = 4
+
+
+@test("idle_wall", smoke=True)
+def t_idle_wall(c):
+    """`record --idle` splits every thread's wall time where it went (issue 25): a loop of a
+    Python line, a sha256 line and time.sleep(0.004), timed by the program itself, with two
+    threads hashing all the time and two spinning processes of the workload loading the
+    machine. Each line's share of the loop, and its share in its class, within 5 points of
+    the program's own timing; the busy threads' wall time (most of it runnable: waiting for
+    a CPU) within 10% of the sampled time."""
+    if c.sampler == "ptrace" or c.interp.label not in IDLE_WALL_VERSIONS:
+        raise Skip("checked with scry's choice of sampler on %s" % ", ".join(IDLE_WALL_VERSIONS))
+    out = c.path("idle_wall.json")
+    p, ready = c.workload("idle_wall.py", ["--seconds", IDLE_WALL_SECONDS + 1.5, "--out",
+                                           c.tpath(out)], target=False)
+    prof = os.path.join(c.tmp, "idle_wall_prof.json")
+    c.scry_ok(["record", "--pid", ready["pid"], "--idle", "--duration", IDLE_WALL_SECONDS,
+               "--format", "json", "-o", prof, "-q"])
+    rc = c.wait(p, 60, "idle_wall workload")
+    check(rc == 0, "workload exit %s: %s" % (rc, short(c.proc_log(p))))
+    with open(out) as f:
+        truth = json.load(f)
+    with open(prof) as f:
+        rep = json.load(f)
+    byline = dict((v, k) for k, v in ready["lines"].items())
+    got = dict((n, {"python": 0.0, "native": 0.0, "system": 0.0}) for n in byline.values())
+    for l in rep["lines"]:
+        if os.path.basename(l.get("file", "")) == "idle_wall.py" and l.get("line") in byline:
+            g = got[byline[l["line"]]]
+            g["python"] += l["cpu_python_pct"]
+            g["native"] += l["cpu_native_pct"]
+            g["system"] += l["cpu_system_pct"]
+    expected = {"py": "python", "sha": "native", "sleep": "system"}
+    s_total = sum(sum(got[n].values()) for n in expected)
+    t_total = sum(truth[n] for n in expected)
+    check(s_total > 0, "no sample on the loop's lines: %s" % short(json.dumps(rep["lines"][:8])))
+    rows, errs = [], []
+    for n, cls in sorted(expected.items()):
+        share = 100.0 * truth[n] / t_total
+        s_all = 100.0 * sum(got[n].values()) / s_total
+        s_cls = 100.0 * got[n][cls] / s_total
+        rows.append("%s %.1f/%.1f%s vs %.1f" % (n, s_all, s_cls, cls[0].upper(), share))
+        if abs(s_all - share) > TOLERANCE or abs(s_cls - share) > TOLERANCE:
+            errs.append(rows[-1])
+    busy_s = sum(got["busy"].values()) / 100.0 * rep["cpu_s"]
+    want = ready["busy"] * rep["duration_s"]
+    rows.append("busy threads %.2f s of wall time of %.2f s" % (busy_s, want))
+    if abs(busy_s / want - 1) > 0.10:
+        errs.append(rows[-1])
+    detail = "; ".join(rows) + "; load %.1f" % os.getloadavg()[0]
+    check(not errs, "off: %s | %s" % ("; ".join(errs), detail))
+    return detail
+
+
 # Properties of the sampler and of how it treats the target (never stopped, 200 threads,
 # SIGKILL, the fallback under seccomp) rather than of an interpreter's layout: checked on a
 # frame-object version, two data-stack ones (shared and static) and a sid build, which keeps
