@@ -596,6 +596,7 @@ int sampler_run(sampler_t *s, double duration_s, volatile sig_atomic_t *stop, sa
     uint64_t quiet_wait =
         s->interval_ns * 2 > SAMPLER_QUIET_WAIT_NS ? s->interval_ns * 2 : SAMPLER_QUIET_WAIT_NS;
     uint64_t woke_due = 0; /* when the last wait ended without a record: its deadline */
+    int idle_timed = perf && s->opts.idle;
     if (perf)
         sampler__ask_short_slice();
     while (!(stop && *stop)) {
@@ -604,7 +605,9 @@ int sampler_run(sampler_t *s, double duration_s, volatile sig_atomic_t *stop, sa
         uint64_t now = scry_now_ns();
         if (now >= end)
             break;
-        if (now + s->interval_ns / 2 < next) {
+        /* --idle with perf: the ticks keep their clock (idle_charge: the moment a tick
+         * stands for must have nothing to do with what the target does) */
+        if (idle_timed ? now < next : now + s->interval_ns / 2 < next) {
             /* Woken before the tick by a record (perf) or a signal: read the stacks of the
              * threads that ran while they are still the ones sampled; the tick stays due. */
             if (perf) {
@@ -640,7 +643,9 @@ int sampler_run(sampler_t *s, double duration_s, volatile sig_atomic_t *stop, sa
             if (quiet_ok && now >= next + s->interval_ns)
                 s->stats.ticks += (now - next) / s->interval_ns;
             uint64_t before = s->stats.read_records;
+            s->tick_due = idle_timed ? next : 0;
             int err = sampler_tick(s, emit, ctx);
+            s->tick_due = 0;
             if (err)
                 return err == SCRY_E_GONE ? 0 : err;
             if (s->stats.read_records != before)
@@ -662,8 +667,8 @@ int sampler_run(sampler_t *s, double duration_s, volatile sig_atomic_t *stop, sa
         if (perf) {
             /* The tick waits for a record (whose read does the tick's work): a busy thread
              * then costs one wake-up per sample, not one for its record and another for
-             * the tick. Up to half an interval with --idle, else up to quiet_wait. */
-            uint64_t wake = next + (quiet_ok ? quiet_wait : s->interval_ns / 2);
+             * the tick. Not with --idle (its ticks keep their clock), else up to quiet_wait. */
+            uint64_t wake = next + (quiet_ok ? quiet_wait : idle_timed ? 0 : s->interval_ns / 2);
             if (wake > end)
                 wake = end;
             woke_due = sampler__perf_wait(s, wake) ? 0 : wake;

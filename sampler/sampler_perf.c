@@ -409,9 +409,9 @@ static void idle_charge(sampler_t *s, const pystate_thread_t *th, perf_thread_t 
     if (!t->idle_probe || !t->idle_carry || perfev_thread_clock(s->perf->ev, th->tid, &c) != 0 ||
         (c ? c : 1) != t->idle_probe)
         return;
-    uint64_t out_ns = 0;
+    uint64_t out_ns = 0, moment = s->tick_due && s->tick_due < now ? s->tick_due : now;
     int preempted = perfev_thread_preempted(s->perf->ev, th->tid, &out_ns);
-    if (preempted >= 0 && out_ns > now)
+    if (preempted >= 0 && out_ns > moment)
         return; /* on a CPU at the tick's moment (often taken off it by scry's own wake-up) */
     char state = proc_threads_state(s->perf->states, th->tid, NULL);
     if (state == 0)
