@@ -360,7 +360,7 @@ static void emit_thread(sampler_t *s, const pystate_thread_t *th, task_info_t *t
     unwind_classify(&ut, nn ? s->native : NULL, nn, th->leaf_opclass, &cls);
     int running = state == 'R' || state == 0;
     /* --idle: every thread stands for the wall time since its previous tick, charged where
-     * the tick finds it, running, runnable or waiting (docs/accuracy.md, "--idle") */
+     * the tick finds it, running, runnable or waiting (docs/accuracy.md, "Wall time") */
     uint64_t weight = sample_weight(s, running && !s->opts.idle, task);
     if (task) { /* the weight of its stops not counted (tasks_stop_counts) */
         weight += task->carry_ns;

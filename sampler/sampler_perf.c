@@ -9,9 +9,9 @@
  *  2. only when some thread ran (or with --idle), one pystate_sample reads the Python
  *     stacks, right after: of the threads that ran (with --idle, of every thread);
  *  3. each Python thread that ran gets one sample per record with a native stack (merged),
- *     or one per class with the CPU time its records add up to; with --idle, a thread that
- *     is off CPU (its stat state is not R) gets an off-CPU sample for the wall time since
- *     its previous tick that was not CPU time.
+ *     or one per class with the CPU time its records add up to; with --idle, each thread's
+ *     wall time that was not CPU time is carried until a tick finds it off a CPU, and
+ *     charged there (idle_charge; docs/accuracy.md, "Wall time").
  * Without --idle no /proc file is read per thread per tick: the thread list
  * (/proc/PID/task) is read every 200 ms (every 20 ticks, at most 1 s, at rates under 100 Hz) or
  * when a Python thread without an event shows up. Nothing is stopped.
@@ -400,8 +400,8 @@ static void idle_probe(sampler_t *s, uint64_t now)
  * said so, read by the drain that followed its probe): the class of the code it was
  * preempted in, as if it ran (time waiting for a CPU is wall time of the line that was
  * running): the class most of its latest records had when they were read on the same line,
- * else C code when it let go of the GIL or its leaf instruction is a call, else Python. A thread that ran keeps its carry for
- * a later tick. One pread of its stat file. */
+ * else C code when it let go of the GIL or its leaf instruction is a call, else Python. A
+ * thread that ran keeps its carry for a later tick. One pread of its stat file. */
 static void idle_charge(sampler_t *s, const pystate_thread_t *th, perf_thread_t *t, uint64_t now,
                         sampler_emit_fn emit, void *ctx)
 {
