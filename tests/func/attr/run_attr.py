@@ -531,7 +531,9 @@ def t_idle_wall(c):
         share = 100.0 * truth[n] / t_total
         s_all = 100.0 * sum(got[n].values()) / s_total
         s_cls = 100.0 * got[n][cls] / s_total
-        rows.append("%s %.1f/%.1f%s vs %.1f" % (n, s_all, s_cls, cls[0].upper(), share))
+        rows.append("%s %.1f/%.1f%s vs %.1f (P %.1f N %.1f S %.1f)" % (
+            n, s_all, s_cls, cls[0].upper(), share, 100.0 * got[n]["python"] / s_total,
+            100.0 * got[n]["native"] / s_total, 100.0 * got[n]["system"] / s_total))
         if abs(s_all - share) > TOLERANCE or abs(s_cls - share) > TOLERANCE:
             errs.append(rows[-1])
     busy_s = sum(got["busy"].values()) / 100.0 * rep["cpu_s"]

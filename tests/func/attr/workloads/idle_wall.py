@@ -66,7 +66,7 @@ def main():
     n_py, sha_buf = calibrate()
     kids = [spin_child() for _ in range(args.load)]
     try:
-        big = os.urandom(1 << 20)  # ~3 ms a hash: the GIL is taken rarely
+        big = os.urandom(1 << 22)  # ~12 ms a hash: the GIL is asked for rarely
         for _ in range(args.busy):
             threading.Thread(target=busy, args=(big,), daemon=True).start()
         write_json(args.ready, {"pid": os.getpid(), "lines": marker_lines(os.path.abspath(__file__)),
