@@ -175,10 +175,13 @@ static int thread_open(struct perfev *p, pid_t tid, perfev_thread_t *t)
     memset(t, 0, sizeof *t);
     t->tid = tid;
     t->fd = -1;
+    t->preempted = -1;
     uint32_t pages = p->ring_pages;
     struct perf_event_attr a;
     fill_attr(&a, p->opts.clock, p->period_ns, p->regs_mask, p->opts.stack_bytes,
               p->opts.exclude_kernel, (uint64_t)pages * p->page, p->opts.wake_each);
+    a.context_switch = p->opts.switches && !p->opts.cpu_wide;
+    a.sample_id_all = a.context_switch; /* their time (after TID: ring.c) */
     long fd;
     if (p->opts.cpu_wide) { /* TID is CPU + 1: every process on that CPU, idle excluded */
         a.exclude_idle = 1;
@@ -468,6 +471,14 @@ int perfev_thread_clock(const perfev_t *p, pid_t tid, uint64_t *ns)
         return SCRY_E_GONE;
     *ns = v;
     return 0;
+}
+
+int perfev_thread_preempted(const perfev_t *p, pid_t tid, uint64_t *at_ns)
+{
+    const perfev_thread_t *t = p && p->opts.switches ? find(p, tid) : NULL;
+    if (t && t->preempted >= 0 && at_ns)
+        *at_ns = t->switch_ns;
+    return t ? t->preempted : -1;
 }
 
 int perfev_set_rate(perfev_t *p, double rate_hz)

@@ -59,6 +59,8 @@ typedef struct perfev_opts {
     int bpf_prog_fd;      /* > 0: a BPF perf-event program that each thread's event runs at
                              each tick (PERF_EVENT_IOC_SET_BPF); it decides what is written
                              (bpfsamp/). 0: none */
+    int switches;         /* 1: each thread's switches off its CPU are noted (context-switch
+                             records, read with the samples): perfev_thread_preempted */
 } perfev_opts_t;
 
 /* Registers in a sample, in this order (the kernel's x86-64 numbering, compacted). */
@@ -174,6 +176,12 @@ int perfev_wait_fd(const perfev_t *p);
  * SCRY_E_NOTFOUND (no event for TID) / SCRY_E_GONE. (/proc/PID/task/TID/schedstat moves only
  * at the scheduler's ticks and switches: it cannot say whether a thread runs now.) */
 int perfev_thread_clock(const perfev_t *p, pid_t tid, uint64_t *ns);
+
+/* With opts.switches: how thread TID last left its CPU, as of the last read of the rings:
+ * 1 preempted (runnable: it waits for a CPU), 0 to wait (sleep, I/O, a lock: not runnable
+ * then), -1 unknown (no switch read yet, no such thread, or a kernel before 4.17 that does
+ * not say); when known, *AT_NS (may be NULL) is when (CLOCK_MONOTONIC). */
+int perfev_thread_preempted(const perfev_t *p, pid_t tid, uint64_t *at_ns);
 
 /* Makes the sampling rate RATE_HZ (0.01 to 100000: period 1e9/RATE_HZ ns) for every open
  * event (PERF_EVENT_IOC_PERIOD; the kernel restarts each thread's clock) and the events

@@ -20,6 +20,8 @@ typedef struct perfev_thread {
     uint8_t *data;  /* first data byte */
     uint64_t size;  /* data bytes (a power of two) */
     uint8_t mark;   /* scratch for perfev_set_threads */
+    int8_t preempted;   /* opts.switches: how it last left its CPU (perfev_thread_preempted), */
+    uint64_t switch_ns; /* and when */
 } perfev_thread_t;
 
 struct perfev {

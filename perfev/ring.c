@@ -154,6 +154,14 @@ int perfev__drain(struct perfev *p, perfev_thread_t *t, perfev_sample_fn cb, voi
             uint64_t lost;
             memcpy(&lost, rec + sizeof h + 8, 8); /* u64 id; u64 lost */
             p->st.lost += lost;
+        } else if (h.type == PERF_RECORD_SWITCH) {
+            /* a thread's own switches (opts.switches): on 4.17 and later a switch out while
+             * runnable says so; sample_id_all: u32 pid, tid; u64 time; u32 cpu, res */
+            if ((h.misc & PERF_RECORD_MISC_SWITCH_OUT) && !p->opts.cpu_wide &&
+                h.size >= sizeof h + 16) {
+                t->preempted = (h.misc & PERF_RECORD_MISC_SWITCH_OUT_PREEMPT) ? 1 : 0;
+                memcpy(&t->switch_ns, rec + sizeof h + 8, 8);
+            }
         } else if (h.type == PERF_RECORD_THROTTLE) {
             p->st.throttled++;
         } else {

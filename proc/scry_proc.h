@@ -57,11 +57,17 @@ int proc_parse_schedstat(const char *buf, size_t len, uint64_t *run_ns, uint64_t
  * PROC_NSPID_MAX or CAP ids). */
 int proc_parse_status_nspid(const char *buf, size_t len, pid_t *ids, size_t cap, size_t *n);
 
+/* Parses the "voluntary_ctxt_switches:" and "nonvoluntary_ctxt_switches:" lines of
+ * /proc/PID/task/TID/status: how often the thread gave up its CPU to wait, and how often it
+ * was preempted. Returns 0, SCRY_E_NOTFOUND (a line missing), SCRY_E_INVAL or SCRY_E_CORRUPT. */
+int proc_parse_status_switches(const char *buf, size_t len, uint64_t *vol, uint64_t *nonvol);
+
 /* Readers of the files above for thread TID of process PID. Return 0, SCRY_E_GONE (no
  * such thread), SCRY_E_PERM (syscall needs ptrace access), SCRY_E_IO or SCRY_E_CORRUPT. */
 int proc_read_task_state(pid_t pid, pid_t tid, char *state);
 int proc_read_task_syscall(pid_t pid, pid_t tid, proc_syscall_t *out);
 int proc_read_task_schedstat(pid_t pid, pid_t tid, uint64_t *run_ns, uint64_t *wait_ns);
+int proc_read_task_switches(pid_t pid, pid_t tid, uint64_t *vol, uint64_t *nonvol);
 int proc_read_task_nspid(pid_t pid, pid_t tid, pid_t *ids, size_t cap, size_t *n);
 
 /* Lists the threads of PID (/proc/PID/task) into TIDS, sorted ascending, at most CAP.

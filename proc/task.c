@@ -197,6 +197,48 @@ int proc_read_task_nspid(pid_t pid, pid_t tid, pid_t *ids, size_t cap, size_t *n
     return proc_parse_status_nspid(buf, (size_t)got, ids, cap, n);
 }
 
+int proc_parse_status_switches(const char *buf, size_t len, uint64_t *vol, uint64_t *nonvol)
+{
+    if (!buf || !vol || !nonvol)
+        return SCRY_E_INVAL;
+    static const char kv[] = "voluntary_ctxt_switches:", kn[] = "nonvoluntary_ctxt_switches:";
+    int seen = 0;
+    const char *end = buf + len;
+    for (const char *line = buf; line < end && seen != 3;) {
+        const char *eol = memchr(line, '\n', (size_t)(end - line));
+        if (!eol)
+            eol = end;
+        size_t ll = (size_t)(eol - line);
+        const char *p = NULL;
+        uint64_t *to = NULL;
+        if (ll > sizeof kv - 1 && memcmp(line, kv, sizeof kv - 1) == 0) {
+            p = line + sizeof kv - 1;
+            to = vol;
+            seen |= 1;
+        } else if (ll > sizeof kn - 1 && memcmp(line, kn, sizeof kn - 1) == 0) {
+            p = line + sizeof kn - 1;
+            to = nonvol;
+            seen |= 2;
+        }
+        int64_t v;
+        if (to && (parse_num(&p, eol, &v, NULL) != 0 || v < 0))
+            return SCRY_E_CORRUPT;
+        if (to)
+            *to = (uint64_t)v;
+        line = eol + 1;
+    }
+    return seen == 3 ? 0 : SCRY_E_NOTFOUND;
+}
+
+int proc_read_task_switches(pid_t pid, pid_t tid, uint64_t *vol, uint64_t *nonvol)
+{
+    char buf[4096]; /* status is about 1.5 KiB */
+    long got = proc_read_file(pid, tid, "status", buf, sizeof buf);
+    if (got < 0)
+        return (int)got;
+    return proc_parse_status_switches(buf, (size_t)got, vol, nonvol);
+}
+
 static int cmp_tid(const void *a, const void *b)
 {
     pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;

@@ -372,7 +372,9 @@ static void emit_thread(sampler_t *s, const pystate_thread_t *th, task_info_t *t
     unwind_classification_t cls = {.cls = SCRY_CLASS_PYTHON};
     unwind_classify(&ut, nn ? s->native : NULL, nn, th->leaf_opclass, &cls);
     int running = state == 'R' || state == 0;
-    uint64_t weight = sample_weight(s, running, task);
+    /* --idle: every thread stands for the wall time since its previous tick, charged where
+     * the tick finds it, running, runnable or waiting (docs/accuracy.md, "Wall time") */
+    uint64_t weight = sample_weight(s, running && !s->opts.idle, task);
     if (task) { /* the weight of its stops not counted (tasks_stop_counts) */
         weight += task->carry_ns;
         task->carry_ns = 0;
@@ -614,6 +616,7 @@ int sampler_run(sampler_t *s, double duration_s, volatile sig_atomic_t *stop, sa
     uint64_t quiet_wait =
         s->interval_ns * 2 > SAMPLER_QUIET_WAIT_NS ? s->interval_ns * 2 : SAMPLER_QUIET_WAIT_NS;
     uint64_t woke_due = 0; /* when the last wait ended without a record: its deadline */
+    int idle_timed = perf && s->opts.idle;
     if (perf)
         sampler__ask_short_slice();
     while (!(stop && *stop)) {
@@ -622,7 +625,9 @@ int sampler_run(sampler_t *s, double duration_s, volatile sig_atomic_t *stop, sa
         uint64_t now = scry_now_ns();
         if (now >= end)
             break;
-        if (now + step / 2 < next) {
+        /* --idle with perf: the ticks keep their clock (idle_charge: the moment a tick
+         * stands for must have nothing to do with what the target does) */
+        if (idle_timed ? now < next : now + step / 2 < next) {
             /* Woken before the tick by a record (perf) or a signal: read the stacks of the
              * threads that ran while they are still the ones sampled; the tick stays due. */
             if (perf) {
@@ -658,7 +663,9 @@ int sampler_run(sampler_t *s, double duration_s, volatile sig_atomic_t *stop, sa
             if (quiet_ok && now >= next + s->interval_ns)
                 s->stats.ticks += (now - next) / s->interval_ns;
             uint64_t before = s->stats.read_records;
+            s->tick_due = idle_timed ? next : 0;
             int err = sampler_tick(s, emit, ctx);
+            s->tick_due = 0;
             if (err)
                 return err == SCRY_E_GONE ? 0 : err;
             if (s->stats.read_records != before)
@@ -680,8 +687,8 @@ int sampler_run(sampler_t *s, double duration_s, volatile sig_atomic_t *stop, sa
         if (perf) {
             /* The tick waits for a record (whose read does the tick's work): a busy thread
              * then costs one wake-up per sample, not one for its record and another for
-             * the tick. Up to half an interval with --idle, else up to quiet_wait. */
-            uint64_t wake = next + (quiet_ok ? quiet_wait : s->interval_ns / 2);
+             * the tick. Not with --idle (its ticks keep their clock), else up to quiet_wait. */
+            uint64_t wake = next + (quiet_ok ? quiet_wait : idle_timed ? 0 : s->interval_ns / 2);
             if (wake > end)
                 wake = end;
             woke_due = sampler__perf_wait(s, wake) ? 0 : wake;

@@ -44,6 +44,9 @@ struct sampler {
     unwind_merge_stats_t merge_stats;
     thread_label_t labels[SAMPLER_LABELS];
     uint64_t interval_ns;
+    uint64_t tick_due; /* perf back end, --idle: when sampler_run's tick was due (the moment it
+                        * stands for; a thread taken off its CPU after it was on one then:
+                        * idle_charge); 0 outside sampler_run */
     const char *s_truncated;
     const char *s_torn; /* "<changed while reading>" */
     const char *s_gil_wait;

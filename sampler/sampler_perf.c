@@ -9,9 +9,9 @@
  *  2. only when some thread ran (or with --idle), one pystate_sample reads the Python
  *     stacks, right after: of the threads that ran (with --idle, of every thread);
  *  3. each Python thread that ran gets one sample per record with a native stack (merged),
- *     or one per class with the CPU time its records add up to; with --idle, a thread that
- *     is off CPU (its stat state is not R) gets an off-CPU sample for the wall time since
- *     its previous tick that was not CPU time.
+ *     or one per class with the CPU time its records add up to; with --idle, each thread's
+ *     wall time that was not CPU time is carried until a tick finds it off a CPU, and
+ *     charged there (idle_charge; docs/accuracy.md, "Wall time").
  * Without --idle no /proc file is read per thread per tick: the thread list
  * (/proc/PID/task) is read every 200 ms (every 20 ticks, at most 1 s, at rates under 100 Hz) or
  * when a Python thread without an event shows up. Nothing is stopped.
@@ -43,7 +43,12 @@ typedef struct perf_thread {
     uint64_t rgen;          /* read in which W is valid */
     uint64_t w[PERF_KINDS]; /* CPU ns this read per IP kind, records without stack */
     uint64_t cpu;           /* CPU ns this tick, all records */
-    uint64_t last_wall;     /* --idle: time of the previous tick that looked at it */
+    uint64_t last_wall;     /* --idle: time of the previous tick that looked at it, */
+    uint64_t idle_cpu;      /* and its CPU clock then, */
+    uint64_t idle_probe;    /* and at this tick, before the stacks were read (0: unread), */
+    uint64_t idle_carry;    /* its wall time off a CPU not charged yet (idle_charge), */
+    scry_frame_t rec_leaf;  /* the leaf Python frame of its latest records' read, */
+    uint8_t rec_kind;       /* and the IP kind that carried most of their CPU */
     uint64_t held[PERF_KINDS]; /* tick_charge: CPU ns per IP kind not charged yet, */
     uint32_t held_n[PERF_KINDS]; /* and the records they came in, */
     uint64_t held_sum;           /* their sum, */
@@ -73,6 +78,7 @@ struct sampler_perf {
     uint64_t last_list_ns;
     int stale;
     pid_t *tids;
+    size_t ntids; /* of the last listing */
     perf_thread_t *tab;
     size_t used;
     perf_pending_t *pend;
@@ -94,6 +100,7 @@ static int list_tids(struct sampler_perf *p)
     int n = proc_list_tasks(p->pid, p->tids, TASKS_MAX);
     if (n < 0)
         return SCRY_E_GONE;
+    p->ntids = (size_t)n;
     /* An exited process that its parent has not reaped yet keeps one zombie task (not
      * looked for when a record came since the last listing: it ran then, and if it has
      * exited since, the next listing finds the zombie). */
@@ -266,7 +273,8 @@ int sampler__perf_new(sampler_t *s, char *why, size_t whylen)
                        .clock = PERFEV_CLOCK_TASK,
                        .stack_bytes = s->opts.native ? PERF_STACK_BYTES : 0,
                        .exclude_kernel = excl,
-                       .wake_each = 1};
+                       .wake_each = 1,
+                       .switches = s->opts.idle};
     err = SCRY_E_NOMEM;
     if (!p->tids || !p->tab || !p->unw || ((s->opts.idle || tick_charge) && !p->states) ||
         (tick_charge && !p->held) ||
@@ -330,12 +338,22 @@ static void emit_cpu(sampler_t *s, const pystate_thread_t *th, perf_thread_t *t,
 {
     struct sampler_perf *p = s->perf;
     unwind_classification_t cls;
+    uint64_t by_kind[PERF_KINDS];
+    memcpy(by_kind, t->w, sizeof by_kind);
     for (size_t i = 0; i < p->npend; i++) {
         perf_pending_t *pd = &p->pend[i];
         if (pd->tid != th->tid)
             continue;
+        by_kind[pd->kind] += pd->weight;
         unwind_classify_ip(pd->kind, th->leaf_opclass, &cls);
         sampler__emit(s, th, pd->f, pd->nn, cls.cls, 0, pd->weight, 1, pd->time_ns, emit, ctx);
+    }
+    if (s->opts.idle && th->nframes) { /* for idle_charge */
+        t->rec_leaf = th->frames[0];
+        t->rec_kind = 0;
+        for (int k = 1; k < PERF_KINDS; k++)
+            if (by_kind[k] > (t->rec_kind ? by_kind[t->rec_kind] : 0))
+                t->rec_kind = (uint8_t)k;
     }
     for (int k = 1; k < PERF_KINDS; k++) {
         if (!t->w[k])
@@ -345,21 +363,75 @@ static void emit_cpu(sampler_t *s, const pystate_thread_t *th, perf_thread_t *t,
     }
 }
 
-/* --idle: a thread that is off CPU (not runnable: sleeping, waiting for I/O, a lock or the
- * GIL) stands for the wall time since its previous tick that was not CPU time. A runnable
- * thread waiting for a CPU gets nothing here (as with the ptrace sampler): its time is
- * neither CPU nor blocked. One pread of its stat file, only for threads without records. */
-static void emit_idle(sampler_t *s, const pystate_thread_t *th, perf_thread_t *t, uint64_t cpu,
-                      uint64_t now, sampler_emit_fn emit, void *ctx)
+/* --idle, before the rings are drained: every listed thread's CPU clock (idle_probe), and
+ * its wall time since its previous tick that was not CPU time added to its carry (at most
+ * PERF_HELD_INTERVALS intervals of it). Exact: the clock is its task-clock event's count. */
+static void idle_probe(sampler_t *s, uint64_t now)
 {
-    uint64_t wall = t->last_wall && now > t->last_wall ? now - t->last_wall : s->interval_ns;
-    t->last_wall = now;
-    char state = proc_threads_state(s->perf->states, th->tid, NULL);
-    if (state == 'R' || state == 0 || wall <= cpu)
+    struct sampler_perf *p = s->perf;
+    uint64_t cap = PERF_HELD_INTERVALS * s->interval_ns;
+    for (size_t i = 0; i < p->ntids; i++) {
+        perf_thread_t *t = slot(p, p->tids[i]);
+        if (!t)
+            continue;
+        uint64_t c = 0;
+        t->idle_probe = 0;
+        if (perfev_thread_clock(p->ev, t->tid, &c) != 0)
+            continue;
+        t->idle_probe = c ? c : 1;
+        if (t->last_wall && now > t->last_wall && c >= t->idle_cpu) {
+            uint64_t wall = now - t->last_wall, cpu = c - t->idle_cpu;
+            if (wall > cpu)
+                t->idle_carry += wall - cpu;
+            if (t->idle_carry > cap)
+                t->idle_carry = cap;
+        }
+        t->last_wall = now;
+        t->idle_cpu = c;
+    }
+}
+
+/* --idle, after the stacks were read: when thread TH (entry T) carries wall time and did not
+ * run from its probe to now, its stack is where it waits, and the carry is charged there: a
+ * tick falls at a moment that has nothing to do with what the thread does, so the lines it
+ * finds a thread on while off a CPU are a fair sample of where its time off a CPU went.
+ * Sleeping, blocked or waiting for the GIL (not runnable), or runnable but woken from such a
+ * wait and not yet on a CPU: system. Runnable after a preemption (its last switch off a CPU
+ * said so, read by the drain that followed its probe): the class of the code it was
+ * preempted in, as if it ran (time waiting for a CPU is wall time of the line that was
+ * running): the class most of its latest records had when they were read on the same line,
+ * else C code when it let go of the GIL or its leaf instruction is a call, else Python. A
+ * thread that ran keeps its carry for a later tick. One pread of its stat file. */
+static void idle_charge(sampler_t *s, const pystate_thread_t *th, perf_thread_t *t, uint64_t now,
+                        sampler_emit_fn emit, void *ctx)
+{
+    uint64_t c = 0;
+    if (!t->idle_probe || !t->idle_carry || perfev_thread_clock(s->perf->ev, th->tid, &c) != 0 ||
+        (c ? c : 1) != t->idle_probe)
         return;
-    uint64_t cap = 10 * s->interval_ns;
-    uint64_t w = wall - cpu < cap ? wall - cpu : cap;
-    sampler__emit(s, th, NULL, 0, SCRY_CLASS_SYSTEM, 0, w, 0, now, emit, ctx);
+    uint64_t out_ns = 0, moment = s->tick_due && s->tick_due < now ? s->tick_due : now;
+    int preempted = perfev_thread_preempted(s->perf->ev, th->tid, &out_ns);
+    if (preempted >= 0 && out_ns > moment)
+        return; /* on a CPU at the tick's moment (often taken off it by scry's own wake-up) */
+    char state = proc_threads_state(s->perf->states, th->tid, NULL);
+    if (state == 0)
+        return;
+    unwind_classification_t cls = {.cls = SCRY_CLASS_SYSTEM};
+    const scry_frame_t *leaf = th->nframes ? &th->frames[0] : NULL;
+    if (state == 'R' && preempted == 1 && t->rec_kind && leaf &&
+        leaf->function == t->rec_leaf.function && leaf->file == t->rec_leaf.file &&
+        leaf->line == t->rec_leaf.line) {
+        unwind_classify_ip(t->rec_kind, th->leaf_opclass, &cls); /* its records on the line */
+    } else if (state == 'R' && preempted == 1) {
+        /* no record on this line: the rule of a running sample without an instruction
+         * pointer (the kernel gives a runnable thread's only to a tracer) */
+        unwind_task_t ut = {.state = 'R', .sc = {.nr = PROC_SYSCALL_RUNNING}};
+        if (th->gil_known)
+            ut.gil = th->gil ? UNWIND_GIL_HELD : UNWIND_GIL_RELEASED;
+        unwind_classify(&ut, NULL, 0, th->leaf_opclass, &cls);
+    }
+    sampler__emit(s, th, NULL, 0, cls.cls, 0, t->idle_carry, 0, now, emit, ctx);
+    t->idle_carry = 0;
 }
 
 /* Counts this read's records in the stats, with how stale the stacks they get are (read at
@@ -519,6 +591,9 @@ static int perf_read(sampler_t *s, int tick, uint64_t t0, sampler_emit_fn emit, 
     p->npend = 0;
     p->touched = 0;
     p->rec_n = p->rec_sum_ns = p->rec_min_ns = 0;
+    int idle = tick && s->opts.idle;
+    if (idle) /* before the drain: it reads how each thread off a CPU now left it */
+        idle_probe(s, t0);
     perfev_read(p->ev, on_record, s);
     uint64_t lost = 0, bad = 0;
     sampler__perf_counts(p, &lost, &bad);
@@ -530,7 +605,6 @@ static int perf_read(sampler_t *s, int tick, uint64_t t0, sampler_emit_fn emit, 
         s->stats.busy_ns += scry_now_ns() - t0;
         return 0;
     }
-    int idle = tick && s->opts.idle;
     if (!p->touched && !idle) {
         if (tick && p->gil_seen) {
             s->stats.gil_ticks++;
@@ -565,7 +639,7 @@ static int perf_read(sampler_t *s, int tick, uint64_t t0, sampler_emit_fn emit, 
         if (t->rgen == p->rgen)
             emit_cpu(s, th, t, t0, emit, ctx);
         if (idle)
-            emit_idle(s, th, t, t->gen == p->gen ? t->cpu : 0, t0, emit, ctx);
+            idle_charge(s, th, t, t0, emit, ctx);
     }
     p->gil_seen |= any_gil;
     if (tick && p->gil_seen) {

@@ -471,6 +471,32 @@ int main(void)
         perfev_free(p);
     }
 
+    fprintf(stderr, "switches:\n");
+    {
+        /* how each thread last left its CPU: the sleeping one to wait, a busy one (when it
+         * left at all) preempted; unknown without the option */
+        perfev_t *p = NULL;
+        o = (perfev_opts_t){.pid = pid, .rate_hz = 100, .clock = PERFEV_CLOCK_TASK,
+                            .switches = 1};
+        pid_t ids[2] = {h, s};
+        CHECK(perfev_open(&o, &p) == 0 && perfev_set_threads(p, ids, 2, NULL, NULL) == 2);
+        uint64_t t0 = scry_now_ns(), at_s = 0, at_h = 0;
+        sleep_ms(300);
+        perfev_read(p, NULL, NULL);
+        int ps = perfev_thread_preempted(p, s, &at_s), ph = perfev_thread_preempted(p, h, &at_h);
+        fprintf(stderr, "  sleeping: %d %.1f ms in, busy: %d\n", ps, (double)(at_s - t0) / 1e6, ph);
+        CHECK(ps == 0 && at_s >= t0 && at_s <= scry_now_ns());
+        CHECK(ph == -1 || (ph == 1 && at_h >= t0));
+        CHECK(perfev_thread_preempted(p, 999999999, NULL) == -1);
+        perfev_free(p);
+        o.switches = 0;
+        CHECK(perfev_open(&o, &p) == 0 && perfev_set_threads(p, ids, 2, NULL, NULL) == 2);
+        sleep_ms(50);
+        perfev_read(p, NULL, NULL);
+        CHECK(perfev_thread_preempted(p, s, NULL) == -1);
+        perfev_free(p);
+    }
+
     fprintf(stderr, "waits:\n");
     check_waits(pid, h, s);
 
