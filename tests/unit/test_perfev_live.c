@@ -481,9 +481,15 @@ int main(void)
         pid_t ids[2] = {h, s};
         CHECK(perfev_open(&o, &p) == 0 && perfev_set_threads(p, ids, 2, NULL, NULL) == 2);
         uint64_t t0 = scry_now_ns(), at_s = 0, at_h = 0;
-        sleep_ms(300);
-        perfev_read(p, NULL, NULL);
-        int ps = perfev_thread_preempted(p, s, &at_s), ph = perfev_thread_preempted(p, h, &at_h);
+        int ps = -1;
+        /* the sleeper wakes every 0.5 s (later when the busy threads hold the GIL): up to
+         * 3 s for its first switch out to be seen */
+        for (int i = 0; i < 30 && ps < 0; i++) {
+            sleep_ms(100);
+            perfev_read(p, NULL, NULL);
+            ps = perfev_thread_preempted(p, s, &at_s);
+        }
+        int ph = perfev_thread_preempted(p, h, &at_h);
         fprintf(stderr, "  sleeping: %d %.1f ms in, busy: %d\n", ps, (double)(at_s - t0) / 1e6, ph);
         CHECK(ps == 0 && at_s >= t0 && at_s <= scry_now_ns());
         CHECK(ph == -1 || (ph == 1 && at_h >= t0));
