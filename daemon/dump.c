@@ -145,10 +145,66 @@ void dump_free_locals(report_dump_thread_t *th)
     free((void *)th->locals);
 }
 
+/* Frees the threads D collected and empties it. */
+static void dump_state_clear(dump_state_t *d)
+{
+    for (size_t i = 0; i < d->n; i++) {
+        dump_free_locals(&d->threads[i]);
+        free((void *)d->threads[i].frames);
+    }
+    memset(d->threads, 0, d->n * sizeof *d->threads);
+    d->n = 0;
+    d->oom = 0;
+}
+
+/* Reads every thread of T at one instant into D (empty) with sampler options SO. Returns 0
+ * or a negative code; *REFUSED is set when the sampler was refused (sampler_new said why). */
+static int read_threads(pystate_target_t *t, strtab_t *strings, const sampler_opts_t *so,
+                        dump_state_t *d, int *refused)
+{
+    sampler_t *smp = sampler_new(so, t, strings);
+    *refused = !smp && sampler_refused(so);
+    if (!smp)
+        return *refused ? SCRY_E_PERM : SCRY_E_NOMEM;
+    int err = sampler_tick(smp, collect, d);
+    sampler_free(smp);
+    return err ? err : d->oom ? SCRY_E_NOMEM : 0;
+}
+
+static int any_partial(const dump_state_t *d)
+{
+    for (size_t i = 0; i < d->n; i++)
+        if (d->threads[i].partial)
+            return 1;
+    return 0;
+}
+
+/* A thread whose stack changed under every reread is read once more with the threads
+ * stopped (--blocking's exact snapshot: each thread stopped for its read, then resumed), as
+ * py-spy's dump always does; where they cannot be stopped, what was read stays. */
+static void reread_stopped(pystate_target_t *t, strtab_t *strings, const sampler_opts_t *so,
+                           dump_state_t *d)
+{
+    if (so->blocking || !any_partial(d))
+        return;
+    dump_state_t again = {.threads = calloc(DUMP_MAX_THREADS, sizeof *again.threads)};
+    sampler_opts_t sb = *so;
+    sb.blocking = 1;
+    int refused;
+    if (again.threads && read_threads(t, strings, &sb, &again, &refused) == 0 && again.n > 0) {
+        dump_state_clear(d);
+        free(d->threads);
+        *d = again;
+        return;
+    }
+    if (again.threads)
+        dump_state_clear(&again);
+    free(again.threads);
+}
+
 int dump_target_write(pystate_target_t *t, strtab_t *strings, const sampler_opts_t *opts,
                       int locals, enum report_dump_format fmt, FILE *out, char *msg, size_t msglen)
 {
-    sampler_t *smp = NULL;
     dump_state_t d = {0};
     sampler_opts_t so = *opts;
     so.instant = 1; /* one instant */
@@ -158,21 +214,20 @@ int dump_target_write(pystate_target_t *t, strtab_t *strings, const sampler_opts
     msg[0] = 0;
     pystate_set_torn_retries(t, DUMP_TORN_RETRIES);
     int err = SCRY_E_NOMEM;
-    if (!(d.threads = calloc(DUMP_MAX_THREADS, sizeof *d.threads)) ||
-        !(smp = sampler_new(&so, t, strings))) {
-        if (d.threads && sampler_refused(&so))
-            err = SCRY_E_PERM; /* sampler_new said why */
-        else
-            snprintf(msg, msglen, "out of memory");
+    if (!(d.threads = calloc(DUMP_MAX_THREADS, sizeof *d.threads))) {
+        snprintf(msg, msglen, "out of memory");
         goto out;
     }
-    err = sampler_tick(smp, collect, &d);
-    if (err || d.oom) {
-        err = err ? err : SCRY_E_NOMEM;
+    int refused;
+    err = read_threads(t, strings, &so, &d, &refused);
+    if (refused)
+        goto out;
+    if (err) {
         snprintf(msg, msglen, "could not read the threads of process %d: %s",
                  (int)pystate_target_info(t)->pid, scry_strerror(err));
         goto out;
     }
+    reread_stopped(t, strings, &so, &d);
     if (d.n == 0) {
         /* every thread of a live interpreter has a Python frame, or is shown torn: none
          * means the process is starting, finishing, or not what it seems */
@@ -207,12 +262,9 @@ int dump_target_write(pystate_target_t *t, strtab_t *strings, const sampler_opts
     if (err)
         snprintf(msg, msglen, "could not write the dump: %s", scry_strerror(err));
 out:
-    for (size_t i = 0; i < d.n; i++) {
-        dump_free_locals(&d.threads[i]);
-        free((void *)d.threads[i].frames);
-    }
+    if (d.threads)
+        dump_state_clear(&d);
     free(d.threads);
-    sampler_free(smp);
     pystate_set_torn_retries(t, 0); /* T may be a sampler's too (ctl dump) */
     return err;
 }
