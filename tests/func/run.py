@@ -980,7 +980,9 @@ def t_gil_share_of_samples(c):
         raise Skip("Python 2 is refused")
     res, text = c.record(["--"] + c.workload_cmd("half_asleep.py", ["--seconds", 2]), "text")
     m = re.search(r"GIL held ([\d.]+)% of the samples", text)
-    check(m and float(m.group(1)) >= 90, "GIL line: %s" % (m and m.group(0) or short(text, 400)))
+    # entering and leaving time.sleep it is on a CPU without the GIL: a few percent of its
+    # samples on an idle machine, up to ~12% on a loaded one (the old figure was 22-50%)
+    check(m and float(m.group(1)) >= 75, "GIL line: %s" % (m and m.group(0) or short(text, 400)))
     return m.group(0)
 
 
