@@ -492,7 +492,8 @@ int main(void)
         int ph = perfev_thread_preempted(p, h, &at_h);
         fprintf(stderr, "  sleeping: %d %.1f ms in, busy: %d\n", ps, (double)(at_s - t0) / 1e6, ph);
         CHECK(ps == 0 && at_s >= t0 && at_s <= scry_now_ns());
-        CHECK(ph == -1 || (ph == 1 && at_h >= t0));
+        /* the hasher is preempted, or waits for the GIL the other Python threads hold */
+        CHECK(ph == -1 || (ph >= 0 && at_h >= t0));
         CHECK(perfev_thread_preempted(p, 999999999, NULL) == -1);
         perfev_free(p);
         o.switches = 0;
