@@ -158,7 +158,7 @@ static void test_cpu(void)
     CHECK(strstr(html, "    # context line 4</td>") != NULL);                  /* context */
     CHECK(strstr(html, "<tr class=\"far\"><td class=\"ln\">20</td>") != NULL); /* far, hidden */
     CHECK(strstr(html, "show whole file") != NULL);
-    CHECK(strstr(html, "alloc MB") == NULL); /* no memory samples: no memory columns */
+    CHECK(strstr(html, "alloc MiB") == NULL); /* no memory samples: no memory columns */
     /* the hostile file: escaped everywhere, never raw */
     CHECK(strstr(html, "/srv/&lt;img src=x onerror=alert(1)&gt;.py") != NULL);
     CHECK(strstr(html, "f&quot;&lt;b&gt;&amp;&apos;") != NULL);

@@ -431,7 +431,7 @@ def t_text(c, mode):
     if run.problem:
         raise Fail(run.problem)
     text = run.text
-    check(re.search(r"alloc MB", text), "no 'alloc MB' column: %s" % short(text, 800))
+    check(re.search(r"alloc MiB", text), "no 'alloc MiB' column: %s" % short(text, 800))
     ln = run.truth["marks"]["keep"][0]
     rows = [l for l in text.splitlines() if re.search(r"memwork\.py:%d\b" % ln, l)]
     check(rows, "keep line memwork.py:%d not in the text report: %s" % (ln, short(text, 800)))
