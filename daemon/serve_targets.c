@@ -207,10 +207,26 @@ void serve_targets_consider(serve_state_t *st, pid_t pid, int exec, int maps)
     st->pending[st->n_pending++] = (serve_pending_t){pid, start, now, now, 0};
 }
 
+/* Whether PID is about to be considered or opened: a program it exec'd less than
+ * SERVE_FRESH_DELAY_NS ago, or a pending target. A program that forks at once (a pre-fork
+ * server's master, a pool) forks before it is a target; forks of processes that exec'd
+ * nothing new stay ignored. */
+static int is_coming(const serve_state_t *st, pid_t pid)
+{
+    for (size_t k = 0; k < st->n_fresh; k++)
+        if (st->fresh[k].pid == pid && st->fresh[k].exec)
+            return 1;
+    for (size_t k = 0; k < st->n_pending; k++)
+        if (st->pending[k].pid == pid)
+            return 1;
+    return 0;
+}
+
 void serve_targets_notice(serve_state_t *st, pid_t pid, int exec, pid_t parent, uint64_t now,
                           uint64_t exec_ns)
 {
-    if (!exec && parent > 0 && !find_target(st, parent, NULL) && !find_target(st, pid, NULL))
+    if (!exec && parent > 0 && !find_target(st, parent, NULL) && !find_target(st, pid, NULL) &&
+        !is_coming(st, parent))
         return; /* a fork of a process we do not profile runs the same program */
     for (size_t k = 0; k < st->n_fresh; k++) {
         if (st->fresh[k].pid == pid) {
