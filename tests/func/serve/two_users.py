@@ -266,7 +266,11 @@ def t_socket(ctx):
         check(w["until"] % INTERVAL == 0 and w["until"] - w["from"] == INTERVAL,
               "window %d-%d off the %d-s grid" % (w["from"], w["until"], INTERVAL))
     rb, ra = rate(base), rate(during)
-    check(rb > 0 and abs(ra / rb - 1) <= 0.2,
+    # starvation is what the attack aims at (before the fix: 1-2 samples a window where
+    # 21-25 were due, under a tenth); the daemon charges CPU when a tick finds a thread on
+    # a CPU, in bunches that may fall into another 2-s window (27-75 per CPU-second of a
+    # 50 Hz rate seen here), so only a fall below 0.4 of the rate before fails
+    check(rb > 0 and ra >= 0.4 * rb,
           "samples per CPU-second %.1f during the attack, %.1f before" % (ra, rb))
     per_b = sum(w["samples"] for w in base) / len(base)
     per_a = sum(w["samples"] for w in during) / len(during)
