@@ -190,7 +190,7 @@ static long memfd_read(rmem_t *m, raddr_t addr, void *buf, size_t len)
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0)
-            break; /* EIO: an unmapped page */
+            break;    /* EIO: an unmapped page */
         if (n == 0) { /* the file's address space is gone: exit or exec */
             if (got || reopened)
                 break;

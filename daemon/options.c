@@ -71,12 +71,14 @@ static const opt_spec_t opt_table[] = {
      "every Python process of a container: its id (at least 12 hex digits) or cgroup path", 0, 0},
     {"core", 0, OPT_STRING, offsetof(scry_config_t, core), DMP, "FILE",
      "post-mortem: the threads of a core file (gcore, the kernel's, systemd-coredump's; .zst, "
-     ".lz4, .xz read directly): the fatal signal, the thread that took it first", 0, 0},
+     ".lz4, .xz read directly): the fatal signal, the thread that took it first",
+     0, 0},
     {"exe", 0, OPT_STRING, offsetof(scry_config_t, exe), DMP, "PATH",
      "--core: the executable, when the core does not name it (no NT_FILE note)", 0, 0},
     {"sysroot", 0, OPT_STRING, offsetof(scry_config_t, sysroot), DMP, "DIR",
      "--core: open the files the core names under DIR (a container's root, another "
-     "machine's files); each checked against the build-id the core holds", 0, 0},
+     "machine's files); each checked against the build-id the core holds",
+     0, 0},
     {"memory", 'm', OPT_FLAG, offsetof(scry_config_t, memory), REC, NULL,
      "sample allocations, frees and copies per line (preloads or injects libscry-shim.so)", 0, 0},
     {"inject", 0, OPT_STRING, offsetof(scry_config_t, inject), REC, "HOW",

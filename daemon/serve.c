@@ -145,8 +145,8 @@ static void window_finish(serve_state_t *st, serve_win_t *w, int64_t from, int64
                                     {"python_version", as->python[0] ? as->python : "unknown"},
                                     {"container", w->container}};
         size_t npl = w->container[0] ? 6 : 5;
-        err = serve_push_enqueue(st->push, w->service, pl, npl, from, until, rate,
-                                 bufs[2], lens[2]);
+        err =
+            serve_push_enqueue(st->push, w->service, pl, npl, from, until, rate, bufs[2], lens[2]);
         if (err)
             serve_log("window %s: cannot spool for the push: %s", w->service, scry_strerror(err));
     }
@@ -219,9 +219,8 @@ static void windows_flush(serve_state_t *st, int64_t now_unix)
 static int open_outputs(serve_state_t *st, serve_config_t *cfg, int first)
 {
     char msg[512];
-    serve_store_t *store =
-        serve_store_new(cfg->out_dir, cfg->retention_age_s, cfg->retention_bytes, cfg->out_gid,
-                        msg, sizeof msg);
+    serve_store_t *store = serve_store_new(cfg->out_dir, cfg->retention_age_s, cfg->retention_bytes,
+                                           cfg->out_gid, msg, sizeof msg);
     if (!store) {
         serve_log("%s", msg);
         return SCRY_E_IO;

@@ -155,8 +155,8 @@ void serve_targets_consider(serve_state_t *st, pid_t pid, int exec, int maps);
  * when unknown; else a fork of PARENT); it is considered SERVE_FRESH_DELAY_NS later, unless
  * it exits first. A fork of a process that was not selected is ignored (same program: its
  * exec, if any, is reported), unless that process exec'd its program within the delay (not
- * considered yet: a program that forks at once). An exec older than the opening of the target of that pid (a
- * scan found it first, the event was read later) is not an exec of the target. */
+ * considered yet: a program that forks at once). An exec older than the opening of the target of
+ * that pid (a scan found it first, the event was read later) is not an exec of the target. */
 void serve_targets_notice(serve_state_t *st, pid_t pid, int exec, pid_t parent, uint64_t now,
                           uint64_t exec_ns);
 

@@ -501,8 +501,7 @@ static int has_dynsym(Elf *elf)
     return 0;
 }
 
-int elfsym__obj_load(elfsym_obj_t *obj, Elf *elf, const char *path, uint64_t file_size,
-                     int lazy)
+int elfsym__obj_load(elfsym_obj_t *obj, Elf *elf, const char *path, uint64_t file_size, int lazy)
 {
     GElf_Ehdr eh;
     int rc;
@@ -558,8 +557,8 @@ static int reload_full(elfsym_obj_t *obj, elfsym_symtab_t *t)
     int rc = SCRY_E_NOTFOUND;
     Elf *elf = NULL;
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_dev != a->dev ||
-        st.st_ino != a->ino || st.st_size != a->size || st.st_mtim.tv_sec != a->mtime.tv_sec ||
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_dev != a->dev || st.st_ino != a->ino ||
+        st.st_size != a->size || st.st_mtim.tv_sec != a->mtime.tv_sec ||
         st.st_mtim.tv_nsec != a->mtime.tv_nsec)
         goto out; /* replaced since it was opened: keep what was read then */
     elfsym__elf_init();

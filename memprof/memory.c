@@ -53,9 +53,8 @@ static int file_ok(const char *p)
 /* The places of libscry-shim.so relative to the folder of the scry executable: the build
  * tree (build/daemon/scry, build/shim/), the installed layout (PREFIX/bin/scry,
  * PREFIX/lib/scry/: CMakeLists.txt's install rules), or the same folder. */
-static const char *const shim_rel[] = {"/../shim/libscry-shim.so",
-                                       "/" SCRY_SHIM_FROM_BINDIR "/libscry-shim.so",
-                                       "/libscry-shim.so"};
+static const char *const shim_rel[] = {
+    "/../shim/libscry-shim.so", "/" SCRY_SHIM_FROM_BINDIR "/libscry-shim.so", "/libscry-shim.so"};
 
 /* Finds libscry-shim.so: $SCRY_SHIM, else beside the executable (shim_rel). Writes the real
  * path into OUT (PATH_MAX bytes), or on failure what was tried into TRIED (LEN bytes). */

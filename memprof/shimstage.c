@@ -77,8 +77,7 @@ static int open_own_dir(int parent_fd, const char *dir, uid_t owner)
  * -1), then DIR from PARENT_FD while that name still is the very directory: a name the
  * target swapped for a link or another directory is left alone, and nothing is resolved
  * outside the target's root. Async-signal-safe (the janitor calls it). */
-static void stage_remove(int parent_fd, int dir_fd, const char *dir, const char *name,
-                         uid_t owner)
+static void stage_remove(int parent_fd, int dir_fd, const char *dir, const char *name, uid_t owner)
 {
     int fd = dir_fd >= 0 ? dir_fd : open_own_dir(parent_fd, dir, owner);
     if (fd < 0)
@@ -411,8 +410,7 @@ static shimstage_t *stage(pid_t pid, const char *host_path, const char *name, co
                  s->path, (int)pid, strerror(errno));
         goto fail;
     }
-    e = host_path ? copy_shim(host_path, s->dir_fd, name)
-                  : put_data(s->dir_fd, name, data, dlen);
+    e = host_path ? copy_shim(host_path, s->dir_fd, name) : put_data(s->dir_fd, name, data, dlen);
     if (e) {
         snprintf(msg, len, "cannot copy %s into the root of process %d (as %s): %s",
                  host_path ? host_path : name, (int)pid, s->path, scry_strerror(e));

@@ -19,8 +19,8 @@ typedef struct shimstage shimstage_t;
  * root) on a file system that allows execution and that the target's own user may write
  * to; a janitor process (own session) removes it if scry dies before shimstage_free. Every
  * later create and unlink is one name relative to a descriptor on that directory or on
- * scry's directory in it, never a path through a name the target could swap. Returns NULL and writes why into MSG (*ERR gets
- * a SCRY_E_* code) when no such place exists or the copy fails. */
+ * scry's directory in it, never a path through a name the target could swap. Returns NULL and
+ * writes why into MSG (*ERR gets a SCRY_E_* code) when no such place exists or the copy fails. */
 shimstage_t *shimstage_new(pid_t pid, const char *host_path, int *err, char *msg, size_t len);
 
 /* As shimstage_new, always a private copy: a new directory in PID's root (as above, with

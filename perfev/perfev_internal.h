@@ -15,11 +15,11 @@
 typedef struct perfev_thread {
     pid_t tid;
     int fd;
-    uint8_t *base;  /* the mapping: control page, then the data pages */
-    size_t map_len; /* bytes mapped */
-    uint8_t *data;  /* first data byte */
-    uint64_t size;  /* data bytes (a power of two) */
-    uint8_t mark;   /* scratch for perfev_set_threads */
+    uint8_t *base;      /* the mapping: control page, then the data pages */
+    size_t map_len;     /* bytes mapped */
+    uint8_t *data;      /* first data byte */
+    uint64_t size;      /* data bytes (a power of two) */
+    uint8_t mark;       /* scratch for perfev_set_threads */
     int8_t preempted;   /* opts.switches: how it last left its CPU (perfev_thread_preempted), */
     uint64_t switch_ns; /* and when */
 } perfev_thread_t;

@@ -440,8 +440,8 @@ void report_profile_free(report_profile_t *p)
  * "Entry frames". */
 static int is_trampoline(const scry_frame_t *f)
 {
-    return f->function && f->function[0] == '<' && f->file &&
-           strcmp(f->file, "<shim>") == 0 && strcmp(f->function, "<interpreter trampoline>") == 0;
+    return f->function && f->function[0] == '<' && f->file && strcmp(f->file, "<shim>") == 0 &&
+           strcmp(f->function, "<interpreter trampoline>") == 0;
 }
 
 /* S without its trampoline frames: S itself when it has none, else *COPY with its frames

@@ -76,9 +76,9 @@ struct family {
     struct pollfd fds[FAMILY_MAX_PROCS + 1]; /* what wait_until polls, and for whom */
     struct member *who[FAMILY_MAX_PROCS + 1];
     char desc[300];
-    char backend[400]; /* the first member sampler's back end */
-    long fd_limit;     /* the soft RLIMIT_NOFILE (raised to the hard one) */
-    long fd_used;      /* descriptors open when last counted */
+    char backend[400];      /* the first member sampler's back end */
+    long fd_limit;          /* the soft RLIMIT_NOFILE (raised to the hard one) */
+    long fd_used;           /* descriptors open when last counted */
     uint64_t fd_counted_ns; /* when; 0: count again before the next new member */
     uint64_t fd_skipped;    /* new members not followed: descriptors ran short */
     char note[300];         /* family_limit_note */

@@ -38,23 +38,23 @@
 #define PERF_KINDS       4 /* enum unwind_ip_kind + 1 */
 
 typedef struct perf_thread {
-    pid_t tid;              /* 0 = empty */
-    uint64_t gen;           /* tick in which CPU is valid */
-    uint64_t rgen;          /* read in which W is valid */
-    uint64_t w[PERF_KINDS]; /* CPU ns this read per IP kind, records without stack */
-    uint64_t cpu;           /* CPU ns this tick, all records */
-    uint64_t last_wall;     /* --idle: time of the previous tick that looked at it, */
-    uint64_t idle_cpu;      /* and its CPU clock then, */
-    uint64_t idle_probe;    /* and at this tick, before the stacks were read (0: unread), */
-    uint64_t idle_carry;    /* its wall time off a CPU not charged yet (idle_charge), */
-    scry_frame_t rec_leaf;  /* the leaf Python frame of its latest records' read, */
-    uint8_t rec_kind;       /* and the IP kind that carried most of their CPU */
-    uint64_t held[PERF_KINDS]; /* tick_charge: CPU ns per IP kind not charged yet, */
+    pid_t tid;                   /* 0 = empty */
+    uint64_t gen;                /* tick in which CPU is valid */
+    uint64_t rgen;               /* read in which W is valid */
+    uint64_t w[PERF_KINDS];      /* CPU ns this read per IP kind, records without stack */
+    uint64_t cpu;                /* CPU ns this tick, all records */
+    uint64_t last_wall;          /* --idle: time of the previous tick that looked at it, */
+    uint64_t idle_cpu;           /* and its CPU clock then, */
+    uint64_t idle_probe;         /* and at this tick, before the stacks were read (0: unread), */
+    uint64_t idle_carry;         /* its wall time off a CPU not charged yet (idle_charge), */
+    scry_frame_t rec_leaf;       /* the leaf Python frame of its latest records' read, */
+    uint8_t rec_kind;            /* and the IP kind that carried most of their CPU */
+    uint64_t held[PERF_KINDS];   /* tick_charge: CPU ns per IP kind not charged yet, */
     uint32_t held_n[PERF_KINDS]; /* and the records they came in, */
     uint64_t held_sum;           /* their sum, */
-    uint64_t probe_ns;         /* and when its CPU clock was read before this tick's read, */
-    uint64_t probe_cpu;        /* and what it said, */
-    int on_cpu;                /* and whether it ran while its stack was read */
+    uint64_t probe_ns;           /* and when its CPU clock was read before this tick's read, */
+    uint64_t probe_cpu;          /* and what it said, */
+    int on_cpu;                  /* and whether it ran while its stack was read */
 } perf_thread_t;
 
 typedef struct perf_pending {
@@ -277,8 +277,8 @@ int sampler__perf_new(sampler_t *s, char *why, size_t whylen)
                        .switches = s->opts.idle};
     err = SCRY_E_NOMEM;
     if (!p->tids || !p->tab || !p->unw || ((s->opts.idle || tick_charge) && !p->states) ||
-        (tick_charge && !p->held) ||
-        (s->opts.native && !p->pend) || (err = perfev_open(&o, &p->ev)) != 0) {
+        (tick_charge && !p->held) || (s->opts.native && !p->pend) ||
+        (err = perfev_open(&o, &p->ev)) != 0) {
         snprintf(why, whylen, "%s", scry_strerror(err));
         sampler__perf_free(p);
         return err;
@@ -537,8 +537,8 @@ static void charge_held(sampler_t *s, const pystate_thread_t *th, perf_thread_t 
         unwind_classify_ip(k, th->leaf_opclass, &cls);
         uint64_t each = t->held[k] / n;
         for (uint32_t i = 0; i < n; i++)
-            sampler__emit(s, th, NULL, 0, cls.cls, 0, i + 1 < n ? each : t->held[k] - each * i,
-                          1, now, emit, ctx);
+            sampler__emit(s, th, NULL, 0, cls.cls, 0, i + 1 < n ? each : t->held[k] - each * i, 1,
+                          now, emit, ctx);
         t->held[k] = 0;
         t->held_n[k] = 0;
     }

@@ -18,7 +18,7 @@
 
 #define SERVE_CONFIG_DEFAULT_PATH "/etc/scry/scry.conf"
 #define SERVE_MAX_RULES           64
-#define SERVE_MAX_SELECTORS       16 /* per kind per rule */
+#define SERVE_MAX_SELECTORS       16  /* per kind per rule */
 #define SERVE_RATE_MIN_HZ         1.0 /* every rate the daemon takes: file, flags, ctl */
 #define SERVE_RATE_MAX_HZ         1000.0
 

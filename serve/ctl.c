@@ -25,11 +25,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SERVE_CTL_READ_MS  1000 /* a request must arrive within 1 s of the connection */
-#define SERVE_CTL_WRITE_MS 5000 /* and its reply be taken within 5 s */
-#define SERVE_CTL_BUDGET_MS 20  /* time serve_ctl_serve starts new work in, per call */
-#define SERVE_CTL_CHECK_MS  500 /* an access check's child answers within this, or is killed:
-                                   the user may stop it (it is theirs), not hold the loop */
+#define SERVE_CTL_READ_MS   1000 /* a request must arrive within 1 s of the connection */
+#define SERVE_CTL_WRITE_MS  5000 /* and its reply be taken within 5 s */
+#define SERVE_CTL_BUDGET_MS 20   /* time serve_ctl_serve starts new work in, per call */
+#define SERVE_CTL_CHECK_MS                                                                         \
+    500 /* an access check's child answers within this, or is killed:                              \
+           the user may stop it (it is theirs), not hold the loop */
 
 typedef struct ctl_conn ctl_conn_t;
 
@@ -157,8 +158,8 @@ int serve_ctl_parse(const char *buf, size_t len, serve_ctl_req_t *req, char *msg
             }
             *(key[0] == 'm' ? &req->memory : &req->native) = json_object_get_boolean(val);
         } else if (strcmp(key, "format") == 0) {
-            const char *f = json_object_is_type(val, json_type_string)
-                                ? json_object_get_string(val) : NULL;
+            const char *f =
+                json_object_is_type(val, json_type_string) ? json_object_get_string(val) : NULL;
             size_t fl = f ? (size_t)json_object_get_string_len(val) : 0;
             int fmt = f && scry_parse_name(f, fl, sizeof req->format - 1) == 0
                           ? report_format_parse(f)
@@ -217,8 +218,7 @@ static void may_read_child(const serve_ctl_peer_t *peer, const pid_t *pids, size
     _exit(0);
 }
 
-int serve_ctl_may_read(const serve_ctl_peer_t *peer, const pid_t *pids, size_t n,
-                       unsigned char *ok)
+int serve_ctl_may_read(const serve_ctl_peer_t *peer, const pid_t *pids, size_t n, unsigned char *ok)
 {
     memset(ok, 0, n);
     if (n > SERVE_CTL_MAX_PIDS)
@@ -444,8 +444,8 @@ static void conn_error(ctl_conn_t *k, const char *why)
 static int conn_flush(ctl_conn_t *k)
 {
     while (k->out_off < k->out_len) {
-        ssize_t n = send(k->fd, k->out + k->out_off, k->out_len - k->out_off,
-                         MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t n =
+            send(k->fd, k->out + k->out_off, k->out_len - k->out_off, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n > 0) {
             k->out_off += (size_t)n;
             continue;
@@ -558,8 +558,8 @@ size_t serve_ctl_pollfds(const serve_ctl_t *c, struct pollfd *fds, size_t max)
     if (max > 0)
         fds[n++] = (struct pollfd){.fd = c->fd, .events = POLLIN};
     for (size_t i = 0; i < c->n_conns && n < max; i++)
-        fds[n++] = (struct pollfd){.fd = c->conns[i]->fd,
-                                   .events = c->conns[i]->out ? POLLOUT : POLLIN};
+        fds[n++] =
+            (struct pollfd){.fd = c->conns[i]->fd, .events = c->conns[i]->out ? POLLOUT : POLLIN};
     return n;
 }
 

@@ -30,9 +30,9 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 
-#define SERVE_CTL_MAX_REQUEST 4096
-#define SERVE_CTL_MAX_REPLY   (64u << 20)
-#define SERVE_CTL_MAX_CONNS   64 /* connections open at once */
+#define SERVE_CTL_MAX_REQUEST       4096
+#define SERVE_CTL_MAX_REPLY         (64u << 20)
+#define SERVE_CTL_MAX_CONNS         64 /* connections open at once */
 #define SERVE_CTL_MAX_CONNS_PER_UID 8
 
 enum serve_ctl_cmd {

@@ -41,10 +41,10 @@ extern serve_curl_api_t serve_curl;
  * missing (the same message on later calls). */
 int serve_curl_load(char *msg, size_t msglen);
 
-#define curl_global_init    serve_curl.global_init
-#define curl_easy_init      serve_curl.easy_init
-#define curl_easy_cleanup   serve_curl.easy_cleanup
-#define curl_easy_reset     serve_curl.easy_reset
+#define curl_global_init  serve_curl.global_init
+#define curl_easy_init    serve_curl.easy_init
+#define curl_easy_cleanup serve_curl.easy_cleanup
+#define curl_easy_reset   serve_curl.easy_reset
 #undef curl_easy_setopt /* curl.h may define them as macros of themselves */
 #undef curl_easy_getinfo
 #define curl_easy_setopt    serve_curl.easy_setopt

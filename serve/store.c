@@ -169,14 +169,13 @@ static int open_subdir(int dfd, const char *name, mode_t mode, gid_t gid)
     return fd;
 }
 
-int serve_write_at(int dfd, const char *name, const void *data, size_t len, mode_t mode,
-                   gid_t gid)
+int serve_write_at(int dfd, const char *name, const void *data, size_t len, mode_t mode, gid_t gid)
 {
     char tmp[300];
     unsigned char r[8];
     if (getentropy(r, sizeof r) != 0 ||
-        snprintf(tmp, sizeof tmp, ".tmp-%.200s-%02x%02x%02x%02x%02x%02x%02x%02x", name, r[0],
-                 r[1], r[2], r[3], r[4], r[5], r[6], r[7]) >= (int)sizeof tmp)
+        snprintf(tmp, sizeof tmp, ".tmp-%.200s-%02x%02x%02x%02x%02x%02x%02x%02x", name, r[0], r[1],
+                 r[2], r[3], r[4], r[5], r[6], r[7]) >= (int)sizeof tmp)
         return SCRY_E_IO;
     int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0)

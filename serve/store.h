@@ -82,8 +82,7 @@ int serve_dir_open(const char *path, mode_t mode, gid_t gid, char *msg, size_t m
 /* Writes LEN bytes of DATA to NAME (no '/') in directory DFD atomically: a new temporary
  * file with a random name (O_EXCL | O_NOFOLLOW), mode MODE and group GID (unless
  * (gid_t)-1), fdatasync, renameat. Returns 0 or SCRY_E_IO (nothing is left behind). */
-int serve_write_at(int dfd, const char *name, const void *data, size_t len, mode_t mode,
-                   gid_t gid);
+int serve_write_at(int dfd, const char *name, const void *data, size_t len, mode_t mode, gid_t gid);
 
 /* The mode of the daemon's files and directories: 0600 and 0700, or with a reader group
  * (GID not (gid_t)-1) 0640 and 0750. */

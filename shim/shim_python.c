@@ -61,7 +61,7 @@ static struct {
     int installed;
     int teardown_scheduled; /* atomic */
     shim_pyalloc_t old[3];
-    int stacks; /* 0 unknown, 1 ok, -1 bad */
+    int stacks;      /* 0 unknown, 1 ok, -1 bad */
     int no_vm_readv; /* process_vm_readv refused (seccomp): safe reads probe instead */
     int good_walks;
     int bad_walks;

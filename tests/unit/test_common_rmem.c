@@ -23,7 +23,7 @@
 #define CHECK_RC(got, want)                                                                        \
     do {                                                                                           \
         long g_ = (got), w_ = (want);                                                              \
-        CHECK(g_ == w_, "got %ld (%s), want %ld (%s)", g_, g_ < 0 ? scry_err_name((int)g_) : "",  \
+        CHECK(g_ == w_, "got %ld (%s), want %ld (%s)", g_, g_ < 0 ? scry_err_name((int)g_) : "",   \
               w_, w_ < 0 ? scry_err_name((int)w_) : "");                                           \
     } while (0)
 
@@ -67,8 +67,7 @@ static void child_reads(pid_t parent, const char *edge)
                          {(raddr_t)(uintptr_t)edge, b, 8},
                          {(raddr_t)(uintptr_t)edge + 8, c, 8}};
     CHECK_RC(rmem_readv(m, iov, 3), 2);
-    CHECK(memcmp(a, "the par", 7) == 0 && memcmp(b, "EDGEedge", 8) == 0, "batch: %.7s %.8s", a,
-          b);
+    CHECK(memcmp(a, "the par", 7) == 0 && memcmp(b, "EDGEedge", 8) == 0, "batch: %.7s %.8s", a, b);
     /* up to the end of the mapping, and not a byte beyond */
     CHECK_RC(rmem_read_partial(m, (raddr_t)(uintptr_t)edge, buf, 32), 8);
     CHECK_RC(rmem_read(m, (raddr_t)(uintptr_t)edge + 8, buf, 8), SCRY_E_FAULT);
@@ -82,8 +81,8 @@ static void child_reads(pid_t parent, const char *edge)
 int main(void)
 {
     long page = sysconf(_SC_PAGESIZE);
-    char *map = mmap(NULL, (size_t)page * 2, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                     -1, 0);
+    char *map =
+        mmap(NULL, (size_t)page * 2, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     CHECK(map != MAP_FAILED);
     if (map == MAP_FAILED)
         return check_summary("test_common_rmem");

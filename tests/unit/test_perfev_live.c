@@ -476,8 +476,7 @@ int main(void)
         /* how each thread last left its CPU: the sleeping one to wait, a busy one (when it
          * left at all) preempted; unknown without the option */
         perfev_t *p = NULL;
-        o = (perfev_opts_t){.pid = pid, .rate_hz = 100, .clock = PERFEV_CLOCK_TASK,
-                            .switches = 1};
+        o = (perfev_opts_t){.pid = pid, .rate_hz = 100, .clock = PERFEV_CLOCK_TASK, .switches = 1};
         pid_t ids[2] = {h, s};
         CHECK(perfev_open(&o, &p) == 0 && perfev_set_threads(p, ids, 2, NULL, NULL) == 2);
         uint64_t t0 = scry_now_ns(), at_s = 0, at_h = 0;

@@ -135,9 +135,9 @@ static void test_authorized(void)
         return;
     }
     pid_t kids[4] = {creds_child(65534, 65534, 65534, 65534, 1), /* the user's: yes */
-                     creds_child(65534, 0, 0, 65534, 1), /* setresuid(U, 0, 0): no */
+                     creds_child(65534, 0, 0, 65534, 1),         /* setresuid(U, 0, 0): no */
                      creds_child(65534, 65534, 65534, 65534, 0), /* not dumpable: no */
-                     creds_child(65534, 65534, 65534, 0, 1)}; /* gid 0: no */
+                     creds_child(65534, 65534, 65534, 0, 1)};    /* gid 0: no */
     CHECK(serve_ctl_may_read(&user, kids, 4, ok) == 0, "may_read");
     CHECK(ok[0] == 1, "the user's own ordinary process");
     CHECK(ok[1] == 0, "root's process with real uid U (setresuid(U, 0, 0))");
@@ -279,7 +279,8 @@ static void test_server(void)
     nanosleep(&settle, NULL);
     t0 = (double)scry_now_ns() / 1e9;
     r = raw_call(path, "{\"cmd\":\"list\"}\n", 15, 1);
-    CHECK(r && strstr(r, "too many connections"), "ninth connection: %s (refused %llu)", r, (unsigned long long)serve_ctl_stats(s.ctl)->refused);
+    CHECK(r && strstr(r, "too many connections"), "ninth connection: %s (refused %llu)", r,
+          (unsigned long long)serve_ctl_stats(s.ctl)->refused);
     CHECK((double)scry_now_ns() / 1e9 - t0 < 0.5, "refused at once: %.2f s",
           (double)scry_now_ns() / 1e9 - t0);
     free(r);
