@@ -177,5 +177,8 @@ void pystate__choose_code_key(pystate_target_t *t);
 
 /* Finds the OS thread id of a pthread id (3.6/3.7 have no native_thread_id). 0 if unknown. */
 int32_t pystate__tid_from_pthread(pystate_target_t *t, uint64_t pthread_id);
+/* The offset in 'buf' (glibc's struct pthread) of the first 4-aligned field holding one of
+ * 'tids', skipping the upper halves of pointers; -1 when none does. */
+int64_t pystate__tid_offset_learn(const uint8_t *buf, size_t len, const pid_t *tids, size_t ntids);
 
 #endif

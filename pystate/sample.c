@@ -980,6 +980,32 @@ void pystate_set_thread_filter(pystate_target_t *t, pystate_thread_filter_fn fn,
     t->filter_ctx = ctx;
 }
 
+/* True when the 8-byte word at 'off' (8-aligned) looks like a user-space pointer. */
+static int looks_like_pointer(const uint8_t *buf, size_t len, int64_t off)
+{
+    uint64_t lo = pystate__u32_at(buf, len, off);
+    uint64_t hi = pystate__u32_at(buf, len, off + 4);
+    uint64_t v = hi << 32 | lo;
+    return lo != 0 && v >= 0x100000000ull && v < 0x800000000000ull;
+}
+
+int64_t pystate__tid_offset_learn(const uint8_t *buf, size_t len, const pid_t *tids, size_t ntids)
+{
+    for (int64_t off = 0; off + 4 <= (int64_t)len; off += 4) {
+        int32_t v = (int32_t)pystate__u32_at(buf, len, off);
+        if (v <= 0)
+            continue;
+        /* The upper half of a heap or mapping address is a number in the range of thread
+         * ids (0x55xx, 0x7fxx): never take it for one. */
+        if (off % 8 == 4 && looks_like_pointer(buf, len, off - 4))
+            continue;
+        for (size_t i = 0; i < ntids; i++)
+            if (v == tids[i])
+                return off;
+    }
+    return -1;
+}
+
 int32_t pystate__tid_from_pthread(pystate_target_t *t, uint64_t pthread_id)
 {
     if (!pthread_id || t->pthread_tid_offset == -2)
@@ -993,17 +1019,12 @@ int32_t pystate__tid_from_pthread(pystate_target_t *t, uint64_t pthread_id)
     uint8_t buf[1024];
     if (rmem_read(t->mem, pthread_id, buf, sizeof buf) != 0)
         return 0;
-    /* Learn the offset of 'tid' in glibc's struct pthread once: the first 4-byte aligned
-     * field that holds one of the process's thread ids. */
+    /* Learn the offset of 'tid' in glibc's struct pthread once. */
     pid_t tids[4096]; /* as the process knows them: in a container, its namespace's */
     size_t ntids = proc_tidmap_ns_tids(t->tidmap, tids, 4096);
-    for (int64_t off = 0; off + 4 <= (int64_t)sizeof buf; off += 4) {
-        int32_t v = (int32_t)pystate__u32_at(buf, sizeof buf, off);
-        for (size_t i = 0; i < ntids; i++)
-            if (v == tids[i]) {
-                t->pthread_tid_offset = off;
-                return v;
-            }
-    }
-    return 0;
+    int64_t off = pystate__tid_offset_learn(buf, sizeof buf, tids, ntids);
+    if (off < 0)
+        return 0;
+    t->pthread_tid_offset = off;
+    return (int32_t)pystate__u32_at(buf, sizeof buf, off);
 }

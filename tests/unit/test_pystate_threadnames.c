@@ -519,8 +519,39 @@ static void pyenv_python(int minor, char *out, size_t max)
         closedir(d);
 }
 
+static void put64(uint8_t *buf, size_t off, uint64_t v)
+{
+    memcpy(buf + off, &v, 8);
+}
+
+/* glibc's struct pthread as x86_64 glibc 2.36 lays it out: pointers (tcb, dtv, self) whose
+ * upper halves are numbers in the range of thread ids come before 'tid' at 0x2d0. */
+static void test_tid_offset(void)
+{
+    uint8_t buf[1024] = {0};
+    pid_t tids[] = {22096, 22097, 22100, 32558};
+    put64(buf, 0, 0x00007f2e12345640ull);  /* tcb: upper half 32558 */
+    put64(buf, 8, 0x00005654129a02c0ull);  /* dtv on the heap: upper half 22100 */
+    put64(buf, 16, 0x00007f2e12345640ull); /* self */
+    put64(buf, 0x2d0, 22097);              /* tid, then pid_ununsed = 0 */
+    int64_t off = pystate__tid_offset_learn(buf, sizeof buf, tids, 4);
+    CHECK(off == 0x2d0, "tid offset %lld, expected 0x2d0 (pointer halves skipped)", (long long)off);
+    /* glibc before 2.25 kept the process id beside the tid. */
+    put64(buf, 0x2d0, (uint64_t)22096 << 32 | 22097);
+    off = pystate__tid_offset_learn(buf, sizeof buf, tids, 4);
+    CHECK(off == 0x2d0, "old glibc: tid offset %lld, expected 0x2d0", (long long)off);
+    /* A tid in the upper half of a word whose lower half is zero is still a tid. */
+    memset(buf, 0, sizeof buf);
+    put64(buf, 0x2d0, (uint64_t)22097 << 32);
+    off = pystate__tid_offset_learn(buf, sizeof buf, tids, 4);
+    CHECK(off == 0x2d4, "tid offset %lld, expected 0x2d4", (long long)off);
+    memset(buf, 0, sizeof buf);
+    CHECK(pystate__tid_offset_learn(buf, sizeof buf, tids, 4) == -1, "no tid: offset found");
+}
+
 int main(void)
 {
+    test_tid_offset();
     signal(SIGPIPE, SIG_IGN);
     int ran = 0;
     for (int minor = 6; minor <= 13; minor++) {

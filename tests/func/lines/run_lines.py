@@ -191,7 +191,8 @@ def t_user_scope(c):
                        (["--include", "x\\"], "lone"),
                        (["--all-lines", "--include", "*/x/*"], "no effect"),
                        (["--exclude", "*/x/*", "-f", "collapsed"], "whole stacks")):
-        res = c.scry(["record", "-q", "-o", c.path("refused.json")] + args + ["--", "true"])
+        name = "refused.txt" if "-f" in args else "refused.json"
+        res = c.scry(["record", "-q", "-o", c.path(name)] + args + ["--", "true"])
         check(res.rc != 0 and want in res.err and "usage" not in res.err.lower(),
               "scry record %s: rc %s, %r (want a refusal saying %r)" % (
                   " ".join(args), res.rc, short(res.err, 300), want))
