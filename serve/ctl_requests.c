@@ -3,7 +3,7 @@
  * processes only. */
 #include "commands.h"
 #include "log.h"
-#include "serve_state.h"
+#include "state.h"
 
 #include "options.h"
 #include "scry_err.h"

@@ -21,7 +21,7 @@
 #include "proc.h"
 #include "scry_proc.h"
 #include "select.h"
-#include "serve_state.h"
+#include "state.h"
 #include "scry_time.h"
 
 #include "scry_err.h"

@@ -10,7 +10,7 @@
  */
 #include "commands.h"
 #include "log.h"
-#include "serve_state.h"
+#include "state.h"
 
 #include "scry_err.h"
 #include "scry_time.h"
