@@ -2,7 +2,7 @@
  * range, integers, durations, sizes, booleans, names and enum words.
  *
  * The command line (daemon/options.c), the daemon's configuration file and flags
- * (serve/config.c) and control-socket requests (serve/ctl.c, serve/ctl_main.c) all parse
+ * (serve/config.c) and control-socket requests (serve/ctl.c, daemon/ctl_client.c) all parse
  * through these, so the same text means the same thing everywhere and is refused the same
  * way. Every parser takes the whole string: no leading or trailing blanks, no NaN or
  * infinity, no hexadecimal, nothing after the number but one of the listed units; a value

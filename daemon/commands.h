@@ -50,8 +50,9 @@ int cmd_container(pid_t pid, proc_container_t *ct, report_container_t *out);
 /* `scry diff BASE.json NEW.json`: reads two JSON reports, writes their comparison. */
 int cmd_diff(const scry_config_t *cfg);
 
-/* `scry serve` and `scry ctl`: ARGV[0] is the first argument after the command name.
- * They parse their own options (serve/config.h's table, serve/ctl.h). */
+/* `scry serve` (serve_cmd.c, over serve/serve.h) and `scry ctl` (ctl_client.c, the control
+ * socket's client): ARGV[0] is the first argument after the command name. They parse their
+ * own options (serve/config.h's table; ctl_client.c). */
 int cmd_serve(int argc, char **argv);
 int cmd_ctl(int argc, char **argv);
 

@@ -1,4 +1,6 @@
-/* ctl_main.c - `scry ctl`, the control socket's command-line client. */
+/* ctl_client.c - `scry ctl`, the command-line client of `scry serve`'s control socket
+ * (serve/ctl.h: the protocol and serve_ctl_call). */
+#include "commands.h"
 #include "config.h"
 #include "ctl.h"
 #include "report.h"
@@ -59,7 +61,7 @@ static void print_list(json_object *reply)
     }
 }
 
-int serve_ctl_main(int argc, char **argv)
+int cmd_ctl(int argc, char **argv)
 {
     const char *sock = "/run/scry/scry.sock";
     int json = 0, memory = 0, native = 0;

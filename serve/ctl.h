@@ -143,7 +143,4 @@ const serve_ctl_stats_t *serve_ctl_stats(const serve_ctl_t *c);
  * (no daemon at PATH), SCRY_E_PERM, SCRY_E_TIMEOUT, SCRY_E_IO. */
 int serve_ctl_call(const char *path, const char *request, double timeout_s, char **reply);
 
-/* `scry ctl` (ARGV[0] is the first argument after "ctl"). Returns the exit code. */
-int serve_ctl_main(int argc, char **argv);
-
 #endif

@@ -1,4 +1,4 @@
-/* serve_ctl.c - the control requests of `scry serve` (protocol and authorisation rules in
+/* ctl_requests.c - the control requests of `scry serve` (protocol and authorisation rules in
  * serve/ctl.h): root sees and does everything; another user sees and acts on their own
  * processes only. */
 #include "commands.h"

@@ -1,15 +1,15 @@
-/* serve.c - `scry serve`, the always-on daemon: one loop for every target, periodic
- * windows per service (files in --out-dir, pushes to Pyroscope), the control socket,
- * SIGHUP reload, SIGTERM flush and exit; and `scry ctl`, its client.
+/* loop.c - the loop of `scry serve` (serve.h), the always-on service: one loop for every
+ * target, periodic windows per service (files in --out-dir, pushes to Pyroscope), the
+ * control socket, SIGHUP reload, SIGTERM flush and exit.
  *
- * One thread does everything but the HTTP push (serve/push.c's thread): it waits in poll()
- * on the control socket and a signalfd, with a timeout that ends at the next due target
- * check, pending open, scan or window end, and at most 200 ms later, when it drains the
- * process-events connector. Nothing here stops
- * a target (no --blocking, no --native), so a SIGKILL of the daemon leaves them running.
+ * One thread does everything but the HTTP push (push.c's thread): it waits in poll() on the
+ * control socket and a signalfd, with a timeout that ends at the next due target check,
+ * pending open, scan or window end, and at most 200 ms later, when it drains the
+ * process-events connector. Nothing here stops a target (no --blocking, no --native), so a
+ * SIGKILL of scry serve leaves them running.
  */
-#include "commands.h"
 #include "log.h"
+#include "serve.h"
 #include "state.h"
 
 #include "scry_err.h"
@@ -27,18 +27,6 @@
 #include <unistd.h>
 
 #define SERVE_EVENT_CADENCE_MS 200
-
-static void serve_usage(void)
-{
-    printf("usage: scry serve [options]\n"
-           "Keeps periodic flame graphs of every selected Python process on this host in\n"
-           "--out-dir, and pushes them to Pyroscope when --pyroscope-url is set.\n\n");
-    serve_config_usage(stdout);
-    printf("\nexamples:\n"
-           "  scry serve --out-dir /var/lib/scry --interval 60\n"
-           "  scry serve --match 'gunicorn|celery' --pyroscope-url http://pyroscope:4040\n"
-           "  scry serve --check-config --config /etc/scry/scry.conf\n");
-}
 
 static uint64_t cpu_self_ns(void)
 {
@@ -472,25 +460,8 @@ static int run(serve_state_t *st)
     return 0;
 }
 
-int cmd_serve(int argc, char **argv)
+int serve_run(serve_config_t *cfg, int argc, char **argv)
 {
-    for (int i = 0; i < argc; i++) {
-        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            serve_usage();
-            return 0;
-        }
-    }
-    char msg[1024] = "";
-    serve_config_t *cfg = serve_config_from_args(argc, argv, msg, sizeof msg);
-    if (!cfg) {
-        fprintf(stderr, "scry serve: %s\n", msg);
-        return 2;
-    }
-    if (cfg->check_only) {
-        serve_config_print(cfg, stdout);
-        serve_config_free(cfg);
-        return 0;
-    }
     /* A fixed mmap threshold: each target's tables (code cache, prefetch plan, thread
      * slots: about 4 MB, mostly never touched) are mapped pages that cost RSS only where
      * used and go back to the kernel when the target goes. With glibc's default, the
@@ -501,7 +472,7 @@ int cmd_serve(int argc, char **argv)
     serve_state_t *st = calloc(1, sizeof *st);
     if (!st) {
         serve_config_free(cfg);
-        return 1;
+        return SCRY_E_NOMEM;
     }
     st->cfg = cfg;
     st->argc = argc;
@@ -509,7 +480,7 @@ int cmd_serve(int argc, char **argv)
     st->rate_factor = 1;
     st->clk_tck = sysconf(_SC_CLK_TCK) > 0 ? sysconf(_SC_CLK_TCK) : 100;
     st->sigfd = -1;
-    int rc = 1;
+    int err = SCRY_E_IO;
     sigset_t mask;
     sigemptyset(&mask);
     sigaddset(&mask, SIGHUP);
@@ -521,9 +492,9 @@ int cmd_serve(int argc, char **argv)
         serve_log("signalfd: %s", strerror(errno));
         goto out;
     }
-    if (open_outputs(st, cfg, 1) != 0)
+    if ((err = open_outputs(st, cfg, 1)) != 0)
         goto out;
-    rc = run(st) == 0 ? 0 : 1;
+    err = run(st);
 out:
     for (size_t i = 0; i < st->n_targets; i++)
         serve_target_free(st->targets[i]);
@@ -541,10 +512,5 @@ out:
     serve_log("stopped");
     serve_config_free(st->cfg);
     free(st);
-    return rc;
-}
-
-int cmd_ctl(int argc, char **argv)
-{
-    return serve_ctl_main(argc, argv);
+    return err;
 }

@@ -1,5 +1,5 @@
-/* serve_state.h - the state of `scry serve`, shared by its files (serve.c: the loop,
- * windows, reload; serve_targets.c: discovery and sampling of targets; serve_ctl.c: the
+/* state.h - the state of `scry serve`, shared by its files (loop.c: the loop, windows,
+ * reload; targets.c: discovery and sampling of targets; ctl_requests.c: the
  * control-socket requests). Single-threaded, apart from the push thread inside serve/push.c.
  */
 #ifndef SCRY_SERVE_STATE_H
@@ -142,7 +142,7 @@ typedef struct serve_state {
     uint64_t trim_last_ns; /* when it ran */
 } serve_state_t;
 
-/* serve_targets.c */
+/* targets.c */
 
 /* Evaluates PID (new, exec'd, or found by a scan): when it is selected it becomes pending
  * (opened once it is a readable Python process); a known target whose identity changed
@@ -191,13 +191,13 @@ double serve_target_rate(const serve_state_t *st, const serve_target_t *t);
 /* Frees target T (its sampler, reader, strings, files). */
 void serve_target_free(serve_target_t *t);
 
-/* serve.c */
+/* loop.c */
 
 /* The window of (SERVICE, CONTAINER) in the current interval, created when missing.
  * NULL when out of memory or when there are too many services. */
 serve_win_t *serve_window_get(serve_state_t *st, const char *service, const char *container);
 
-/* serve_ctl.c */
+/* ctl_requests.c */
 
 /* Answers one control request (serve/ctl.h's handler). */
 int serve_ctl_handle(void *ctx, const serve_ctl_req_t *req, const serve_ctl_peer_t *peer,

@@ -1,4 +1,4 @@
-/* serve_targets.c - `scry serve`'s targets: selection, opening, idle detection, sampling.
+/* targets.c - `scry serve`'s targets: selection, opening, idle detection, sampling.
  *
  * Cost follows the CPU the targets burn: a target is looked at through one pread of its
  * /proc/PID/stat (utime + stime of all its threads). A target that used no CPU since the
