@@ -1,7 +1,8 @@
-/* push.c - the Pyroscope push: spool on disk, one sending thread, libcurl. */
+/* push.c - the push: spool on disk, one sending thread, libcurl; the protocol is a backend
+ * (push_backend.h). */
 #include "push.h"
-#include "curl_dl.h"
 #include "log.h"
+#include "push_backend.h"
 #include "scry_err.h"
 #include "scry_time.h"
 #include "store.h"
@@ -23,7 +24,11 @@
 #define PUSH_SECRET_MAX  4096
 #define PUSH_PROFILE_MAX (256u << 20) /* a spooled window larger than this is dropped */
 
+/* The backends, by serve_push_opts_t.backend; the first is the default. */
+static const serve_push_backend_t *const push_backends[] = {&serve_push_pyroscope};
+
 struct serve_push {
+    const serve_push_backend_t *backend;
     char *url, *user, *password_file, *token_file, *tenant, *spool_dir;
     int spool_fd; /* the spool directory, checked and held (serve_dir_open) */
     double timeout_s, backoff_max_s;
@@ -199,29 +204,10 @@ static int progress_cb(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, cu
     return stop; /* non-zero aborts the transfer */
 }
 
-/* Posts spool entry SEQ. Returns the HTTP status, or -1 for a transport error, or 0 when
- * the entry is unreadable (to be dropped). */
-static long post_entry(serve_push_t *p, CURL *c, uint64_t seq)
+/* Sets the transfer's options on C, reset: those of every backend. */
+static void request_reset(serve_push_t *p, CURL *c)
 {
-    char name[64], url[8192], secret[PUSH_SECRET_MAX];
-    long status = -1;
-    struct curl_slist *hdrs = NULL;
-    curl_mime *mime = NULL;
-    size_t qlen = 0, plen = 0;
-    snprintf(name, sizeof name, "%llu.query", (unsigned long long)seq);
-    char *query = spool_read(p->spool_fd, name, PUSH_QUERY_MAX, &qlen), *prof = NULL;
-    while (qlen > 0 && (query[qlen - 1] == '\n' || query[qlen - 1] == '\r'))
-        query[--qlen] = '\0';
-    if (!query || qlen == 0) {
-        free(query);
-        return 0;
-    }
-    size_t ul = strlen(p->url);
-    while (ul > 0 && p->url[ul - 1] == '/')
-        ul--;
-    snprintf(url, sizeof url, "%.*s/ingest?%s", (int)ul, p->url, query);
     curl_easy_reset(c);
-    curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)(p->timeout_s * 1000));
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)(p->timeout_s * 1000));
@@ -231,46 +217,73 @@ static long post_entry(serve_push_t *p, CURL *c, uint64_t seq)
     curl_easy_setopt(c, CURLOPT_XFERINFODATA, p);
     curl_easy_setopt(c, CURLOPT_USERAGENT, "scry/0.1.0");
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-    mime = curl_mime_init(c);
-    curl_mimepart *part = curl_mime_addpart(mime);
-    snprintf(name, sizeof name, "%llu.pb.gz", (unsigned long long)seq);
-    curl_mime_name(part, "profile");
-    if (!(prof = spool_read(p->spool_fd, name, PUSH_PROFILE_MAX, &plen)) ||
-        curl_mime_data(part, prof, plen) != CURLE_OK) {
-        status = 0;
-        goto out;
-    }
-    curl_mime_filename(part, "profile.pprof");
-    curl_mime_type(part, "application/octet-stream");
-    curl_easy_setopt(c, CURLOPT_MIMEPOST, mime);
+}
+
+/* Adds the credentials to R: basic auth (the password file read now), a bearer token (its
+ * file read now), the tenant in the backend's header. Returns 0, or -1 after a message when a
+ * file cannot be read (the entry is retried). */
+static int request_auth(serve_push_t *p, serve_push_request_t *r)
+{
+    char secret[PUSH_SECRET_MAX];
     if (p->user) {
         if (read_file(p->password_file, secret, sizeof secret) < 0) {
             serve_log("push: cannot read the password file %s: %s", p->password_file,
                       strerror(errno));
-            goto out;
+            return -1;
         }
-        curl_easy_setopt(c, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
-        curl_easy_setopt(c, CURLOPT_USERNAME, p->user);
-        curl_easy_setopt(c, CURLOPT_PASSWORD, secret);
+        curl_easy_setopt(r->curl, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
+        curl_easy_setopt(r->curl, CURLOPT_USERNAME, p->user);
+        curl_easy_setopt(r->curl, CURLOPT_PASSWORD, secret);
+        memset(secret, 0, sizeof secret);
     }
     if (p->token_file) {
-        char hdr[PUSH_SECRET_MAX + 32], tok[PUSH_SECRET_MAX];
-        if (read_file(p->token_file, tok, sizeof tok) <= 0 || strpbrk(tok, "\r\n")) {
+        char hdr[PUSH_SECRET_MAX + 32];
+        if (read_file(p->token_file, secret, sizeof secret) <= 0 || strpbrk(secret, "\r\n")) {
             serve_log("push: cannot read a token from %s", p->token_file);
-            goto out;
+            memset(secret, 0, sizeof secret);
+            return -1;
         }
-        snprintf(hdr, sizeof hdr, "Authorization: Bearer %s", tok);
-        hdrs = curl_slist_append(hdrs, hdr);
-        memset(tok, 0, sizeof tok);
+        snprintf(hdr, sizeof hdr, "Authorization: Bearer %s", secret);
+        r->headers = curl_slist_append(r->headers, hdr);
+        memset(secret, 0, sizeof secret);
         memset(hdr, 0, sizeof hdr);
     }
     if (p->tenant) {
         char hdr[512];
-        snprintf(hdr, sizeof hdr, "X-Scope-OrgID: %s", p->tenant);
-        hdrs = curl_slist_append(hdrs, hdr);
+        snprintf(hdr, sizeof hdr, "%s: %s", p->backend->tenant_header, p->tenant);
+        r->headers = curl_slist_append(r->headers, hdr);
     }
-    hdrs = curl_slist_append(hdrs, "Expect:");
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+    return 0;
+}
+
+/* Sends spool entry SEQ through the backend. Returns the HTTP status, or -1 for a transport
+ * error (or a credential file that cannot be read), or 0 when the entry is unreadable (to be
+ * dropped). */
+static long post_entry(serve_push_t *p, CURL *c, uint64_t seq)
+{
+    char name[64];
+    long status = -1;
+    serve_push_request_t r = {.curl = c};
+    size_t qlen = 0, plen = 0;
+    snprintf(name, sizeof name, "%llu.query", (unsigned long long)seq);
+    char *query = spool_read(p->spool_fd, name, PUSH_QUERY_MAX, &qlen), *prof = NULL;
+    while (qlen > 0 && (query[qlen - 1] == '\n' || query[qlen - 1] == '\r'))
+        query[--qlen] = '\0';
+    if (!query || qlen == 0) {
+        free(query);
+        return 0;
+    }
+    snprintf(name, sizeof name, "%llu.pb.gz", (unsigned long long)seq);
+    request_reset(p, c);
+    if (!(prof = spool_read(p->spool_fd, name, PUSH_PROFILE_MAX, &plen)) ||
+        p->backend->prepare(&r, p->url, query, prof, plen) != 0) {
+        status = 0;
+        goto out;
+    }
+    if (request_auth(p, &r) != 0)
+        goto out;
+    r.headers = curl_slist_append(r.headers, "Expect:");
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, r.headers);
     CURLcode rc = curl_easy_perform(c);
     if (rc == CURLE_OK)
         curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
@@ -279,11 +292,10 @@ static long post_entry(serve_push_t *p, CURL *c, uint64_t seq)
 out:
     free(query);
     free(prof);
-    memset(secret, 0, sizeof secret);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
     curl_easy_setopt(c, CURLOPT_MIMEPOST, NULL);
-    curl_mime_free(mime);
-    curl_slist_free_all(hdrs);
+    curl_mime_free(r.mime);
+    curl_slist_free_all(r.headers);
     return status;
 }
 
@@ -315,7 +327,10 @@ static void *push_thread(void *arg)
             p->stats.attempts++;
             p->stats.last_status = (int)status;
             pthread_mutex_unlock(&p->lock);
-            if (status >= 200 && status < 300) {
+            enum serve_push_verdict v = status == 0  ? SERVE_PUSH_REJECT
+                                        : status < 0 ? SERVE_PUSH_RETRY
+                                                     : p->backend->classify(status);
+            if (v == SERVE_PUSH_DONE) {
                 /* counted before the spool empties: serve_push_drain's caller reads them */
                 pthread_mutex_lock(&p->lock);
                 p->stats.pushed++;
@@ -326,8 +341,7 @@ static void *push_thread(void *arg)
                 down = 0;
                 backoff = 0;
                 wait_s = 0;
-            } else if (status == 0 ||
-                       (status >= 400 && status < 500 && status != 408 && status != 429)) {
+            } else if (v == SERVE_PUSH_REJECT) {
                 serve_log("push: window %llu rejected (%s %ld); dropped", (unsigned long long)seq,
                           status ? "HTTP" : "unreadable", status);
                 pthread_mutex_lock(&p->lock);
@@ -385,11 +399,20 @@ serve_push_t *serve_push_new(const serve_push_opts_t *o, char *msg, size_t msgle
 {
     if (serve_curl_load(msg, msglen) != 0)
         return NULL;
+    const serve_push_backend_t *backend = NULL;
+    for (size_t i = 0; i < sizeof push_backends / sizeof push_backends[0] && !backend; i++)
+        if (!o->backend || strcmp(o->backend, push_backends[i]->name) == 0)
+            backend = push_backends[i];
+    if (!backend) {
+        snprintf(msg, msglen, "push: no backend named %s", o->backend);
+        return NULL;
+    }
     serve_push_t *p = calloc(1, sizeof *p);
     if (!p) {
         snprintf(msg, msglen, "out of memory");
         return NULL;
     }
+    p->backend = backend;
     p->url = dup_or_null(o->url);
     p->user = dup_or_null(o->user);
     p->password_file = dup_or_null(o->password_file);
@@ -463,52 +486,6 @@ void serve_push_free(serve_push_t *p)
     free(p);
 }
 
-static int key_ok(const char *k)
-{
-    if (!k || !(isalpha((unsigned char)k[0]) || k[0] == '_'))
-        return 0;
-    for (const char *c = k; *c; c++)
-        if (!isalnum((unsigned char)*c) && *c != '_')
-            return 0;
-    return strlen(k) <= 64;
-}
-
-int serve_push_app_name(const char *service, const serve_push_label_t *labels, size_t n, char *out,
-                        size_t outlen)
-{
-    size_t sl = strlen(service);
-    if (sl == 0 || sl > 64)
-        return SCRY_E_INVAL;
-    for (size_t i = 0; i < sl; i++)
-        if (!isalnum((unsigned char)service[i]) && !strchr("._-", service[i]))
-            return SCRY_E_INVAL;
-    size_t o = 0;
-    int w = snprintf(out, outlen, "%s{", service);
-    if (w < 0 || (size_t)w >= outlen)
-        return SCRY_E_TRUNC;
-    o = (size_t)w;
-    for (size_t i = 0; i < n; i++) {
-        if (!key_ok(labels[i].key))
-            return SCRY_E_INVAL;
-        w = snprintf(out + o, outlen - o, "%s%s=", i ? "," : "", labels[i].key);
-        if (w < 0 || (size_t)w >= outlen - o)
-            return SCRY_E_TRUNC;
-        o += (size_t)w;
-        const char *v = labels[i].value ? labels[i].value : "";
-        for (size_t k = 0; v[k] && k < 256; k++) {
-            if (o + 2 >= outlen)
-                return SCRY_E_TRUNC;
-            unsigned char ch = (unsigned char)v[k];
-            out[o++] = (ch < 0x20 || ch == 0x7f || strchr(",{}=\"", ch)) ? '_' : (char)ch;
-        }
-    }
-    if (o + 2 > outlen)
-        return SCRY_E_TRUNC;
-    out[o++] = '}';
-    out[o] = '\0';
-    return 0;
-}
-
 /* Drops the oldest entries until the spool (plus INCOMING bytes) fits the limit. */
 static void enforce_limit(serve_push_t *p, uint64_t incoming)
 {
@@ -544,23 +521,11 @@ int serve_push_enqueue(serve_push_t *p, const char *service, const serve_push_la
                        size_t n_labels, int64_t from, int64_t until, double rate_hz,
                        const void *pprof, size_t len)
 {
-    char name[2048], query[PUSH_QUERY_MAX], file[64];
-    int err = serve_push_app_name(service, labels, n_labels, name, sizeof name);
-    if (err)
-        return err;
-    CURL *c = curl_easy_init();
-    if (!c)
-        return SCRY_E_NOMEM;
-    char *esc = curl_easy_escape(c, name, 0);
-    curl_easy_cleanup(c);
-    if (!esc)
-        return SCRY_E_NOMEM;
-    int q = snprintf(query, sizeof query,
-                     "name=%s&from=%lld&until=%lld&format=pprof&sampleRate=%d&spyName=scry", esc,
-                     (long long)from, (long long)until, (int)(rate_hz + 0.5));
-    curl_free(esc);
-    if (q < 0 || (size_t)q >= sizeof query)
-        return SCRY_E_TRUNC;
+    char query[PUSH_QUERY_MAX], file[64];
+    serve_push_window_t w = {service, labels, n_labels, from, until, rate_hz};
+    int q = p->backend->encode(&w, query, sizeof query);
+    if (q < 0)
+        return q;
     enforce_limit(p, len + (uint64_t)q);
     pthread_mutex_lock(&p->lock);
     uint64_t seq = p->next_seq++;
