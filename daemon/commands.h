@@ -26,7 +26,7 @@ int cmd_dump_core(const scry_config_t *cfg);
 
 /* Writes the dump of every thread of the open target T (one sampler tick with every thread,
  * idle ones too, over OPTS otherwise; STRINGS is T's string table) to OUT in FMT, through
- * report_dump_write: what 'scry dump' prints, also answered by the daemon (ctl dump).
+ * report_dump_write: what 'scry dump' prints, also answered by scry serve (ctl dump).
  * Returns 0, or a negative code with why in MSG (empty when sampler_new already printed it:
  * a forced perf back end refused). LOCALS: each Python frame's arguments and locals too
  * (--locals; read after the stacks, shown where a thread's stack did not change since).

@@ -323,7 +323,7 @@ static int in_container(pid_t pid, const char *which)
 }
 
 /* 1 when PID runs Python by its executable's or comm's name or a mapped libpython (the
- * daemon's rule, serve_proc_read). */
+ * rule of scry serve, serve_proc_read). */
 static int is_python(pid_t pid)
 {
     static serve_proc_t p; /* 12 KiB: not on the stack; dump is single-threaded */

@@ -382,7 +382,7 @@ static void emit_thread(sampler_t *s, const pystate_thread_t *th, task_info_t *t
     sampler__emit(s, th, s->native, nn, cls.cls, cls.flags, weight, running, now, emit, ctx);
 }
 
-/* tick_charge (the daemon), called by pystate once the target's memory was read and before
+/* tick_charge (scry serve), called by pystate once the target's memory was read and before
  * running thread TASK's stack is walked: when it is not runnable any more (it waits again),
  * the stack read may be where it waits, not where its CPU went: its CPU since it was last
  * charged is carried to its next sample (at most 100 intervals of it; the rest counted in
@@ -412,7 +412,7 @@ static int wanted(const sampler_t *s, char state)
     return s->opts.idle || state == 'R';
 }
 
-/* Whether this tick judges running threads by on_cpu_while_read (the daemon's ticks, when no
+/* Whether this tick judges running threads by on_cpu_while_read (scry serve's ticks, when no
  * thread is stopped: a stopped thread runs no CPU). */
 static int charge_on_cpu(const sampler_t *s)
 {

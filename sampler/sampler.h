@@ -1,4 +1,4 @@
-/* sampler.h - the sampling loop shared by 'record', 'top' and the daemon.
+/* sampler.h - the sampling loop shared by 'record', 'top', 'dump' and 'serve'.
  *
  * A sampler turns pystate snapshots into scry_sample_t, one per sampled thread per tick,
  * and hands them to a callback. It paces itself on absolute deadlines and counts how
@@ -33,12 +33,12 @@ typedef struct sampler_opts {
                                     * emitted: the part read whole under a root frame
                                     * "<changed while reading>", the sample's torn set (dump,
                                     * top); else it is left out (counted in pystate's stats) */
-    int tick_charge;               /* perf back end, a caller that reads only on its ticks (the
-                                    * daemon): a thread's CPU is held until a tick finds it on a
+    int tick_charge;               /* perf back end, a caller that reads only on its ticks (scry
+                                    * serve): a thread's CPU is held until a tick finds it on a
                                     * CPU while its stack is read, and charged there (never to
                                     * the line where it waits); not with --native or --idle */
     double list_every_s;           /* perf back end: the thread list reread this often (<= 0: every
-                                    * 20 ticks, 0.2 to 1 s; the daemon, which needs no new thread
+                                    * 20 ticks, 0.2 to 1 s; scry serve, which needs no new thread
                                     * sooner than its targets, says 1) */
     pystate_open_opts_t open_opts; /* how to open the program a target execs */
 } sampler_opts_t;

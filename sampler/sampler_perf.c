@@ -91,7 +91,7 @@ struct sampler_perf {
 };
 
 /* tick_charge: the CPU a thread may carry before it is found on a CPU (past it, records are
- * counted in stats.held_dropped_ns); 100 intervals, 5 s at the daemon's 19 Hz. */
+ * counted in stats.held_dropped_ns); 100 intervals, 5 s at scry serve's 19 Hz. */
 #define PERF_HELD_INTERVALS 100
 
 /* Lists /proc/PID/task into P->tids. Returns the count, or SCRY_E_GONE. */
@@ -656,7 +656,7 @@ int sampler__perf_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
     uint64_t t0 = scry_now_ns();
     s->stats.ticks++;
     p->gen++;
-    /* The list is reread every 200 ms, and at low rates (the daemon's 19 Hz) every 20
+    /* The list is reread every 200 ms, and at low rates (scry serve's 19 Hz) every 20
      * ticks, at most 1 s: a new thread is found sooner when a read of the stacks shows it. */
     uint64_t every = s->interval_ns * PERF_LIST_TICKS;
     if (every < PERF_LIST_NS)

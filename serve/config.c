@@ -1,4 +1,4 @@
-/* config.c - the daemon's options: one table for the INI file and the command line. */
+/* config.c - the options of scry serve: one table for the INI file and the command line. */
 #include "config.h"
 #include "scry_err.h"
 #include "scry_parse.h"

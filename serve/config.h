@@ -1,4 +1,4 @@
-/* config.h - the daemon's configuration: one table of options read from the config file
+/* config.h - the configuration of scry serve: one table of options read from the config file
  * (INI, /etc/scry/scry.conf) and from the command line (every key is also a --flag).
  *
  * The file has top-level keys and [service NAME] sections. Top-level selectors (match, pid,
@@ -19,7 +19,7 @@
 #define SERVE_CONFIG_DEFAULT_PATH "/etc/scry/scry.conf"
 #define SERVE_MAX_RULES           64
 #define SERVE_MAX_SELECTORS       16  /* per kind per rule */
-#define SERVE_RATE_MIN_HZ         1.0 /* every rate the daemon takes: file, flags, ctl */
+#define SERVE_RATE_MIN_HZ         1.0 /* every rate scry serve takes: file, flags, ctl */
 #define SERVE_RATE_MAX_HZ         1000.0
 
 /* One selection rule. Within a rule every non-empty kind must hold (AND); within one kind
@@ -47,7 +47,7 @@ typedef struct serve_config {
     double interval_s;  /* interval: seconds per window */
     char *socket_path;  /* socket */
     double rate_hz;     /* rate: per-target samples per second */
-    double max_cpu_pct; /* max-cpu: share of one core the daemon may use (0: no budget) */
+    double max_cpu_pct; /* max-cpu: share of one core scry serve may use (0: no budget) */
     double retention_age_s;
     uint64_t retention_bytes;
     int fmt_collapsed, fmt_flamegraph, fmt_pprof; /* formats */

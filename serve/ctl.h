@@ -1,9 +1,9 @@
-/* ctl.h - the daemon's control socket: requests, their parser, the server side, and the
+/* ctl.h - the control socket of `scry serve`: requests, their parser, the server side, and the
  * client used by `scry ctl`.
  *
  * Protocol: a client connects to the Unix stream socket, sends one JSON object (at most
  * SERVE_CTL_MAX_REQUEST bytes, ended by a newline or by shutting down its write side) and
- * reads one JSON object back, then the daemon closes the connection.
+ * reads one JSON object back, then scry serve closes the connection.
  *   {"cmd": "list"}                    targets with their rates, CPU, samples, errors
  *   {"cmd": "dump", "pid": N}          every thread's stack now (text and JSON)
  *   {"cmd": "flush"}                   end the current windows now
@@ -106,7 +106,7 @@ typedef struct serve_ctl_stats {
 
 /* Creates the listening socket at PATH (its directory is created with mode 0755; a stale
  * socket nobody answers on is replaced; the socket is mode 0666: authorisation is per
- * request). Returns NULL with a message in MSG (another daemon is listening there, the
+ * request). Returns NULL with a message in MSG (another scry serve is listening there, the
  * path is not a socket, no permission). */
 serve_ctl_t *serve_ctl_new(const char *path, char *msg, size_t msglen);
 
@@ -138,9 +138,9 @@ void serve_ctl_close_in_child(serve_ctl_t *c, int keep_fd);
 
 const serve_ctl_stats_t *serve_ctl_stats(const serve_ctl_t *c);
 
-/* Client: sends REQUEST (a JSON text) to the daemon at PATH and returns its reply
+/* Client: sends REQUEST (a JSON text) to scry serve at PATH and returns its reply
  * (malloc'ed, NUL-terminated) in *REPLY. Waits at most TIMEOUT_S. Returns 0, SCRY_E_NOTFOUND
- * (no daemon at PATH), SCRY_E_PERM, SCRY_E_TIMEOUT, SCRY_E_IO. */
+ * (no scry serve at PATH), SCRY_E_PERM, SCRY_E_TIMEOUT, SCRY_E_IO. */
 int serve_ctl_call(const char *path, const char *request, double timeout_s, char **reply);
 
 #endif

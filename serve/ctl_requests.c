@@ -113,7 +113,7 @@ static int dump_string(serve_target_t *t, int native, enum report_dump_format fm
         snprintf(msg, len, "out of memory");
         return SCRY_E_NOMEM;
     }
-    /* the daemon's warm reader (the target opened once, its code cache), ptrace back end */
+    /* scry serve's warm reader (the target opened once, its code cache), ptrace back end */
     sampler_opts_t so = {.backend = "ptrace", .native = native};
     int err = dump_target_write(t->py, t->strings, &so, 0, fmt, f, msg, len);
     if (fclose(f) != 0 && !err) {
@@ -265,7 +265,7 @@ static void record_child(serve_state_t *st, const serve_ctl_req_t *req, pid_t pi
     _exit(rc == 0 && text ? 0 : 1);
 }
 
-/* ctl record: forks a child that records target T and answers the client; the daemon
+/* ctl record: forks a child that records target T and answers the client; scry serve
  * goes on. Returns 1 (answered by the child), or 0 with an error in REPLY. */
 static int do_record(serve_state_t *st, serve_target_t *t, const serve_ctl_req_t *req,
                      const serve_ctl_peer_t *peer, json_object *reply)

@@ -1,4 +1,4 @@
-/* log.h - the daemon's log: one line per event on stderr (the journal adds the time). */
+/* log.h - the log of scry serve: one line per event on stderr (the journal adds the time). */
 #ifndef SCRY_SERVE_LOG_H
 #define SCRY_SERVE_LOG_H
 

@@ -278,7 +278,7 @@ static void reload(serve_state_t *st)
               cfg->config_path ? cfg->config_path : "");
 }
 
-/* Keeps the daemon's own CPU under --max-cpu by scaling every rate, and says so. */
+/* Keeps scry serve's own CPU under --max-cpu by scaling every rate, and says so. */
 static void budget_check(serve_state_t *st, uint64_t now)
 {
     if (now - st->budget_t0_ns < 5000000000ull)
@@ -391,7 +391,7 @@ static int run(serve_state_t *st)
             windows_flush(st, (int64_t)time(NULL));
             /* The windows just freed and the targets gone since the last flush leave free
              * chunks between live ones, which glibc keeps: give their pages back, so that
-             * the daemon's RSS follows what it holds (it grew ~0.4 MB a minute over a churn
+             * scry serve's RSS follows what it holds (it grew ~0.4 MB a minute over a churn
              * of short-lived services while the heap in use stayed flat). */
             malloc_trim(0);
         }
@@ -417,7 +417,7 @@ static int run(serve_state_t *st)
         int timeout = next <= now ? 0 : (int)((next - now + 999999) / 1000000);
         /* The connector is drained on a 200 ms cadence rather than woken up for: on a busy
          * host it reports hundreds of short-lived processes a second, and a wake-up each
-         * would cost more than the rest of the daemon (its socket buffer holds 4 MiB). */
+         * would cost more than the rest of scry serve (its socket buffer holds 4 MiB). */
         if (timeout > SERVE_EVENT_CADENCE_MS)
             timeout = SERVE_EVENT_CADENCE_MS;
         /* the control socket never blocks the loop: its connections are polled with the

@@ -1,4 +1,4 @@
-/* proc.h - what the daemon needs to know about a process to select it: identity (pid and
+/* proc.h - what scry serve needs to know about a process to select it: identity (pid and
  * start time, so PID reuse is noticed), owner, executable, command line, cgroup and
  * container id. Read through the proc/ layer (proc_read_identity etc.); every field is
  * bounded.

@@ -1,4 +1,4 @@
-/* select.h - which processes the daemon profiles, and under which service name. */
+/* select.h - which processes scry serve profiles, and under which service name. */
 #ifndef SCRY_SERVE_SELECT_H
 #define SCRY_SERVE_SELECT_H
 

@@ -128,7 +128,7 @@ typedef struct serve_state {
     int scan_requested;
     double rate_factor; /* <= 1: lowered by the CPU budget */
     uint64_t budget_t0_ns, budget_cpu0_ns;
-    double self_cpu_pct; /* the daemon's own CPU over the last budget period */
+    double self_cpu_pct; /* scry serve's own CPU over the last budget period */
     uint64_t windows_written, samples_total;
     int flush_requested, reload_requested, stop;
     long clk_tck;
@@ -205,7 +205,7 @@ int serve_ctl_handle(void *ctx, const serve_ctl_req_t *req, const serve_ctl_peer
 
 /* Reaps the record children: SERVE_REAP_ENDED those that ended (never waits);
  * SERVE_REAP_ANSWERED those too and the ones that answered their client (waiting for their
- * _exit, which is all they have left); SERVE_REAP_STOP (the daemon stops) asks each to end
+ * _exit, which is all they have left); SERVE_REAP_STOP (scry serve stops) asks each to end
  * now (SIGTERM: it answers its client with what it recorded) and waits for them all. */
 enum { SERVE_REAP_ENDED = 0, SERVE_REAP_STOP = 1, SERVE_REAP_ANSWERED = 2 };
 void serve_records_reap(serve_state_t *st, int how);

@@ -26,9 +26,9 @@ struct serve_store {
     serve_store_stats_t stats;
 };
 
-/* A directory the daemon may keep files in: owned by the daemon's user (root) and
+/* A directory scry serve may keep files in: owned by its user (root) and
  * writable by nobody else. WORLD_STICKY allows a world-writable directory with the sticky
- * bit (/tmp: nobody else can rename or delete the daemon's entries there). */
+ * bit (/tmp: nobody else can rename or delete scry serve's entries there). */
 static int dir_trusted(const struct stat *st, int world_sticky)
 {
     if (!S_ISDIR(st->st_mode) || st->st_uid != geteuid())
@@ -106,7 +106,7 @@ int serve_dir_open(const char *path, mode_t mode, gid_t gid, char *msg, size_t m
             break;
         }
         if (fstatat(fd, comp, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)) {
-            /* a link is followed only when the daemon's user made it, in a directory
+            /* a link is followed only when scry serve's user made it, in a directory
              * nobody else may write (checked above) */
             ssize_t tl = -1;
             if (st.st_uid == geteuid() && ++links <= 40)
@@ -152,7 +152,7 @@ int serve_dir_open(const char *path, mode_t mode, gid_t gid, char *msg, size_t m
 }
 
 /* Opens (creating it) subdirectory NAME of DFD for window files: no symbolic link, owned by
- * the daemon's user, its mode and group set to MODE and GID. Returns a descriptor or -1. */
+ * scry serve's user, its mode and group set to MODE and GID. Returns a descriptor or -1. */
 static int open_subdir(int dfd, const char *name, mode_t mode, gid_t gid)
 {
     int created = 0;

@@ -1,4 +1,4 @@
-/* store.h - the daemon's window files in --out-dir.
+/* store.h - the window files of scry serve in --out-dir.
  *
  * Each window of a service is a set of files sharing one stem,
  * OUT_DIR/SERVICE/FROM-UNTIL[.CONTAINER12].EXT (FROM, UNTIL: Unix seconds), each written
@@ -44,7 +44,7 @@ typedef struct serve_store_stats {
 } serve_store_stats_t;
 
 /* Opens the directory DIR (see serve_dir_open: refused unless it and every directory
- * above it belong to the daemon's user and are writable by nobody else), creating it with
+ * above it belong to scry serve's user and are writable by nobody else), creating it with
  * mode 0700, or 0750 and group GID when GID is not (gid_t)-1 (the `out-group` readers).
  * Window files are then mode 0600 (0640 with GID, group GID), service directories 0700
  * (0750). MAX_AGE_S and MAX_BYTES are the retention limits (0: none). Returns NULL with a
@@ -69,12 +69,12 @@ int serve_store_prune(serve_store_t *s, int64_t now);
 
 const serve_store_stats_t *serve_store_stats(const serve_store_t *s);
 
-/* Opens directory PATH (absolute) for the daemon's own files and returns an O_RDONLY
+/* Opens directory PATH (absolute) for scry serve's own files and returns an O_RDONLY
  * O_DIRECTORY descriptor (the caller closes it), or -1 with why in MSG. Walks PATH from /,
  * each component opened from its parent's descriptor with O_NOFOLLOW; every directory on
- * the way must belong to the daemon's user (root) and be writable by nobody else (one
+ * the way must belong to scry serve's user (root) and be writable by nobody else (one
  * above the last may instead be world-writable with the sticky bit, as /tmp); a symbolic
- * link is followed (at most 40) only when the daemon's user owns it, and its target is
+ * link is followed (at most 40) only when scry serve's user owns it, and its target is
  * walked by the same rules. '..' is refused. A missing last component is created with MODE
  * (and group GID unless (gid_t)-1), missing ones above it with 0755. */
 int serve_dir_open(const char *path, mode_t mode, gid_t gid, char *msg, size_t msglen);
@@ -84,7 +84,7 @@ int serve_dir_open(const char *path, mode_t mode, gid_t gid, char *msg, size_t m
  * (gid_t)-1), fdatasync, renameat. Returns 0 or SCRY_E_IO (nothing is left behind). */
 int serve_write_at(int dfd, const char *name, const void *data, size_t len, mode_t mode, gid_t gid);
 
-/* The mode of the daemon's files and directories: 0600 and 0700, or with a reader group
+/* The mode of scry serve's files and directories: 0600 and 0700, or with a reader group
  * (GID not (gid_t)-1) 0640 and 0750. */
 mode_t serve_file_mode(gid_t gid);
 mode_t serve_dir_mode(gid_t gid);
