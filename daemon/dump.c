@@ -3,7 +3,7 @@
 #include "commands.h"
 #include "discover.h"
 
-#include "proc.h"
+#include "process.h"
 #include "pyrepr.h"
 #include "procinfo.h"
 #include "report.h"

@@ -18,7 +18,7 @@
  * records per CPU instead of 200 reads of /proc a second.
  */
 #include "log.h"
-#include "proc.h"
+#include "process.h"
 #include "scry_proc.h"
 #include "select.h"
 #include "serve_state.h"

@@ -3,7 +3,7 @@
 #define SCRY_SERVE_SELECT_H
 
 #include "config.h"
-#include "proc.h"
+#include "process.h"
 
 #define SERVE_SELECT_NONE (-1) /* no rule holds: not a target */
 #define SERVE_SELECT_ALL  (-2) /* only all-python holds */

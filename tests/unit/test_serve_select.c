@@ -1,7 +1,7 @@
 /* test_serve_select.c - process facts from /proc, service names, container ids, and the
  * selection rules, on real processes (a real Python among them). */
 #include "config.h"
-#include "proc.h"
+#include "process.h"
 #include "scry_proc.h"
 #include "scry_err.h"
 #include "select.h"

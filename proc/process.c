@@ -1,5 +1,5 @@
 /* proc.c - process facts for target selection, read through the proc/ layer. */
-#include "proc.h"
+#include "process.h"
 #include "scry_err.h"
 #include "scry_proc.h"
 
