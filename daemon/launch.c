@@ -151,7 +151,7 @@ int launch_wait_python(pid_t child, strtab_t *strings, double timeout_s,
         }
         if (scry_now_ns() - start > timeout_ns) {
             char what[600];
-            procinfo_describe(child, what, sizeof what);
+            proc_describe(child, what, sizeof what);
             snprintf(errbuf, errlen,
                      "process %d is not a Python process scry can read after %.0f s: %s",
                      (int)child, timeout_s, what);

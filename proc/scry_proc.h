@@ -154,6 +154,12 @@ size_t proc_tidmap_ns_tids(proc_tidmap_t *m, pid_t *out, size_t cap);
  * SCRY_E_GONE (no such process, thread or file), SCRY_E_PERM, SCRY_E_INVAL or SCRY_E_IO. */
 long proc_read_file(pid_t pid, pid_t tid, const char *name, char *buf, size_t cap);
 
+/* Reads the target of /proc/PID/exe (the executable's path) into BUF: at most CAP-1 bytes,
+ * NUL-terminated ("" on failure). Returns the length, SCRY_E_NOTFOUND (no such link: a
+ * kernel thread, or the process is gone), SCRY_E_PERM, SCRY_E_GONE, SCRY_E_INVAL or
+ * SCRY_E_IO. */
+long proc_read_exe(pid_t pid, char *buf, size_t cap);
+
 /* Parses /proc/PID/stat (LEN bytes, need not be terminated): the start time (field 22,
  * clock ticks after boot; with the pid it names a process across pid reuse) into
  * *START_TIME and the comm (between the first '(' and the last ')', cut to COMMLEN-1 bytes)
