@@ -97,7 +97,7 @@ static int takes_value(const char *opt)
 }
 
 void proc_service_name(const char *const *argv, size_t argc, const char *comm, char *out,
-                             size_t outlen)
+                       size_t outlen)
 {
     char raw[256] = "";
     size_t i = 0;

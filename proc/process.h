@@ -43,6 +43,6 @@ int proc_process_read_command(pid_t pid, proc_process_t *p);
  * "gunicorn", "python3 -c ..." gives "python-c"; the result is limited to letters, digits,
  * '.', '_' and '-' (others become '_'), at most OUTLEN-1 bytes, never empty. */
 void proc_service_name(const char *const *argv, size_t argc, const char *comm, char *out,
-                             size_t outlen);
+                       size_t outlen);
 
 #endif

@@ -213,10 +213,10 @@ typedef struct pystate_dbg_remote {
 
 /* Reads the _Py_DebugOffsets block at _PyRuntime address RUNTIME_ADDR through M (the whole
  * block validated; ASSUME_MINOR 0, or the minor version whose layout a block newer than
- * every known one is read as) and fills *OUT with the remote execution members, each checked inside its struct (the path buffer
- * in (0, 4096], the pending flag and the path inside the thread state). Returns 0, a read
- * or parse error, or SCRY_E_UNSUPPORTED when the version's block lacks them (3.13). *OUT
- * is untouched on failure. */
+ * every known one is read as) and fills *OUT with the remote execution members, each
+ * checked inside its struct (the path buffer in (0, 4096], the pending flag and the path
+ * inside the thread state). Returns 0, a read or parse error, or SCRY_E_UNSUPPORTED when
+ * the version's block lacks them (3.13). *OUT is untouched on failure. */
 int pystate_debug_offsets_read_remote(rmem_t *m, raddr_t runtime_addr, int assume_minor,
                                       pystate_dbg_remote_t *out);
 
