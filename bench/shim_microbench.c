@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "../common/scry_time.h"
+#include "scry_time.h"
 
 int main(int argc, char **argv)
 {

@@ -3,7 +3,7 @@
 #include "commands.h"
 #include "discover.h"
 
-#include "proc.h"
+#include "process.h"
 #include "pyrepr.h"
 #include "procinfo.h"
 #include "report.h"
@@ -245,7 +245,7 @@ int dump_target_write(pystate_target_t *t, strtab_t *strings, const sampler_opts
     }
     const pystate_info_t *info = pystate_target_info(t);
     char what[600];
-    procinfo_describe(info->pid, what, sizeof what);
+    proc_describe(info->pid, what, sizeof what);
     proc_container_t ct;
     report_container_t rct;
     int in_container = cmd_container(info->pid, &ct, &rct);
@@ -323,11 +323,11 @@ static int in_container(pid_t pid, const char *which)
 }
 
 /* 1 when PID runs Python by its executable's or comm's name or a mapped libpython (the
- * rule of scry serve, serve_proc_read). */
+ * rule of scry serve, proc_process_read). */
 static int is_python(pid_t pid)
 {
-    static serve_proc_t p; /* 12 KiB: not on the stack; dump is single-threaded */
-    return serve_proc_read(pid, &p, 1) == 0 && p.is_python;
+    static proc_process_t p; /* 12 KiB: not on the stack; dump is single-threaded */
+    return proc_process_read(pid, &p, 1) == 0 && p.is_python;
 }
 
 /* 1 when process P->pid is still the one listed (start time P->start_time, 0 unknown: not

@@ -202,7 +202,7 @@ int cmd_dump_async(const scry_config_t *cfg, FILE *out)
     if (sampler_open_target(cfg->pid, strings, &cfg->open_opts, &t) != 0)
         goto out;
     char what[600];
-    procinfo_describe(pystate_target_info(t)->pid, what, sizeof what);
+    proc_describe(pystate_target_info(t)->pid, what, sizeof what);
     rc = dump_async_target(t, what, cfg->json, out);
 out:
     pystate_target_free(t);

@@ -2,6 +2,7 @@
 
 #include "procinfo.h"
 #include "scry_err.h"
+#include "scry_proc.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -106,12 +107,8 @@ int launch_wait_python(pid_t child, strtab_t *strings, double timeout_s,
         }
         /* A wrapper that execs again restarts the clock: only time spent as the final
          * program counts against the timeout. */
-        char exe[512] = "";
-        char path[64];
-        snprintf(path, sizeof path, "/proc/%d/exe", (int)child);
-        ssize_t n = readlink(path, exe, sizeof exe - 1);
-        if (n > 0) {
-            exe[n] = 0;
+        char exe[512];
+        if (proc_read_exe(child, exe, sizeof exe) > 0) {
             if (strcmp(exe, exe_seen) != 0) {
                 snprintf(exe_seen, sizeof exe_seen, "%s", exe);
                 start = scry_now_ns();
@@ -151,7 +148,7 @@ int launch_wait_python(pid_t child, strtab_t *strings, double timeout_s,
         }
         if (scry_now_ns() - start > timeout_ns) {
             char what[600];
-            procinfo_describe(child, what, sizeof what);
+            proc_describe(child, what, sizeof what);
             snprintf(errbuf, errlen,
                      "process %d is not a Python process scry can read after %.0f s: %s",
                      (int)child, timeout_s, what);

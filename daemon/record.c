@@ -268,7 +268,7 @@ static int open_launched(recording_t *r)
                      r->mem ? memprof_ring_fd(r->mem) : -1, r->mem ? ring_for_child : NULL, r->mem,
                      &r->child) != 0)
         return -1;
-    procinfo_join_argv(cfg->argv, r->command, sizeof r->command);
+    proc_join_argv(cfg->argv, r->command, sizeof r->command);
     /* --subprocesses: the command is one more process of the family, tried as Python like
      * its descendants (a shell, a wrapper, a delayed start are followed). With --memory it
      * is waited for 1 s first, so that a Python command's preloaded shim starts with it. */
@@ -308,7 +308,7 @@ static int open_attached(recording_t *r)
     const scry_config_t *cfg = r->cfg;
     if (sampler_open_target(cfg->pid, r->strings, &cfg->open_opts, &r->t) != 0)
         return -1;
-    procinfo_cmdline(cfg->pid, r->command, sizeof r->command);
+    proc_cmdline(cfg->pid, r->command, sizeof r->command);
     char msg[600] = "";
     if (r->mem && memprof_inject(r->mem, r->t, msg, sizeof msg))
         drop_memory(r, msg);

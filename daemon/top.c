@@ -475,12 +475,12 @@ static int open_target(const scry_config_t *cfg, strtab_t *strings, pystate_targ
     if (!cfg->argv) {
         if (sampler_open_target(cfg->pid, strings, &cfg->open_opts, target) != 0)
             return -1;
-        procinfo_cmdline(cfg->pid, command, clen);
+        proc_cmdline(cfg->pid, command, clen);
         return 0;
     }
     if (launch_start(cfg->argv, NULL, -1, NULL, NULL, child) != 0)
         return -1;
-    procinfo_join_argv(cfg->argv, command, clen);
+    proc_join_argv(cfg->argv, command, clen);
     if (cfg->subprocesses)
         return 0; /* the command is tried as Python with its descendants */
     char msg[1024] = "";

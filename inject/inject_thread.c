@@ -20,7 +20,6 @@
 #include "scry_time.h"
 
 #define MAX_TASKS       4096
-#define STOP_WAIT_MS    1000  /* normal bound for a thread to reach its interrupt stop */
 #define STOP_WAIT_HARD  10000 /* we cannot walk away from a seized thread before it stops */
 #define ROUND_PAUSE_NS  2000000L
 #define LOOKS_PER_SEIZE 40 /* stops of one thread per round while it is at unsafe points */
@@ -148,40 +147,6 @@ static int list_candidates(pid_t pid, cand_t *out, int max)
     return n;
 }
 
-/* Waits until seized thread TID reaches the stop requested by PTRACE_INTERRUPT, delivering
- * the signals that get in the way. Returns 0 (stopped), 1 (the process is in group-stop), or a
- * negative code. */
-static int wait_interrupt_stop(inject_session_t *s, pid_t tid)
-{
-    uint64_t start = scry_now_ns();
-    for (int guard = 0; guard < 10000; guard++) {
-        uint64_t el = (scry_now_ns() - start) / 1000000u;
-        if (el >= STOP_WAIT_HARD)
-            break;
-        proc_stop_t st;
-        int rc = proc_wait(tid, (int)(STOP_WAIT_HARD - el), &st);
-        if (rc)
-            return rc;
-        switch (st.kind) {
-        case PROC_EXITED:
-            return SCRY_E_GONE;
-        case PROC_STOP_EVENT:
-            return proc_stop_is_group(&st) ? 1 : 0;
-        case PROC_STOP_SIGNAL:
-            /* Not ours yet: the signal is delivered now, in its order, as without us (the
-             * interrupt stays pending and stops the thread right after). */
-            rc = proc_cont(tid, st.sig);
-            break;
-        default:
-            rc = proc_cont(tid, 0);
-            break;
-        }
-        if (rc)
-            return rc;
-    }
-    return SCRY_E_TIMEOUT;
-}
-
 /* Gives back a thread we stopped but did not modify. */
 static void let_go(inject_session_t *s, pid_t tid)
 {
@@ -266,9 +231,7 @@ static int try_thread(inject_session_t *s, pid_t tid)
     if (rc)
         return rc == SCRY_E_NOPROC ? 1 : rc;
     s->rep->attempts++;
-    rc = proc_interrupt(tid);
-    if (rc == 0)
-        rc = wait_interrupt_stop(s, tid);
+    rc = proc_interrupt_wait(tid, STOP_WAIT_HARD);
     if (rc == SCRY_E_TIMEOUT) {
         /* Seized but never stopped (uninterruptible sleep for > 10 s). We cannot detach a
          * running tracee; the kernel will when this process exits. */
@@ -313,9 +276,7 @@ static int try_thread(inject_session_t *s, pid_t tid)
         struct timespec ts = {0, 50000 + (long)((jitter >> 8) % 750000u)};
         nanosleep(&ts, NULL);
         if (rc == 0)
-            rc = proc_interrupt(tid);
-        if (rc == 0)
-            rc = wait_interrupt_stop(s, tid);
+            rc = proc_interrupt_wait(tid, STOP_WAIT_HARD);
         if (rc == SCRY_E_TIMEOUT) {
             inject__set_error(s, "thread %d did not stop within %d ms", (int)tid, STOP_WAIT_HARD);
             return rc;

@@ -1,4 +1,4 @@
-/* ptrace_util.c - PTRACE_SEIZE based helpers (see ptrace_util.h). */
+/* ptrace_util.c - registers and signal state of a stopped tracee (see ptrace_util.h). */
 #include "ptrace_util.h"
 
 #include <elf.h>

@@ -1,5 +1,6 @@
-/* ptrace_util.h - what the injector needs beyond proc/'s ptrace primitives (scry_proc.h: seize,
- * interrupt, wait, resume): registers, signal masks, signals to re-deliver.
+/* ptrace_util.h - what the injector does to a thread it holds stopped: registers, signal
+ * masks, signals to re-deliver. Stopping and resuming it is proc/ptrace.c's (scry_proc.h:
+ * seize, interrupt, wait, detach), never done here.
  *
  * Threads are addressed by TID (a thread's kernel id; the main thread's TID is the PID).
  * The calling thread becomes the tracer: every later ptrace call on that TID must come from

@@ -1,6 +1,6 @@
 #include "remoteexec.h"
 
-#include "debug_offsets.h"
+#include "pystate.h"
 #include "scry_err.h"
 
 #include <stdint.h>

@@ -1,5 +1,6 @@
 /* pidfile.c - the one reader of small /proc files, and the process-level facts scry reads
- * from them: identity (start time and comm, from stat) and owner (real uid, from status). */
+ * from them (parsed by parse.c): identity (start time and comm, from stat), owner (real uid,
+ * from status), executable, user namespace. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -44,90 +45,18 @@ long proc_read_file(pid_t pid, pid_t tid, const char *name, char *buf, size_t ca
     return (long)got;
 }
 
-/* The last ')' of /proc/PID/stat content (comm may hold ')'), or NULL. */
-static const char *stat_comm_end(const char *buf, size_t len)
+long proc_read_exe(pid_t pid, char *buf, size_t cap)
 {
-    for (const char *p = buf + len; p > buf; p--)
-        if (p[-1] == ')')
-            return p - 1;
-    return NULL;
-}
-
-int proc_parse_stat_u64(const char *buf, size_t len, int field, uint64_t *out)
-{
-    if (!buf || !out || field < 3 || field > 52)
+    if (!buf || cap < 2 || pid <= 0)
         return SCRY_E_INVAL;
-    const char *end = buf + len;
-    const char *close_paren = stat_comm_end(buf, len);
-    if (!close_paren)
-        return SCRY_E_CORRUPT;
-    /* after ") " come fields 3, 4, ... */
-    const char *p = close_paren + 1;
-    for (int f = 3; f <= field; f++) {
-        while (p < end && *p == ' ')
-            p++;
-        if (p >= end)
-            return SCRY_E_CORRUPT;
-        if (f == field) {
-            uint64_t v = 0;
-            int digits = 0;
-            for (; p < end && *p >= '0' && *p <= '9' && digits < 20; p++, digits++)
-                v = v * 10 + (uint64_t)(*p - '0');
-            if (!digits)
-                return SCRY_E_CORRUPT;
-            *out = v;
-            return 0;
-        }
-        while (p < end && *p != ' ')
-            p++;
-    }
-    return SCRY_E_CORRUPT;
-}
-
-int proc_parse_stat_identity(const char *buf, size_t len, uint64_t *start_time, char *comm,
-                             size_t commlen)
-{
-    if (!buf || !start_time || (commlen && !comm))
-        return SCRY_E_INVAL;
-    const char *open_paren = memchr(buf, '(', len);
-    const char *close_paren = stat_comm_end(buf, len);
-    if (!open_paren || !close_paren || close_paren < open_paren)
-        return SCRY_E_CORRUPT;
-    if (commlen) {
-        size_t n = (size_t)(close_paren - open_paren - 1);
-        if (n >= commlen)
-            n = commlen - 1;
-        memcpy(comm, open_paren + 1, n);
-        comm[n] = '\0';
-    }
-    return proc_parse_stat_u64(buf, len, 22, start_time); /* the start time */
-}
-
-int proc_parse_status_uid(const char *buf, size_t len, uid_t *uid)
-{
-    if (!buf || !uid)
-        return SCRY_E_INVAL;
-    const char *end = buf + len;
-    for (const char *line = buf; line < end;) {
-        const char *eol = memchr(line, '\n', (size_t)(end - line));
-        if (!eol)
-            eol = end;
-        if (eol - line > 4 && memcmp(line, "Uid:", 4) == 0) {
-            const char *p = line + 4;
-            while (p < eol && (*p == ' ' || *p == '\t'))
-                p++;
-            uint64_t v = 0;
-            int digits = 0;
-            for (; p < eol && *p >= '0' && *p <= '9' && digits < 11; p++, digits++)
-                v = v * 10 + (uint64_t)(*p - '0');
-            if (!digits || v > UINT32_MAX)
-                return SCRY_E_CORRUPT;
-            *uid = (uid_t)v;
-            return 0;
-        }
-        line = eol + 1;
-    }
-    return SCRY_E_NOTFOUND;
+    buf[0] = '\0';
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/exe", (int)pid);
+    ssize_t n = readlink(path, buf, cap - 1);
+    if (n < 0)
+        return errno == ENOENT ? SCRY_E_NOTFOUND : scry_err_from_errno(errno);
+    buf[n] = '\0';
+    return (long)n;
 }
 
 int proc_read_identity(pid_t pid, uint64_t *start_time, char *comm, size_t commlen)

@@ -154,6 +154,12 @@ size_t proc_tidmap_ns_tids(proc_tidmap_t *m, pid_t *out, size_t cap);
  * SCRY_E_GONE (no such process, thread or file), SCRY_E_PERM, SCRY_E_INVAL or SCRY_E_IO. */
 long proc_read_file(pid_t pid, pid_t tid, const char *name, char *buf, size_t cap);
 
+/* Reads the target of /proc/PID/exe (the executable's path) into BUF: at most CAP-1 bytes,
+ * NUL-terminated ("" on failure). Returns the length, SCRY_E_NOTFOUND (no such link: a
+ * kernel thread, or the process is gone), SCRY_E_PERM, SCRY_E_GONE, SCRY_E_INVAL or
+ * SCRY_E_IO. */
+long proc_read_exe(pid_t pid, char *buf, size_t cap);
+
 /* Parses /proc/PID/stat (LEN bytes, need not be terminated): the start time (field 22,
  * clock ticks after boot; with the pid it names a process across pid reuse) into
  * *START_TIME and the comm (between the first '(' and the last ')', cut to COMMLEN-1 bytes)
@@ -219,7 +225,7 @@ int proc_parse_cgroup(const char *text, size_t len, proc_container_t *out);
  * SCRY_E_IO, SCRY_E_INVAL or SCRY_E_CORRUPT. */
 int proc_read_container(pid_t pid, proc_container_t *out);
 
-/* ---- ptrace primitives ---------------------------------------------------------------
+/* ---- ptrace stops (ptrace.c: every stop scry makes is written there) -------------------
  * Everything uses PTRACE_SEIZE (never PTRACE_ATTACH): seizing sends no SIGSTOP, the target
  * cannot observe it, and a tracer that dies detaches its tracees automatically. Waits are
  * bounded. Threads are addressed by TID (the main thread's TID is the PID); the calling
@@ -260,6 +266,15 @@ int proc_wait(pid_t tid, int timeout_ms, proc_stop_t *out);
 
 /* True when stop ST is a group-stop (the whole process was stopped by a stop signal). */
 int proc_stop_is_group(const proc_stop_t *st);
+
+/* Asks seized thread TID to stop (PTRACE_INTERRUPT) and waits up to TIMEOUT_MS for that
+ * stop, delivering the signals that arrive first (each in its order, as without scry; the
+ * interrupt stays pending and stops the thread right after) and resuming past other stops.
+ * Returns 0 (stopped at the interrupt: TID stays traced and stopped), 1 (the process is in
+ * a group-stop: job control; TID is stopped there), SCRY_E_GONE (it exited), SCRY_E_TIMEOUT
+ * (not stopped in time: it still runs and is still seized; it cannot be detached until it
+ * stops), SCRY_E_INVAL or SCRY_E_IO. */
+int proc_interrupt_wait(pid_t tid, int timeout_ms);
 
 /* Resumes a stopped tracee, delivering SIG (0 for none). proc_cont: PTRACE_CONT;
  * proc_cont_syscall: PTRACE_SYSCALL (stop again at the next syscall entry/exit).

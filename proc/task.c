@@ -1,4 +1,5 @@
-/* task.c - /proc/PID/task: listing, parsers and readers of stat, status, syscall, schedstat. */
+/* task.c - /proc/PID/task: listing, readers of stat, status, syscall and schedstat (parsed by
+ * parse.c), and the per-thread files the sampler keeps open. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -13,122 +14,6 @@
 #include "scry_time.h"
 
 #define TASK_FILE_MAX 1024 /* these files are a few hundred bytes at most */
-
-int proc_parse_stat_state(const char *buf, size_t len, char *state)
-{
-    if (!buf || !state)
-        return SCRY_E_INVAL;
-    /* "pid (comm) S ...": comm may hold spaces and parentheses, so use the LAST ')'. */
-    size_t close = len;
-    for (size_t i = len; i > 0; i--)
-        if (buf[i - 1] == ')') {
-            close = i - 1;
-            break;
-        }
-    if (close == len || close + 2 >= len || buf[close + 1] != ' ')
-        return SCRY_E_CORRUPT;
-    char c = buf[close + 2];
-    if (c < 'A' || c > 'z')
-        return SCRY_E_CORRUPT;
-    *state = c;
-    return 0;
-}
-
-/* Parses a decimal (optionally negative) or 0x-hex number at *P; advances past spaces. */
-static int parse_num(const char **p, const char *end, int64_t *out, int *neg_seen)
-{
-    while (*p < end && (**p == ' ' || **p == '\t'))
-        (*p)++;
-    int neg = 0;
-    if (*p < end && **p == '-') {
-        neg = 1;
-        (*p)++;
-    }
-    uint64_t v = 0;
-    int digits = 0, base = 10;
-    if (end - *p >= 2 && (*p)[0] == '0' && ((*p)[1] == 'x' || (*p)[1] == 'X')) {
-        base = 16;
-        *p += 2;
-    }
-    while (*p < end && digits < 20) {
-        char c = **p;
-        int d;
-        if (c >= '0' && c <= '9')
-            d = c - '0';
-        else if (base == 16 && c >= 'a' && c <= 'f')
-            d = c - 'a' + 10;
-        else if (base == 16 && c >= 'A' && c <= 'F')
-            d = c - 'A' + 10;
-        else
-            break;
-        v = v * (uint64_t)base + (uint64_t)d;
-        digits++;
-        (*p)++;
-    }
-    if (!digits)
-        return -1;
-    /* Negate in unsigned arithmetic: "-9223372036854775808" and wrapped values stay defined. */
-    *out = (int64_t)(neg ? (uint64_t)0 - v : v);
-    if (neg_seen)
-        *neg_seen = neg;
-    return 0;
-}
-
-int proc_parse_syscall(const char *buf, size_t len, proc_syscall_t *out)
-{
-    if (!buf || !out)
-        return SCRY_E_INVAL;
-    memset(out, 0, sizeof *out);
-    out->nr = PROC_SYSCALL_UNKNOWN;
-    if (len >= 7 && memcmp(buf, "running", 7) == 0) {
-        out->nr = PROC_SYSCALL_RUNNING;
-        return 0;
-    }
-    const char *p = buf, *end = buf + len;
-    int64_t v[9];
-    size_t n = 0;
-    while (n < 9 && parse_num(&p, end, &v[n], NULL) == 0)
-        n++;
-    if (n == 3 && v[0] == -1) { /* "-1 sp pc": in the kernel, not in a syscall */
-        out->nr = PROC_SYSCALL_NONE;
-        out->sp = (uint64_t)v[1];
-        out->pc = (uint64_t)v[2];
-        return 0;
-    }
-    if (n == 9 && v[0] >= 0 && v[0] < 4096) {
-        out->nr = (long)v[0];
-        for (int i = 0; i < 6; i++)
-            out->args[i] = (uint64_t)v[1 + i];
-        out->sp = (uint64_t)v[7];
-        out->pc = (uint64_t)v[8];
-        return 0;
-    }
-    if (n == 1 && v[0] == -1) { /* older kernels: "-1" alone */
-        out->nr = PROC_SYSCALL_NONE;
-        return 0;
-    }
-    return SCRY_E_CORRUPT;
-}
-
-int proc_parse_schedstat(const char *buf, size_t len, uint64_t *run_ns, uint64_t *wait_ns,
-                         uint64_t *slices)
-{
-    if (!buf)
-        return SCRY_E_INVAL;
-    const char *p = buf, *end = buf + len;
-    int64_t v[3];
-    int neg[3] = {0, 0, 0};
-    for (int i = 0; i < 3; i++)
-        if (parse_num(&p, end, &v[i], &neg[i]) != 0 || neg[i])
-            return SCRY_E_CORRUPT;
-    if (run_ns)
-        *run_ns = (uint64_t)v[0];
-    if (wait_ns)
-        *wait_ns = (uint64_t)v[1];
-    if (slices)
-        *slices = (uint64_t)v[2];
-    return 0;
-}
 
 int proc_read_task_state(pid_t pid, pid_t tid, char *state)
 {
@@ -157,37 +42,6 @@ int proc_read_task_schedstat(pid_t pid, pid_t tid, uint64_t *run_ns, uint64_t *w
     return proc_parse_schedstat(buf, (size_t)n, run_ns, wait_ns, NULL);
 }
 
-int proc_parse_status_nspid(const char *buf, size_t len, pid_t *ids, size_t cap, size_t *n)
-{
-    if (!buf || !ids || !n)
-        return SCRY_E_INVAL;
-    *n = 0;
-    const char *end = buf + len;
-    for (const char *line = buf; line < end;) {
-        const char *eol = memchr(line, '\n', (size_t)(end - line));
-        if (!eol)
-            eol = end;
-        if (eol - line >= 6 && memcmp(line, "NSpid:", 6) == 0) {
-            const char *p = line + 6;
-            size_t count = 0;
-            int64_t v;
-            while (parse_num(&p, eol, &v, NULL) == 0) {
-                if (v <= 0 || v > INT32_MAX || count >= cap || count >= PROC_NSPID_MAX)
-                    return SCRY_E_CORRUPT;
-                ids[count++] = (pid_t)v;
-            }
-            while (p < eol && (*p == ' ' || *p == '\t'))
-                p++;
-            if (count == 0 || p != eol)
-                return SCRY_E_CORRUPT;
-            *n = count;
-            return 0;
-        }
-        line = eol + 1;
-    }
-    return SCRY_E_NOTFOUND;
-}
-
 int proc_read_task_nspid(pid_t pid, pid_t tid, pid_t *ids, size_t cap, size_t *n)
 {
     char buf[4096]; /* status is about 1.5 KiB */
@@ -195,39 +49,6 @@ int proc_read_task_nspid(pid_t pid, pid_t tid, pid_t *ids, size_t cap, size_t *n
     if (got < 0)
         return (int)got;
     return proc_parse_status_nspid(buf, (size_t)got, ids, cap, n);
-}
-
-int proc_parse_status_switches(const char *buf, size_t len, uint64_t *vol, uint64_t *nonvol)
-{
-    if (!buf || !vol || !nonvol)
-        return SCRY_E_INVAL;
-    static const char kv[] = "voluntary_ctxt_switches:", kn[] = "nonvoluntary_ctxt_switches:";
-    int seen = 0;
-    const char *end = buf + len;
-    for (const char *line = buf; line < end && seen != 3;) {
-        const char *eol = memchr(line, '\n', (size_t)(end - line));
-        if (!eol)
-            eol = end;
-        size_t ll = (size_t)(eol - line);
-        const char *p = NULL;
-        uint64_t *to = NULL;
-        if (ll > sizeof kv - 1 && memcmp(line, kv, sizeof kv - 1) == 0) {
-            p = line + sizeof kv - 1;
-            to = vol;
-            seen |= 1;
-        } else if (ll > sizeof kn - 1 && memcmp(line, kn, sizeof kn - 1) == 0) {
-            p = line + sizeof kn - 1;
-            to = nonvol;
-            seen |= 2;
-        }
-        int64_t v;
-        if (to && (parse_num(&p, eol, &v, NULL) != 0 || v < 0))
-            return SCRY_E_CORRUPT;
-        if (to)
-            *to = (uint64_t)v;
-        line = eol + 1;
-    }
-    return seen == 3 ? 0 : SCRY_E_NOTFOUND;
 }
 
 int proc_read_task_switches(pid_t pid, pid_t tid, uint64_t *vol, uint64_t *nonvol)

@@ -1,5 +1,6 @@
 /* asyncio.c - asyncio tasks of a 3.14+ CPython, read from outside (asyncio.h). */
 #include "asyncio.h"
+#include "debug_offsets.h"
 
 #include "elfobj.h"
 #include "internal.h"

@@ -27,7 +27,6 @@
 #ifndef SCRY_PYSTATE_ASYNCIO_H
 #define SCRY_PYSTATE_ASYNCIO_H
 
-#include "debug_offsets.h"
 #include "pystate.h"
 
 #include <stddef.h>
@@ -38,6 +37,10 @@
 #define PYSTATE_ASYNC_MAX_DEPTH    256   /* coroutines per task chain */
 #define PYSTATE_ASYNC_MAX_AWAITERS 1024  /* set slots of one awaited_by set scanned */
 #define PYSTATE_ASYNC_TASK_READ    4096  /* largest TaskObj accepted */
+
+/* The asyncio members of _Py_DebugOffsets (pystate's private debug_offsets.h): only the
+ * internal pystate__ functions below take them. */
+typedef struct pystate_dbg_async pystate_dbg_async_t;
 
 /* The _AsyncioDebug block, validated, with the derived fields. */
 typedef struct pystate_async_offsets {

@@ -36,6 +36,7 @@
 #include <stdint.h>
 
 #include "layout.h"
+#include "pystate.h"
 #include "rmem.h"
 
 /* Bytes of the leading header: cookie[8], version, free_threaded. */
@@ -114,25 +115,6 @@ int pystate_debug_offsets_parse_async(const void *buf, size_t len, int assume_mi
 int pystate_debug_offsets_read_async(rmem_t *m, raddr_t runtime_addr, int assume_minor,
                                      pystate_dbg_async_t *out);
 
-/* PEP 768's remote execution members (3.14+), from the same block: where a debugger asks
- * the main thread to run a script at its next safe point (memprof/remoteexec.c). */
-typedef struct pystate_dbg_remote {
-    int64_t runtime_interpreters_head; /* offsetof(_PyRuntimeState, interpreters.head) */
-    int64_t interp_threads_main;       /* offsetof(PyInterpreterState, threads.main) */
-    int64_t interp_remote_enabled;     /* offsetof(PyInterpreterState, config.remote_debug) */
-    int64_t tstate_eval_breaker;       /* offsetof(PyThreadState, eval_breaker) (uintptr_t) */
-    int64_t tstate_support;            /* offsetof(_PyThreadStateImpl, remote_debugger_support) */
-    int64_t support_pending_call;      /* offsetof(_PyRemoteDebuggerSupport, ..._pending_call) */
-    int64_t support_script_path;       /* offsetof(_PyRemoteDebuggerSupport, ..._script_path) */
-    int64_t script_path_size;          /* the path buffer's bytes, its NUL included */
-} pystate_dbg_remote_t;
-
-/* Reads the block at RUNTIME_ADDR through M (as pystate_debug_offsets_read_as) and fills
- * *OUT with the remote execution members, each checked inside its struct (the path buffer
- * in (0, 4096], the pending flag and the path inside the thread state). Returns 0, a read
- * or parse error, or SCRY_E_UNSUPPORTED when the version's block lacks them (3.13). *OUT
- * is untouched on failure. */
-int pystate_debug_offsets_read_remote(rmem_t *m, raddr_t runtime_addr, int assume_minor,
-                                      pystate_dbg_remote_t *out);
+/* pystate_debug_offsets_read_remote (PEP 768's members, for memprof/remoteexec.c): pystate.h. */
 
 #endif

@@ -195,4 +195,29 @@ pystate_stats_t pystate_target_stats(const pystate_target_t *t);
  * gone). */
 int pystate_resolve_code(pystate_target_t *t, raddr_t code, uint32_t offset, scry_frame_t *out);
 
+/* ---- remote execution offsets (PEP 768) --------------------------------------------- */
+
+/* PEP 768's remote execution members (3.14+) of the interpreter's _Py_DebugOffsets block:
+ * where a debugger asks the main thread to run a script at its next safe point
+ * (memprof/remoteexec.c). */
+typedef struct pystate_dbg_remote {
+    int64_t runtime_interpreters_head; /* offsetof(_PyRuntimeState, interpreters.head) */
+    int64_t interp_threads_main;       /* offsetof(PyInterpreterState, threads.main) */
+    int64_t interp_remote_enabled;     /* offsetof(PyInterpreterState, config.remote_debug) */
+    int64_t tstate_eval_breaker;       /* offsetof(PyThreadState, eval_breaker) (uintptr_t) */
+    int64_t tstate_support;            /* offsetof(_PyThreadStateImpl, remote_debugger_support) */
+    int64_t support_pending_call;      /* offsetof(_PyRemoteDebuggerSupport, ..._pending_call) */
+    int64_t support_script_path;       /* offsetof(_PyRemoteDebuggerSupport, ..._script_path) */
+    int64_t script_path_size;          /* the path buffer's bytes, its NUL included */
+} pystate_dbg_remote_t;
+
+/* Reads the _Py_DebugOffsets block at _PyRuntime address RUNTIME_ADDR through M (the whole
+ * block validated; ASSUME_MINOR 0, or the minor version whose layout a block newer than
+ * every known one is read as) and fills *OUT with the remote execution members, each
+ * checked inside its struct (the path buffer in (0, 4096], the pending flag and the path
+ * inside the thread state). Returns 0, a read or parse error, or SCRY_E_UNSUPPORTED when
+ * the version's block lacks them (3.13). *OUT is untouched on failure. */
+int pystate_debug_offsets_read_remote(rmem_t *m, raddr_t runtime_addr, int assume_minor,
+                                      pystate_dbg_remote_t *out);
+
 #endif

@@ -240,9 +240,9 @@ static void raise_fd_limit(family_t *f)
 static void name_member(family_t *f, member_t *m)
 {
     char cmd[1024];
-    procinfo_cmdline(m->info.pid, cmd, sizeof cmd);
+    proc_cmdline(m->info.pid, cmd, sizeof cmd);
     if (!cmd[0])
-        procinfo_thread_name(m->info.pid, m->info.pid, cmd, sizeof cmd);
+        proc_read_comm(m->info.pid, m->info.pid, cmd, sizeof cmd);
     const char *c = strtab_intern(f->strings, cmd);
     if (c)
         m->info.command = c;

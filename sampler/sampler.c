@@ -75,7 +75,7 @@ sampler_t *sampler_new(const sampler_opts_t *opts, pystate_target_t *t, strtab_t
     s->exec_checked_ns = scry_now_ns();
     s->strings = strings;
     s->snap = pystate_snapshot_new();
-    s->tasks = tasks_new(pid);
+    s->tasks = proc_tasks_new(pid);
     s->s_truncated = strtab_intern(strings, "<truncated>");
     s->s_torn = strtab_intern(strings, "<changed while reading>");
     s->s_empty = strtab_intern(strings, "");
@@ -103,7 +103,7 @@ void sampler_free(sampler_t *s)
         return;
     sampler__perf_free(s->perf);
     sampler__bpf_free(s->bpf);
-    tasks_free(s->tasks); /* resumes anything still stopped */
+    proc_tasks_free(s->tasks); /* resumes anything still stopped */
     unwind_free(s->unwind);
     pystate_async_labels_free(s->async);
     pystate_snapshot_free(s->snap);
@@ -243,7 +243,7 @@ static const thread_label_t *thread_label(sampler_t *s, pid_t tid, pid_t ns_tid,
     char name[64], label[1100];
     /* The Python thread name (threading) when there is one, else the OS one (comm). */
     if (!pyname)
-        procinfo_thread_name(pystate_target_info(s->target)->pid, tid, name, sizeof name);
+        proc_read_comm(pystate_target_info(s->target)->pid, tid, name, sizeof name);
     char own[48] = ""; /* a container's own id of the thread, when it differs */
     if (ns_tid > 0 && ns_tid != tid)
         snprintf(own, sizeof own, " [tid %d in its namespace]", (int)ns_tid);
@@ -283,7 +283,7 @@ const char *sampler_thread_name(sampler_t *s, pid_t tid)
  * tick); when it is off CPU (--idle), the wall time since its previous tick (so late or
  * skipped ticks lose no waiting time). Both capped, so one long pause claims no more than
  * ten intervals. */
-static uint64_t sample_weight(const sampler_t *s, int running, const task_info_t *task)
+static uint64_t sample_weight(const sampler_t *s, int running, const proc_task_t *task)
 {
     uint64_t d = !task ? PROC_NO_DELTA : running ? task->cpu_delta : task->wall_delta;
     if (d == PROC_NO_DELTA)
@@ -353,7 +353,7 @@ void sampler__emit(sampler_t *s, const pystate_thread_t *th, const unwind_frame_
     s->stats.samples++;
 }
 
-static void emit_thread(sampler_t *s, const pystate_thread_t *th, task_info_t *task, uint64_t now,
+static void emit_thread(sampler_t *s, const pystate_thread_t *th, proc_task_t *task, uint64_t now,
                         sampler_emit_fn emit, void *ctx)
 {
     char state = task ? task->state : 0;
@@ -375,7 +375,7 @@ static void emit_thread(sampler_t *s, const pystate_thread_t *th, task_info_t *t
     /* --idle: every thread stands for the wall time since its previous tick, charged where
      * the tick finds it, running, runnable or waiting (docs/accuracy.md, "Wall time") */
     uint64_t weight = sample_weight(s, running && !s->opts.idle, task);
-    if (task) { /* the weight of its stops not counted (tasks_stop_counts) */
+    if (task) { /* the weight of its stops not counted (proc_tasks_stop_counts) */
         weight += task->carry_ns;
         task->carry_ns = 0;
     }
@@ -390,9 +390,9 @@ static void emit_thread(sampler_t *s, const pystate_thread_t *th, task_info_t *t
  * events no clock says whether a thread of another process runs at a given moment:
  * schedstat moves at the scheduler's ticks and switches only. A thread woken up but not
  * yet running passes this test with its stack on the line where it waited.) */
-static int on_cpu_while_read(sampler_t *s, task_info_t *task)
+static int on_cpu_while_read(sampler_t *s, proc_task_t *task)
 {
-    if (tasks_running_now(s->tasks, task))
+    if (proc_tasks_running_now(s->tasks, task))
         return 1;
     uint64_t w = sample_weight(s, 1, task);
     uint64_t cap = 100 * s->interval_ns;
@@ -425,7 +425,7 @@ static int charge_on_cpu(const sampler_t *s)
 static int running_now(void *ctx, int32_t tid)
 {
     sampler_t *s = ctx;
-    task_info_t *task = tasks_find(s->tasks, tid);
+    proc_task_t *task = proc_tasks_find(s->tasks, tid);
     if (!task || !wanted(s, task->state))
         return 0;
     return !charge_on_cpu(s) || task->state != 'R' || on_cpu_while_read(s, task);
@@ -456,31 +456,31 @@ int sampler_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
     uint64_t t0 = scry_now_ns();
     s->stats.ticks++;
     pid_t pid = pystate_target_info(s->target)->pid;
-    if (tasks_refresh(s->tasks) < 0) {
+    if (proc_tasks_refresh(s->tasks) < 0) {
         s->stats.target_exited = 1;
         return SCRY_E_GONE;
     }
     /* Threads are stopped only for --blocking (all of them) or --native (those that will
      * be unwound), and all are resumed before this function returns. */
     if (s->opts.blocking) {
-        tasks_stop_all(s->tasks);
+        proc_tasks_stop_all(s->tasks);
     } else if (s->opts.native) {
         /* Stop the threads that will be unwound before reading their Python stacks, so
          * both stacks come from the same instant and merge exactly. */
         for (size_t i = 0;; i++) {
-            task_info_t *ti = tasks_at(s->tasks, i);
+            proc_task_t *ti = proc_tasks_at(s->tasks, i);
             if (!ti)
                 break;
             if (wanted(s, ti->state))
-                tasks_stop(s->tasks, ti);
+                proc_tasks_stop(s->tasks, ti);
         }
     }
     int err = sampler__follow_exec(s, 0) ? SCRY_E_AGAIN
               : s->gone                  ? SCRY_E_GONE
                         : sampler__sample_threads(s, s->opts.idle ? NULL : running_now, s);
     if (err) {
-        tasks_resume_all(s->tasks);
-        if (err == SCRY_E_GONE || procinfo_exists(pid) != 0) {
+        proc_tasks_resume_all(s->tasks);
+        if (err == SCRY_E_GONE || proc_exists(pid) != 0) {
             s->stats.target_exited = 1;
             return SCRY_E_GONE;
         }
@@ -498,9 +498,9 @@ int sampler_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
     for (size_t i = 0; i < n; i++) {
         const pystate_thread_t *th = pystate_snapshot_thread(s->snap, i);
         any_gil |= th->gil;
-        task_info_t *task = tasks_find(s->tasks, th->tid);
+        proc_task_t *task = proc_tasks_find(s->tasks, th->tid);
         if (!task && th->tid > 0)
-            tasks_mark_stale(s->tasks); /* a new thread: list them again next tick */
+            proc_tasks_mark_stale(s->tasks); /* a new thread: list them again next tick */
         char state = task ? task->state : 0;
         if (s->opts.gil && !th->gil)
             continue;
@@ -508,7 +508,7 @@ int sampler_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
             continue;
         if (!sampler__stack_wanted(s, th))
             continue;
-        if (task && !tasks_stop_counts(task)) {
+        if (task && !proc_tasks_stop_counts(task)) {
             uint64_t w = sample_weight(s, 1, task);
             if (task->carry_ns < 100 * s->interval_ns)
                 task->carry_ns += w;
@@ -517,7 +517,7 @@ int sampler_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
         }
         emit_thread(s, th, task, t0, emit, ctx);
     }
-    tasks_resume_all(s->tasks);
+    proc_tasks_resume_all(s->tasks);
     if (any_gil)
         s->stats.gil_ticks++;
     s->stats.busy_ns += scry_now_ns() - t0;

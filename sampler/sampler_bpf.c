@@ -132,7 +132,7 @@ static int refresh_states(sampler_t *s, pystate_thread_filter_fn filter)
 /* The thread list of the target into P->tids: the count, or SCRY_E_GONE. */
 static int list_tids(struct sampler_bpf *p)
 {
-    int n = proc_list_tasks(p->pid, p->tids, TASKS_MAX);
+    int n = proc_list_tasks(p->pid, p->tids, PROC_TASKS_MAX);
     char state = 0;
     if (n == 1 &&
         (proc_read_task_state(p->pid, p->tids[0], &state) != 0 || state == 'Z' || state == 'X'))
@@ -305,7 +305,7 @@ int sampler__bpf_new(sampler_t *s, char *why, size_t whylen)
     if (!p)
         return SCRY_E_NOMEM;
     p->pid = pystate_target_info(s->target)->pid;
-    p->tids = calloc(TASKS_MAX, sizeof *p->tids);
+    p->tids = calloc(PROC_TASKS_MAX, sizeof *p->tids);
     p->tstates = calloc(BPFSAMP_MAX_THREADS, sizeof *p->tstates);
     p->map_tids = calloc(BPFSAMP_MAX_THREADS, sizeof *p->map_tids);
     p->known = calloc(BPFSAMP_MAX_THREADS, sizeof *p->known);
@@ -416,7 +416,7 @@ int sampler__bpf_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
     if (!err)
         err = relist(s, t0);
     if (err) {
-        if (err == SCRY_E_GONE || procinfo_exists(p->pid) != 0) {
+        if (err == SCRY_E_GONE || proc_exists(p->pid) != 0) {
             s->stats.target_exited = 1;
             return SCRY_E_GONE;
         }

@@ -35,7 +35,7 @@ struct sampler {
     pystate_target_t *target;
     strtab_t *strings;
     pystate_snapshot_t *snap;
-    tasks_t *tasks;
+    proc_tasks_t *tasks;
     unwind_t *unwind;              /* --native */
     pystate_async_labels_t *async; /* record --async: task root frames */
     unwind_frame_t native[UNWIND_MAX_DEPTH];

@@ -97,7 +97,7 @@ struct sampler_perf {
 /* Lists /proc/PID/task into P->tids. Returns the count, or SCRY_E_GONE. */
 static int list_tids(struct sampler_perf *p)
 {
-    int n = proc_list_tasks(p->pid, p->tids, TASKS_MAX);
+    int n = proc_list_tasks(p->pid, p->tids, PROC_TASKS_MAX);
     if (n < 0)
         return SCRY_E_GONE;
     p->ntids = (size_t)n;
@@ -170,7 +170,7 @@ static void hold(sampler_t *s, perf_thread_t *t, int kind, uint64_t period)
         return;
     }
     if (!t->held_sum) {
-        if (p->nheld >= TASKS_MAX) {
+        if (p->nheld >= PROC_TASKS_MAX) {
             s->stats.held_dropped_ns += period;
             return;
         }
@@ -254,13 +254,13 @@ int sampler__perf_new(sampler_t *s, char *why, size_t whylen)
     p->pid = pid;
     p->exclude_kernel = excl;
     p->stale = 1;
-    p->tids = calloc(TASKS_MAX, sizeof *p->tids);
+    p->tids = calloc(PROC_TASKS_MAX, sizeof *p->tids);
     p->tab = calloc(PERF_SLOTS, sizeof *p->tab);
     int tick_charge = s->opts.tick_charge && !s->opts.native && !s->opts.idle;
     if (s->opts.idle || tick_charge)
         p->states = proc_threads_new(pid);
     if (tick_charge)
-        p->held = calloc(TASKS_MAX, sizeof *p->held);
+        p->held = calloc(PROC_TASKS_MAX, sizeof *p->held);
     if (s->opts.native) {
         p->unw = s->unwind;
         p->pend = malloc(PERF_MAX_PENDING * sizeof *p->pend);
@@ -452,7 +452,7 @@ static void count_records(sampler_t *s, uint64_t t_read)
  * exec'd or the error is one to go on after, else ERR. T0: when the read began. */
 static int read_failed(sampler_t *s, int err, uint64_t t0)
 {
-    if (err == SCRY_E_GONE || procinfo_exists(s->perf->pid) != 0) {
+    if (err == SCRY_E_GONE || proc_exists(s->perf->pid) != 0) {
         s->stats.target_exited = 1;
         return SCRY_E_GONE;
     }

@@ -10,7 +10,7 @@ int sampler_open_target(pid_t pid, strtab_t *strings, const pystate_open_opts_t 
                         pystate_target_t **out)
 {
     char msg[1024] = "";
-    if (procinfo_exists(pid) != 0) {
+    if (proc_exists(pid) != 0) {
         fprintf(stderr, "scry: no such process: %d\n", (int)pid);
         return SCRY_E_NOPROC;
     }
@@ -20,14 +20,14 @@ int sampler_open_target(pid_t pid, strtab_t *strings, const pystate_open_opts_t 
     switch (err) {
     case SCRY_E_PERM: {
         char hint[512];
-        procinfo_permission_hint(pid, hint, sizeof hint);
+        proc_permission_hint(pid, hint, sizeof hint);
         fprintf(stderr, "scry: permission denied: %s%s%s\n", hint, msg[0] ? "; " : "", msg);
         break;
     }
     case SCRY_E_NOPROC:
     case SCRY_E_GONE: {
         char what[256];
-        procinfo_why_unreadable(pid, what, sizeof what);
+        proc_why_unreadable(pid, what, sizeof what);
         fprintf(stderr, "scry: %s\n", what);
         break;
     }

@@ -14,7 +14,7 @@ static int cgroup_under(const char *cg, const char *prefix)
     return cg[n] == '\0' || cg[n] == '/' || n == 1;
 }
 
-int serve_select_rule_holds(const serve_rule_t *r, const serve_proc_t *p)
+int serve_select_rule_holds(const serve_rule_t *r, const proc_process_t *p)
 {
     if (r->n_pid) {
         size_t i = 0;
@@ -56,7 +56,7 @@ int serve_select_rule_holds(const serve_rule_t *r, const serve_proc_t *p)
     return 1;
 }
 
-int serve_select(const serve_config_t *cfg, const serve_proc_t *p, char *name, size_t namelen,
+int serve_select(const serve_config_t *cfg, const proc_process_t *p, char *name, size_t namelen,
                  double *rate_hz)
 {
     *rate_hz = 0;
@@ -67,18 +67,18 @@ int serve_select(const serve_config_t *cfg, const serve_proc_t *p, char *name, s
         if (r->name)
             snprintf(name, namelen, "%s", r->name);
         else
-            serve_proc_service_name(p->argv, p->argc, p->comm, name, namelen);
+            proc_service_name(p->argv, p->argc, p->comm, name, namelen);
         *rate_hz = r->rate_hz;
         return (int)i;
     }
     if (cfg->all_python > 0 && p->is_python) {
-        serve_proc_service_name(p->argv, p->argc, p->comm, name, namelen);
+        proc_service_name(p->argv, p->argc, p->comm, name, namelen);
         return SERVE_SELECT_ALL;
     }
     return SERVE_SELECT_NONE;
 }
 
-int serve_select_may_hold(const serve_config_t *cfg, const serve_proc_t *p)
+int serve_select_may_hold(const serve_config_t *cfg, const proc_process_t *p)
 {
     if (cfg->all_python > 0)
         return 1;

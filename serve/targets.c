@@ -18,7 +18,7 @@
  * records per CPU instead of 200 reads of /proc a second.
  */
 #include "log.h"
-#include "proc.h"
+#include "process.h"
 #include "scry_proc.h"
 #include "select.h"
 #include "state.h"
@@ -181,18 +181,18 @@ void serve_targets_consider(serve_state_t *st, pid_t pid, int exec, int maps)
             break;
         }
     }
-    serve_proc_t *p = malloc(sizeof *p);
+    proc_process_t *p = malloc(sizeof *p);
     if (!p)
         return;
     char name[80];
     double rate;
     /* match rules only: the command line and executable decide, two reads */
-    if (serve_proc_read_command(pid, p) != 0 || !serve_select_may_hold(st->cfg, p)) {
+    if (proc_process_read_command(pid, p) != 0 || !serve_select_may_hold(st->cfg, p)) {
         free(p);
         add_rejected(st, pid, start, comm, 1);
         return;
     }
-    int sel = serve_proc_read(pid, p, maps) == 0
+    int sel = proc_process_read(pid, p, maps) == 0
                   ? serve_select(st->cfg, p, name, sizeof name, &rate)
                   : SERVE_SELECT_NONE;
     free(p);
@@ -329,14 +329,14 @@ static int read_cpu_ticks(serve_target_t *t, uint64_t *ticks)
 
 static int open_target(serve_state_t *st, serve_pending_t *pd, char *msg, size_t msglen)
 {
-    serve_proc_t *p = malloc(sizeof *p);
+    proc_process_t *p = malloc(sizeof *p);
     serve_target_t *t = calloc(1, sizeof *t);
     int err = SCRY_E_NOMEM;
     if (!p || !t)
         goto fail;
     t->stat_fd = -1;
     t->opened_ns = scry_now_ns();
-    err = serve_proc_read(pd->pid, p, st->cfg->all_python > 0);
+    err = proc_process_read(pd->pid, p, st->cfg->all_python > 0);
     if (err)
         goto fail;
     if (p->start_time != pd->start_time) {
@@ -595,14 +595,14 @@ uint64_t serve_targets_tick(serve_state_t *st, uint64_t now)
 
 void serve_targets_reselect(serve_state_t *st)
 {
-    serve_proc_t *p = malloc(sizeof *p);
+    proc_process_t *p = malloc(sizeof *p);
     if (!p)
         return;
     for (size_t i = 0; i < st->n_targets;) {
         serve_target_t *t = st->targets[i];
         char name[80];
         double rate;
-        if (serve_proc_read(t->pid, p, st->cfg->all_python > 0) != 0 ||
+        if (proc_process_read(t->pid, p, st->cfg->all_python > 0) != 0 ||
             serve_select(st->cfg, p, name, sizeof name, &rate) == SERVE_SELECT_NONE) {
             remove_target(st, i, "no longer selected");
             continue;

@@ -7,8 +7,8 @@
  */
 #include "shim_so.h"
 #include "scry_shim.h"
-#include "../common/scry_err.h"
-#include "../common/scry_time.h"
+#include "scry_err.h"
+#include "scry_time.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>

@@ -29,16 +29,10 @@
 #include "scry_proc.h"
 #include "unwind.h"
 
-/* Opcode classes are pystate/opcodes.h's (passed as int); only CALL matters here. */
-#if defined(__has_include)
-#if __has_include("opcodes.h")
+/* Opcode classes are pystate/opcodes.h's (a public header of scry_pystate, passed as int);
+ * only CALL matters here. */
 #include "opcodes.h"
 #define UNWIND_OP_CALL PYSTATE_OP_CALL
-#endif
-#endif
-#ifndef UNWIND_OP_CALL
-#define UNWIND_OP_CALL 1 /* PYSTATE_OP_CALL, until pystate/opcodes.h exists */
-#endif
 
 /* unwind_task_t.gil: what the target's GIL says about the thread. */
 enum unwind_gil {

@@ -6,6 +6,7 @@
  * choose the generator/set offsets, then the image. Pointers inside [IMG, IMG + size) lead
  * back into it, so the fuzzer can build lists and chains. */
 #include "asyncio.h"
+#include "debug_offsets.h"
 #include "fuzz_pystate.h"
 #include "scry_err.h"
 

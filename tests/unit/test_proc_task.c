@@ -180,6 +180,18 @@ static void test_pidfile(void)
     CHECK_INT(uid, ==, 1000);
     CHECK_INT(proc_parse_status_uid("Name:\tx\n", 8, &uid), ==, SCRY_E_NOTFOUND);
     CHECK_INT(proc_parse_status_uid("Uid:\t99999999999\n", 17, &uid), ==, SCRY_E_CORRUPT);
+    /* a number past 64 bits must not wrap to a small uid (2^64 would read as root) */
+    const char *wrap = "Uid:\t18446744073709551616\t0\n";
+    CHECK_INT(proc_parse_status_uid(wrap, strlen(wrap), &uid), ==, SCRY_E_CORRUPT);
+    const char *neg = "Uid:\t-1\n";
+    CHECK_INT(proc_parse_status_uid(neg, strlen(neg), &uid), ==, SCRY_E_CORRUPT);
+    /* the process's own executable, as readlink says */
+    char exe[512], want[512];
+    ssize_t wl = readlink("/proc/self/exe", want, sizeof want - 1);
+    CHECK(wl > 0);
+    want[wl > 0 ? wl : 0] = 0;
+    CHECK_INT(proc_read_exe(getpid(), exe, sizeof exe), ==, (long)wl);
+    CHECK_STR(exe, ==, want);
     /* our own process: the reader against what the kernel says */
     pid_t me = getpid();
     char self[64];

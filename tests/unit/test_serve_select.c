@@ -1,7 +1,7 @@
 /* test_serve_select.c - process facts from /proc, service names, container ids, and the
  * selection rules, on real processes (a real Python among them). */
 #include "config.h"
-#include "proc.h"
+#include "process.h"
 #include "scry_proc.h"
 #include "scry_err.h"
 #include "select.h"
@@ -33,7 +33,7 @@ static void test_service_names(void)
         while (argc < 6 && cases[i].argv[argc])
             argc++;
         char out[80];
-        serve_proc_service_name(cases[i].argv, argc, "comm", out, sizeof out);
+        proc_service_name(cases[i].argv, argc, "comm", out, sizeof out);
         CHECK(strcmp(out, cases[i].want) == 0, "case %zu: '%s' != '%s'", i, out, cases[i].want);
     }
 }
@@ -51,8 +51,8 @@ static pid_t spawn(const char *const argv[])
 
 static void test_real_processes(void)
 {
-    serve_proc_t *p = malloc(sizeof *p);
-    CHECK(serve_proc_read(getpid(), p, 1) == 0, "read self");
+    proc_process_t *p = malloc(sizeof *p);
+    CHECK(proc_process_read(getpid(), p, 1) == 0, "read self");
     CHECK(p->uid == getuid() && !p->is_python, "self uid %u python %d", (unsigned)p->uid,
           p->is_python);
     CHECK(strstr(p->cmdline, "test_serve_select") != NULL, "cmdline %s", p->cmdline);
@@ -67,7 +67,7 @@ static void test_real_processes(void)
     const char *argv[] = {py, "-c", "import time; time.sleep(30)", "--tag=serve-select", NULL};
     pid_t child = spawn(argv);
     usleep(300 * 1000);
-    int rc = serve_proc_read(child, p, 1);
+    int rc = proc_process_read(child, p, 1);
     CHECK(rc == 0, "read child: %d", rc);
     CHECK(p->is_python, "python detected (exe %s)", p->exe);
     CHECK(strcmp(p->exe, py) == 0, "exe %s", p->exe);
@@ -98,8 +98,8 @@ static void test_real_processes(void)
               rate == 7,
           "first rule wins: %s %g", name, rate);
     /* the cheap first look: only the command is known */
-    serve_proc_t *cmd = calloc(1, sizeof *cmd);
-    CHECK(serve_proc_read_command(child, cmd) == 0 && strcmp(cmd->exe, py) == 0, "command");
+    proc_process_t *cmd = calloc(1, sizeof *cmd);
+    CHECK(proc_process_read_command(child, cmd) == 0 && strcmp(cmd->exe, py) == 0, "command");
     CHECK(serve_select_may_hold(c, cmd), "a pid rule may hold");
     serve_config_t *mo = serve_config_new();
     serve_config_set(mo, NULL, "match", "tag=serve-sel", msg, sizeof msg);
@@ -126,8 +126,8 @@ static void test_real_processes(void)
     r.cgroup[0] = (char *)"/no-such.slice";
     CHECK(!serve_select_rule_holds(&r, p), "other cgroup");
     /* a non-Python process is not picked by all-python */
-    serve_proc_t *self = malloc(sizeof *self);
-    serve_proc_read(getpid(), self, 1);
+    proc_process_t *self = malloc(sizeof *self);
+    proc_process_read(getpid(), self, 1);
     serve_config_t *all = serve_config_new();
     serve_config_finish(all, msg, sizeof msg);
     CHECK(serve_select(all, self, name, sizeof name, &rate) == SERVE_SELECT_NONE, "not python");
@@ -137,7 +137,7 @@ static void test_real_processes(void)
 
     kill(child, SIGKILL);
     waitpid(child, NULL, 0);
-    CHECK(serve_proc_read(child, p, 1) == SCRY_E_NOPROC, "gone");
+    CHECK(proc_process_read(child, p, 1) == SCRY_E_NOPROC, "gone");
     free(p);
 }
 

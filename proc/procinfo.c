@@ -10,16 +10,16 @@
 #include <string.h>
 #include <unistd.h>
 
-int procinfo_exists(pid_t pid)
+int proc_exists(pid_t pid)
 {
     char path[64];
     snprintf(path, sizeof path, "/proc/%d", (int)pid);
     return access(path, F_OK) == 0 ? 0 : SCRY_E_NOPROC;
 }
 
-void procinfo_why_unreadable(pid_t pid, char *buf, size_t len)
+void proc_why_unreadable(pid_t pid, char *buf, size_t len)
 {
-    char state = 0, path[64], target[16];
+    char state = 0, target[16];
     if (proc_read_task_state(pid, pid, &state) != 0) {
         snprintf(buf, len, "no such process: %d", (int)pid);
         return;
@@ -30,8 +30,7 @@ void procinfo_why_unreadable(pid_t pid, char *buf, size_t len)
                  (int)pid);
         return;
     }
-    snprintf(path, sizeof path, "/proc/%d/exe", (int)pid);
-    if (readlink(path, target, sizeof target) < 0 && errno == ENOENT) {
+    if (proc_read_exe(pid, target, sizeof target) == SCRY_E_NOTFOUND) {
         snprintf(buf, len, "process %d is a kernel thread, not a program scry can profile",
                  (int)pid);
         return;
@@ -40,23 +39,18 @@ void procinfo_why_unreadable(pid_t pid, char *buf, size_t len)
              (int)pid);
 }
 
-void procinfo_describe(pid_t pid, char *buf, size_t len)
+void proc_describe(pid_t pid, char *buf, size_t len)
 {
-    char path[64], comm[64] = "?", exe[512] = "?";
-    if (proc_read_file(pid, 0, "comm", comm, sizeof comm) > 0)
-        comm[strcspn(comm, "\n")] = 0;
-    else
+    char comm[64], exe[512];
+    proc_read_comm(pid, 0, comm, sizeof comm);
+    if (!comm[0])
         snprintf(comm, sizeof comm, "?");
-    snprintf(path, sizeof path, "/proc/%d/exe", (int)pid);
-    ssize_t n = readlink(path, exe, sizeof exe - 1);
-    if (n > 0)
-        exe[n] = 0;
-    else
+    if (proc_read_exe(pid, exe, sizeof exe) <= 0)
         snprintf(exe, sizeof exe, "executable not readable");
     snprintf(buf, len, "%s (%s)", comm, exe);
 }
 
-void procinfo_cmdline(pid_t pid, char *buf, size_t len)
+void proc_cmdline(pid_t pid, char *buf, size_t len)
 {
     long n = len > 1 ? proc_read_file(pid, 0, "cmdline", buf, len) : -1;
     if (n <= 0) {
@@ -69,7 +63,7 @@ void procinfo_cmdline(pid_t pid, char *buf, size_t len)
             buf[i] = ' ';
 }
 
-void procinfo_join_argv(char **argv, char *buf, size_t len)
+void proc_join_argv(char **argv, char *buf, size_t len)
 {
     size_t off = 0;
     buf[0] = 0;
@@ -77,7 +71,7 @@ void procinfo_join_argv(char **argv, char *buf, size_t len)
         off += (size_t)snprintf(buf + off, len - off, "%s%s", i ? " " : "", argv[i]);
 }
 
-void procinfo_permission_hint(pid_t pid, char *buf, size_t len)
+void proc_permission_hint(pid_t pid, char *buf, size_t len)
 {
     char scope[16] = "";
     int has = proc_read_file(0, 0, "sys/kernel/yama/ptrace_scope", scope, sizeof scope) > 0;
@@ -100,7 +94,7 @@ void procinfo_permission_hint(pid_t pid, char *buf, size_t len)
                  (unsigned)uid, (unsigned)uid);
 }
 
-void procinfo_thread_name(pid_t pid, pid_t tid, char *buf, size_t len)
+void proc_read_comm(pid_t pid, pid_t tid, char *buf, size_t len)
 {
     if (len < 2 || proc_read_file(pid, tid, "comm", buf, len) <= 0) {
         if (len)

@@ -12,20 +12,20 @@
 #define TASKS_STOP_MS         20
 #define TASKS_SHARE_MIN_TICKS 10 /* CPU clock ticks before a thread's system share is used */
 
-struct tasks {
+struct proc_tasks {
     pid_t pid;
     proc_threads_t *files;
     uint64_t listed_ns;
     int stale;
-    int stops; /* tasks_stop was called: from then on each refresh reads the CPU times */
+    int stops; /* proc_tasks_stop was called: from then on each refresh reads the CPU times */
     size_t n;
-    task_info_t list[TASKS_MAX];
-    task_info_t old[TASKS_MAX]; /* the previous listing, while a new one is merged */
+    proc_task_t list[PROC_TASKS_MAX];
+    proc_task_t old[PROC_TASKS_MAX]; /* the previous listing, while a new one is merged */
 };
 
-tasks_t *tasks_new(pid_t pid)
+proc_tasks_t *proc_tasks_new(pid_t pid)
 {
-    tasks_t *t = calloc(1, sizeof *t);
+    proc_tasks_t *t = calloc(1, sizeof *t);
     if (!t)
         return NULL;
     t->pid = pid;
@@ -37,20 +37,20 @@ tasks_t *tasks_new(pid_t pid)
     return t;
 }
 
-void tasks_free(tasks_t *t)
+void proc_tasks_free(proc_tasks_t *t)
 {
     if (!t)
         return;
-    tasks_resume_all(t);
+    proc_tasks_resume_all(t);
     proc_threads_free(t->files);
     free(t);
 }
 
 /* Lists /proc/PID/task into T->list (states not read yet). */
-static int list_tasks(tasks_t *t)
+static int list_tasks(proc_tasks_t *t)
 {
-    pid_t tids[TASKS_MAX];
-    int n = proc_list_tasks(t->pid, tids, TASKS_MAX);
+    pid_t tids[PROC_TASKS_MAX];
+    int n = proc_list_tasks(t->pid, tids, PROC_TASKS_MAX);
     if (n < 0)
         return n;
     /* Both lists are sorted: a thread listed before keeps its entry (its stop counts). */
@@ -64,16 +64,16 @@ static int list_tasks(tasks_t *t)
         if (j < old_n && t->old[j].tid == tids[i])
             t->list[i] = t->old[j];
         else
-            t->list[i] = (task_info_t){.tid = tids[i], .utime0 = UINT64_MAX};
+            t->list[i] = (proc_task_t){.tid = tids[i], .utime0 = UINT64_MAX};
     }
     t->listed_ns = scry_now_ns();
     t->stale = 0;
     return 0;
 }
 
-int tasks_refresh(tasks_t *t)
+int proc_tasks_refresh(proc_tasks_t *t)
 {
-    tasks_resume_all(t);
+    proc_tasks_resume_all(t);
     /* A stop that timed out leaves its interrupt queued: once the thread reaches the stop
      * it must be let go at once, or it would sit stopped (and look idle) from then on. */
     proc_reap_pending();
@@ -87,7 +87,7 @@ int tasks_refresh(tasks_t *t)
     }
     size_t alive = 0;
     for (size_t i = 0; i < t->n; i++) {
-        task_info_t *ti = &t->list[i];
+        proc_task_t *ti = &t->list[i];
         ti->stopped = 0;
         ti->cpu_delta = PROC_NO_DELTA;
         ti->at_syscall = 0;
@@ -111,12 +111,12 @@ int tasks_refresh(tasks_t *t)
     return (int)t->n;
 }
 
-void tasks_mark_stale(tasks_t *t)
+void proc_tasks_mark_stale(proc_tasks_t *t)
 {
     t->stale = 1;
 }
 
-task_info_t *tasks_find(tasks_t *t, pid_t tid)
+proc_task_t *proc_tasks_find(proc_tasks_t *t, pid_t tid)
 {
     size_t lo = 0, hi = t->n;
     while (lo < hi) {
@@ -131,17 +131,17 @@ task_info_t *tasks_find(tasks_t *t, pid_t tid)
     return NULL;
 }
 
-task_info_t *tasks_at(tasks_t *t, size_t i)
+proc_task_t *proc_tasks_at(proc_tasks_t *t, size_t i)
 {
     return i < t->n ? &t->list[i] : NULL;
 }
 
-int tasks_running_now(tasks_t *t, const task_info_t *task)
+int proc_tasks_running_now(proc_tasks_t *t, const proc_task_t *task)
 {
     return proc_threads_state(t->files, task->tid, NULL) == 'R';
 }
 
-int tasks_stop(tasks_t *t, task_info_t *task)
+int proc_tasks_stop(proc_tasks_t *t, proc_task_t *task)
 {
     if (task->stopped)
         return 0;
@@ -156,7 +156,7 @@ int tasks_stop(tasks_t *t, task_info_t *task)
     return err;
 }
 
-int tasks_stop_counts(task_info_t *task)
+int proc_tasks_stop_counts(proc_task_t *task)
 {
     if (!task->stopped || task->state != 'R')
         return 1;
@@ -176,16 +176,16 @@ int tasks_stop_counts(task_info_t *task)
     return 0;
 }
 
-size_t tasks_stop_all(tasks_t *t)
+size_t proc_tasks_stop_all(proc_tasks_t *t)
 {
     size_t count = 0;
     for (size_t i = 0; i < t->n; i++)
-        if (tasks_stop(t, &t->list[i]) == 0)
+        if (proc_tasks_stop(t, &t->list[i]) == 0)
             count++;
     return count;
 }
 
-void tasks_resume_all(tasks_t *t)
+void proc_tasks_resume_all(proc_tasks_t *t)
 {
     int any = 0;
     for (size_t i = 0; i < t->n; i++) {

@@ -1,5 +1,5 @@
-/* proc.c - process facts for target selection, read through the proc/ layer. */
-#include "proc.h"
+/* process.c - process facts for target selection (process.h), read through pidfile.c. */
+#include "process.h"
 #include "scry_err.h"
 #include "scry_proc.h"
 
@@ -46,15 +46,14 @@ static int maps_have_libpython(pid_t pid)
     return found;
 }
 
-int serve_proc_read_command(pid_t pid, serve_proc_t *p)
+int proc_process_read_command(pid_t pid, proc_process_t *p)
 {
-    char path[64];
     p->pid = pid;
     p->argc = 0;
     long n = proc_read_file(pid, 0, "cmdline", p->argbuf, sizeof p->argbuf);
     if (n <= 0)
         return SCRY_E_NOPROC; /* kernel thread or gone */
-    for (long i = 0; i < n && p->argc < SERVE_PROC_ARGS_MAX;) {
+    for (long i = 0; i < n && p->argc < PROC_ARGS_MAX;) {
         p->argv[p->argc++] = p->argbuf + i;
         i += (long)strlen(p->argbuf + i) + 1;
     }
@@ -66,13 +65,11 @@ int serve_proc_read_command(pid_t pid, serve_proc_t *p)
             break;
         off += (size_t)w;
     }
-    snprintf(path, sizeof path, "/proc/%d/exe", (int)pid);
-    ssize_t l = readlink(path, p->exe, sizeof p->exe - 1);
-    p->exe[l > 0 ? l : 0] = '\0';
+    proc_read_exe(pid, p->exe, sizeof p->exe);
     return 0;
 }
 
-int serve_proc_read(pid_t pid, serve_proc_t *p, int maps)
+int proc_process_read(pid_t pid, proc_process_t *p, int maps)
 {
     memset(p, 0, sizeof *p);
     p->pid = pid;
@@ -80,7 +77,7 @@ int serve_proc_read(pid_t pid, serve_proc_t *p, int maps)
         return SCRY_E_NOPROC;
     if (proc_read_uid(pid, &p->uid) != 0)
         return SCRY_E_NOPROC;
-    if (serve_proc_read_command(pid, p) != 0)
+    if (proc_process_read_command(pid, p) != 0)
         return SCRY_E_NOPROC;
     proc_container_t ct;
     if (proc_read_container(pid, &ct) == 0) {
@@ -99,8 +96,8 @@ static int takes_value(const char *opt)
            strcmp(opt, "--check-hash-based-pycs") == 0;
 }
 
-void serve_proc_service_name(const char *const *argv, size_t argc, const char *comm, char *out,
-                             size_t outlen)
+void proc_service_name(const char *const *argv, size_t argc, const char *comm, char *out,
+                       size_t outlen)
 {
     char raw[256] = "";
     size_t i = 0;
