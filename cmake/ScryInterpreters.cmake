@@ -28,8 +28,8 @@ endfunction()
 # The per-suite subsets (each suite's CMakeLists.txt says why these):
 scry_interpreters(SCRY_PY_SHIM 3.8 3.10 3.11 debian3.11 3.12 3.13) # func.shim, one case
 scry_interpreters(SCRY_PY_FUNC_COMMON 3.8 3.12 3.14 debian3.11 2.7) # func: the common tests
-scry_interpreters(SCRY_PY_ATTR_FULL 3.8 3.12 3.13 debian3.11 3.14 3.15d)
-scry_interpreters(SCRY_PY_ATTR_PTRACE 3.8 3.12 3.13 debian3.11 3.14)
+scry_interpreters(SCRY_PY_ATTR_FULL 3.8 3.12 debian3.11 3.14 3.15d)
+scry_interpreters(SCRY_PY_ATTR_PTRACE 3.8 3.12 debian3.11)
 scry_interpreters(SCRY_PY_LINES_FULL 3.8 3.11 3.12 3.13 debian3.11 3.14 3.15d)
 scry_interpreters(SCRY_PY_FAULTS 3.12 debian3.11 3.8 3.13)
 scry_interpreters(SCRY_PY_FAULTS_LONG 3.12 debian3.11) # 26 cycles, the others 14
