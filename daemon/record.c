@@ -92,7 +92,6 @@ static recording_opts_t record_opts(const scry_config_t *cfg)
         .ninclude = cfg->include.n,
         .exclude = cfg->exclude.pat,
         .nexclude = cfg->exclude.n,
-        .source_creds = cfg->source_creds,
         .quiet = cfg->quiet,
         .progress = !cfg->quiet,
         .stop = &record_stop,
