@@ -232,7 +232,7 @@ static void record_child(serve_state_t *st, const serve_ctl_req_t *req, pid_t pi
     prctl(PR_SET_PDEATHSIG, SIGTERM); /* the daemon gone: end now, answer with what is there */
     double dur = req->duration_s > 0 ? req->duration_s : RECORD_DEFAULT_S;
     alarm((unsigned)dur + 120); /* a last resort: never outlive the request for long */
-    char *logtext = NULL, *text = NULL, msg[1024];
+    char *logtext = NULL, *text = NULL, msg[2048];
     size_t loglen = 0;
     FILE *log = open_memstream(&logtext, &loglen);
     int err = log ? record_to_text(req, pid, peer, log, &text, msg, sizeof msg) : SCRY_E_NOMEM;

@@ -187,9 +187,11 @@ static int open_launched(recording_t *r)
 static int open_attached(recording_t *r)
 {
     pid_t pid = r->opts.pid;
-    int err = sampler_open_target(pid, r->strings, &r->opts.sampler.open_opts, &r->t);
+    char why[2048];
+    int err = sampler_open_target_msg(pid, r->strings, &r->opts.sampler.open_opts, &r->t, why,
+                                      sizeof why);
     if (err)
-        return fail(r, err, 0, "cannot read pid %d: %s", (int)pid, scry_strerror(err));
+        return fail(r, err, 1, "%s", why);
     procinfo_cmdline(pid, r->command, sizeof r->command);
     char msg[600] = "";
     if (r->mem && memprof_inject(r->mem, r->t, msg, sizeof msg))

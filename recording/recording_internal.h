@@ -40,7 +40,7 @@ struct recording {
     /* the end */
     report_end_t end;
     char memline[256];
-    char error[1024];
+    char error[2048];
 };
 
 /* Writes "scry: " FMT "\n" to the recording's log. */
