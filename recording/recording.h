@@ -2,8 +2,9 @@
  * command, or either with its Python descendants), sample it for a duration or until
  * stopped, drain the memory the shim recorded, end, and hand the profile to report/.
  *
- * The front ends only parse and call: `scry record` (daemon/record.c), `scry top`'s opening
- * of its target, and `scry serve`'s ctl record. The steps, in order:
+ * The front ends only parse and call: `scry record` (daemon/record.c), `scry top` (a live
+ * view: opts.emit takes the samples, no profile) and `scry serve`'s ctl record. The steps,
+ * in order:
  *
  *   recording_new(&opts) -> recording_open -> recording_run -> recording_end
  *     -> recording_write (any number of times, any format) -> recording_summary
@@ -11,8 +12,9 @@
  *
  * Errors come back as negative codes (scry_err.h) with a message (recording_error); the
  * notes a recording makes on the way (memory recording dropped, the launched program ended)
- * go to opts.log as "scry: MESSAGE" lines. The layers under it (sampler, launch, memprof)
- * still print their own details to stderr.
+ * go to opts.log as "scry: MESSAGE" lines. Some layers under it still print their details
+ * to stderr (launch_start, memprof_new without the shim, a forced sampler back end refused);
+ * recording_error then says what failed in short.
  */
 #ifndef SCRY_RECORDING_H
 #define SCRY_RECORDING_H
@@ -49,7 +51,7 @@ typedef struct recording_opts {
     const srcread_creds_t *source_creds; /* read the target's source as these (borrowed);
                                             NULL: as the target */
     int quiet;                           /* no notes that are only informative */
-    int progress;                        /* a progress line on stderr once a second */
+    int progress;                        /* a progress line once a second when stderr is a tty */
     volatile sig_atomic_t *stop;         /* non-zero ends sampling (a signal handler sets it); NULL:
                                             only the duration and the target's end stop it */
     FILE *log;                           /* where notes and errors go; NULL: stderr */
