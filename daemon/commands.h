@@ -42,11 +42,6 @@ int dump_frame_locals(pystate_target_t *t, strtab_t *strings, raddr_t addr, pyst
                       report_dump_locals_t *l);
 /* Frees the locals of TH (dump_frame_locals' variables and the array). */
 void dump_free_locals(report_dump_thread_t *th);
-/* The container PID runs in, from /proc/PID/cgroup (proc_read_container), for the report:
- * fills *CT and *OUT (pointing into *CT) and returns 1 when a container id was found, else
- * 0 (*OUT untouched). (container.c) */
-int cmd_container(pid_t pid, proc_container_t *ct, report_container_t *out);
-
 /* `scry diff BASE.json NEW.json`: reads two JSON reports, writes their comparison. */
 int cmd_diff(const scry_config_t *cfg);
 

@@ -5,6 +5,7 @@
 
 #include "process.h"
 #include "pyrepr.h"
+#include "recording.h"
 #include "procinfo.h"
 #include "report.h"
 #include "sampler.h"
@@ -248,7 +249,7 @@ int dump_target_write(pystate_target_t *t, strtab_t *strings, const sampler_opts
     proc_describe(info->pid, what, sizeof what);
     proc_container_t ct;
     report_container_t rct;
-    int in_container = cmd_container(info->pid, &ct, &rct);
+    int in_container = recording_container(info->pid, &ct, &rct);
     report_dump_t doc = {.pid = info->pid,
                          .ns_pid = info->ns_pid != info->pid ? info->ns_pid : 0,
                          .container = in_container ? &rct : NULL,

@@ -61,8 +61,6 @@ typedef struct scry_config {
                                       field below) and discovery (filled by options_parse) */
     int assume_minor; /* N of --assume-version (0 = none): read a Python newer than every known
                          _Py_DebugOffsets layout with 3.N's (pystate_target_open_as) */
-    const struct srcread_creds *source_creds; /* not an option: set by `scry serve` for a ctl
-                                                 record, the source is read as the client */
 } scry_config_t;
 
 /* Parses ARGV into CFG. Returns 0, or a negative code after printing a message to stderr

@@ -9,9 +9,9 @@
 #include "commands.h"
 
 #include "family.h"
-#include "launch.h"
 #include "live.h"
 #include "procinfo.h"
+#include "recording.h"
 #include "sampler.h"
 #include "scry_err.h"
 #include "top.h"
@@ -50,8 +50,7 @@ typedef struct top {
     const scry_config_t *cfg;
     top_state_t st;
     report_live_t *live;
-    sampler_t *smp;
-    family_t *fam; /* --subprocesses: instead of smp */
+    recording_t *rec; /* its samples go to live */
     SCREEN *screen;
     int curses; /* the curses screen is up */
     int keys;   /* stdin is a terminal: keys are read */
@@ -92,12 +91,6 @@ static void screen_resume(void)
     }
 }
 
-static void on_stop_signal(int sig)
-{
-    (void)sig;
-    top_stop = 1;
-}
-
 static void on_crash_signal(int sig)
 {
     /* Last resort: endwin is not async-signal-safe, but a broken terminal is worse. The
@@ -108,15 +101,10 @@ static void on_crash_signal(int sig)
 
 static void install_signals(void)
 {
+    recording_stop_on_signals(&top_stop, 1);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop_signal;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
-    sigaction(SIGQUIT, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
     sa.sa_handler = on_crash_signal;
     sa.sa_flags = (int)SA_RESETHAND;
     static const int crash[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
@@ -177,22 +165,19 @@ static int count_threads(pid_t pid)
 /* The sampler's counters, or the family's totals (--subprocesses). */
 static sampler_stats_t top_stats(const top_t *t)
 {
-    sampler_stats_t st;
-    uint64_t torn, overflow;
-    if (t->fam)
-        family_stats(t->fam, &st, &torn, &overflow);
-    else
-        st = *sampler_stats(t->smp);
+    sampler_stats_t st = {0};
+    recording_stats(t->rec, &st);
     return st;
 }
 
 /* The threads of every process sampled now (--subprocesses), else of PID. */
 static int count_all_threads(const top_t *t, pid_t pid)
 {
-    if (!t->fam)
+    family_t *fam = recording_family(t->rec);
+    if (!fam)
         return count_threads(pid);
     const family_proc_info_t *procs;
-    size_t n = family_procs(t->fam, &procs);
+    size_t n = family_procs(fam, &procs);
     int total = 0;
     for (size_t i = 0; i < n; i++) {
         int k = procs[i].sampled && !procs[i].exited ? count_threads(procs[i].pid) : 0;
@@ -229,7 +214,7 @@ static double gil_pct(const top_t *t)
         }
     }
     uint64_t n = now->samples - from->samples;
-    if (t->fam)
+    if (recording_family(t->rec))
         return -1;
     return n ? 100.0 * (double)(now->gil_samples - from->gil_samples) / (double)n : -1;
 }
@@ -443,15 +428,8 @@ static int on_round(top_t *t)
     return t->quit;
 }
 
-static int on_tick(sampler_t *smp, void *ctx)
+static int on_tick(void *ctx)
 {
-    (void)smp;
-    return on_round(ctx);
-}
-
-static int on_family_tick(family_t *f, void *ctx)
-{
-    (void)f;
     return on_round(ctx);
 }
 
@@ -469,57 +447,45 @@ static void linger(top_t *t)
     }
 }
 
-static int open_target(const scry_config_t *cfg, strtab_t *strings, pystate_target_t **target,
-                       pid_t *child, char *command, size_t clen)
+/* The recording under the live view of CFG's target: samples to T's on_sample, T's
+ * on_round after each round. */
+static recording_opts_t top_recording(const scry_config_t *cfg, top_t *t)
 {
-    if (!cfg->argv) {
-        if (sampler_open_target(cfg->pid, strings, &cfg->open_opts, target) != 0)
-            return -1;
-        proc_cmdline(cfg->pid, command, clen);
-        return 0;
-    }
-    if (launch_start(cfg->argv, NULL, -1, NULL, NULL, child) != 0)
-        return -1;
-    proc_join_argv(cfg->argv, command, clen);
-    if (cfg->subprocesses)
-        return 0; /* the command is tried as Python with its descendants */
-    char msg[1024] = "";
-    int status = 0;
-    int err = launch_wait_python(*child, strings, 10.0, &cfg->open_opts, NULL, NULL, target,
-                                 &status, msg, sizeof msg);
-    if (err == SCRY_E_GONE) {
-        *child = 0; /* reaped */
-        fprintf(stderr, "scry: '%s' exited before scry could read it as Python (status %d)\n",
-                cfg->argv[0], WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-        return -1;
-    }
-    if (err) {
-        fprintf(stderr, "scry: %s\n", msg[0] ? msg : scry_strerror(err));
-        return -1;
-    }
-    return 0;
+    recording_opts_t o = {
+        .pid = cfg->pid,
+        .argv = cfg->argv,
+        .subprocesses = cfg->subprocesses,
+        .duration_s = cfg->once && cfg->duration_s <= 0 ? 2 : cfg->duration_s,
+        .quiet = 1,
+        .stop = &top_stop,
+        .emit = on_sample,
+        .emit_ctx = t,
+        .tick = on_tick,
+        .tick_ctx = t,
+    };
+    options_sampler(cfg, &o.sampler);
+    o.sampler.partial = 1; /* a live view shows a stack that never read whole by what was read */
+    return o;
 }
 
 int cmd_top(const scry_config_t *cfg)
 {
     install_signals();
     setlocale(LC_ALL, "");
-    strtab_t *strings = strtab_new();
-    pystate_target_t *target = NULL;
-    pid_t child = 0;
     int rc = 1;
-    char command[4096] = "";
     top_t t;
     memset(&t, 0, sizeof t);
     t.cfg = cfg;
-    if (!strings) {
+    recording_opts_t opts = top_recording(cfg, &t);
+    if (!(t.rec = recording_new(&opts))) {
         fprintf(stderr, "scry: out of memory\n");
         goto out;
     }
-    if (open_target(cfg, strings, &target, &child, command, sizeof command) != 0)
+    if (recording_open(t.rec) != 0) /* it said why */
         goto out;
-    const pystate_info_t *info = target ? pystate_target_info(target) : NULL;
-    pid_t pid = info ? info->pid : child;
+    const pystate_info_t *info = recording_info(t.rec);
+    const char *command = recording_command(t.rec);
+    pid_t pid = recording_pid(t.rec);
     uint64_t start = scry_now_ns();
     struct timespec wall;
     clock_gettime(CLOCK_REALTIME, &wall);
@@ -538,23 +504,14 @@ int cmd_top(const scry_config_t *cfg)
         .exclude = cfg->exclude.pat,
         .nexclude = cfg->exclude.n,
     };
-    t.live = report_live_new(&meta, start);
-    sampler_opts_t so;
-    options_sampler(cfg, &so);
-    so.partial = 1; /* a live view shows a stack that never read whole by what was read */
-    if (cfg->subprocesses)
-        t.fam = family_new(pid, target, &so, strings, 1, NULL, NULL, 0);
-    else
-        t.smp = sampler_new(&so, target, strings);
-    if (!t.live || (!t.smp && !t.fam)) {
-        if (!sampler_refused(&so))
-            fprintf(stderr, "scry: out of memory\n");
+    if (!(t.live = report_live_new(&meta, start))) {
+        fprintf(stderr, "scry: out of memory\n");
         goto out;
     }
     proc_container_t ct;
     report_container_t rct;
     char where[96] = "";
-    if (cmd_container(pid, &ct, &rct))
+    if (recording_container(pid, &ct, &rct))
         snprintf(where, sizeof where, "%s%s%.12s", ct.runtime, ct.runtime[0] ? ":" : "", ct.id);
     t.st.container = where;
     t.st.pid = pid;
@@ -572,14 +529,12 @@ int cmd_top(const scry_config_t *cfg)
         top_screen_draw(&t.st);
     }
 
-    double duration = cfg->duration_s;
-    if (cfg->once && duration <= 0)
-        duration = 2;
-    int err = t.fam ? family_run(t.fam, duration, &top_stop, on_sample, &t, on_family_tick, &t)
-                    : sampler_run(t.smp, duration, &top_stop, on_sample, &t, on_tick, &t);
+    recording_run(t.rec);
+    int err = recording_stopped_by(t.rec);
     sampler_stats_t ss = top_stats(&t);
     mark(&t, scry_now_ns());
-    t.st.exited = t.fam ? family_done(t.fam) : ss.target_exited;
+    family_t *fam = recording_family(t.rec);
+    t.st.exited = fam ? family_done(fam) : ss.target_exited;
     t.st.errors = ss.errors;
     if (err)
         t.st.stopped = scry_strerror(err);
@@ -609,15 +564,8 @@ int cmd_top(const scry_config_t *cfg)
     rc = err ? 1 : 0;
 out:
     screen_end(&t);
-    if (child) {
-        int status;
-        waitpid(child, &status, WNOHANG); /* still running: leave it be */
-    }
     report_live_table_free(&t.st.table);
-    sampler_free(t.smp);
-    family_free(t.fam);
+    recording_free(t.rec); /* a launched program still running is left be */
     report_live_free(t.live);
-    pystate_target_free(target);
-    strtab_free(strings);
     return rc;
 }

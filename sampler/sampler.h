@@ -92,6 +92,11 @@ int sampler_refused(const sampler_opts_t *opts);
 int sampler_open_target(pid_t pid, strtab_t *strings, const pystate_open_opts_t *opts,
                         pystate_target_t **out);
 
+/* sampler_open_target with the message (without "scry: ") in WHY, WHYLEN bytes, instead of
+ * on stderr; WHY is untouched on success. */
+int sampler_open_target_msg(pid_t pid, strtab_t *strings, const pystate_open_opts_t *opts,
+                            pystate_target_t **out, char *why, size_t whylen);
+
 /* The back end in use (enum sampler_backend). */
 int sampler_backend(const sampler_t *s);
 

@@ -5,7 +5,7 @@
 #include "log.h"
 #include "state.h"
 
-#include "options.h"
+#include "recording.h"
 #include "scry_err.h"
 #include "srcread.h"
 
@@ -16,7 +16,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -152,117 +151,112 @@ out:
     free(json);
 }
 
-/* The contents of memfd FD (NUL-terminated, malloc'ed), or NULL when it is larger than MAX
- * bytes or memory runs out. */
-static char *memfd_text(int fd, size_t max)
+static volatile sig_atomic_t record_stop;
+
+/* Records PID as REQ asks (the source read as PEER), the notes and the summary going to
+ * LOG. Returns 0 with the profile in *TEXT (malloc'ed; NULL when out of memory), or a
+ * negative code with why in MSG. */
+static int record_to_text(const serve_ctl_req_t *req, pid_t pid, const serve_ctl_peer_t *peer,
+                          FILE *log, char **text, char *msg, size_t msglen)
 {
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || sb.st_size < 0 || (uint64_t)sb.st_size > max)
-        return NULL;
-    size_t len = (size_t)sb.st_size, got = 0;
-    char *buf = malloc(len + 1);
-    while (buf && got < len) {
-        ssize_t n = pread(fd, buf + got, len - got, (off_t)got);
-        if (n <= 0) {
-            free(buf);
-            return NULL;
-        }
-        got += (size_t)n;
+    /* the source is read as the client, not as the target */
+    srcread_creds_t creds = {.uid = peer->uid, .gid = peer->gid};
+    creds.ngroups = peer->ngroups < SRCREAD_MAX_GROUPS ? peer->ngroups : SRCREAD_MAX_GROUPS;
+    for (uint32_t i = 0; i < creds.ngroups; i++)
+        creds.groups[i] = peer->groups[i];
+    recording_opts_t o = {
+        .pid = pid,
+        .duration_s = req->duration_s > 0 ? req->duration_s : RECORD_DEFAULT_S,
+        .memory = req->memory,
+        /* the request's own rate bounds (serve/ctl.c); scry record's default without one */
+        .sampler = {.rate_hz = req->rate_hz > 0 ? req->rate_hz : 100, .native = req->native},
+        .source_creds = &creds,
+        .stop = &record_stop,
+        .log = log,
+    };
+    /* the format name was checked with the request (serve/ctl.c) */
+    int fmt = req->format[0] ? report_format_parse(req->format) : REPORT_FORMAT_TEXT;
+    size_t len = 0;
+    FILE *out = NULL;
+    int err = SCRY_E_NOMEM;
+    recording_t *r = recording_new(&o);
+    *text = NULL;
+    snprintf(msg, msglen, "out of memory");
+    if (!r)
+        goto out;
+    if ((err = recording_open(r)) != 0 || (err = recording_run(r)) != 0) {
+        snprintf(msg, msglen, "%s", recording_error(r));
+        goto out;
     }
-    if (buf)
-        buf[len] = 0;
-    return buf;
+    if (recording_stopped_by(r)) /* what was collected is answered */
+        fprintf(log, "scry: sampling stopped: %s\n", scry_strerror(recording_stopped_by(r)));
+    if ((err = recording_end(r)) != 0) {
+        snprintf(msg, msglen, "%s", scry_strerror(err));
+        goto out;
+    }
+    err = SCRY_E_NOMEM;
+    if (fmt < 0 || !(out = open_memstream(text, &len)))
+        goto out;
+    err = recording_write(r, (enum report_format)fmt, out, NULL);
+    if (fclose(out) != 0 && !err)
+        err = SCRY_E_NOMEM;
+    if (err) {
+        snprintf(msg, msglen, "writing the profile failed: %s", scry_strerror(err));
+        goto out;
+    }
+    recording_summary(r, "-", log);
+out:
+    if (err) {
+        free(*text);
+        *text = NULL;
+    }
+    recording_free(r);
+    return err;
 }
 
-/* The last line of LOG that starts with "scry: " (without it), or a default. */
-static const char *last_error(char *log)
-{
-    const char *why = "scry record failed";
-    for (char *l = log; l && *l;) {
-        char *nl = strchr(l, '\n');
-        if (nl)
-            *nl = 0;
-        if (strncmp(l, "scry: ", 6) == 0 && l[6])
-            why = l + 6;
-        l = nl ? nl + 1 : NULL;
-    }
-    return why;
-}
-
-/* The child process of a ctl record: runs `scry record --pid PID` with the request's
- * options (the one option table and the one recording path of the command line; with
- * --memory the shim is injected, its ring drained, and the ring disabled at the end as in
- * attach mode), the profile and messages going to two memfds, then answers the client on
- * FD itself. Never returns. */
+/* The child process of a ctl record: records PID (recording.h, as `scry record --pid`
+ * would: with --memory the shim is injected, its ring drained, and the ring disabled at
+ * the end), then answers the client on its descriptor itself, the profile in "text" and
+ * the notes and summary in "log". Never returns. */
 static void record_child(serve_state_t *st, const serve_ctl_req_t *req, pid_t pid,
                          const serve_ctl_peer_t *peer, volatile int *answered)
 {
     int fd = peer->fd;
     sigset_t none;
     sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL); /* the daemon's signalfd signals: cmd_record's */
+    sigprocmask(SIG_SETMASK, &none, NULL); /* the daemon's signalfd signals: the child's */
     signal(SIGCHLD, SIG_DFL);
+    recording_stop_on_signals(&record_stop, 0);
     serve_ctl_close_in_child(st->ctl, fd);
     close(st->sigfd);
     prctl(PR_SET_PDEATHSIG, SIGTERM); /* the daemon gone: end now, answer with what is there */
     double dur = req->duration_s > 0 ? req->duration_s : RECORD_DEFAULT_S;
     alarm((unsigned)dur + 120); /* a last resort: never outlive the request for long */
-    int out = memfd_create("scry-ctl-record", MFD_CLOEXEC);
-    int log = memfd_create("scry-ctl-log", MFD_CLOEXEC);
-    int rc = 2;
-    fflush(stdout);
-    fflush(stderr);
-    if (out >= 0 && log >= 0 && dup2(out, 1) == 1 && dup2(log, 2) == 2) {
-        /* options_parse takes a writable argv, as main's */
-        char w[14][32] = {"scry",     "record",   "--pid",  "",         "--duration",
-                          "",         "--format", "text",   "--output", "-",
-                          "--memory", "--native", "--rate", ""};
-        snprintf(w[3], sizeof w[3], "%d", (int)pid);
-        snprintf(w[5], sizeof w[5], "%g", dur);
-        if (req->format[0])
-            snprintf(w[7], sizeof w[7], "%s", req->format);
-        snprintf(w[13], sizeof w[13], "%g", req->rate_hz);
-        char *argv[15];
-        int argc = 0;
-        for (int i = 0; i < 10; i++)
-            argv[argc++] = w[i];
-        if (req->memory)
-            argv[argc++] = w[10];
-        if (req->native)
-            argv[argc++] = w[11];
-        if (req->rate_hz > 0) { /* the request's own bounds; scry record's below 1 Hz */
-            argv[argc++] = w[12];
-            argv[argc++] = w[13];
-        }
-        argv[argc] = NULL;
-        scry_config_t cfg;
-        /* the source is read as the client, not as the target */
-        srcread_creds_t creds = {.uid = peer->uid, .gid = peer->gid};
-        creds.ngroups = peer->ngroups < SRCREAD_MAX_GROUPS ? peer->ngroups : SRCREAD_MAX_GROUPS;
-        for (uint32_t i = 0; i < creds.ngroups; i++)
-            creds.groups[i] = peer->groups[i];
-        rc = options_parse(argc, argv, &cfg);
-        cfg.source_creds = &creds;
-        rc = rc != 0 ? 2 : cmd_record(&cfg);
-        fflush(stdout);
-        fflush(stderr);
+    char *logtext = NULL, *text = NULL, msg[2048];
+    size_t loglen = 0;
+    FILE *log = open_memstream(&logtext, &loglen);
+    int err = log ? record_to_text(req, pid, peer, log, &text, msg, sizeof msg) : SCRY_E_NOMEM;
+    if (!log)
+        snprintf(msg, sizeof msg, "out of memory");
+    if (log && fclose(log) != 0) {
+        free(logtext);
+        logtext = NULL;
     }
-    char *text = out >= 0 ? memfd_text(out, SERVE_CTL_MAX_REPLY - (1u << 20)) : NULL;
-    char *logtext = log >= 0 ? memfd_text(log, 1u << 20) : NULL;
+    if (logtext && loglen > (1u << 20))
+        logtext[1u << 20] = 0; /* the notes are short; a reply stays within its bound */
     json_object *reply = json_object_new_object();
-    if (rc == 0 && text) {
+    int fits = text && strlen(text) <= SERVE_CTL_MAX_REPLY - (1u << 20);
+    if (!err && fits) {
         json_object_object_add(reply, "text", json_object_new_string(text));
         json_object_object_add(reply, "format",
                                json_object_new_string(req->format[0] ? req->format : "text"));
-        json_object_object_add(reply, "log", json_object_new_string(logtext ? logtext : ""));
-    } else {
-        json_object_object_add(reply, "log", json_object_new_string(logtext ? logtext : ""));
-        fail(reply, rc == 0 ? "the profile is too large for a reply (use scry record --pid)"
-                            : last_error(logtext));
     }
+    json_object_object_add(reply, "log", json_object_new_string(logtext ? logtext : ""));
+    if (err || !fits)
+        fail(reply, err ? msg : "the profile is too large for a reply (use scry record --pid)");
     serve_ctl_reply(fd, reply, 10);
     *answered = 1;
-    _exit(rc == 0 && text ? 0 : 1);
+    _exit(!err && fits ? 0 : 1);
 }
 
 /* ctl record: forks a child that records target T and answers the client; scry serve

@@ -92,8 +92,8 @@ typedef struct serve_rejected {
     int maps_checked; /* all-python: its maps were searched for libpython */
 } serve_rejected_t;
 
-/* A `scry ctl record` under way: a child process of the daemon runs scry record on the
- * target and answers the client itself (serve_ctl.c). */
+/* A `scry ctl record` under way: a child process of scry serve records the target through
+ * recording/ and answers the client itself (ctl_requests.c). */
 typedef struct serve_record {
     pid_t child;
     pid_t target;

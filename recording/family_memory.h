@@ -10,17 +10,24 @@
 
 #include "family.h"
 #include "memory.h"
-#include "options.h"
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 typedef struct fammem fammem_t;
 
-/* Memory recording for the family of ROOT with CFG's --memory options. ROOT_MEM, when not
- * NULL, is the launched root's ring (already started), taken over. Returns NULL when out of
- * memory (ROOT_MEM is then freed). */
-fammem_t *fammem_new(const scry_config_t *cfg, memprof_t *root_mem);
+/* Memory recording for a family: SAMPLE_BYTES the shim's interval (0: its default),
+ * INJECT as --inject ("ptrace", "remote-exec", "auto"; NULL: ptrace), QUIET: no note for a
+ * process that gets no ring; notes go to LOG (NULL: stderr). ROOT_MEM, when not NULL, is
+ * the launched root's ring (already started), taken over. Returns NULL when out of memory
+ * (ROOT_MEM is then freed). */
+fammem_t *fammem_new(uint64_t sample_bytes, const char *inject, int quiet, FILE *log,
+                     memprof_t *root_mem);
+
+/* MEMPROF_INJECT_* for an --inject word ("ptrace", "remote-exec", anything else: auto),
+ * DFLT for NULL. */
+int fammem_inject_how(const char *inject, int dflt);
 
 /* The hooks to give family_new (FM is their context). */
 void fammem_hooks(fammem_t *fm, family_hooks_t *out);

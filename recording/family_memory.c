@@ -15,7 +15,10 @@ typedef struct fammem_member {
 } fammem_member_t;
 
 struct fammem {
-    const scry_config_t *cfg;
+    uint64_t sample_bytes; /* the shim's sampling interval (0: its default) */
+    int inject;            /* MEMPROF_INJECT_* */
+    int quiet;             /* no note for a process that gets no ring */
+    FILE *log;             /* the recording's log (NULL: stderr) */
     memprof_t *root_mem;
     fammem_member_t members[FAMILY_MAX_PROCS];
     size_t n;
@@ -40,14 +43,10 @@ static void emit_named(const scry_sample_t *s, void *ctx)
     d->emit(&named, d->emit_ctx);
 }
 
-/* --inject as given; by default the ptrace trampoline: PEP 768's remote execution waits
- * for the process's next safe point (a worker asleep in time.sleep or a blocking call has
- * none until it wakes), and the family's loop, which injects as it finds each process,
- * cannot wait for every one of them (docs/injection.md). */
-static int inject_how(const char *inject)
+int fammem_inject_how(const char *inject, int dflt)
 {
     if (!inject)
-        return MEMPROF_INJECT_PTRACE;
+        return dflt;
     return !strcmp(inject, "ptrace")        ? MEMPROF_INJECT_PTRACE
            : !strcmp(inject, "remote-exec") ? MEMPROF_INJECT_REMOTE_EXEC
                                             : MEMPROF_INJECT_AUTO;
@@ -67,16 +66,16 @@ static void *on_start(void *ctx, pid_t pid, pystate_target_t *t, sampler_t *smp,
         fm->root_mem = NULL;
     } else {
         char msg[600] = "";
-        mem = memprof_new(fm->cfg->memory_sample_bytes, 0);
+        mem = memprof_new(fm->sample_bytes, 0);
         if (mem)
-            memprof_set_inject(mem, inject_how(fm->cfg->inject));
+            memprof_set_inject(mem, fm->inject);
         int err = mem ? memprof_inject(mem, t, msg, sizeof msg) : SCRY_E_NOMEM;
         if (!err && memprof_start(mem, t) != 0)
             err = SCRY_E_IO, snprintf(msg, sizeof msg, "cannot start memory recording");
         if (err) {
-            if (!fm->cfg->quiet)
-                fprintf(stderr, "scry: pid %d: no memory recording: %s\n", (int)pid,
-                        msg[0] ? msg : scry_strerror(err));
+            if (!fm->quiet)
+                fprintf(fm->log ? fm->log : stderr, "scry: pid %d: no memory recording: %s\n",
+                        (int)pid, msg[0] ? msg : scry_strerror(err));
             memprof_free(mem);
             fm->refused++;
             return NULL;
@@ -94,8 +93,8 @@ static int drain(fammem_member_t *m, pystate_target_t *t, sampler_t *smp, sample
     drain_ctx_t d = {smp, emit, emit_ctx};
     int n = memprof_drain(m->mem, t, emit_named, &d);
     if (n < 0) {
-        fprintf(stderr, "scry: pid %d: memory recording stopped: %s\n", (int)m->pid,
-                scry_strerror(n));
+        fprintf(m->fm->log ? m->fm->log : stderr, "scry: pid %d: memory recording stopped: %s\n",
+                (int)m->pid, scry_strerror(n));
         m->fm->bad++;
         memprof_free(m->mem);
         m->mem = NULL;
@@ -135,14 +134,22 @@ static void on_end(void *ctx, void *mctx, pystate_target_t *t, sampler_t *smp, s
     m->mem = NULL;
 }
 
-fammem_t *fammem_new(const scry_config_t *cfg, memprof_t *root_mem)
+fammem_t *fammem_new(uint64_t sample_bytes, const char *inject, int quiet, FILE *log,
+                     memprof_t *root_mem)
 {
     fammem_t *fm = calloc(1, sizeof *fm);
     if (!fm) {
         memprof_free(root_mem);
         return NULL;
     }
-    fm->cfg = cfg;
+    fm->sample_bytes = sample_bytes;
+    /* by default the ptrace trampoline: PEP 768's remote execution waits for the process's
+     * next safe point (a worker asleep in time.sleep or a blocking call has none until it
+     * wakes), and the family's loop, which injects as it finds each process, cannot wait
+     * for every one of them (docs/injection.md) */
+    fm->inject = fammem_inject_how(inject, MEMPROF_INJECT_PTRACE);
+    fm->quiet = quiet;
+    fm->log = log;
     fm->root_mem = root_mem;
     return fm;
 }
