@@ -6,9 +6,11 @@
 
 #include "check.h"
 
+#include <dirent.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -80,6 +82,25 @@ __attribute__((unused)) static int python_child_line(python_child_t *c, char *bu
     }
     buf[n] = '\0';
     return (int)n;
+}
+
+/* Fills TIDS with up to CAP thread ids of PID (/proc/PID/task). Returns how many. */
+__attribute__((unused)) static size_t python_child_tids(pid_t pid, pid_t *tids, size_t cap)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    size_t n = 0;
+    if (!d)
+        return 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && n < cap) {
+        int t = atoi(e->d_name);
+        if (t > 0)
+            tids[n++] = t;
+    }
+    closedir(d);
+    return n;
 }
 
 /* Ends the child (SIGKILL) and reaps it. */
