@@ -23,6 +23,7 @@
 #include "inject.h"
 #include "scry_err.h"
 #include "check.h"
+#include "python_child.h"
 #include "scry_time.h"
 
 #define CHECK_RC(rc, want, rep)                                                                    \
@@ -127,30 +128,17 @@ typedef struct t_proc {
     size_t len;
 } t_proc_t;
 
-/* Starts EXE -c SCRIPT with pipes on stdin and stdout/stderr. Returns 0 or -1. */
+/* Starts EXE -u -c SCRIPT with pipes on stdin and stdout/stderr. Returns 0 or -1. */
 static inline int t_spawn(t_proc_t *p, const char *exe, const char *script)
 {
-    int o[2], i[2];
+    char *const argv[] = {(char *)exe, (char *)"-u", (char *)"-c", (char *)script, NULL};
+    python_child_t c;
     memset(p, 0, sizeof *p);
-    if (pipe(o) || pipe(i))
+    if (python_child_exec(&c, argv, NULL, 1) != 0)
         return -1;
-    p->pid = fork();
-    if (p->pid < 0)
-        return -1;
-    if (p->pid == 0) {
-        check_child_dies_with_test();
-        dup2(i[0], 0);
-        dup2(o[1], 1);
-        dup2(o[1], 2);
-        close(o[0]);
-        close(i[1]);
-        execl(exe, exe, "-u", "-c", script, (char *)NULL);
-        _exit(127);
-    }
-    close(o[1]);
-    close(i[0]);
-    p->out = o[0];
-    p->in = i[1];
+    p->pid = c.pid;
+    p->out = c.out_fd;
+    p->in = c.in_fd;
     return 0;
 }
 
