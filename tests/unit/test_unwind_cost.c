@@ -78,11 +78,8 @@ int main(void)
     static const char script[] = "import os, scryext\n"
                                  "print(os.getpid(), flush=True)\n"
                                  "scryext.deep(15, 120.0)\n";
-    child_t c = {0, -1};
-    CHECK(spawn_python(python, script, dir, &c) == 0);
-    char line[64];
-    CHECK(read_line(&c, line, sizeof line, 10000) > 0);
-    sleep_ms(100);
+    child_t c;
+    start_target(&c, python, script, dir, 10000, 100);
 
     unwind_t *u = unwind_new(c.pid);
     CHECK(u != NULL);

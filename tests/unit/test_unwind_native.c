@@ -76,11 +76,8 @@ static void test_burn(const char *ver, const char *minor_dir)
         return;
     }
     CHECK(build_ext(inc, dir) == 0);
-    child_t c = {0, -1};
-    CHECK(spawn_python(python, burn_script, dir, &c) == 0);
-    char line[64];
-    CHECK(read_line(&c, line, sizeof line, 10000) > 0);
-    sleep_ms(100);
+    child_t c;
+    start_target(&c, python, burn_script, dir, 10000, 100);
     char title[128];
     snprintf(title, sizeof title, "(a) scryext.burn on %s", ver);
     int ok = sample_until(c.pid, c.pid, pred_burn, title);
@@ -107,11 +104,8 @@ static void test_hashlib(void)
                                  "print(os.getpid(), flush=True)\n"
                                  "while True:\n"
                                  "    hashlib.sha256(buf).digest()\n";
-    child_t c = {0, -1};
-    CHECK(spawn_python(python, script, NULL, &c) == 0);
-    char line[64];
-    CHECK(read_line(&c, line, sizeof line, 10000) > 0);
-    sleep_ms(400);
+    child_t c;
+    start_target(&c, python, script, NULL, 10000, 400);
     int ok = sample_until(c.pid, c.pid, pred_sha, "(b) hashlib.sha256 on 3.11.7");
     CHECK(ok);
     stop_child(&c);
@@ -129,11 +123,8 @@ static void test_sleep(void)
     static const char script[] = "import os, time\n"
                                  "print(os.getpid(), flush=True)\n"
                                  "time.sleep(60)\n";
-    child_t c = {0, -1};
-    CHECK(spawn_python(python, script, NULL, &c) == 0);
-    char line[64];
-    CHECK(read_line(&c, line, sizeof line, 10000) > 0);
-    sleep_ms(200);
+    child_t c;
+    start_target(&c, python, script, NULL, 10000, 200);
     char st = thread_state(c.pid, c.pid);
     fprintf(stderr, "(c) state before stop: %c\n", st);
     CHECK(st == 'S');
@@ -180,11 +171,8 @@ static void test_numpy_debian(void)
                                  "print(os.getpid(), flush=True)\n"
                                  "while True:\n"
                                  "    np.dot(a, a)\n";
-    child_t c = {0, -1};
-    CHECK(spawn_python(python, script, NULL, &c) == 0);
-    char line[64];
-    CHECK(read_line(&c, line, sizeof line, 20000) > 0);
-    sleep_ms(300);
+    child_t c;
+    start_target(&c, python, script, NULL, 20000, 300);
     int ok = sample_until(c.pid, c.pid, pred_numpy, "(d) numpy on /usr/bin/python3.11");
     CHECK(ok);
     stop_child(&c);
