@@ -424,14 +424,7 @@ def record_family_limited(c, pid, nofile, name):
 
 def main():
     ap = st.add_common_args(st.runner.parser(__doc__))
-    a = ap.parse_args()
-    sel = tests.select(a.k)
-    if os.geteuid() != 0:
-        return st.skip_all("security.round2", "needs root", len(sel))
-    if not os.path.exists(PY):
-        return st.skip_all("security.round2", "no %s" % PY, len(sel))
-    return st.run(sel, lambda t: st.Ctx(t.name, scry=os.path.abspath(a.scry), verbose=a.v,
-                                        prefix="scry-r2"), "security.round2", verbose=a.v)
+    return st.run_as_root(ap.parse_args(), tests, "security.round2", "scry-r2", PY)
 
 
 if __name__ == "__main__":

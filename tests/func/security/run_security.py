@@ -231,14 +231,7 @@ def t_launched_exited(c):
 
 def main():
     ap = st.add_common_args(st.runner.parser(__doc__))
-    a = ap.parse_args()
-    sel = tests.select(a.k)
-    if os.geteuid() != 0:
-        return st.skip_all("security", "needs root", len(sel))
-    if not os.path.exists(PY):
-        return st.skip_all("security", "no %s" % PY, len(sel))
-    return st.run(sel, lambda t: st.Ctx(t.name, scry=os.path.abspath(a.scry), verbose=a.v,
-                                        prefix="scry-sec"), "security", verbose=a.v)
+    return st.run_as_root(ap.parse_args(), tests, "security", "scry-sec", PY)
 
 
 if __name__ == "__main__":

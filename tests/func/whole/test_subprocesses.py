@@ -342,24 +342,18 @@ def run_refused(c):
 
 
 def main():
-    if len(sys.argv) < 2:
-        print(__doc__)
+    args = st.positional(__doc__)
+    if args is None:
         return 2
-    scry = os.path.abspath(sys.argv[1])
-    python = sys.argv[2] if len(sys.argv) > 2 else "/usr/bin/python3"
+    scry, python, patterns = args
     tests = st.Tests()
     for name, fn in (("pool", run_pool), ("prefork", run_prefork), ("shell", run_shell), ("delayed", run_delayed),
                      ("late", run_late), ("late_scan", run_late_scan), ("attach", run_attach), ("dump", run_dump), ("top", run_top),
                      ("memory", run_memory), ("memory_attach", run_memory_attach), ("mixed", run_mixed),
                      ("refused", run_refused)):
         tests.add(name, fn)
-    patterns = sys.argv[3:]
-    try:
-        interp = st.from_path(python) if python.startswith("/") else st.find(python)
-    except st.Skip as e:
-        return st.skip_all(python, e, len(tests.select(patterns)))
-    return st.run(tests.select(patterns), lambda t: st.Ctx(t.name, interp, scry,
-                                                           prefix="scry-subproc"), "subprocesses")
+    return st.run_on(tests.select(patterns), scry, python, "subprocesses", "scry-subproc",
+                     skip_label=python)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,9 @@ from .runner import Fail, XFail, check, short
 
 SCRY_TIMEOUT = 90  # seconds: the default bound of one scry command
 READY_TIMEOUT = 45  # seconds for a workload to reach its steady state on a loaded machine
+# the workloads' shared helper (imported by the lines and attr workloads too)
+WL_HELPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "func",
+                         "workloads", "_wl.py")
 
 # Removed from the caller's environment: they would change which interpreter or modules
 # run, or attach scry's shim to every child.
@@ -67,6 +70,27 @@ def task_states(pid):
                 out[int(t)] = f.read().rsplit(b")", 1)[1].split()[0].decode()
         except (OSError, IndexError):
             continue
+    return out
+
+
+def task_tracers(pid):
+    """{tid: (state letter, TracerPid)} of every thread of PID, from /proc/PID/task/*/status
+    ({} once it is gone)."""
+    out = {}
+    try:
+        tids = os.listdir("/proc/%d/task" % pid)
+    except OSError:
+        return out
+    for t in tids:
+        try:
+            with open("/proc/%d/task/%s/status" % (pid, t), "rb") as f:
+                text = f.read().decode("ascii", "replace")
+        except OSError:
+            continue
+        state = re.search(r"^State:\s+(\S)", text, re.M)
+        tracer = re.search(r"^TracerPid:\s+(\d+)", text, re.M)
+        if state and tracer:
+            out[int(t)] = (state.group(1), int(tracer.group(1)))
     return out
 
 
@@ -148,6 +172,17 @@ class Ctx(object):
         """The target-side path of workload file or directory SRC (copied into the test's
         directory inside the root for a rooted interpreter)."""
         return self.interp.stage(src, self.tmp) if self.interp else src
+
+    def stage_workloads(self, src):
+        """stage(SRC), a suite's workload directory whose scripts import the shared helper
+        tests/func/workloads/_wl.py through their ../../workloads: in a root, where that
+        directory is not, _wl.py is copied beside them."""
+        staged = self.stage(src)
+        if self.interp and self.interp.root:
+            dst = os.path.join(self.interp.host_path(staged), "_wl.py")
+            if not os.path.exists(dst):
+                shutil.copy2(WL_HELPER, dst)
+        return staged
 
     def env(self, extra=None):
         e = dict(self.extra_env)
