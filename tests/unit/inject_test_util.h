@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -118,6 +119,24 @@ static inline void t_unlink(const char *name)
     char p[256];
     t_path(p, sizeof p, name);
     unlink(p);
+}
+
+static inline void t__on_alarm(int sig)
+{
+    (void)sig;
+    inject_abort_all();
+}
+
+/* Arms SIGALRM to abort every injection in progress (inject_abort_all) in USEC
+ * microseconds; *OLD gets the action it replaced (restore it with sigaction). */
+static inline void t_abort_after(struct sigaction *old, long usec)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = t__on_alarm;
+    sigaction(SIGALRM, &sa, old);
+    struct itimerval it = {{0, 0}, {usec / 1000000, usec % 1000000}};
+    setitimer(ITIMER_REAL, &it, NULL);
 }
 
 typedef struct t_proc {

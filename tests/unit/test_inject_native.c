@@ -81,12 +81,6 @@ static int t_spawn_native(t_proc_t *p, const char *exe)
     return t_spawn(p, exe, "");
 }
 
-static void on_alarm(int sig)
-{
-    (void)sig;
-    inject_abort_all();
-}
-
 /* MODE 0: normal; 1: tracer killed mid-call; 2: inject_abort_all mid-call. */
 static void regs_case(const char *exe, int mode)
 {
@@ -135,14 +129,9 @@ static void regs_case(const char *exe, int mode)
             rc = inject_session_symbol(s, t_lib, "scry_test_sleep_ms", &fn);
             CHECK_RC(rc, 0, rep);
             CHECK(rep.in_syscall == 0, "spinning thread");
-            struct sigaction sa, old;
-            if (mode == 2) {
-                memset(&sa, 0, sizeof sa);
-                sa.sa_handler = on_alarm;
-                sigaction(SIGALRM, &sa, &old);
-                struct itimerval it = {{0, 0}, {0, 100000}};
-                setitimer(ITIMER_REAL, &it, NULL);
-            }
+            struct sigaction old;
+            if (mode == 2)
+                t_abort_after(&old, 100000);
             uint64_t arg = 300;
             rc = inject_session_call(s, fn, &arg, 1, NULL);
             if (mode == 2) {

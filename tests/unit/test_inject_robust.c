@@ -156,12 +156,6 @@ static void test_tracer_killed(void)
     CHECK(t_file_exists("slept"), "the call completed in the target after the tracer died");
 }
 
-static void on_alarm(int sig)
-{
-    (void)sig;
-    inject_abort_all();
-}
-
 /* inject_abort_all from a signal handler during a call: the thread is released at once and
  * finishes the call by itself. */
 static void test_abort(void)
@@ -175,12 +169,8 @@ static void test_abort(void)
         raddr_t fn = 0;
         int rc = inject_session_symbol(s, t_lib, "scry_test_sleep_ms", &fn);
         CHECK_RC(rc, 0, rep);
-        struct sigaction sa, old;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_alarm;
-        sigaction(SIGALRM, &sa, &old);
-        struct itimerval it = {{0, 0}, {0, 200000}};
-        setitimer(ITIMER_REAL, &it, NULL);
+        struct sigaction old;
+        t_abort_after(&old, 200000);
         uint64_t arg = 600;
         double t0 = ((double)scry_now_ns() / 1e9);
         rc = inject_session_call(s, fn, &arg, 1, NULL);
