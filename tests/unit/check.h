@@ -21,6 +21,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 
@@ -102,6 +103,28 @@ __attribute__((unused)) static int check_summary(const char *name)
 __attribute__((unused)) static void check_child_dies_with_test(void)
 {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
+}
+
+/* The tests' pseudo-random numbers (xorshift64, from the caller's *STATE, never 0): the same
+ * sequence on every run, so a failure is reproducible. */
+__attribute__((unused)) static unsigned long long check_rand64(unsigned long long *state)
+{
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    return *state;
+}
+
+/* Removes the tree DIR (the test's own scratch directory) with rm -rf. Returns 0, or -1
+ * after saying so on stderr (not counted as a failed check). */
+__attribute__((unused)) static int check_rmtree(const char *dir)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) == 0)
+        return 0;
+    fprintf(stderr, "could not remove %s\n", dir);
+    return -1;
 }
 
 #endif

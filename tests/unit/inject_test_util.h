@@ -108,10 +108,7 @@ static inline int t_setup(const char *tag)
 
 static inline void t_cleanup(void)
 {
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", t_dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "cleanup failed\n");
+    check_rmtree(t_dir);
 }
 
 static inline void t_unlink(const char *name)

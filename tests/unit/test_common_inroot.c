@@ -142,9 +142,6 @@ int main(void)
     }
     chmod(top, 0755);
     test_live();
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", top);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", top);
+    check_rmtree(top);
     return check_summary("test_common_inroot");
 }

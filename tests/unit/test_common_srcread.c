@@ -193,9 +193,7 @@ int main(void)
     }
     test_pid();
 
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", top);
-    if (system(cmd) != 0)
+    if (check_rmtree(top) != 0)
         check_failures++;
     return check_summary("test_common_srcread");
 }

@@ -111,9 +111,6 @@ int main(void)
      * scheduler to run the target thread into its ptrace-stop. */
 
     stop_child(&c);
-    char cmd[160];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "note: could not clean up\n");
+    check_rmtree(dir);
     return check_summary("test_unwind_cost");
 }

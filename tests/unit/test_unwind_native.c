@@ -189,9 +189,8 @@ int main(void)
     test_burn("3.8.18", "3.8");
     test_burn("3.12.1", "3.12");
     test_burn("3.13.0", "3.13");
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf /tmp/scry-test-unwind-%d", (int)getpid());
-    if (system(cmd) != 0)
-        fprintf(stderr, "note: could not clean up\n");
+    char dir[64];
+    snprintf(dir, sizeof dir, "/tmp/scry-test-unwind-%d", (int)getpid());
+    check_rmtree(dir);
     return check_summary("test_unwind_native");
 }
