@@ -115,6 +115,17 @@ __attribute__((unused)) static unsigned long long check_rand64(unsigned long lon
     return *state;
 }
 
+/* Writes TEXT to the file PATH (created or truncated); the open is a check. */
+__attribute__((unused)) static void check_write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL, "%s", path);
+    if (f) {
+        fputs(text, f);
+        fclose(f);
+    }
+}
+
 /* Removes the tree DIR (the test's own scratch directory) with rm -rf. Returns 0, or -1
  * after saying so on stderr (not counted as a failed check). */
 __attribute__((unused)) static int check_rmtree(const char *dir)

@@ -29,12 +29,7 @@ static void put(const char *dir, const char *rel, const char *text, mode_t mode)
 {
     char p[256];
     snprintf(p, sizeof p, "%s/%s", dir, rel);
-    FILE *f = fopen(p, "w");
-    CHECK(f != NULL);
-    if (f) {
-        fputs(text, f);
-        fclose(f);
-    }
+    check_write_file(p, text);
     chmod(p, mode);
 }
 

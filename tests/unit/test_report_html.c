@@ -57,12 +57,7 @@ static void write_file(const char *rel, const char *text)
 {
     char path[256];
     snprintf(path, sizeof path, "%s%s", tmpdir, rel);
-    FILE *f = fopen(path, "w");
-    CHECK(f != NULL);
-    if (f) {
-        fputs(text, f);
-        fclose(f);
-    }
+    check_write_file(path, text);
 }
 
 static void make_tree(void)
