@@ -65,6 +65,19 @@ static int pred_burn(const unwind_frame_t *f, size_t n)
     return b >= 0 && e > b && find_frame(f, n, "__libc_start_main", NULL) > e;
 }
 
+/* Runs PYTHON -c SCRIPT (PYTHONPATH=EXTDIR) and checks that its main thread, sampled
+ * within sample_until's attempts, gives a stack PRED accepts. */
+static void check_script(const char *python, const char *script, const char *extdir, int timeout_ms,
+                         int settle_ms, int (*pred)(const unwind_frame_t *, size_t),
+                         const char *title)
+{
+    child_t c;
+    start_target(&c, python, script, extdir, timeout_ms, settle_ms);
+    int ok = sample_until(c.pid, c.pid, pred, title);
+    CHECK(ok, "%s", title);
+    stop_child(&c);
+}
+
 static void test_burn(const char *ver, const char *minor_dir)
 {
     char python[256], inc[256], dir[256];
@@ -76,15 +89,9 @@ static void test_burn(const char *ver, const char *minor_dir)
         return;
     }
     CHECK(build_ext(inc, dir) == 0);
-    child_t c;
-    start_target(&c, python, burn_script, dir, 10000, 100);
     char title[128];
     snprintf(title, sizeof title, "(a) scryext.burn on %s", ver);
-    int ok = sample_until(c.pid, c.pid, pred_burn, title);
-    if (!ok)
-        fprintf(stderr, "FAIL: %s\n", title);
-    CHECK(ok);
-    stop_child(&c);
+    check_script(python, burn_script, dir, 10000, 100, pred_burn, title);
 }
 
 static int pred_sha(const unwind_frame_t *f, size_t n)
@@ -104,11 +111,7 @@ static void test_hashlib(void)
                                  "print(os.getpid(), flush=True)\n"
                                  "while True:\n"
                                  "    hashlib.sha256(buf).digest()\n";
-    child_t c;
-    start_target(&c, python, script, NULL, 10000, 400);
-    int ok = sample_until(c.pid, c.pid, pred_sha, "(b) hashlib.sha256 on 3.11.7");
-    CHECK(ok);
-    stop_child(&c);
+    check_script(python, script, NULL, 10000, 400, pred_sha, "(b) hashlib.sha256 on 3.11.7");
 }
 
 static int pred_sleep(const unwind_frame_t *f, size_t n)
@@ -171,11 +174,7 @@ static void test_numpy_debian(void)
                                  "print(os.getpid(), flush=True)\n"
                                  "while True:\n"
                                  "    np.dot(a, a)\n";
-    child_t c;
-    start_target(&c, python, script, NULL, 20000, 300);
-    int ok = sample_until(c.pid, c.pid, pred_numpy, "(d) numpy on /usr/bin/python3.11");
-    CHECK(ok);
-    stop_child(&c);
+    check_script(python, script, NULL, 20000, 300, pred_numpy, "(d) numpy on /usr/bin/python3.11");
 }
 
 int main(void)
