@@ -157,6 +157,20 @@ static tally_t *get(acc_t *a, pid_t tid)
     return &none;
 }
 
+/* Opens perf events with OPTS on every thread of OPTS->pid now; each step checked. Returns
+ * the session, or NULL (then already failed a check). */
+static perfev_t *open_all(const perfev_opts_t *opts)
+{
+    perfev_t *p = NULL;
+    CHECK(perfev_open(opts, &p) == 0);
+    if (!p)
+        return NULL;
+    pid_t tids[64];
+    size_t n = python_child_tids(opts->pid, tids, 64);
+    CHECK(perfev_set_threads(p, tids, n, NULL, NULL) == (int)n);
+    return p;
+}
+
 /* Samples for MS ms with OPTS; fills A; checks CPU accounting of TIDS_CHECK. */
 static void run(perfev_opts_t *opts, int ms, acc_t *a, pid_t pid, const pid_t *check, int ncheck)
 {
@@ -353,12 +367,8 @@ int main(void)
 
     fprintf(stderr, "a one-page ring read late: lost records counted:\n");
     {
-        perfev_t *p = NULL;
         o = (perfev_opts_t){.pid = pid, .rate_hz = 1000, .stack_bytes = 1024, .ring_pages = 1};
-        CHECK(perfev_open(&o, &p) == 0);
-        pid_t tids[64];
-        size_t n = python_child_tids(pid, tids, 64);
-        CHECK(p && perfev_set_threads(p, tids, n, NULL, NULL) == (int)n);
+        perfev_t *p = open_all(&o);
         sleep_ms(200);
         memset(&a, 0, sizeof a);
         a.pid = pid;
@@ -376,12 +386,8 @@ int main(void)
 
     fprintf(stderr, "a rate changed while sampling (100 Hz, then 1 kHz):\n");
     {
-        perfev_t *p = NULL;
         o = (perfev_opts_t){.pid = pid, .rate_hz = 100};
-        CHECK(perfev_open(&o, &p) == 0);
-        pid_t tids[64];
-        size_t n = python_child_tids(pid, tids, 64);
-        CHECK(p && perfev_set_threads(p, tids, n, NULL, NULL) == (int)n);
+        perfev_t *p = open_all(&o);
         sleep_ms(100);
         perfev_read(p, NULL, NULL);
         CHECK(perfev_set_rate(p, 1000) == 0 && perfev_period_ns(p) == 1000000);
