@@ -150,10 +150,7 @@ def run(c, browser):
 
 
 def main():
-    args = st.positional(__doc__)
-    if args is None:
-        return 2
-    scry, python, _ = args
+    scry, python, _ = st.positional(__doc__)
     browser = find_chromium()
     if not browser:
         return st.skip_all("html", "chromium not found (install Debian's chromium)", 1)

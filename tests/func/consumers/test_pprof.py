@@ -128,10 +128,7 @@ def run(c, go):
 
 
 def main():
-    args = st.positional(__doc__)
-    if args is None:
-        return 2
-    scry, python, _ = args
+    scry, python, _ = st.positional(__doc__)
     go = find_go()
     if not go:
         return st.skip_all("pprof", "go not found (install Debian's golang-go for "

@@ -155,10 +155,7 @@ def run(c):
 
 
 def main():
-    args = st.positional(__doc__)
-    if args is None:
-        return 2
-    scry, python, _ = args
+    scry, python, _ = st.positional(__doc__)
     tests = st.Tests()
     tests.add("speedscope", run)
     return st.run_on(tests.select(), scry, python, "speedscope", "scry-consumers")

@@ -342,10 +342,7 @@ def run_refused(c):
 
 
 def main():
-    args = st.positional(__doc__)
-    if args is None:
-        return 2
-    scry, python, patterns = args
+    scry, python, patterns = st.positional(__doc__)
     tests = st.Tests()
     for name, fn in (("pool", run_pool), ("prefork", run_prefork), ("shell", run_shell), ("delayed", run_delayed),
                      ("late", run_late), ("late_scan", run_late_scan), ("attach", run_attach), ("dump", run_dump), ("top", run_top),

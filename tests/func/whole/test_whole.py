@@ -199,10 +199,7 @@ def run_function(c):
 
 
 def main():
-    args = st.positional(__doc__)
-    if args is None:
-        return 2
-    scry, python, patterns = args
+    scry, python, patterns = st.positional(__doc__)
     tests = st.Tests()
     tests.add("diff", run_diff)
     tests.add("diff_bad_input", run_bad_input)

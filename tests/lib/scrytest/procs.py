@@ -57,18 +57,27 @@ def task_tids(pid):
     return set(int(t) for t in os.listdir("/proc/%d/task" % pid))
 
 
-def task_states(pid):
-    """{tid: state letter} of every thread of PID ({} once it is gone)."""
-    out = {}
+def _task_files(pid, name):
+    """(tid, bytes of /proc/PID/task/TID/NAME) of every thread of PID still there."""
     try:
         tids = os.listdir("/proc/%d/task" % pid)
     except OSError:
-        return out
+        return
     for t in tids:
         try:
-            with open("/proc/%d/task/%s/stat" % (pid, t), "rb") as f:
-                out[int(t)] = f.read().rsplit(b")", 1)[1].split()[0].decode()
-        except (OSError, IndexError):
+            with open("/proc/%d/task/%s/%s" % (pid, t, name), "rb") as f:
+                yield int(t), f.read()
+        except OSError:
+            continue
+
+
+def task_states(pid):
+    """{tid: state letter} of every thread of PID ({} once it is gone)."""
+    out = {}
+    for tid, text in _task_files(pid, "stat"):
+        try:
+            out[tid] = text.rsplit(b")", 1)[1].split()[0].decode()
+        except IndexError:
             continue
     return out
 
@@ -77,20 +86,12 @@ def task_tracers(pid):
     """{tid: (state letter, TracerPid)} of every thread of PID, from /proc/PID/task/*/status
     ({} once it is gone)."""
     out = {}
-    try:
-        tids = os.listdir("/proc/%d/task" % pid)
-    except OSError:
-        return out
-    for t in tids:
-        try:
-            with open("/proc/%d/task/%s/status" % (pid, t), "rb") as f:
-                text = f.read().decode("ascii", "replace")
-        except OSError:
-            continue
+    for tid, raw in _task_files(pid, "status"):
+        text = raw.decode("ascii", "replace")
         state = re.search(r"^State:\s+(\S)", text, re.M)
         tracer = re.search(r"^TracerPid:\s+(\d+)", text, re.M)
         if state and tracer:
-            out[int(t)] = (state.group(1), int(tracer.group(1)))
+            out[tid] = (state.group(1), int(tracer.group(1)))
     return out
 
 
@@ -237,6 +238,24 @@ class Ctx(object):
                     what, p.returncode, os.path.basename(path), short(self.proc_log(p))))
             time.sleep(0.02)
         raise Fail("%s: no %s after %d s" % (what, os.path.basename(path), timeout))
+
+    def wait_python(self, p, what, timeout=20):
+        """Waits until P has exec'd its way to a Python that has run 0.2 s of its own CPU
+        (a target started through wrappers: a chroot, a shell). Fails when P exits first
+        or after TIMEOUT seconds."""
+        d = clock.Deadline(timeout)
+        while not d.expired():
+            check(p.poll() is None, "%s exited early: %s" % (what, short(self.proc_log(p), 500)))
+            try:
+                exe = os.readlink("/proc/%d/exe" % p.pid)
+                with open("/proc/%d/stat" % p.pid) as f:
+                    utime = int(f.read().rsplit(")", 1)[1].split()[11])
+            except OSError:
+                exe, utime = "", 0
+            if "python" in os.path.basename(exe) and utime > 20:
+                return
+            time.sleep(0.05)
+        raise Fail("%s never became a running Python" % what)
 
     def start_target(self, args, ready, what, target=True, reap=False, env=None,
                      log_name=None):

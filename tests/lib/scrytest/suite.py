@@ -33,10 +33,10 @@ def open_suite(a, tests, isolate=None):
 
 def positional(doc):
     """`SUITE SCRY [PYTHON [PATTERN...]]`: returns (scry's absolute path, PYTHON (default
-    /usr/bin/python3), the patterns), or None after printing DOC (exit code 2)."""
+    /usr/bin/python3), the patterns); without SCRY prints DOC and exits 2 (as argparse)."""
     if len(sys.argv) < 2:
         print(doc)
-        return None
+        sys.exit(2)
     python = sys.argv[2] if len(sys.argv) > 2 else "/usr/bin/python3"
     return os.path.abspath(sys.argv[1]), python, sys.argv[3:]
 
