@@ -180,6 +180,16 @@ static inline int t_expect(t_proc_t *p, const char *needle, double timeout_s)
     return 1;
 }
 
+/* t_spawn, then waits up to 10 s for the script to print "ready" and SETTLE_US more for it
+ * to reach what it does next; each step checked. */
+static inline void t_start_ready(t_proc_t *p, const char *exe, const char *script,
+                                 useconds_t settle_us)
+{
+    CHECK(t_spawn(p, exe, script) == 0, "spawn");
+    CHECK(t_expect(p, "ready", 10), "ready");
+    usleep(settle_us);
+}
+
 /* Waits up to TIMEOUT_S for the child to exit, collecting output. Returns the exit status
  * (0..255), 128+signal when killed, or -1 on timeout (then it is killed). */
 static inline int t_finish(t_proc_t *p, double timeout_s)

@@ -75,20 +75,12 @@ static int build(const char *src, const char *name, char *exe, size_t size)
     return system(cmd) == 0 ? 0 : -1;
 }
 
-static int t_spawn_native(t_proc_t *p, const char *exe)
-{
-    /* t_spawn passes "-u -c script": a C program ignores its arguments. */
-    return t_spawn(p, exe, "");
-}
-
 /* MODE 0: normal; 1: tracer killed mid-call; 2: inject_abort_all mid-call. */
 static void regs_case(const char *exe, int mode)
 {
     static const char *const names[] = {"normal", "tracer killed", "abort"};
     t_proc_t p;
-    CHECK(t_spawn_native(&p, exe) == 0, "spawn");
-    CHECK(t_expect(&p, "ready", 10), "ready");
-    usleep(100000);
+    t_start_ready(&p, exe, "", 100000); /* a C program ignores "-u -c" */
     t_unlink("slept");
     inject_report_t rep;
     if (mode == 1) {
@@ -153,9 +145,7 @@ static void regs_case(const char *exe, int mode)
 static void restart_block_case(const char *exe)
 {
     t_proc_t p;
-    CHECK(t_spawn_native(&p, exe) == 0, "spawn");
-    CHECK(t_expect(&p, "ready", 10), "ready");
-    usleep(300000);
+    t_start_ready(&p, exe, "", 300000); /* a C program ignores "-u -c" */
     inject_report_t rep;
     uint64_t h = 0;
     int rc = inject_call_dlopen(p.pid, t_lib, &h, &rep);
