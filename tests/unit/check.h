@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <unistd.h>
 
 #define CHECK_MAX_REPORTS 50
 
@@ -124,6 +125,15 @@ __attribute__((unused)) static void check_write_file(const char *path, const cha
         fputs(text, f);
         fclose(f);
     }
+}
+
+/* Makes DIR/REL a symbolic link to TARGET; checked. */
+__attribute__((unused)) static void check_symlink_at(const char *dir, const char *rel,
+                                                     const char *target)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", dir, rel);
+    CHECK(symlink(target, p) == 0, "%s -> %s", p, target);
 }
 
 /* Removes the tree DIR (the test's own scratch directory) with rm -rf. Returns 0, or -1

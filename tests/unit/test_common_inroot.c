@@ -65,16 +65,11 @@ static void test_live(void)
     check_write_file(p, "IN");
     /* The links a target would plant: to the host file by its host name, up and out, and
      * to its own file by an absolute and a relative name. */
-    snprintf(p, sizeof p, "%s/abs_out", root);
-    CHECK(symlink(host, p) == 0);
-    snprintf(p, sizeof p, "%s/up_out", root);
-    CHECK(symlink("../host.txt", p) == 0);
-    snprintf(p, sizeof p, "%s/abs_in", root);
-    CHECK(symlink("/inside", p) == 0);
-    snprintf(p, sizeof p, "%s/dir/rel_in", root);
-    CHECK(symlink("../inside", p) == 0);
-    snprintf(p, sizeof p, "%s/magic", root);
-    CHECK(symlink("/proc/1/root/etc/hostname", p) == 0);
+    check_symlink_at(root, "abs_out", host);
+    check_symlink_at(root, "up_out", "../host.txt");
+    check_symlink_at(root, "abs_in", "/inside");
+    check_symlink_at(root, "dir/rel_in", "../inside");
+    check_symlink_at(root, "magic", "/proc/1/root/etc/hostname");
 
     pid_t child = fork();
     if (child == 0) {

@@ -162,13 +162,10 @@ int main(void)
     put(root, "srv/locked/open.py", "open\n", 0644);
     put(top, "out/host.py", "host only\n", 0644);
     char p[200], l[200];
-    snprintf(p, sizeof p, "%s/srv/abs_link.py", root);
     snprintf(l, sizeof l, "%s/out/host.py", top);
-    CHECK(symlink(l, p) == 0);
-    snprintf(p, sizeof p, "%s/srv/rel_link.py", root);
-    CHECK(symlink("app.py", p) == 0);
-    snprintf(p, sizeof p, "%s/srv/up_link.py", root);
-    CHECK(symlink("../../out/host.py", p) == 0);
+    check_symlink_at(root, "srv/abs_link.py", l);
+    check_symlink_at(root, "srv/rel_link.py", "app.py");
+    check_symlink_at(root, "srv/up_link.py", "../../out/host.py");
     snprintf(p, sizeof p, "%s/srv/fifo.py", root);
     CHECK(mkfifo(p, 0666) == 0);
     snprintf(p, sizeof p, "%s/srv/big.py", root);
