@@ -136,6 +136,40 @@ static inline void t_abort_after(struct sigaction *old, long usec)
     setitimer(ITIMER_REAL, &it, NULL);
 }
 
+/* Forks a tracer that loads t_lib into PID and calls scry_test_sleep_ms(SLEEP_MS) there,
+ * and SIGKILLs it KILL_AFTER_US after it reached the call (the kernel then detaches the
+ * thread in the middle of the call). Returns the tracer's wait status. */
+static inline int t_kill_tracer_in_call(pid_t pid, uint64_t sleep_ms, useconds_t kill_after_us)
+{
+    int sync[2];
+    CHECK(pipe(sync) == 0, "pipe");
+    pid_t child = fork();
+    if (child == 0) {
+        check_child_dies_with_test();
+        close(sync[0]);
+        inject_opts_t o = {.timeout_ms = 10000};
+        inject_report_t rep;
+        inject_session_t *s = NULL;
+        raddr_t fn = 0;
+        if (inject_session_open(pid, &o, &rep, &s) || inject_session_dlopen(s, t_lib, NULL) ||
+            inject_session_symbol(s, t_lib, "scry_test_sleep_ms", &fn))
+            _exit(2);
+        if (write(sync[1], "x", 1) != 1)
+            _exit(3);
+        inject_session_call(s, fn, &sleep_ms, 1, NULL);
+        _exit(4); /* not reached: killed during the call */
+    }
+    close(sync[1]);
+    char c;
+    CHECK(read(sync[0], &c, 1) == 1, "child reached the call");
+    close(sync[0]);
+    usleep(kill_after_us);
+    kill(child, SIGKILL);
+    int st = 0;
+    waitpid(child, &st, 0);
+    return st;
+}
+
 typedef struct t_proc {
     pid_t pid;
     int out; /* child's stdout+stderr */

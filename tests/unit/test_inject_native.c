@@ -84,31 +84,7 @@ static void regs_case(const char *exe, int mode)
     t_unlink("slept");
     inject_report_t rep;
     if (mode == 1) {
-        int sync[2];
-        CHECK(pipe(sync) == 0, "pipe");
-        pid_t child = fork();
-        if (child == 0) {
-            check_child_dies_with_test();
-            close(sync[0]);
-            inject_opts_t o = {.timeout_ms = 10000};
-            inject_session_t *s = NULL;
-            raddr_t fn = 0;
-            if (inject_session_open(p.pid, &o, &rep, &s) || inject_session_dlopen(s, t_lib, NULL) ||
-                inject_session_symbol(s, t_lib, "scry_test_sleep_ms", &fn))
-                _exit(2);
-            uint64_t arg = 400;
-            if (write(sync[1], "x", 1) != 1)
-                _exit(3);
-            inject_session_call(s, fn, &arg, 1, NULL);
-            _exit(4);
-        }
-        close(sync[1]);
-        char c;
-        CHECK(read(sync[0], &c, 1) == 1, "child reached the call");
-        close(sync[0]);
-        usleep(150000);
-        kill(child, SIGKILL);
-        waitpid(child, NULL, 0);
+        t_kill_tracer_in_call(p.pid, 400, 150000);
     } else {
         inject_opts_t o = {.timeout_ms = 5000};
         inject_session_t *s = NULL;
