@@ -175,12 +175,14 @@ class Ctx(object):
         return self.interp.stage(src, self.tmp) if self.interp else src
 
     def stage_workloads(self, src):
-        """stage(SRC), a suite's workload directory whose scripts import the shared helper
-        tests/func/workloads/_wl.py through their ../../workloads: in a root, where that
-        directory is not, _wl.py is copied beside them."""
+        """stage(SRC), a suite's workload directory or script whose scripts import the
+        shared helper tests/func/workloads/_wl.py through their ../../workloads (or
+        ../workloads): in a root, where that directory is not, _wl.py is copied beside
+        them."""
         staged = self.stage(src)
         if self.interp and self.interp.root:
-            dst = os.path.join(self.interp.host_path(staged), "_wl.py")
+            host = self.interp.host_path(staged)
+            dst = os.path.join(host if os.path.isdir(host) else os.path.dirname(host), "_wl.py")
             if not os.path.exists(dst):
                 shutil.copy2(WL_HELPER, dst)
         return staged
