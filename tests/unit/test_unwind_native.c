@@ -103,17 +103,6 @@ static int pred_sha(const unwind_frame_t *f, size_t n)
     return 0;
 }
 
-static void test_hashlib(void)
-{
-    const char *python = PYENV "3.11.7/bin/python3.11";
-    static const char script[] = "import os, hashlib\n"
-                                 "buf = b'x' * (64 << 20)\n"
-                                 "print(os.getpid(), flush=True)\n"
-                                 "while True:\n"
-                                 "    hashlib.sha256(buf).digest()\n";
-    check_script(python, script, NULL, 10000, 400, pred_sha, "(b) hashlib.sha256 on 3.11.7");
-}
-
 static int pred_sleep(const unwind_frame_t *f, size_t n)
 {
     return n > 3 && f[0].lib && strstr(f[0].lib, "libc") &&
@@ -160,21 +149,43 @@ static int pred_numpy(const unwind_frame_t *f, size_t n)
            find_frame(f, n, "__libc_start_main", NULL) > eval;
 }
 
-static void test_numpy_debian(void)
-{
-    const char *python = "/usr/bin/python3.11";
-    if (!file_exists(python)) {
-        fprintf(stderr, "skip: no /usr/bin/python3.11\n");
-        return;
-    }
+/* Targets whose main thread is sampled until its stack shows what PRED looks for. */
+static const struct script_case {
+    const char *python;
+    int optional; /* skipped when PYTHON is missing (else a failed check) */
+    const char *script;
+    int timeout_ms, settle_ms;
+    int (*pred)(const unwind_frame_t *, size_t);
+    const char *title;
+} script_cases[] = {
+    {PYENV "3.11.7/bin/python3.11", 0,
+     "import os, hashlib\n"
+     "buf = b'x' * (64 << 20)\n"
+     "print(os.getpid(), flush=True)\n"
+     "while True:\n"
+     "    hashlib.sha256(buf).digest()\n",
+     10000, 400, pred_sha, "(b) hashlib.sha256 on 3.11.7"},
     /* A matrix product: numpy's own code is stripped to its exports, but the BLAS it
      * calls (dgemm_) is a symbol, and the numpy frames are named by their library. */
-    static const char script[] = "import os, numpy as np\n"
-                                 "a = np.random.rand(500, 500)\n"
-                                 "print(os.getpid(), flush=True)\n"
-                                 "while True:\n"
-                                 "    np.dot(a, a)\n";
-    check_script(python, script, NULL, 20000, 300, pred_numpy, "(d) numpy on /usr/bin/python3.11");
+    {"/usr/bin/python3.11", 1,
+     "import os, numpy as np\n"
+     "a = np.random.rand(500, 500)\n"
+     "print(os.getpid(), flush=True)\n"
+     "while True:\n"
+     "    np.dot(a, a)\n",
+     20000, 300, pred_numpy, "(d) numpy on /usr/bin/python3.11"},
+};
+
+static void test_scripts(void)
+{
+    for (size_t i = 0; i < sizeof script_cases / sizeof script_cases[0]; i++) {
+        const struct script_case *k = &script_cases[i];
+        if (k->optional && !file_exists(k->python)) {
+            fprintf(stderr, "skip: no %s\n", k->python);
+            continue;
+        }
+        check_script(k->python, k->script, NULL, k->timeout_ms, k->settle_ms, k->pred, k->title);
+    }
 }
 
 int main(void)
@@ -182,9 +193,8 @@ int main(void)
     if (geteuid() != 0)
         fprintf(stderr, "note: not root; ptrace may be refused\n");
     test_burn("3.11.7", "3.11");
-    test_hashlib();
     test_sleep();
-    test_numpy_debian();
+    test_scripts();
     test_burn("3.8.18", "3.8");
     test_burn("3.12.1", "3.12");
     test_burn("3.13.0", "3.13");
