@@ -30,6 +30,16 @@ static inline void fuzz_take(const uint8_t **data, size_t *size, void *out, size
     *size -= k;
 }
 
+/* A malloc'd copy of the input of exactly SIZE bytes (at least 1), so ASan sees any read
+ * past its end (NULL when out of memory). */
+static inline void *fuzz_copy(const uint8_t *data, size_t size)
+{
+    void *p = malloc(size ? size : 1);
+    if (p)
+        memcpy(p, data, size);
+    return p;
+}
+
 /* A malloc'd NUL-terminated copy of the input (NULL when out of memory). */
 static inline char *fuzz_cstr(const uint8_t *data, size_t size)
 {

@@ -6,10 +6,9 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    char *text = malloc(size ? size : 1);
+    char *text = fuzz_copy(data, size);
     if (!text)
         return 0;
-    memcpy(text, data, size);
     srcread_creds_t c;
     int rc = srcread_parse_status(text, size, &c);
     FUZZ_ASSERT(rc == 0 || rc == SCRY_E_CORRUPT);

@@ -10,10 +10,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint8_t flags;
     fuzz_take(&data, &size, &addr, 8);
     fuzz_take(&data, &size, &flags, 1);
-    uint8_t *code = malloc(size ? size : 1);
+    uint8_t *code = fuzz_copy(data, size);
     if (!code)
         return 0;
-    memcpy(code, data, size);
     elfsym_ref_t refs[16];
     size_t max = (size_t)(flags >> 4) + 1; /* 1..16 */
     int n = elfsym_disasm_refs(code, size, addr, flags & ELFSYM_REF_ALL, flags & 8, refs, max);

@@ -5,10 +5,9 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    char *text = malloc(size ? size : 1); /* not terminated: the parser takes LEN */
+    char *text = fuzz_copy(data, size); /* not terminated: the parser takes LEN */
     if (!text)
         return 0;
-    memcpy(text, data, size);
     int err = 0;
     elfsym_maps_t *m = elfsym_maps_parse(text, size, &err);
     free(text);

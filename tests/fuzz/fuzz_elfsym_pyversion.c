@@ -6,11 +6,10 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    char *raw = malloc(size ? size : 1);
+    char *raw = fuzz_copy(data, size);
     char *s = fuzz_cstr(data, size);
     if (!raw || !s)
         goto out;
-    memcpy(raw, data, size);
     elfsym_pyversion_t v;
     int rc = elfsym_pyversion_parse(raw, size, &v);
     FUZZ_ASSERT(rc == 0 || rc == SCRY_E_NOTFOUND);

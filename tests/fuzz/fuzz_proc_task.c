@@ -9,10 +9,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     uint8_t which;
     fuzz_take(&data, &size, &which, 1);
-    char *text = malloc(size ? size : 1);
+    char *text = fuzz_copy(data, size);
     if (!text)
         return 0;
-    memcpy(text, data, size);
     int rc;
     switch (which % 8) {
     case 0: {

@@ -7,10 +7,9 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    void *buf = malloc(size ? size : 1); /* exact size: ASan catches a read past LEN */
+    void *buf = fuzz_copy(data, size); /* exact size: ASan catches a read past LEN */
     if (!buf)
         return 0;
-    memcpy(buf, data, size);
     pystate_layout_t layout;
     uint32_t ver = 0;
     int rc = pystate_debug_offsets_parse(buf, size, &layout, &ver);

@@ -26,9 +26,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     size_t written = (size_t)-1;
     /* a copy, so ASan sees reads past the characters given */
-    void *chars = malloc(size ? size : 1);
+    void *chars = fuzz_copy(data, size);
     if (chars) {
-        memcpy(chars, data, size);
         rc = pystate_str_to_utf8(chars, size, kind % 5, ascii & 1, length, out, cap, &written);
         if (rc == 0 || rc == SCRY_E_TRUNC) {
             FUZZ_ASSERT(written < cap && out[written] == 0 && strlen(out) == written);

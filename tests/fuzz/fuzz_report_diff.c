@@ -8,14 +8,13 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     /* an exact-size copy, so ASan sees any read past the end */
-    char *buf = malloc(size ? size : 1);
+    char *buf = fuzz_copy(data, size);
     report_diff_t *d = report_diff_new();
     if (!buf || !d) {
         free(buf);
         report_diff_free(d);
         return 0;
     }
-    memcpy(buf, data, size);
     char msg[256];
     msg[0] = '\0';
     int rc = report_diff_load(d, 0, buf, size, msg, sizeof msg);

@@ -8,10 +8,9 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     /* an exact-size copy, so ASan sees any read past the end */
-    char *buf = malloc(size ? size : 1);
+    char *buf = fuzz_copy(data, size);
     if (!buf)
         return 0;
-    memcpy(buf, data, size);
     serve_ctl_req_t r;
     char msg[256];
     msg[0] = '\0';

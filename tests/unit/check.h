@@ -21,8 +21,10 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <unistd.h>
 
 #define CHECK_MAX_REPORTS 50
 
@@ -102,6 +104,48 @@ __attribute__((unused)) static int check_summary(const char *name)
 __attribute__((unused)) static void check_child_dies_with_test(void)
 {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
+}
+
+/* The tests' pseudo-random numbers (xorshift64, from the caller's *STATE, never 0): the same
+ * sequence on every run, so a failure is reproducible. */
+__attribute__((unused)) static unsigned long long check_rand64(unsigned long long *state)
+{
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    return *state;
+}
+
+/* Writes TEXT to the file PATH (created or truncated); the open is a check. */
+__attribute__((unused)) static void check_write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL, "%s", path);
+    if (f) {
+        fputs(text, f);
+        fclose(f);
+    }
+}
+
+/* Makes DIR/REL a symbolic link to TARGET; checked. */
+__attribute__((unused)) static void check_symlink_at(const char *dir, const char *rel,
+                                                     const char *target)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", dir, rel);
+    CHECK(symlink(target, p) == 0, "%s -> %s", p, target);
+}
+
+/* Removes the tree DIR (the test's own scratch directory) with rm -rf. Returns 0, or -1
+ * after saying so on stderr (not counted as a failed check). */
+__attribute__((unused)) static int check_rmtree(const char *dir)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) == 0)
+        return 0;
+    fprintf(stderr, "could not remove %s\n", dir);
+    return -1;
 }
 
 #endif

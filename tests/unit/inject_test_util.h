@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -23,6 +24,7 @@
 #include "inject.h"
 #include "scry_err.h"
 #include "check.h"
+#include "python_child.h"
 #include "scry_time.h"
 
 #define CHECK_RC(rc, want, rep)                                                                    \
@@ -106,10 +108,7 @@ static inline int t_setup(const char *tag)
 
 static inline void t_cleanup(void)
 {
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", t_dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "cleanup failed\n");
+    check_rmtree(t_dir);
 }
 
 static inline void t_unlink(const char *name)
@@ -117,6 +116,58 @@ static inline void t_unlink(const char *name)
     char p[256];
     t_path(p, sizeof p, name);
     unlink(p);
+}
+
+static inline void t__on_alarm(int sig)
+{
+    (void)sig;
+    inject_abort_all();
+}
+
+/* Arms SIGALRM to abort every injection in progress (inject_abort_all) in USEC
+ * microseconds; *OLD gets the action it replaced (restore it with sigaction). */
+static inline void t_abort_after(struct sigaction *old, long usec)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = t__on_alarm;
+    sigaction(SIGALRM, &sa, old);
+    struct itimerval it = {{0, 0}, {usec / 1000000, usec % 1000000}};
+    setitimer(ITIMER_REAL, &it, NULL);
+}
+
+/* Forks a tracer that loads t_lib into PID and calls scry_test_sleep_ms(SLEEP_MS) there,
+ * and SIGKILLs it KILL_AFTER_US after it reached the call (the kernel then detaches the
+ * thread in the middle of the call). Returns the tracer's wait status. */
+static inline int t_kill_tracer_in_call(pid_t pid, uint64_t sleep_ms, useconds_t kill_after_us)
+{
+    int sync[2];
+    CHECK(pipe(sync) == 0, "pipe");
+    pid_t child = fork();
+    if (child == 0) {
+        check_child_dies_with_test();
+        close(sync[0]);
+        inject_opts_t o = {.timeout_ms = 10000};
+        inject_report_t rep;
+        inject_session_t *s = NULL;
+        raddr_t fn = 0;
+        if (inject_session_open(pid, &o, &rep, &s) || inject_session_dlopen(s, t_lib, NULL) ||
+            inject_session_symbol(s, t_lib, "scry_test_sleep_ms", &fn))
+            _exit(2);
+        if (write(sync[1], "x", 1) != 1)
+            _exit(3);
+        inject_session_call(s, fn, &sleep_ms, 1, NULL);
+        _exit(4); /* not reached: killed during the call */
+    }
+    close(sync[1]);
+    char c;
+    CHECK(read(sync[0], &c, 1) == 1, "child reached the call");
+    close(sync[0]);
+    usleep(kill_after_us);
+    kill(child, SIGKILL);
+    int st = 0;
+    waitpid(child, &st, 0);
+    return st;
 }
 
 typedef struct t_proc {
@@ -127,30 +178,17 @@ typedef struct t_proc {
     size_t len;
 } t_proc_t;
 
-/* Starts EXE -c SCRIPT with pipes on stdin and stdout/stderr. Returns 0 or -1. */
+/* Starts EXE -u -c SCRIPT with pipes on stdin and stdout/stderr. Returns 0 or -1. */
 static inline int t_spawn(t_proc_t *p, const char *exe, const char *script)
 {
-    int o[2], i[2];
+    char *const argv[] = {(char *)exe, (char *)"-u", (char *)"-c", (char *)script, NULL};
+    python_child_t c;
     memset(p, 0, sizeof *p);
-    if (pipe(o) || pipe(i))
+    if (python_child_exec(&c, argv, NULL, 1) != 0)
         return -1;
-    p->pid = fork();
-    if (p->pid < 0)
-        return -1;
-    if (p->pid == 0) {
-        check_child_dies_with_test();
-        dup2(i[0], 0);
-        dup2(o[1], 1);
-        dup2(o[1], 2);
-        close(o[0]);
-        close(i[1]);
-        execl(exe, exe, "-u", "-c", script, (char *)NULL);
-        _exit(127);
-    }
-    close(o[1]);
-    close(i[0]);
-    p->out = o[0];
-    p->in = i[1];
+    p->pid = c.pid;
+    p->out = c.out_fd;
+    p->in = c.in_fd;
     return 0;
 }
 
@@ -174,6 +212,16 @@ static inline int t_expect(t_proc_t *p, const char *needle, double timeout_s)
         p->buf[p->len] = 0;
     }
     return 1;
+}
+
+/* t_spawn, then waits up to 10 s for the script to print "ready" and SETTLE_US more for it
+ * to reach what it does next; each step checked. */
+static inline void t_start_ready(t_proc_t *p, const char *exe, const char *script,
+                                 useconds_t settle_us)
+{
+    CHECK(t_spawn(p, exe, script) == 0, "spawn");
+    CHECK(t_expect(p, "ready", 10), "ready");
+    usleep(settle_us);
 }
 
 /* Waits up to TIMEOUT_S for the child to exit, collecting output. Returns the exit status

@@ -6,9 +6,11 @@
 
 #include "check.h"
 
+#include <dirent.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -31,9 +33,10 @@ __attribute__((unused)) static const char *python_child_interp(void)
     return NULL;
 }
 
-/* Starts PY -c SCRIPT with ENV (NULL: the test's environment). Returns 0 or -1. */
-__attribute__((unused)) static int python_child_start(python_child_t *c, const char *py,
-                                                      const char *script, char *const *env)
+/* Starts ARGV (ARGV[0]: the interpreter's path) with ENV (NULL: the test's environment), its
+ * stdin and stdout (with MERGE_STDERR its stderr too) on pipes. Returns 0 or -1. */
+__attribute__((unused)) static int python_child_exec(python_child_t *c, char *const argv[],
+                                                     char *const *env, int merge_stderr)
 {
     int in[2], out[2];
     if (pipe(in) != 0)
@@ -48,13 +51,14 @@ __attribute__((unused)) static int python_child_start(python_child_t *c, const c
         check_child_dies_with_test();
         dup2(in[0], 0);
         dup2(out[1], 1);
+        if (merge_stderr)
+            dup2(out[1], 2);
         close(in[1]);
         close(out[0]);
-        char *const argv[] = {(char *)py, (char *)"-c", (char *)script, NULL};
         if (env)
-            execve(py, argv, env);
+            execve(argv[0], argv, env);
         else
-            execv(py, argv);
+            execv(argv[0], argv);
         _exit(127);
     }
     close(in[0]);
@@ -62,6 +66,14 @@ __attribute__((unused)) static int python_child_start(python_child_t *c, const c
     c->in_fd = in[1];
     c->out_fd = out[0];
     return c->pid > 0 ? 0 : -1;
+}
+
+/* Starts PY -c SCRIPT with ENV (NULL: the test's environment). Returns 0 or -1. */
+__attribute__((unused)) static int python_child_start(python_child_t *c, const char *py,
+                                                      const char *script, char *const *env)
+{
+    char *const argv[] = {(char *)py, (char *)"-c", (char *)script, NULL};
+    return python_child_exec(c, argv, env, 0);
 }
 
 /* Reads one line of the child's stdout (without the newline) within TIMEOUT_MS. Returns
@@ -80,6 +92,25 @@ __attribute__((unused)) static int python_child_line(python_child_t *c, char *bu
     }
     buf[n] = '\0';
     return (int)n;
+}
+
+/* Fills TIDS with up to CAP thread ids of PID (/proc/PID/task). Returns how many. */
+__attribute__((unused)) static size_t python_child_tids(pid_t pid, pid_t *tids, size_t cap)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    size_t n = 0;
+    if (!d)
+        return 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && n < cap) {
+        int t = atoi(e->d_name);
+        if (t > 0)
+            tids[n++] = t;
+    }
+    closedir(d);
+    return n;
 }
 
 /* Ends the child (SIGKILL) and reaps it. */

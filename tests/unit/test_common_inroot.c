@@ -19,16 +19,6 @@
 
 static char top[64]; /* scratch: host.txt (a host file) and root/ (the child's root) */
 
-static void put(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    CHECK(f != NULL, "%s", path);
-    if (f) {
-        fputs(text, f);
-        fclose(f);
-    }
-}
-
 /* What the file at /proc/PID/root/REL holds when opened through inroot_open_path ("" when
  * it cannot be opened; errno then kept in *ERR). */
 static const char *read_in_root(pid_t pid, const char *rel, int *err)
@@ -70,21 +60,16 @@ static void test_live(void)
     mkdir(root, 0755);
     snprintf(p, sizeof p, "%s/dir", root);
     mkdir(p, 0755);
-    put(host, "HOST");
+    check_write_file(host, "HOST");
     snprintf(p, sizeof p, "%s/inside", root);
-    put(p, "IN");
+    check_write_file(p, "IN");
     /* The links a target would plant: to the host file by its host name, up and out, and
      * to its own file by an absolute and a relative name. */
-    snprintf(p, sizeof p, "%s/abs_out", root);
-    CHECK(symlink(host, p) == 0);
-    snprintf(p, sizeof p, "%s/up_out", root);
-    CHECK(symlink("../host.txt", p) == 0);
-    snprintf(p, sizeof p, "%s/abs_in", root);
-    CHECK(symlink("/inside", p) == 0);
-    snprintf(p, sizeof p, "%s/dir/rel_in", root);
-    CHECK(symlink("../inside", p) == 0);
-    snprintf(p, sizeof p, "%s/magic", root);
-    CHECK(symlink("/proc/1/root/etc/hostname", p) == 0);
+    check_symlink_at(root, "abs_out", host);
+    check_symlink_at(root, "up_out", "../host.txt");
+    check_symlink_at(root, "abs_in", "/inside");
+    check_symlink_at(root, "dir/rel_in", "../inside");
+    check_symlink_at(root, "magic", "/proc/1/root/etc/hostname");
 
     pid_t child = fork();
     if (child == 0) {
@@ -142,9 +127,6 @@ int main(void)
     }
     chmod(top, 0755);
     test_live();
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", top);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", top);
+    check_rmtree(top);
     return check_summary("test_common_inroot");
 }

@@ -29,12 +29,7 @@ static void put(const char *dir, const char *rel, const char *text, mode_t mode)
 {
     char p[256];
     snprintf(p, sizeof p, "%s/%s", dir, rel);
-    FILE *f = fopen(p, "w");
-    CHECK(f != NULL);
-    if (f) {
-        fputs(text, f);
-        fclose(f);
-    }
+    check_write_file(p, text);
     chmod(p, mode);
 }
 
@@ -167,13 +162,10 @@ int main(void)
     put(root, "srv/locked/open.py", "open\n", 0644);
     put(top, "out/host.py", "host only\n", 0644);
     char p[200], l[200];
-    snprintf(p, sizeof p, "%s/srv/abs_link.py", root);
     snprintf(l, sizeof l, "%s/out/host.py", top);
-    CHECK(symlink(l, p) == 0);
-    snprintf(p, sizeof p, "%s/srv/rel_link.py", root);
-    CHECK(symlink("app.py", p) == 0);
-    snprintf(p, sizeof p, "%s/srv/up_link.py", root);
-    CHECK(symlink("../../out/host.py", p) == 0);
+    check_symlink_at(root, "srv/abs_link.py", l);
+    check_symlink_at(root, "srv/rel_link.py", "app.py");
+    check_symlink_at(root, "srv/up_link.py", "../../out/host.py");
     snprintf(p, sizeof p, "%s/srv/fifo.py", root);
     CHECK(mkfifo(p, 0666) == 0);
     snprintf(p, sizeof p, "%s/srv/big.py", root);
@@ -193,9 +185,7 @@ int main(void)
     }
     test_pid();
 
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", top);
-    if (system(cmd) != 0)
+    if (check_rmtree(top) != 0)
         check_failures++;
     return check_summary("test_common_srcread");
 }

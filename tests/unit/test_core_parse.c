@@ -51,22 +51,29 @@ static void prstatus(buf_t *b, int32_t tid, int16_t sig, uint64_t ip, uint64_t s
     note(b, "CORE", NT_PRSTATUS, d, sizeof d);
 }
 
-/* The mapped object's two pages: an ELF header, PT_LOAD and PT_NOTE with build-id ID0..;
- * "MARK" at 0x1000; a syscall instruction ending at 0xf00. */
-static void object(uint8_t *o, uint8_t id0)
+/* An x86-64 ELF header of TYPE with PHNUM program headers right after it. */
+static Elf64_Ehdr ehdr(uint16_t type, uint16_t phnum)
 {
-    memset(o, 0, 2 * PAGE);
-    Elf64_Ehdr eh = {.e_type = ET_EXEC,
+    Elf64_Ehdr eh = {.e_type = type,
                      .e_machine = EM_X86_64,
                      .e_version = 1,
                      .e_phoff = 64,
                      .e_ehsize = 64,
                      .e_phentsize = 56,
-                     .e_phnum = 2};
+                     .e_phnum = phnum};
     memcpy(eh.e_ident,
            "\x7f"
            "ELF\x02\x01\x01",
            7);
+    return eh;
+}
+
+/* The mapped object's two pages: an ELF header, PT_LOAD and PT_NOTE with build-id ID0..;
+ * "MARK" at 0x1000; a syscall instruction ending at 0xf00. */
+static void object(uint8_t *o, uint8_t id0)
+{
+    memset(o, 0, 2 * PAGE);
+    Elf64_Ehdr eh = ehdr(ET_EXEC, 2);
     Elf64_Phdr load = {.p_type = PT_LOAD,
                        .p_flags = PF_R | PF_X,
                        .p_vaddr = 0x400000,
@@ -111,17 +118,7 @@ static void make_core(buf_t *b)
     prstatus(&notes, 101, 0, 0x400f00, 0x7ffff800);
 
     size_t at = 64 + 3 * 56, load1 = (at + notes.n + PAGE - 1) / PAGE * PAGE;
-    Elf64_Ehdr eh = {.e_type = ET_CORE,
-                     .e_machine = EM_X86_64,
-                     .e_version = 1,
-                     .e_phoff = 64,
-                     .e_ehsize = 64,
-                     .e_phentsize = 56,
-                     .e_phnum = 3};
-    memcpy(eh.e_ident,
-           "\x7f"
-           "ELF\x02\x01\x01",
-           7);
+    Elf64_Ehdr eh = ehdr(ET_CORE, 3);
     Elf64_Phdr ph[3] = {{.p_type = PT_NOTE, .p_offset = at, .p_filesz = notes.n},
                         {.p_type = PT_LOAD,
                          .p_flags = PF_R | PF_X,

@@ -17,6 +17,15 @@
 #include "check.h"
 #include "scry_time.h"
 
+/* PATH opened as an ELF object, the open checked. NULL when it failed. */
+static elfsym_obj_t *open_checked(const char *path)
+{
+    int err = 0;
+    elfsym_obj_t *o = elfsym_obj_open(path, &err);
+    CHECK(o != NULL, "open %s: %s", path, scry_strerror(err));
+    return o;
+}
+
 #define PY311_LIB "/root/.pyenv/versions/3.11.7/lib/libpython3.11.so.1.0"
 #define PY36_LIB  "/root/.pyenv/versions/3.6.15/lib/libpython3.6m.so.1.0"
 #define DEB_PY311 "/usr/bin/python3.11"
@@ -120,9 +129,7 @@ static void test_libpython311(void)
 
 static void test_debian_python(void)
 {
-    int err = 0;
-    elfsym_obj_t *o = elfsym_obj_open(DEB_PY311, &err);
-    CHECK(o != NULL, "open %s: %s", DEB_PY311, scry_strerror(err));
+    elfsym_obj_t *o = open_checked(DEB_PY311);
     if (!o)
         return;
     CHECK(elfsym_obj_type(o) == ET_EXEC, "ET_EXEC");
@@ -162,9 +169,7 @@ static void test_debian_python(void)
 /* 3.6: the LOCAL interp_head comes from .symtab; the exported accessor's code points at it. */
 static void test_py36(void)
 {
-    int err = 0;
-    elfsym_obj_t *o = elfsym_obj_open(PY36_LIB, &err);
-    CHECK(o != NULL, "open %s: %s", PY36_LIB, scry_strerror(err));
+    elfsym_obj_t *o = open_checked(PY36_LIB);
     if (!o)
         return;
     elfsym_sym_t ih;

@@ -75,54 +75,16 @@ static int build(const char *src, const char *name, char *exe, size_t size)
     return system(cmd) == 0 ? 0 : -1;
 }
 
-static int t_spawn_native(t_proc_t *p, const char *exe)
-{
-    /* t_spawn passes "-u -c script": a C program ignores its arguments. */
-    return t_spawn(p, exe, "");
-}
-
-static void on_alarm(int sig)
-{
-    (void)sig;
-    inject_abort_all();
-}
-
 /* MODE 0: normal; 1: tracer killed mid-call; 2: inject_abort_all mid-call. */
 static void regs_case(const char *exe, int mode)
 {
     static const char *const names[] = {"normal", "tracer killed", "abort"};
     t_proc_t p;
-    CHECK(t_spawn_native(&p, exe) == 0, "spawn");
-    CHECK(t_expect(&p, "ready", 10), "ready");
-    usleep(100000);
+    t_start_ready(&p, exe, "", 100000); /* a C program ignores "-u -c" */
     t_unlink("slept");
     inject_report_t rep;
     if (mode == 1) {
-        int sync[2];
-        CHECK(pipe(sync) == 0, "pipe");
-        pid_t child = fork();
-        if (child == 0) {
-            check_child_dies_with_test();
-            close(sync[0]);
-            inject_opts_t o = {.timeout_ms = 10000};
-            inject_session_t *s = NULL;
-            raddr_t fn = 0;
-            if (inject_session_open(p.pid, &o, &rep, &s) || inject_session_dlopen(s, t_lib, NULL) ||
-                inject_session_symbol(s, t_lib, "scry_test_sleep_ms", &fn))
-                _exit(2);
-            uint64_t arg = 400;
-            if (write(sync[1], "x", 1) != 1)
-                _exit(3);
-            inject_session_call(s, fn, &arg, 1, NULL);
-            _exit(4);
-        }
-        close(sync[1]);
-        char c;
-        CHECK(read(sync[0], &c, 1) == 1, "child reached the call");
-        close(sync[0]);
-        usleep(150000);
-        kill(child, SIGKILL);
-        waitpid(child, NULL, 0);
+        t_kill_tracer_in_call(p.pid, 400, 150000);
     } else {
         inject_opts_t o = {.timeout_ms = 5000};
         inject_session_t *s = NULL;
@@ -135,14 +97,9 @@ static void regs_case(const char *exe, int mode)
             rc = inject_session_symbol(s, t_lib, "scry_test_sleep_ms", &fn);
             CHECK_RC(rc, 0, rep);
             CHECK(rep.in_syscall == 0, "spinning thread");
-            struct sigaction sa, old;
-            if (mode == 2) {
-                memset(&sa, 0, sizeof sa);
-                sa.sa_handler = on_alarm;
-                sigaction(SIGALRM, &sa, &old);
-                struct itimerval it = {{0, 0}, {0, 100000}};
-                setitimer(ITIMER_REAL, &it, NULL);
-            }
+            struct sigaction old;
+            if (mode == 2)
+                t_abort_after(&old, 100000);
             uint64_t arg = 300;
             rc = inject_session_call(s, fn, &arg, 1, NULL);
             if (mode == 2) {
@@ -164,9 +121,7 @@ static void regs_case(const char *exe, int mode)
 static void restart_block_case(const char *exe)
 {
     t_proc_t p;
-    CHECK(t_spawn_native(&p, exe) == 0, "spawn");
-    CHECK(t_expect(&p, "ready", 10), "ready");
-    usleep(300000);
+    t_start_ready(&p, exe, "", 300000); /* a C program ignores "-u -c" */
     inject_report_t rep;
     uint64_t h = 0;
     int rc = inject_call_dlopen(p.pid, t_lib, &h, &rep);

@@ -100,9 +100,7 @@ static void case_sleep(const char *exe, const char *tag)
                              "time.sleep(1.5)\n"
                              "print('slept %.3f' % (time.monotonic() - t))\n";
     t_proc_t p;
-    CHECK(t_spawn(&p, exe, py) == 0, "spawn");
-    CHECK(t_expect(&p, "ready", 10), "ready");
-    usleep(300000);
+    t_start_ready(&p, exe, py, 300000);
     inject_report_t rep;
     inject_and_check(p.pid, tag, &rep);
     CHECK(rep.in_syscall, "the sleeping thread was in a syscall");
@@ -125,9 +123,7 @@ static void case_read_static(void)
                              "line = sys.stdin.readline()\n"
                              "print('echo', line.strip())\n";
     t_proc_t p;
-    CHECK(t_spawn(&p, "/usr/bin/python3.11", py) == 0, "spawn");
-    CHECK(t_expect(&p, "ready", 10), "ready");
-    usleep(200000);
+    t_start_ready(&p, "/usr/bin/python3.11", py, 200000);
     inject_report_t rep;
     inject_and_check(p.pid, "debian-3.11-read", &rep);
     CHECK(rep.in_syscall && rep.syscall_nr == SYS_read, "in read: %d %ld", rep.in_syscall,
@@ -158,9 +154,7 @@ static void case_threads(const char *exe)
         for (long long i = 0; i < 1500000; i++)
             want += (i * k) % 7;
     t_proc_t p;
-    CHECK(t_spawn(&p, exe, py) == 0, "spawn");
-    CHECK(t_expect(&p, "ready", 10), "ready");
-    usleep(50000);
+    t_start_ready(&p, exe, py, 50000);
     inject_report_t rep;
     inject_and_check(p.pid, "3.11-20-threads", &rep);
 
@@ -206,9 +200,7 @@ static void case_malloc_heavy(const char *exe)
                              "    n += len(bufs)\n"
                              "print('allocated', n > 0)\n";
     t_proc_t p;
-    CHECK(t_spawn(&p, exe, py) == 0, "spawn");
-    CHECK(t_expect(&p, "ready", 10), "ready");
-    usleep(100000);
+    t_start_ready(&p, exe, py, 100000);
     inject_report_t rep;
     inject_and_check(p.pid, "3.11-malloc-heavy", &rep);
     int st = t_finish(&p, 30);

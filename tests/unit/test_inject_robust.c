@@ -126,40 +126,10 @@ static void test_tracer_killed(void)
     t_proc_t p;
     start_work(&p);
     t_unlink("slept");
-    int sync[2];
-    CHECK(pipe(sync) == 0, "pipe");
-    pid_t child = fork();
-    if (child == 0) {
-        check_child_dies_with_test();
-        close(sync[0]);
-        inject_report_t rep;
-        inject_session_t *s = open_loaded(p.pid, 10000, &rep);
-        raddr_t fn = 0;
-        if (!s || inject_session_symbol(s, t_lib, "scry_test_sleep_ms", &fn) != 0)
-            _exit(2);
-        uint64_t arg = 800;
-        if (write(sync[1], "x", 1) != 1)
-            _exit(3);
-        inject_session_call(s, fn, &arg, 1, NULL);
-        _exit(4); /* not reached: killed during the call */
-    }
-    close(sync[1]);
-    char c;
-    CHECK(read(sync[0], &c, 1) == 1, "child reached the call");
-    close(sync[0]);
-    usleep(300000);
-    kill(child, SIGKILL);
-    int st;
-    waitpid(child, &st, 0);
+    int st = t_kill_tracer_in_call(p.pid, 800, 300000);
     CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "child status %#x", st);
     end_work(&p, "tracer killed", 0);
     CHECK(t_file_exists("slept"), "the call completed in the target after the tracer died");
-}
-
-static void on_alarm(int sig)
-{
-    (void)sig;
-    inject_abort_all();
 }
 
 /* inject_abort_all from a signal handler during a call: the thread is released at once and
@@ -175,12 +145,8 @@ static void test_abort(void)
         raddr_t fn = 0;
         int rc = inject_session_symbol(s, t_lib, "scry_test_sleep_ms", &fn);
         CHECK_RC(rc, 0, rep);
-        struct sigaction sa, old;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_alarm;
-        sigaction(SIGALRM, &sa, &old);
-        struct itimerval it = {{0, 0}, {0, 200000}};
-        setitimer(ITIMER_REAL, &it, NULL);
+        struct sigaction old;
+        t_abort_after(&old, 200000);
         uint64_t arg = 600;
         double t0 = ((double)scry_now_ns() / 1e9);
         rc = inject_session_call(s, fn, &arg, 1, NULL);

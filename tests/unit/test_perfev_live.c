@@ -16,7 +16,6 @@
  *  - the target was never stopped (its threads never left R/S).
  * Skipped (exit 0 with "SKIP") when perf events are refused on this machine.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -32,6 +31,7 @@
 #include "perfev.h"
 #include "scry_err.h"
 #include "check.h"
+#include "python_child.h"
 #include "scry_time.h"
 
 static const char script[] =
@@ -66,66 +66,12 @@ static const char script[] =
     "while True:\n"
     "    x = (x + 1) % 1000003\n";
 
-static pid_t g_child = -1;
-static int g_in = -1, g_out = -1;
-
-static int start_python(const char *py)
-{
-    int in[2], out[2];
-    if (pipe(in) || pipe(out))
-        return -1;
-    g_child = fork();
-    if (g_child == 0) {
-        check_child_dies_with_test();
-        dup2(in[0], 0);
-        dup2(out[1], 1);
-        close(in[1]);
-        close(out[0]);
-        execl(py, py, "-c", script, (char *)NULL);
-        _exit(127);
-    }
-    close(in[0]);
-    close(out[1]);
-    g_in = in[1];
-    g_out = out[0];
-    return g_child > 0 ? 0 : -1;
-}
-
-static int read_line(char *buf, size_t cap, int timeout_ms)
-{
-    size_t n = 0;
-    while (n + 1 < cap) {
-        struct pollfd p = {.fd = g_out, .events = POLLIN};
-        if (poll(&p, 1, timeout_ms) <= 0 || read(g_out, buf + n, 1) != 1)
-            return -1;
-        if (buf[n] == '\n')
-            break;
-        n++;
-    }
-    buf[n] = '\0';
-    return (int)n;
-}
+static python_child_t g_py = {.pid = -1};
 
 static void sleep_ms(int ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
-}
-
-static size_t list_tids(pid_t pid, pid_t *tids, size_t cap)
-{
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
-    DIR *d = opendir(path);
-    size_t n = 0;
-    if (!d)
-        return 0;
-    struct dirent *e;
-    while ((e = readdir(d)) && n < cap)
-        if (e->d_name[0] >= '0' && e->d_name[0] <= '9')
-            tids[n++] = (pid_t)atoi(e->d_name);
-    closedir(d);
-    return n;
 }
 
 static uint64_t cpu_ns(pid_t pid, pid_t tid)
@@ -211,6 +157,20 @@ static tally_t *get(acc_t *a, pid_t tid)
     return &none;
 }
 
+/* Opens perf events with OPTS on every thread of OPTS->pid now; each step checked. Returns
+ * the session, or NULL (then already failed a check). */
+static perfev_t *open_all(const perfev_opts_t *opts)
+{
+    perfev_t *p = NULL;
+    CHECK(perfev_open(opts, &p) == 0);
+    if (!p)
+        return NULL;
+    pid_t tids[64];
+    size_t n = python_child_tids(opts->pid, tids, 64);
+    CHECK(perfev_set_threads(p, tids, n, NULL, NULL) == (int)n);
+    return p;
+}
+
 /* Samples for MS ms with OPTS; fills A; checks CPU accounting of TIDS_CHECK. */
 static void run(perfev_opts_t *opts, int ms, acc_t *a, pid_t pid, const pid_t *check, int ncheck)
 {
@@ -221,7 +181,7 @@ static void run(perfev_opts_t *opts, int ms, acc_t *a, pid_t pid, const pid_t *c
     if (!p)
         return;
     pid_t tids[64];
-    size_t n = list_tids(pid, tids, 64);
+    size_t n = python_child_tids(pid, tids, 64);
     uint64_t c0[8] = {0};
     a->t0 = scry_now_ns();
     CHECK(perfev_set_threads(p, tids, n, NULL, NULL) == (int)n);
@@ -259,7 +219,7 @@ static void run(perfev_opts_t *opts, int ms, acc_t *a, pid_t pid, const pid_t *c
 static int thread_stopped(pid_t pid)
 {
     pid_t tids[64];
-    size_t n = list_tids(pid, tids, 64);
+    size_t n = python_child_tids(pid, tids, 64);
     int stopped = 0;
     for (size_t i = 0; i < n; i++) {
         char path[96], buf[512];
@@ -337,14 +297,14 @@ int main(void)
     struct stat stb;
     if (stat(py, &stb) != 0)
         py = "/usr/bin/python3.11";
-    if (start_python(py) != 0)
+    if (python_child_start(&g_py, py, script, NULL) != 0)
         return 1;
     char line[256];
     int pid = 0, h = 0, k = 0, s = 0;
-    if (read_line(line, sizeof line, 20000) < 0 ||
+    if (python_child_line(&g_py, line, sizeof line, 20000) < 0 ||
         sscanf(line, "%d %d %d %d", &pid, &h, &k, &s) != 4) {
         fprintf(stderr, "target did not start\n");
-        kill(g_child, SIGKILL);
+        python_child_end(&g_py);
         return 1;
     }
     acc_t a;
@@ -376,11 +336,12 @@ int main(void)
         o = (perfev_opts_t){.pid = pid, .rate_hz = 1000};
         CHECK(perfev_open(&o, &p) == 0);
         pid_t tids[64];
-        size_t n = list_tids(pid, tids, 64);
+        size_t n = python_child_tids(pid, tids, 64);
         CHECK(p && perfev_set_threads(p, tids, n, NULL, NULL) == (int)n);
-        CHECK(write(g_in, "go\n", 3) == 3);
+        CHECK(write(g_py.in_fd, "go\n", 3) == 3);
         int nt = 0;
-        CHECK(read_line(line, sizeof line, 10000) >= 0 && sscanf(line, "%d", &nt) == 1);
+        CHECK(python_child_line(&g_py, line, sizeof line, 10000) >= 0 &&
+              sscanf(line, "%d", &nt) == 1);
         CHECK(!perfev_has_thread(p, nt));
         CHECK(perfev_add_thread(p, nt) == 0 && perfev_has_thread(p, nt));
         CHECK(perfev_add_thread(p, nt) == 0); /* twice is fine */
@@ -406,12 +367,8 @@ int main(void)
 
     fprintf(stderr, "a one-page ring read late: lost records counted:\n");
     {
-        perfev_t *p = NULL;
         o = (perfev_opts_t){.pid = pid, .rate_hz = 1000, .stack_bytes = 1024, .ring_pages = 1};
-        CHECK(perfev_open(&o, &p) == 0);
-        pid_t tids[64];
-        size_t n = list_tids(pid, tids, 64);
-        CHECK(p && perfev_set_threads(p, tids, n, NULL, NULL) == (int)n);
+        perfev_t *p = open_all(&o);
         sleep_ms(200);
         memset(&a, 0, sizeof a);
         a.pid = pid;
@@ -429,12 +386,8 @@ int main(void)
 
     fprintf(stderr, "a rate changed while sampling (100 Hz, then 1 kHz):\n");
     {
-        perfev_t *p = NULL;
         o = (perfev_opts_t){.pid = pid, .rate_hz = 100};
-        CHECK(perfev_open(&o, &p) == 0);
-        pid_t tids[64];
-        size_t n = list_tids(pid, tids, 64);
-        CHECK(p && perfev_set_threads(p, tids, n, NULL, NULL) == (int)n);
+        perfev_t *p = open_all(&o);
         sleep_ms(100);
         perfev_read(p, NULL, NULL);
         CHECK(perfev_set_rate(p, 1000) == 0 && perfev_period_ns(p) == 1000000);
@@ -517,8 +470,7 @@ int main(void)
     perfev_free(NULL);
 
     CHECK(thread_stopped(pid) == 0);
-    kill(g_child, SIGKILL);
-    waitpid(g_child, NULL, 0);
+    python_child_end(&g_py);
 
     return check_summary("test_perfev_live");
 }

@@ -204,14 +204,11 @@ static void probe(int style, const uint8_t *t, size_t len, int first)
     CHECK(rc == 0 || rc == SCRY_E_CORRUPT, "probe foreach rc %d", rc);
 }
 
-static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
+static unsigned long long rng_state = 0x9e3779b97f4a7c15ULL;
 
 static uint64_t rng(void)
 {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
+    return check_rand64(&rng_state);
 }
 
 static void fuzz_case(const code_case_t *c)

@@ -12,76 +12,60 @@
 #include "scry_err.h"
 #include "check.h"
 
-typedef struct captured {
-    const char *name; /* "<major>.<minor> <what>" */
-    int style;        /* enum pystate_unicode_style */
-    uint32_t state;   /* the raw 32-bit state word */
-    unsigned length;  /* code points */
+/* The strings, the same in every version (the interned one is named after its version). */
+typedef struct str_case {
+    const char *what;
+    unsigned length; /* code points */
     const char *payload_hex;
     const char *utf8_hex; /* what Python's own encoder gives (U+FFFD for surrogates and NUL) */
+} str_case_t;
+
+static const str_case_t strs[] = {
+    {"ascii", 3, "616263", "616263"},
+    {"e_acute", 1, "e9", "c3a9"},
+    {"cafe", 4, "636166e9", "636166c3a9"},
+    {"zh", 2, "2d4e8765", "e4b8ade69687"},
+    {"emoji", 1, "00f60100", "f09f9880"},
+    {"mixed", 4, "6100000000f60100e90000002d4e0000", "61f09f9880c3a9e4b8ad"},
+    {"surrogate", 2, "00d87800", "efbfbd78"},
+    {"nul", 3, "780079", "78efbfbd79"},
+    {"sub_latin1", 2, "6ee9", "6ec3a9"},
+    {"sub_ascii", 3, "616263", "616263"},
+    {"sub_ucs4", 2, "00f6010021000000", "f09f988021"},
+    {"empty", 0, "", ""},
+    {"char_a", 1, "61", "61"},
+    {"interned", 0, NULL, NULL}, /* "hello_interned_<minor>" */
+};
+#define NSTRS (sizeof strs / sizeof strs[0])
+
+/* The raw 32-bit state word of each of strs[] in one version. */
+typedef struct captured {
+    int major, minor;
+    int style; /* enum pystate_unicode_style */
+    uint32_t state[NSTRS];
 } captured_t;
 
 static const captured_t cases[] = {
-    {"3.6 ascii", 0, 0x000000e5, 3, "616263", "616263"},
-    {"3.6 e_acute", 0, 0x000000a4, 1, "e9", "c3a9"},
-    {"3.6 cafe", 0, 0x000000a4, 4, "636166e9", "636166c3a9"},
-    {"3.6 zh", 0, 0x000000a8, 2, "2d4e8765", "e4b8ade69687"},
-    {"3.6 emoji", 0, 0x864d08b0, 1, "00f60100", "f09f9880"},
-    {"3.6 mixed", 0, 0x000000b0, 4, "6100000000f60100e90000002d4e0000", "61f09f9880c3a9e4b8ad"},
-    {"3.6 surrogate", 0, 0x6f6f72a8, 2, "00d87800", "efbfbd78"},
-    {"3.6 nul", 0, 0x000000e4, 3, "780079", "78efbfbd79"},
-    {"3.6 sub_latin1", 0, 0x00000084, 2, "6ee9", "6ec3a9"},
-    {"3.6 sub_ascii", 0, 0x000000c4, 3, "616263", "616263"},
-    {"3.6 sub_ucs4", 0, 0x00000090, 2, "00f6010021000000", "f09f988021"},
-    {"3.6 interned", 0, 0x000000e5, 16, "68656c6c6f5f696e7465726e65645f36",
-     "68656c6c6f5f696e7465726e65645f36"},
-    {"3.6 empty", 0, 0x000000e5, 0, "", ""},
-    {"3.6 char_a", 0, 0x000000e5, 1, "61", "61"},
-    {"3.11 ascii", 0, 0x000000e5, 3, "616263", "616263"},
-    {"3.11 e_acute", 0, 0x000000a4, 1, "e9", "c3a9"},
-    {"3.11 cafe", 0, 0x017400a4, 4, "636166e9", "636166c3a9"},
-    {"3.11 zh", 0, 0x000000a8, 2, "2d4e8765", "e4b8ade69687"},
-    {"3.11 emoji", 0, 0xce3f2ab0, 1, "00f60100", "f09f9880"},
-    {"3.11 mixed", 0, 0x000000b0, 4, "6100000000f60100e90000002d4e0000", "61f09f9880c3a9e4b8ad"},
-    {"3.11 surrogate", 0, 0x000000a8, 2, "00d87800", "efbfbd78"},
-    {"3.11 nul", 0, 0x000000e4, 3, "780079", "78efbfbd79"},
-    {"3.11 sub_latin1", 0, 0x00000084, 2, "6ee9", "6ec3a9"},
-    {"3.11 sub_ascii", 0, 0x000000c4, 3, "616263", "616263"},
-    {"3.11 sub_ucs4", 0, 0x00000090, 2, "00f6010021000000", "f09f988021"},
-    {"3.11 interned", 0, 0xcea602e5, 17, "68656c6c6f5f696e7465726e65645f3131",
-     "68656c6c6f5f696e7465726e65645f3131"},
-    {"3.11 empty", 0, 0x000000e5, 0, "", ""},
-    {"3.11 char_a", 0, 0x000000e5, 1, "61", "61"},
-    {"3.12 ascii", 1, 0x000000e7, 3, "616263", "616263"},
-    {"3.12 e_acute", 1, 0x000000a4, 1, "e9", "c3a9"},
-    {"3.12 cafe", 1, 0x30307524, 4, "636166e9", "636166c3a9"},
-    {"3.12 zh", 1, 0x5c666128, 2, "2d4e8765", "e4b8ade69687"},
-    {"3.12 emoji", 1, 0x65347530, 1, "00f60100", "f09f9880"},
-    {"3.12 mixed", 1, 0x00000030, 4, "6100000000f60100e90000002d4e0000", "61f09f9880c3a9e4b8ad"},
-    {"3.12 surrogate", 1, 0xf655d428, 2, "00d87800", "efbfbd78"},
-    {"3.12 nul", 1, 0x00007064, 3, "780079", "78efbfbd79"},
-    {"3.12 sub_latin1", 1, 0x00000004, 2, "6ee9", "6ec3a9"},
-    {"3.12 sub_ascii", 1, 0x00000044, 3, "616263", "616263"},
-    {"3.12 sub_ucs4", 1, 0x00000010, 2, "00f6010021000000", "f09f988021"},
-    {"3.12 interned", 1, 0x96908066, 17, "68656c6c6f5f696e7465726e65645f3132",
-     "68656c6c6f5f696e7465726e65645f3132"},
-    {"3.12 empty", 1, 0x000000e7, 0, "", ""},
-    {"3.12 char_a", 1, 0x000000e7, 1, "61", "61"},
-    {"3.13 ascii", 1, 0x00000066, 3, "616263", "616263"},
-    {"3.13 e_acute", 1, 0x000000a7, 1, "e9", "c3a9"},
-    {"3.13 cafe", 1, 0x30307524, 4, "636166e9", "636166c3a9"},
-    {"3.13 zh", 1, 0x5c666128, 2, "2d4e8765", "e4b8ade69687"},
-    {"3.13 emoji", 1, 0x65347530, 1, "00f60100", "f09f9880"},
-    {"3.13 mixed", 1, 0x00000030, 4, "6100000000f60100e90000002d4e0000", "61f09f9880c3a9e4b8ad"},
-    {"3.13 surrogate", 1, 0xee926628, 2, "00d87800", "efbfbd78"},
-    {"3.13 nul", 1, 0x00006664, 3, "780079", "78efbfbd79"},
-    {"3.13 sub_latin1", 1, 0x00000004, 2, "6ee9", "6ec3a9"},
-    {"3.13 sub_ascii", 1, 0x00000044, 3, "616263", "616263"},
-    {"3.13 sub_ucs4", 1, 0x00000010, 2, "00f6010021000000", "f09f988021"},
-    {"3.13 interned", 1, 0xad497065, 17, "68656c6c6f5f696e7465726e65645f3133",
-     "68656c6c6f5f696e7465726e65645f3133"},
-    {"3.13 empty", 1, 0x000000e7, 0, "", ""},
-    {"3.13 char_a", 1, 0x000000e7, 1, "61", "61"},
+    {3,
+     6,
+     0,
+     {0x000000e5, 0x000000a4, 0x000000a4, 0x000000a8, 0x864d08b0, 0x000000b0, 0x6f6f72a8,
+      0x000000e4, 0x00000084, 0x000000c4, 0x00000090, 0x000000e5, 0x000000e5, 0x000000e5}},
+    {3,
+     11,
+     0,
+     {0x000000e5, 0x000000a4, 0x017400a4, 0x000000a8, 0xce3f2ab0, 0x000000b0, 0x000000a8,
+      0x000000e4, 0x00000084, 0x000000c4, 0x00000090, 0x000000e5, 0x000000e5, 0xcea602e5}},
+    {3,
+     12,
+     1,
+     {0x000000e7, 0x000000a4, 0x30307524, 0x5c666128, 0x65347530, 0x00000030, 0xf655d428,
+      0x00007064, 0x00000004, 0x00000044, 0x00000010, 0x000000e7, 0x000000e7, 0x96908066}},
+    {3,
+     13,
+     1,
+     {0x00000066, 0x000000a7, 0x30307524, 0x5c666128, 0x65347530, 0x00000030, 0xee926628,
+      0x00006664, 0x00000004, 0x00000044, 0x00000010, 0x000000e7, 0x000000e7, 0xad497065}},
 };
 
 static size_t unhex(const char *hex, unsigned char *out, size_t max)
@@ -95,73 +79,84 @@ static size_t unhex(const char *hex, unsigned char *out, size_t max)
     return n < max ? n : max;
 }
 
+/* One captured string: STATE its state word in MAJOR.MINOR of STYLE. */
+static void check_captured(int major, int minor, int style, uint32_t state, const str_case_t *sc)
+{
+    char name[64], interned[32], interned_hex[64];
+    snprintf(name, sizeof name, "%d.%d %s", major, minor, sc->what);
+    const char *payload_hex = sc->payload_hex, *utf8_hex = sc->utf8_hex;
+    unsigned length = sc->length;
+    if (payload_hex == NULL) {
+        length = (unsigned)snprintf(interned, sizeof interned, "hello_interned_%d", minor);
+        for (unsigned i = 0; i < length; i++)
+            snprintf(interned_hex + 2 * i, 3, "%02x", (unsigned char)interned[i]);
+        payload_hex = utf8_hex = interned_hex;
+    }
+    pystate_str_state_t st;
+    int rc = pystate_str_decode_state(style, state, &st);
+    CHECK(rc == 0, "%s: decode rc %d", name, rc);
+    int subclass = strstr(name, " sub_") != NULL;
+    CHECK(st.compact == !subclass, "%s: compact %d", name, st.compact);
+    CHECK(st.ready == 1, "%s: ready %d", name, st.ready);
+    if (strstr(name, "interned") != NULL) {
+        CHECK(st.interned != 0, "%s: not interned", name);
+    }
+    int want_kind = 1;
+    if (strstr(name, "zh") || strstr(name, "surrogate")) {
+        want_kind = 2;
+    } else if (strstr(name, "emoji") || strstr(name, "mixed") || strstr(name, "ucs4")) {
+        want_kind = 4;
+    }
+    CHECK(st.kind == want_kind, "%s: kind %d, want %d", name, st.kind, want_kind);
+
+    /* The data rule against the generated layout of that version. */
+    const pystate_layout_t *L = pystate_layout_for(major, minor);
+    CHECK(L != NULL, "%s: no layout", name);
+    if (L != NULL) {
+        int64_t off = -1;
+        int indirect = -1;
+        rc = pystate_str_data_location(L, &st, &off, &indirect);
+        int64_t want = subclass ? L->unicode_data_any
+                                : (st.ascii ? L->unicode_ascii_size : L->unicode_compact_size);
+        CHECK(rc == 0 && off == want && indirect == subclass, "%s: data at %lld/%d", name,
+              (long long)off, indirect);
+        CHECK(L->unicode_style == style, "%s: layout style %d", name, L->unicode_style);
+    }
+
+    unsigned char payload[64], want_utf8[64];
+    size_t plen = unhex(payload_hex, payload, sizeof payload);
+    size_t wlen = unhex(utf8_hex, want_utf8, sizeof want_utf8);
+    char out[64];
+    size_t written = 999;
+    rc = pystate_str_to_utf8(payload, plen, st.kind, st.ascii, length, out, sizeof out, &written);
+    CHECK(rc == 0 && written == wlen && memcmp(out, want_utf8, wlen) == 0 && out[wlen] == 0,
+          "%s: utf8 rc %d, %zu bytes '%s'", name, rc, written, out);
+
+    /* Every output bound: a prefix of whole sequences, NUL-terminated, TRUNC when short. */
+    for (size_t cap = 1; cap <= wlen; cap++) {
+        char small[64];
+        memset(small, 'X', sizeof small);
+        rc = pystate_str_to_utf8(payload, plen, st.kind, st.ascii, length, small, cap, &written);
+        int cut_ok = written < cap && memcmp(small, want_utf8, written) == 0 &&
+                     small[written] == 0 && small[cap] == 'X' &&
+                     (written == wlen || (want_utf8[written] & 0xC0) != 0x80);
+        CHECK(rc == SCRY_E_TRUNC && cut_ok, "%s: cap %zu rc %d written %zu", name, cap, rc,
+              written);
+    }
+    /* Data shorter than LENGTH code points. */
+    if (plen > 0) {
+        rc = pystate_str_to_utf8(payload, plen - 1, st.kind, st.ascii, length, out, sizeof out,
+                                 &written);
+        CHECK(rc == SCRY_E_TRUNC, "%s: short data rc %d", name, rc);
+    }
+}
+
 static void test_captured(void)
 {
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        const captured_t *c = &cases[i];
-        int major = 0, minor = 0;
-        sscanf(c->name, "%d.%d", &major, &minor);
-        pystate_str_state_t st;
-        int rc = pystate_str_decode_state(c->style, c->state, &st);
-        CHECK(rc == 0, "%s: decode rc %d", c->name, rc);
-        int subclass = strstr(c->name, " sub_") != NULL;
-        CHECK(st.compact == !subclass, "%s: compact %d", c->name, st.compact);
-        CHECK(st.ready == 1, "%s: ready %d", c->name, st.ready);
-        if (strstr(c->name, "interned") != NULL) {
-            CHECK(st.interned != 0, "%s: not interned", c->name);
-        }
-        int want_kind = 1;
-        if (strstr(c->name, "zh") || strstr(c->name, "surrogate")) {
-            want_kind = 2;
-        } else if (strstr(c->name, "emoji") || strstr(c->name, "mixed") ||
-                   strstr(c->name, "ucs4")) {
-            want_kind = 4;
-        }
-        CHECK(st.kind == want_kind, "%s: kind %d, want %d", c->name, st.kind, want_kind);
-
-        /* The data rule against the generated layout of that version. */
-        const pystate_layout_t *L = pystate_layout_for(major, minor);
-        CHECK(L != NULL, "%s: no layout", c->name);
-        if (L != NULL) {
-            int64_t off = -1;
-            int indirect = -1;
-            rc = pystate_str_data_location(L, &st, &off, &indirect);
-            int64_t want = subclass ? L->unicode_data_any
-                                    : (st.ascii ? L->unicode_ascii_size : L->unicode_compact_size);
-            CHECK(rc == 0 && off == want && indirect == subclass, "%s: data at %lld/%d", c->name,
-                  (long long)off, indirect);
-            CHECK(L->unicode_style == c->style, "%s: layout style %d", c->name, L->unicode_style);
-        }
-
-        unsigned char payload[64], want_utf8[64];
-        size_t plen = unhex(c->payload_hex, payload, sizeof payload);
-        size_t wlen = unhex(c->utf8_hex, want_utf8, sizeof want_utf8);
-        char out[64];
-        size_t written = 999;
-        rc = pystate_str_to_utf8(payload, plen, st.kind, st.ascii, c->length, out, sizeof out,
-                                 &written);
-        CHECK(rc == 0 && written == wlen && memcmp(out, want_utf8, wlen) == 0 && out[wlen] == 0,
-              "%s: utf8 rc %d, %zu bytes '%s'", c->name, rc, written, out);
-
-        /* Every output bound: a prefix of whole sequences, NUL-terminated, TRUNC when short. */
-        for (size_t cap = 1; cap <= wlen; cap++) {
-            char small[64];
-            memset(small, 'X', sizeof small);
-            rc = pystate_str_to_utf8(payload, plen, st.kind, st.ascii, c->length, small, cap,
-                                     &written);
-            int cut_ok = written < cap && memcmp(small, want_utf8, written) == 0 &&
-                         small[written] == 0 && small[cap] == 'X' &&
-                         (written == wlen || (want_utf8[written] & 0xC0) != 0x80);
-            CHECK(rc == SCRY_E_TRUNC && cut_ok, "%s: cap %zu rc %d written %zu", c->name, cap, rc,
-                  written);
-        }
-        /* Data shorter than LENGTH code points. */
-        if (plen > 0) {
-            rc = pystate_str_to_utf8(payload, plen - 1, st.kind, st.ascii, c->length, out,
-                                     sizeof out, &written);
-            CHECK(rc == SCRY_E_TRUNC, "%s: short data rc %d", c->name, rc);
-        }
-    }
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (size_t j = 0; j < NSTRS; j++)
+            check_captured(cases[i].major, cases[i].minor, cases[i].style, cases[i].state[j],
+                           &strs[j]);
 }
 
 static void test_state_words(void)
@@ -235,6 +230,6 @@ int main(void)
     test_captured();
     test_state_words();
     test_conversions();
-    printf("pystr: %zu captured strings\n", sizeof cases / sizeof cases[0]);
+    printf("pystr: %zu captured strings\n", sizeof cases / sizeof cases[0] * NSTRS);
     return check_summary("test_pystate_pystr");
 }

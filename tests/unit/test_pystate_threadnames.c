@@ -25,6 +25,7 @@
 #include "scry_err.h"
 #include "threadnames.h"
 #include "check.h"
+#include "python_child.h"
 #include "scry_time.h"
 
 #define MAX_EXPECT 128
@@ -101,9 +102,9 @@ typedef struct expect {
 } expect_t;
 
 typedef struct child {
+    python_child_t py;
     pid_t pid;
-    FILE *out; /* its stdout */
-    int in_fd; /* its stdin: closing it ends the script */
+    FILE *out; /* its stdout (py.out_fd) */
 } child_t;
 
 static int cmp_u64(const void *a, const void *b)
@@ -114,36 +115,21 @@ static int cmp_u64(const void *a, const void *b)
 
 static int start(const char *python, const char *script, child_t *c)
 {
-    int in[2], out[2];
-    if (pipe(in) != 0 || pipe(out) != 0)
+    char *const argv[] = {(char *)python, (char *)"-S", (char *)"-c", (char *)script, NULL};
+    if (python_child_exec(&c->py, argv, NULL, 0) != 0)
         return -1;
-    pid_t pid = fork();
-    if (pid < 0)
-        return -1;
-    if (pid == 0) {
-        check_child_dies_with_test();
-        dup2(in[0], 0);
-        dup2(out[1], 1);
-        close(in[1]);
-        close(out[0]);
-        execl(python, python, "-S", "-c", script, (char *)NULL);
-        _exit(127);
-    }
-    close(in[0]);
-    close(out[1]);
-    c->pid = pid;
-    c->in_fd = in[1];
-    c->out = fdopen(out[0], "r");
+    c->pid = c->py.pid;
+    c->out = fdopen(c->py.out_fd, "r");
     return c->out ? 0 : -1;
 }
 
 static void finish(child_t *c)
 {
-    if (c->out)
-        fclose(c->out);
-    close(c->in_fd);
-    kill(c->pid, SIGKILL);
-    waitpid(c->pid, NULL, 0);
+    if (c->out) {
+        fclose(c->out); /* closes py.out_fd */
+        c->py.out_fd = -1;
+    }
+    python_child_end(&c->py);
 }
 
 static int unhex(const char *h, char *out, size_t max)

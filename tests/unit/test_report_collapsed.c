@@ -18,6 +18,15 @@ static void fill(report_profile_t *p, int reverse)
     }
 }
 
+/* Checks that P rendered as collapsed stacks with O (NULL: defaults) is exactly WANT. */
+static void check_collapsed(report_profile_t *p, const report_options_t *o, const char *want)
+{
+    int rc = -1;
+    char *out = render(p, REPORT_FORMAT_COLLAPSED, o, &rc);
+    CHECK(rc == 0 && out && strcmp(out, want) == 0, "got:\n%s", out ? out : "(null)");
+    free(out);
+}
+
 int main(void)
 {
     report_meta_t m = test_meta();
@@ -52,11 +61,9 @@ int main(void)
     add_cpu(p, t1, 2, 0, 1000, 11, 1);
     add_cpu(p, t2, 2, 0, 1000, 12, 2);
     add_cpu(p, t2, 2, 0, 1000, 12, 3);
-    out = render(p, REPORT_FORMAT_COLLAPSED, NULL, &rc);
-    CHECK(rc == 0 && out &&
-          strcmp(out, "thread 11 (worker-1);work (w.py:3) 1\n"
-                      "thread 12 (worker-2);work (w.py:3) 2\n") == 0);
-    free(out);
+    check_collapsed(p, NULL,
+                    "thread 11 (worker-1);work (w.py:3) 1\n"
+                    "thread 12 (worker-2);work (w.py:3) 2\n");
     report_profile_free(p);
 
     /* a thread renamed during the recording (or named only once it ran) keeps one root,
@@ -70,13 +77,9 @@ int main(void)
     add_cpu(p, r3, 2, 0, 1000, 11, 3);
     add_cpu(p, r1, 2, 0, 1000, 11, 4);
     add_cpu(p, r2, 2, 0, 1000, 11, 5);
-    out = render(p, REPORT_FORMAT_COLLAPSED, NULL, &rc);
-    const char *renamed = "thread 11 (renamed);idle (w.py:9) 1\n"
-                          "thread 11 (renamed);work (w.py:3) 4\n";
-    CHECK(rc == 0 && out && strcmp(out, renamed) == 0);
-    if (out && strcmp(out, renamed) != 0)
-        fprintf(stderr, "got:\n%s", out);
-    free(out);
+    check_collapsed(p, NULL,
+                    "thread 11 (renamed);idle (w.py:9) 1\n"
+                    "thread 11 (renamed);work (w.py:3) 4\n");
     report_profile_free(p);
 
     /* --subprocesses: a process root above the thread root; a renamed thread still keeps
@@ -88,13 +91,9 @@ int main(void)
     add_cpu(p, p1, 3, 0, 1000, 11, 1);
     add_cpu(p, p2, 3, 0, 1000, 11, 2);
     add_cpu(p, p3, 3, 0, 1000, 21, 3);
-    out = render(p, REPORT_FORMAT_COLLAPSED, NULL, &rc);
-    const char *procs = "process 10 (a.py);thread 11 (x);work (w.py:3) 2\n"
-                        "process 20 (b.py);thread 21;work (w.py:3) 1\n";
-    CHECK(rc == 0 && out && strcmp(out, procs) == 0);
-    if (out && strcmp(out, procs) != 0)
-        fprintf(stderr, "got:\n%s", out);
-    free(out);
+    check_collapsed(p, NULL,
+                    "process 10 (a.py);thread 11 (x);work (w.py:3) 2\n"
+                    "process 20 (b.py);thread 21;work (w.py:3) 1\n");
     out = render(p, REPORT_FORMAT_JSON, NULL, &rc);
     CHECK(rc == 0 && out &&
           strstr(out, "\"function\":\"process 10 (a.py)\",\"file\":\"\",\"line\":0,"
@@ -110,11 +109,9 @@ int main(void)
                         PY("main", "app.py", 10)};
     add_cpu(p, u, 7, 0, 1000, 11, 1);
     add_cpu(p, u + 3, 4, 0, 1000, 11, 2);
-    out = render(p, REPORT_FORMAT_COLLAPSED, NULL, &rc);
-    CHECK(rc == 0 && out &&
-          strcmp(out, "main (app.py:10);?? (libm.so) 1\n"
-                      "main (app.py:10);?? (libm.so);?? (libx.so);?? (libm.so) 1\n") == 0);
-    free(out);
+    check_collapsed(p, NULL,
+                    "main (app.py:10);?? (libm.so) 1\n"
+                    "main (app.py:10);?? (libm.so);?? (libx.so);?? (libm.so) 1\n");
     report_profile_free(p);
 
     /* without thread roots, the same frames from two threads merge into one line */
@@ -122,9 +119,7 @@ int main(void)
     scry_frame_t w[] = {PY("work", "w.py", 3)};
     add_cpu(p, w, 1, 0, 1000, 11, 1);
     add_cpu(p, w, 1, 0, 1000, 12, 2);
-    out = render(p, REPORT_FORMAT_COLLAPSED, NULL, &rc);
-    CHECK(rc == 0 && out && strcmp(out, "work (w.py:3) 2\n") == 0);
-    free(out);
+    check_collapsed(p, NULL, "work (w.py:3) 2\n");
     report_profile_free(p);
 
     /* memory-only profile: values are bytes; explicit metric selection */
@@ -133,17 +128,11 @@ int main(void)
     add_mem(p, al, 2, SCRY_METRIC_ALLOC, 0, 4096, 0x1000, 1);
     add_mem(p, al, 2, SCRY_METRIC_ALLOC, 0, 1024, 0x2000, 2);
     add_mem(p, al, 2, SCRY_METRIC_FREE, 0, 4096, 0x1000, 3);
-    out = render(p, REPORT_FORMAT_COLLAPSED, NULL, &rc);
-    CHECK(rc == 0 && out && strcmp(out, "<module> (io.py:1);load (io.py:7) 5120\n") == 0);
-    free(out);
+    check_collapsed(p, NULL, "<module> (io.py:1);load (io.py:7) 5120\n");
     report_options_t o = {.metric = SCRY_METRIC_FREE};
-    out = render(p, REPORT_FORMAT_COLLAPSED, &o, &rc);
-    CHECK(rc == 0 && out && strcmp(out, "<module> (io.py:1);load (io.py:7) 4096\n") == 0);
-    free(out);
+    check_collapsed(p, &o, "<module> (io.py:1);load (io.py:7) 4096\n");
     o.metric = SCRY_METRIC_CPU;
-    out = render(p, REPORT_FORMAT_COLLAPSED, &o, &rc);
-    CHECK(rc == 0 && out && strcmp(out, "") == 0);
-    free(out);
+    check_collapsed(p, &o, "");
     report_profile_free(p);
 
     /* empty stack and zero samples */
@@ -152,9 +141,7 @@ int main(void)
     CHECK(rc == 0 && out && out[0] == 0);
     free(out);
     add_cpu(p, NULL, 0, 0, 1000, 1, 1);
-    out = render(p, REPORT_FORMAT_COLLAPSED, NULL, &rc);
-    CHECK(rc == 0 && out && strcmp(out, "<unknown> 1\n") == 0);
-    free(out);
+    check_collapsed(p, NULL, "<unknown> 1\n");
     report_profile_free(p);
 
     /* format names */

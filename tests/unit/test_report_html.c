@@ -57,12 +57,7 @@ static void write_file(const char *rel, const char *text)
 {
     char path[256];
     snprintf(path, sizeof path, "%s%s", tmpdir, rel);
-    FILE *f = fopen(path, "w");
-    CHECK(f != NULL);
-    if (f) {
-        fputs(text, f);
-        fclose(f);
-    }
+    check_write_file(path, text);
 }
 
 static void make_tree(void)
@@ -127,52 +122,57 @@ static report_profile_t *profile(int memory)
     return p;
 }
 
-static void test_cpu(void)
+/* P rendered as HTML with the test's sources: the page (NULL after a failed check),
+ * checked well-formed and safe (check_safe). */
+static char *render_safe(report_profile_t *p)
 {
-    report_profile_t *p = profile(0);
     int rc = -1;
     char *html = render(p, REPORT_FORMAT_HTML, &t_src, &rc);
     CHECK(rc == 0 && html);
+    if (html)
+        check_safe(html);
+    return html;
+}
+
+static void test_cpu(void)
+{
+    report_profile_t *p = profile(0);
+    char *html = render_safe(p);
     if (!html) {
         report_profile_free(p);
         return;
     }
-    check_safe(html);
     /* header */
-    CHECK(strstr(html, "python3 &lt;b onmouseover=alert(1)&gt;app.py") != NULL);
-    CHECK(strstr(html, "<dt>Python</dt><dd>3.12.1</dd>") != NULL);
-    CHECK(strstr(html, "<dt>duration</dt><dd>2.00 s</dd>") != NULL);
-    CHECK(strstr(html, "<dt>samples</dt><dd>10 at 100 Hz</dd>") != NULL);
-    CHECK(strstr(html, "<dt>errors</dt><dd>3</dd>") != NULL);
-    CHECK(strstr(html, "<dt>GIL held</dt><dd>42.0% of the samples</dd>") != NULL);
+    CHECK_CONTAINS(html, "python3 &lt;b onmouseover=alert(1)&gt;app.py",
+                   "<dt>Python</dt><dd>3.12.1</dd>", "<dt>duration</dt><dd>2.00 s</dd>",
+                   "<dt>samples</dt><dd>10 at 100 Hz</dd>", "<dt>errors</dt><dd>3</dd>",
+                   "<dt>GIL held</dt><dd>42.0% of the samples</dd>");
     /* source view: the file read through the reader, rooted in tmpdir, hostile source escaped */
     CHECK(strstr(html, "<span class=\"sc-fname\">/srv/app.py</span>") != NULL);
     CHECK(strstr(html, "    total = sum(x * x for x in data)  # &lt;/script&gt;&lt;script&gt;"
                        "alert(1)&lt;/script&gt; &amp; &quot;q&quot;") != NULL);
-    CHECK(strstr(html, "<tr class=\"hot\" id=\"L0-3\"") != NULL);
-    CHECK(strstr(html, "<tr class=\"hot\" id=\"L0-5\"") != NULL);
-    CHECK(strstr(html, "<b>60.0%</b>") != NULL); /* line 3: 6 of 10 samples */
-    CHECK(strstr(html, "<b>30.0%</b>") != NULL); /* line 5, native */
-    CHECK(strstr(html, "<i class=\"py\" style=\"width:72.0px\"></i>") != NULL);
-    CHECK(strstr(html, "<i class=\"nat\" style=\"width:36.0px\"></i>") != NULL);
-    CHECK(strstr(html, "    # context line 4</td>") != NULL);                  /* context */
-    CHECK(strstr(html, "<tr class=\"far\"><td class=\"ln\">20</td>") != NULL); /* far, hidden */
-    CHECK(strstr(html, "show whole file") != NULL);
+    CHECK_CONTAINS(html, "<tr class=\"hot\" id=\"L0-3\"", "<tr class=\"hot\" id=\"L0-5\"",
+                   "<b>60.0%</b>", /* line 3: 6 of 10 samples */
+                   "<b>30.0%</b>", /* line 5, native */
+                   "<i class=\"py\" style=\"width:72.0px\"></i>",
+                   "<i class=\"nat\" style=\"width:36.0px\"></i>",
+                   "    # context line 4</td>",                  /* context */
+                   "<tr class=\"far\"><td class=\"ln\">20</td>", /* far, hidden */
+                   "show whole file");
     CHECK(strstr(html, "alloc MiB") == NULL); /* no memory samples: no memory columns */
     /* the hostile file: escaped everywhere, never raw */
     CHECK(strstr(html, "/srv/&lt;img src=x onerror=alert(1)&gt;.py") != NULL);
     CHECK(strstr(html, "f&quot;&lt;b&gt;&amp;&apos;") != NULL);
     /* tables, legend, flame graph */
-    CHECK(strstr(html, "id=\"sc-hot-table\"") != NULL);
-    CHECK(strstr(html, "id=\"sc-fn-table\"") != NULL);
-    CHECK(strstr(html, "<a class=\"sc-goto\" href=\"#L0-3\">app.py:3</a>") != NULL);
-    CHECK(strstr(html, "cblas_ddot") != NULL);
-    CHECK(strstr(html, "<i class=\"sys\"></i>system") != NULL);
+    CHECK_CONTAINS(html, "id=\"sc-hot-table\"", "id=\"sc-fn-table\"",
+                   "<a class=\"sc-goto\" href=\"#L0-3\">app.py:3</a>", "cblas_ddot",
+                   "<i class=\"sys\"></i>system");
     CHECK(strstr(html, "<svg version=\"1.1\"") != NULL && strstr(html, "CPU Flame Graph") != NULL);
     CHECK(strstr(html, "<svg class=\"sc-chart\"") == NULL);
     /* well-formed */
     CHECK(run_python(balance_py, html) == 0);
     /* deterministic */
+    int rc = -1;
     char *again = render(p, REPORT_FORMAT_HTML, &t_src, &rc);
     CHECK(again && !strcmp(html, again));
     free(again);
@@ -183,14 +183,11 @@ static void test_cpu(void)
 static void test_memory(void)
 {
     report_profile_t *p = profile(1);
-    int rc = -1;
-    char *html = render(p, REPORT_FORMAT_HTML, &t_src, &rc);
-    CHECK(rc == 0 && html);
+    char *html = render_safe(p);
     if (!html) {
         report_profile_free(p);
         return;
     }
-    check_safe(html);
     CHECK(strstr(html, "<th>alloc MiB</th><th>Python alloc</th><th>net MiB</th><th>peak MiB</th>"
                        "<th>copy MiB/s</th><th>leak</th>") != NULL);
     CHECK(strstr(html, "<a href=\"#sc-mem\" data-tab=\"sc-mem\">Memory</a>") != NULL);
@@ -198,11 +195,8 @@ static void test_memory(void)
     CHECK(strstr(html, "<td class=\"n\" data-v=\"8\">8.00</td><td class=\"n\" data-v=\"50.000\">"
                        "50.0%</td><td class=\"n\" data-v=\"5\">5.00</td><td class=\"n\" "
                        "data-v=\"8\">8.00</td>") != NULL);
-    CHECK(strstr(html, "<svg class=\"sc-spark\"") != NULL);
-    CHECK(strstr(html, "<svg class=\"sc-chart\"") != NULL);
-    CHECK(strstr(html, "peak 8.0 MiB at") != NULL);
-    CHECK(strstr(html, "<dt>memory peak</dt><dd>8.0 MiB</dd>") != NULL);
-    CHECK(strstr(html, "<dt>memory samples</dt><dd>12</dd>") != NULL);
+    CHECK_CONTAINS(html, "<svg class=\"sc-spark\"", "<svg class=\"sc-chart\"", "peak 8.0 MiB at",
+                   "<dt>memory peak</dt><dd>8.0 MiB</dd>", "<dt>memory samples</dt><dd>12</dd>");
     /* copy 4 MB over 2 s on line 5 */
     CHECK(strstr(html, "data-v=\"2\">2.00</td>") != NULL);
     CHECK(run_python(balance_py, html) == 0);
@@ -222,15 +216,11 @@ static void test_empty(void)
 {
     report_meta_t m = {0};
     report_profile_t *p = report_profile_new(&m);
-    int rc = -1;
-    char *html = render(p, REPORT_FORMAT_HTML, &t_src, &rc);
-    CHECK(rc == 0 && html);
+    char *html = render_safe(p);
     if (html) {
-        check_safe(html);
-        CHECK(strstr(html, "No samples were collected.") != NULL);
-        CHECK(strstr(html, "No Python source line received samples.") != NULL);
-        CHECK(strstr(html, "<dt>Python</dt><dd>unknown</dd>") != NULL);
-        CHECK(strstr(html, "no samples</text>") != NULL); /* the flame graph's */
+        CHECK_CONTAINS(html, "No samples were collected.",
+                       "No Python source line received samples.", "<dt>Python</dt><dd>unknown</dd>",
+                       "no samples</text>"); /* the flame graph's */
         CHECK(run_python(balance_py, html) == 0);
     }
     free(html);
@@ -248,9 +238,8 @@ static void test_no_source(void)
     char *html = render(p, REPORT_FORMAT_HTML, &t_src, &rc);
     CHECK(rc == 0 && html);
     if (html) {
-        CHECK(strstr(html, "source not available: not found") != NULL);
-        CHECK(strstr(html, "<td class=\"code sc-none\"># in gone</td>") != NULL);
-        CHECK(strstr(html, "id=\"L0-2000000000\"") != NULL);
+        CHECK_CONTAINS(html, "source not available: not found",
+                       "<td class=\"code sc-none\"># in gone</td>", "id=\"L0-2000000000\"");
         CHECK(count(html, "<td class=\"ln\">") == 1); /* no context rows without source */
     }
     free(html);

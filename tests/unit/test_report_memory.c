@@ -15,13 +15,10 @@ typedef struct model {
     uint64_t unmatched;
 } model_t;
 
-static uint64_t rng = 88172645463325252ULL;
+static unsigned long long rng = 88172645463325252ULL;
 static uint64_t next(void)
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
+    return check_rand64(&rng);
 }
 
 int main(void)

@@ -42,6 +42,16 @@ static inline scry_frame_t PROC(const char *text)
     return (scry_frame_t){S(text), S(""), 0, SCRY_FRAME_PROCESS};
 }
 
+/* Checks that TEXT contains each of NEEDLES (NULL-terminated), one check each. */
+static inline void check_contains(const char *text, const char *const *needles)
+{
+    for (; *needles; needles++)
+        CHECK(strstr(text, *needles) != NULL, "missing: %s", *needles);
+}
+
+/* CHECK_CONTAINS(text, "a", "b", ...): check_contains over the strings given. */
+#define CHECK_CONTAINS(text, ...) check_contains((text), (const char *const[]){__VA_ARGS__, NULL})
+
 /* Adds a CPU sample (frames leaf first). */
 static inline void add_cpu(report_profile_t *p, const scry_frame_t *f, uint32_t n, int cls,
                            uint64_t weight_ns, int tid, uint64_t t_ns)

@@ -230,9 +230,6 @@ int main(void)
     test_file_and_flags();
     test_errors();
     test_bool_flags();
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "cleanup failed\n");
+    check_rmtree(dir);
     return test_summary("test_serve_config");
 }

@@ -348,10 +348,7 @@ static void test_server(void)
     s.ctl = serve_ctl_new(path, msg, sizeof msg);
     CHECK(s.ctl != NULL, "stale socket replaced: %s", msg);
     serve_ctl_free(s.ctl);
-    char cmd[200];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "cleanup failed\n");
+    check_rmtree(dir);
 }
 
 int main(void)

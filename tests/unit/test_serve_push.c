@@ -246,10 +246,7 @@ int main(void)
     receiver_stop(rcv);
     serve_push_free(p);
 
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "cleanup failed\n");
+    check_rmtree(dir);
     free(pprof);
     return test_summary("test_serve_push");
 }

@@ -223,9 +223,6 @@ int main(void)
     serve_store_free(s);
     check_safety();
 
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "cleanup failed\n");
+    check_rmtree(dir);
     return test_summary("test_serve_store");
 }

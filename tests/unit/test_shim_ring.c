@@ -8,6 +8,7 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <sys/mman.h>
 #include <stdlib.h>
@@ -44,6 +45,27 @@ static void view_of(ringc_t *r, shim_ring_view_t *v)
     CHECK(shim__ring_view(mem, len, v) == 0);
 }
 
+/* Fills the claimed record R at POS like the shim does: KIND at ADDR, 10 bytes weighing
+ * 100, thread 7, native, NFRAMES frames (code 0x100000 + 16 i, instruction 2 i). */
+static void fill(struct scry_ring_record *r, uint64_t pos, uint64_t addr, uint8_t kind,
+                 unsigned nframes)
+{
+    memset(&r->pos, 0, sizeof *r - offsetof(struct scry_ring_record, pos)); /* not seq */
+    r->pos = pos;
+    r->addr = addr;
+    r->size = 10;
+    r->weight = 100;
+    r->time_ns = 1;
+    r->tid = 7;
+    r->kind = kind;
+    r->origin = SCRY_RING_ORIGIN_NATIVE;
+    r->nframes = (uint8_t)nframes;
+    for (unsigned i = 0; i < nframes; i++) {
+        r->code[i] = 0x100000 + 16 * i;
+        r->instr[i] = (int32_t)i * 2;
+    }
+}
+
 /* Produces one event like the shim does; returns 0 or -1 (dropped). */
 static int produce(const shim_ring_view_t *v, uint64_t addr, uint8_t kind, unsigned nframes)
 {
@@ -53,20 +75,7 @@ static int produce(const shim_ring_view_t *v, uint64_t addr, uint8_t kind, unsig
         shim__ring_count(v, kind, 100, 1);
         return -1;
     }
-    r->pos = pos;
-    r->addr = addr;
-    r->size = 10;
-    r->weight = 100;
-    r->time_ns = 1;
-    r->tid = 7;
-    r->kind = kind;
-    r->origin = SCRY_RING_ORIGIN_NATIVE;
-    r->flags = 0;
-    r->nframes = (uint8_t)nframes;
-    for (unsigned i = 0; i < nframes; i++) {
-        r->code[i] = 0x100000 + 16 * i;
-        r->instr[i] = (int32_t)i * 2;
-    }
+    fill(r, pos, addr, kind, nframes);
     int lost = shim__ring_commit(r, pos);
     shim__ring_count(v, kind, 100, lost);
     return lost;
@@ -175,6 +184,17 @@ static void test_torn(void)
     ringc_free(r);
 }
 
+/* Claims a record of V and fills it valid (fill: at 0x1000, KIND, NFRAMES frames). NULL
+ * when the ring is full. */
+static struct scry_ring_record *claim_valid(shim_ring_view_t *v, uint64_t *pos, uint8_t kind,
+                                            unsigned nframes)
+{
+    struct scry_ring_record *x = shim__ring_claim(v, pos);
+    if (x)
+        fill(x, *pos, 0x1000, kind, nframes);
+    return x;
+}
+
 static void test_hostile_records(void)
 {
     ringc_t *r = make(4096 + 64 * 448, 1000 * 1000);
@@ -183,19 +203,8 @@ static void test_hostile_records(void)
     ringc_event_t ev[64];
     uint64_t pos;
     for (int bad = 0; bad < 9; bad++) {
-        struct scry_ring_record *x = shim__ring_claim(&v, &pos);
+        struct scry_ring_record *x = claim_valid(&v, &pos, SCRY_RING_ALLOC, 1);
         CHECK(x != NULL);
-        x->pos = pos;
-        x->addr = 0x1000;
-        x->size = 10;
-        x->weight = 20;
-        x->time_ns = 5;
-        x->tid = 3;
-        x->kind = SCRY_RING_ALLOC;
-        x->origin = 0;
-        x->flags = 0;
-        x->nframes = 1;
-        x->code[0] = 0x4000;
         switch (bad) {
         case 0:
             x->kind = 0;
@@ -229,18 +238,7 @@ static void test_hostile_records(void)
         CHECK(shim__ring_commit(x, pos) == 0);
     }
     /* a valid record whose third frame is garbage: kept, stack cut */
-    struct scry_ring_record *x = shim__ring_claim(&v, &pos);
-    memset((char *)x + 8, 0, sizeof *x - 8);
-    x->pos = pos;
-    x->addr = 0x1000;
-    x->size = 10;
-    x->weight = 20;
-    x->time_ns = 5;
-    x->tid = 3;
-    x->kind = SCRY_RING_FREE;
-    x->nframes = 5;
-    x->code[0] = 0x4000;
-    x->code[1] = 0x4008;
+    struct scry_ring_record *x = claim_valid(&v, &pos, SCRY_RING_FREE, 5);
     x->code[2] = 0x4003; /* misaligned */
     CHECK(shim__ring_commit(x, pos) == 0);
     size_t n = drain(r, ev, 64);

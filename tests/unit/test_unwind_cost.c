@@ -78,11 +78,8 @@ int main(void)
     static const char script[] = "import os, scryext\n"
                                  "print(os.getpid(), flush=True)\n"
                                  "scryext.deep(15, 120.0)\n";
-    child_t c = {0, -1};
-    CHECK(spawn_python(python, script, dir, &c) == 0);
-    char line[64];
-    CHECK(read_line(&c, line, sizeof line, 10000) > 0);
-    sleep_ms(100);
+    child_t c;
+    start_target(&c, python, script, dir, 10000, 100);
 
     unwind_t *u = unwind_new(c.pid);
     CHECK(u != NULL);
@@ -114,9 +111,6 @@ int main(void)
      * scheduler to run the target thread into its ptrace-stop. */
 
     stop_child(&c);
-    char cmd[160];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "note: could not clean up\n");
+    check_rmtree(dir);
     return check_summary("test_unwind_cost");
 }

@@ -108,6 +108,18 @@ __attribute__((unused)) static void sleep_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
+/* Starts PYTHON -c SCRIPT (PYTHONPATH=EXTDIR, may be NULL) into C, waits up to TIMEOUT_MS
+ * for its first line (its pid), then SETTLE_MS for it to reach its loop; each step checked. */
+__attribute__((unused)) static void start_target(child_t *c, const char *python, const char *script,
+                                                 const char *extdir, int timeout_ms, int settle_ms)
+{
+    *c = (child_t){0, -1};
+    CHECK(spawn_python(python, script, extdir, c) == 0, "%s", python);
+    char line[64];
+    CHECK(read_line(c, line, sizeof line, timeout_ms) > 0, "%s: no first line", python);
+    sleep_ms(settle_ms);
+}
+
 /* Stops TID, unwinds it, resumes it. Returns the unwind_thread result (or the stop's). */
 __attribute__((unused)) static int sample_thread(unwind_t *u, pid_t tid, unwind_frame_t *f,
                                                  size_t max, size_t *n)

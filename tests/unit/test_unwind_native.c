@@ -65,6 +65,19 @@ static int pred_burn(const unwind_frame_t *f, size_t n)
     return b >= 0 && e > b && find_frame(f, n, "__libc_start_main", NULL) > e;
 }
 
+/* Runs PYTHON -c SCRIPT (PYTHONPATH=EXTDIR) and checks that its main thread, sampled
+ * within sample_until's attempts, gives a stack PRED accepts. */
+static void check_script(const char *python, const char *script, const char *extdir, int timeout_ms,
+                         int settle_ms, int (*pred)(const unwind_frame_t *, size_t),
+                         const char *title)
+{
+    child_t c;
+    start_target(&c, python, script, extdir, timeout_ms, settle_ms);
+    int ok = sample_until(c.pid, c.pid, pred, title);
+    CHECK(ok, "%s", title);
+    stop_child(&c);
+}
+
 static void test_burn(const char *ver, const char *minor_dir)
 {
     char python[256], inc[256], dir[256];
@@ -76,18 +89,9 @@ static void test_burn(const char *ver, const char *minor_dir)
         return;
     }
     CHECK(build_ext(inc, dir) == 0);
-    child_t c = {0, -1};
-    CHECK(spawn_python(python, burn_script, dir, &c) == 0);
-    char line[64];
-    CHECK(read_line(&c, line, sizeof line, 10000) > 0);
-    sleep_ms(100);
     char title[128];
     snprintf(title, sizeof title, "(a) scryext.burn on %s", ver);
-    int ok = sample_until(c.pid, c.pid, pred_burn, title);
-    if (!ok)
-        fprintf(stderr, "FAIL: %s\n", title);
-    CHECK(ok);
-    stop_child(&c);
+    check_script(python, burn_script, dir, 10000, 100, pred_burn, title);
 }
 
 static int pred_sha(const unwind_frame_t *f, size_t n)
@@ -97,24 +101,6 @@ static int pred_sha(const unwind_frame_t *f, size_t n)
             (strstr(f[i].symbol, "sha256") || strstr(f[i].symbol, "SHA256")))
             return find_frame(f, n, "__libc_start_main", NULL) > (int)i;
     return 0;
-}
-
-static void test_hashlib(void)
-{
-    const char *python = PYENV "3.11.7/bin/python3.11";
-    static const char script[] = "import os, hashlib\n"
-                                 "buf = b'x' * (64 << 20)\n"
-                                 "print(os.getpid(), flush=True)\n"
-                                 "while True:\n"
-                                 "    hashlib.sha256(buf).digest()\n";
-    child_t c = {0, -1};
-    CHECK(spawn_python(python, script, NULL, &c) == 0);
-    char line[64];
-    CHECK(read_line(&c, line, sizeof line, 10000) > 0);
-    sleep_ms(400);
-    int ok = sample_until(c.pid, c.pid, pred_sha, "(b) hashlib.sha256 on 3.11.7");
-    CHECK(ok);
-    stop_child(&c);
 }
 
 static int pred_sleep(const unwind_frame_t *f, size_t n)
@@ -129,11 +115,8 @@ static void test_sleep(void)
     static const char script[] = "import os, time\n"
                                  "print(os.getpid(), flush=True)\n"
                                  "time.sleep(60)\n";
-    child_t c = {0, -1};
-    CHECK(spawn_python(python, script, NULL, &c) == 0);
-    char line[64];
-    CHECK(read_line(&c, line, sizeof line, 10000) > 0);
-    sleep_ms(200);
+    child_t c;
+    start_target(&c, python, script, NULL, 10000, 200);
     char st = thread_state(c.pid, c.pid);
     fprintf(stderr, "(c) state before stop: %c\n", st);
     CHECK(st == 'S');
@@ -166,28 +149,43 @@ static int pred_numpy(const unwind_frame_t *f, size_t n)
            find_frame(f, n, "__libc_start_main", NULL) > eval;
 }
 
-static void test_numpy_debian(void)
-{
-    const char *python = "/usr/bin/python3.11";
-    if (!file_exists(python)) {
-        fprintf(stderr, "skip: no /usr/bin/python3.11\n");
-        return;
-    }
+/* Targets whose main thread is sampled until its stack shows what PRED looks for. */
+static const struct script_case {
+    const char *python;
+    int optional; /* skipped when PYTHON is missing (else a failed check) */
+    const char *script;
+    int timeout_ms, settle_ms;
+    int (*pred)(const unwind_frame_t *, size_t);
+    const char *title;
+} script_cases[] = {
+    {PYENV "3.11.7/bin/python3.11", 0,
+     "import os, hashlib\n"
+     "buf = b'x' * (64 << 20)\n"
+     "print(os.getpid(), flush=True)\n"
+     "while True:\n"
+     "    hashlib.sha256(buf).digest()\n",
+     10000, 400, pred_sha, "(b) hashlib.sha256 on 3.11.7"},
     /* A matrix product: numpy's own code is stripped to its exports, but the BLAS it
      * calls (dgemm_) is a symbol, and the numpy frames are named by their library. */
-    static const char script[] = "import os, numpy as np\n"
-                                 "a = np.random.rand(500, 500)\n"
-                                 "print(os.getpid(), flush=True)\n"
-                                 "while True:\n"
-                                 "    np.dot(a, a)\n";
-    child_t c = {0, -1};
-    CHECK(spawn_python(python, script, NULL, &c) == 0);
-    char line[64];
-    CHECK(read_line(&c, line, sizeof line, 20000) > 0);
-    sleep_ms(300);
-    int ok = sample_until(c.pid, c.pid, pred_numpy, "(d) numpy on /usr/bin/python3.11");
-    CHECK(ok);
-    stop_child(&c);
+    {"/usr/bin/python3.11", 1,
+     "import os, numpy as np\n"
+     "a = np.random.rand(500, 500)\n"
+     "print(os.getpid(), flush=True)\n"
+     "while True:\n"
+     "    np.dot(a, a)\n",
+     20000, 300, pred_numpy, "(d) numpy on /usr/bin/python3.11"},
+};
+
+static void test_scripts(void)
+{
+    for (size_t i = 0; i < sizeof script_cases / sizeof script_cases[0]; i++) {
+        const struct script_case *k = &script_cases[i];
+        if (k->optional && !file_exists(k->python)) {
+            fprintf(stderr, "skip: no %s\n", k->python);
+            continue;
+        }
+        check_script(k->python, k->script, NULL, k->timeout_ms, k->settle_ms, k->pred, k->title);
+    }
 }
 
 int main(void)
@@ -195,15 +193,13 @@ int main(void)
     if (geteuid() != 0)
         fprintf(stderr, "note: not root; ptrace may be refused\n");
     test_burn("3.11.7", "3.11");
-    test_hashlib();
     test_sleep();
-    test_numpy_debian();
+    test_scripts();
     test_burn("3.8.18", "3.8");
     test_burn("3.12.1", "3.12");
     test_burn("3.13.0", "3.13");
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf /tmp/scry-test-unwind-%d", (int)getpid());
-    if (system(cmd) != 0)
-        fprintf(stderr, "note: could not clean up\n");
+    char dir[64];
+    snprintf(dir, sizeof dir, "/tmp/scry-test-unwind-%d", (int)getpid());
+    check_rmtree(dir);
     return check_summary("test_unwind_native");
 }

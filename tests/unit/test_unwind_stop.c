@@ -6,8 +6,8 @@
  * while they are stopped: the kernel must detach them and they must run on. The target
  * must finish with every checksum right and exit 0.
  */
-#include <dirent.h>
 
+#include "python_child.h"
 #include "test_unwind_live.h"
 
 #define NTHREADS 200
@@ -31,28 +31,10 @@ static const char script[] = "import os, sys, threading, time\n"
                              "exp = sum(k % 7 for k in range(150000))\n"
                              "print('done', all(r == exp for r in res), flush=True)\n";
 
-static size_t list_tids(pid_t pid, pid_t *tids, size_t max)
-{
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
-    DIR *d = opendir(path);
-    size_t n = 0;
-    if (!d)
-        return 0;
-    struct dirent *e;
-    while ((e = readdir(d)) && n < max) {
-        int t = atoi(e->d_name);
-        if (t > 0)
-            tids[n++] = t;
-    }
-    closedir(d);
-    return n;
-}
-
 static int count_stopped(pid_t pid)
 {
     pid_t tids[NTHREADS + 16];
-    size_t n = list_tids(pid, tids, NTHREADS + 16);
+    size_t n = python_child_tids(pid, tids, NTHREADS + 16);
     int stopped = 0;
     for (size_t i = 0; i < n; i++) {
         char s = thread_state(pid, tids[i]);
@@ -66,7 +48,7 @@ static int count_stopped(pid_t pid)
 static void kill_mid_stop(pid_t target)
 {
     pid_t tids[NTHREADS + 16];
-    size_t n = list_tids(target, tids, NTHREADS + 16);
+    size_t n = python_child_tids(target, tids, NTHREADS + 16);
     if (n < 2)
         return;
     size_t k = n < 6 ? n : 6;
@@ -125,7 +107,7 @@ int main(void)
     int done = 0;
     for (; rounds < 1000 && !done; rounds++) {
         pid_t tids[NTHREADS + 16];
-        size_t n = list_tids(c.pid, tids, NTHREADS + 16);
+        size_t n = python_child_tids(c.pid, tids, NTHREADS + 16);
         for (size_t i = 0; i < n; i++) {
             int rc = proc_stop_thread(tids[i]);
             if (rc == SCRY_E_GONE || rc == SCRY_E_NOPROC) {

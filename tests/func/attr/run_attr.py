@@ -56,7 +56,7 @@ class Ctx(st.Ctx):
     def __init__(self, interp, scry, name, verbose, sampler=None):
         st.Ctx.__init__(self, name, interp, scry, verbose, prefix="scry-attr",
                         scry_timeout=SCRY_TIMEOUT, ready_timeout=READY_TIMEOUT)
-        self.workloads = self.stage(WORKLOADS)
+        self.workloads = self.stage_workloads(WORKLOADS)
         self.sampler = sampler
 
     def scry_start(self, args, as_nobody=False, env=None, cwd=None, sampler=None):
@@ -140,6 +140,20 @@ test = TESTS
 # (scry's shares renormalised to them).
 
 
+def line_split(rep, script, byline):
+    """{name: {python, native, system (percentages), samples}}: the JSON report REP's lines
+    of SCRIPT (a base name) summed per name of BYLINE ({line: name})."""
+    got = dict((n, {"python": 0.0, "native": 0.0, "system": 0.0, "samples": 0})
+               for n in byline.values())
+    for l in rep["lines"]:
+        if os.path.basename(l.get("file", "")) == script and l.get("line") in byline:
+            g = got[byline[l["line"]]]
+            for k in ("python", "native", "system"):
+                g[k] += l["cpu_%s_pct" % k]
+            g["samples"] += l["samples"]
+    return got
+
+
 def split_truth(out, duration):
     events = out["events"]
     end = out["end_mono"] + 0.005  # scry notices the exit at its next tick, ~1 interval
@@ -185,15 +199,7 @@ def split_check(c, native):
     truth = split_truth(out, rep["duration_s"])
     names = ready["names"]
     lines = ready["lines"]
-    got = dict((n, {"python": 0.0, "native": 0.0, "system": 0.0, "samples": 0}) for n in names)
-    byline = dict((lines[n], n) for n in names)
-    for l in rep["lines"]:
-        if os.path.basename(l.get("file", "")) == "split.py" and l.get("line") in byline:
-            g = got[byline[l["line"]]]
-            g["python"] += l["cpu_python_pct"]
-            g["native"] += l["cpu_native_pct"]
-            g["system"] += l["cpu_system_pct"]
-            g["samples"] += l["samples"]
+    got = line_split(rep, "split.py", dict((lines[n], n) for n in names))
     scry_total = sum(g["python"] + g["native"] + g["system"] for g in got.values())
     check(scry_total > 0, "no sample on the measured lines; report lines: %s"
           % short(json.dumps(rep["lines"][:8])))
@@ -514,14 +520,9 @@ def t_idle_wall(c):
         truth = json.load(f)
     with open(prof) as f:
         rep = json.load(f)
-    byline = dict((v, k) for k, v in ready["lines"].items())
-    got = dict((n, {"python": 0.0, "native": 0.0, "system": 0.0}) for n in byline.values())
-    for l in rep["lines"]:
-        if os.path.basename(l.get("file", "")) == "idle_wall.py" and l.get("line") in byline:
-            g = got[byline[l["line"]]]
-            g["python"] += l["cpu_python_pct"]
-            g["native"] += l["cpu_native_pct"]
-            g["system"] += l["cpu_system_pct"]
+    got = line_split(rep, "idle_wall.py", dict((v, k) for k, v in ready["lines"].items()))
+    for g in got.values():
+        del g["samples"]  # the sums below are over the three shares
     expected = {"py": "python", "sha": "native", "sleep": "system"}
     s_total = sum(sum(got[n].values()) for n in expected)
     t_total = sum(truth[n] for n in expected)
@@ -703,26 +704,6 @@ def t_stop_single_thread(c):
     return detail
 
 
-def tracer_states(pid):
-    """{tid: (state, TracerPid)} of every thread of PID, from /proc/PID/task/*/status."""
-    out = {}
-    try:
-        tids = os.listdir("/proc/%d/task" % pid)
-    except OSError:
-        return out
-    for t in tids:
-        try:
-            with open("/proc/%d/task/%s/status" % (pid, t), "rb") as f:
-                text = f.read().decode("ascii", "replace")
-        except OSError:
-            continue
-        st = re.search(r"^State:\s+(\S)", text, re.M)
-        tr = re.search(r"^TracerPid:\s+(\d+)", text, re.M)
-        if st and tr:
-            out[int(t)] = (st.group(1), int(tr.group(1)))
-    return out
-
-
 def traced_during(c, sampler, seconds=3):
     """Records a hashing target with --native at 1 kHz with SAMPLER while polling every
     thread's State and TracerPid; (polls, traced or stopped observations, samples)."""
@@ -733,9 +714,9 @@ def traced_during(c, sampler, seconds=3):
                       "--format", "json", "-o", prof, "-q"], sampler=sampler)
     polls, seen = 0, []
     while s.poll() is None:
-        for tid, (st, tracer) in tracer_states(pid).items():
-            if tracer or st in ("t", "T"):
-                seen.append((tid, st, tracer))
+        for tid, (state, tracer) in st.task_tracers(pid).items():
+            if tracer or state in ("t", "T"):
+                seen.append((tid, state, tracer))
         polls += 1
         time.sleep(0.0005)
     check(c.scry_finish(s).rc == 0, "scry failed")
@@ -963,16 +944,11 @@ def main():
     ap.add_argument("--sampler", choices=["perf", "ptrace"], default=None,
                     help="the sampler of every scry record (default: scry's choice)")
     a = ap.parse_args()
-    scry = os.path.abspath(a.scry)
     tests = TESTS.select(a.k, lambda t: t.meta.get("smoke", False) or not a.smoke)
-    if not os.access(scry, os.X_OK):
-        return st.setup_failed("scry executable %s not found" % scry)
-    try:
-        interp = st.find(a.python)
-        if interp.root:  # the sid root: its own mount namespace and /proc
-            interp = interp.isolated("mount")
-    except Skip as e:
-        return st.skip_all(a.python, e, len(tests))
+    # the sid root: its own mount namespace and /proc
+    scry, interp, rc = st.open_suite(a, tests, isolate="mount")
+    if rc is not None:
+        return rc
     print("scry attribution tests: %s, %s%s%s, sampler %s" % (
         scry, interp.describe(), ", numpy" if interp.has_module("numpy") else "",
         ", smoke" if a.smoke else "", a.sampler or "scry's choice"))

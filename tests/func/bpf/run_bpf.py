@@ -151,14 +151,10 @@ def bpf_refused(scry, interp):
 def main():
     ap = st.add_common_args(st.runner.parser(__doc__), VERSIONS)
     a = ap.parse_args()
-    scry = os.path.abspath(a.scry)
     tests = TESTS.select(a.k)
-    if not os.access(scry, os.X_OK):
-        return st.setup_failed("scry executable %s not found" % scry)
-    try:
-        interp = st.find(a.python)
-    except Skip as e:
-        return st.skip_all(a.python, e, len(tests))
+    scry, interp, rc = st.open_suite(a, tests)
+    if rc is not None:
+        return rc
     why = bpf_refused(scry, interp)
     if why:
         return st.skip_all(a.python, Skip("BPF not allowed here: " + why), len(tests))

@@ -150,23 +150,13 @@ def run(c, browser):
 
 
 def main():
-    if len(sys.argv) < 2:
-        print(__doc__)
-        return 2
-    scry = os.path.abspath(sys.argv[1])
-    python = sys.argv[2] if len(sys.argv) > 2 else "/usr/bin/python3"
+    scry, python, _ = st.positional(__doc__)
     browser = find_chromium()
     if not browser:
         return st.skip_all("html", "chromium not found (install Debian's chromium)", 1)
-    try:
-        # a label of the interpreter registry (3.14d: the sid root's) or a path
-        interp = st.find(python) if python in st.LABELS else st.from_path(python)
-    except st.Skip as e:
-        return st.skip_all("html", e, 1)
     tests = st.Tests()
     tests.add("html", lambda c: run(c, browser))
-    return st.run(tests.select(), lambda t: st.Ctx(t.name, interp, scry,
-                                                   prefix="scry-consumers"), "html")
+    return st.run_on(tests.select(), scry, python, "html", "scry-consumers")
 
 
 if __name__ == "__main__":

@@ -128,24 +128,14 @@ def run(c, go):
 
 
 def main():
-    if len(sys.argv) < 2:
-        print(__doc__)
-        return 2
-    scry = os.path.abspath(sys.argv[1])
-    python = sys.argv[2] if len(sys.argv) > 2 else "/usr/bin/python3"
+    scry, python, _ = st.positional(__doc__)
     go = find_go()
     if not go:
         return st.skip_all("pprof", "go not found (install Debian's golang-go for "
                            "`go tool pprof`)", 1)
-    try:
-        # a label of the interpreter registry (e.g. 3.15: the sid root's, under chroot) or a path
-        interp = st.find(python) if python in st.LABELS else st.from_path(python)
-    except st.Skip as e:
-        return st.skip_all("pprof", e, 1)
     tests = st.Tests()
     tests.add("pprof", lambda c: run(c, go))
-    return st.run(tests.select(), lambda t: st.Ctx(t.name, interp, scry,
-                                                   prefix="scry-consumers"), "pprof")
+    return st.run_on(tests.select(), scry, python, "pprof", "scry-consumers")
 
 
 if __name__ == "__main__":

@@ -28,33 +28,23 @@ FRAME = {
     "properties": {"name": {"type": "string"}, "file": {"type": "string"},
                    "line": NUMBER, "col": NUMBER},
 }
-SAMPLED = {
-    "type": "object",
-    "required": ["type", "name", "unit", "startValue", "endValue", "samples", "weights"],
-    "properties": {
-        "type": {"const": "sampled"},
-        "name": {"type": "string"},
-        "unit": {"enum": UNITS},
-        "startValue": NUMBER,
-        "endValue": NUMBER,
-        "samples": {"type": "array", "items": {"type": "array", "items": NUMBER}},
-        "weights": {"type": "array", "items": NUMBER},
-    },
-}
-EVENTED = {
-    "type": "object",
-    "required": ["type", "name", "unit", "startValue", "endValue", "events"],
-    "properties": {
-        "type": {"const": "evented"},
-        "name": {"type": "string"},
-        "unit": {"enum": UNITS},
-        "startValue": NUMBER,
-        "endValue": NUMBER,
-        "events": {"type": "array", "items": {
-            "type": "object", "required": ["type", "at", "frame"],
-            "properties": {"type": {"enum": ["O", "C"]}, "at": NUMBER, "frame": NUMBER}}},
-    },
-}
+
+
+def profile_schema(kind, arrays):
+    """A profile of KIND: the fields every profile has, and ARRAYS ({name: item schema})."""
+    props = {"type": {"const": kind}, "name": {"type": "string"}, "unit": {"enum": UNITS},
+             "startValue": NUMBER, "endValue": NUMBER}
+    props.update((k, {"type": "array", "items": v}) for k, v in arrays.items())
+    return {"type": "object", "required": ["type", "name", "unit", "startValue", "endValue"]
+            + sorted(arrays), "properties": props}
+
+
+SAMPLED = profile_schema("sampled", {"samples": {"type": "array", "items": NUMBER},
+                                     "weights": NUMBER})
+EVENTED = profile_schema("evented", {"events": {
+    "type": "object", "required": ["type", "at", "frame"],
+    "properties": {"type": {"enum": ["O", "C"]}, "at": NUMBER, "frame": NUMBER}}})
+
 FILE = {
     "type": "object",
     "required": ["$schema", "shared", "profiles"],
@@ -165,20 +155,10 @@ def run(c):
 
 
 def main():
-    if len(sys.argv) < 2:
-        print(__doc__)
-        return 2
-    scry = os.path.abspath(sys.argv[1])
-    python = sys.argv[2] if len(sys.argv) > 2 else "/usr/bin/python3"
-    try:
-        # a label of the interpreter registry (3.14d: the sid root's) or a path
-        interp = st.find(python) if python in st.LABELS else st.from_path(python)
-    except st.Skip as e:
-        return st.skip_all("speedscope", e, 1)
+    scry, python, _ = st.positional(__doc__)
     tests = st.Tests()
     tests.add("speedscope", run)
-    return st.run(tests.select(), lambda t: st.Ctx(t.name, interp, scry,
-                                                   prefix="scry-consumers"), "speedscope")
+    return st.run_on(tests.select(), scry, python, "speedscope", "scry-consumers")
 
 
 if __name__ == "__main__":

@@ -96,22 +96,8 @@ def proc_state(pid):
 
 def held_threads(pid):
     """{tid: 'state/tracer'} of the threads of PID that are stopped or traced."""
-    bad = {}
-    try:
-        tids = os.listdir("/proc/%d/task" % pid)
-    except OSError:
-        return bad
-    for t in tids:
-        try:
-            with open("/proc/%d/task/%s/status" % (pid, t)) as f:
-                s = f.read()
-        except OSError:
-            continue
-        state = re.search(r"^State:\s+(\S)", s, re.M).group(1)
-        tracer = re.search(r"^TracerPid:\s+(\d+)", s, re.M).group(1)
-        if state in "tT" or tracer != "0":
-            bad[int(t)] = "%s/%s" % (state, tracer)
-    return bad
+    return dict((t, "%s/%d" % (state, tracer)) for t, (state, tracer)
+                in st.task_tracers(pid).items() if state in "tT" or tracer)
 
 
 def settle_held(pid):

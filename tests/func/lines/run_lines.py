@@ -10,7 +10,6 @@ usage: run_lines.py --scry PATH --python LABEL [-k PATTERN] [--smoke] [-v]
 import json
 import math
 import os
-import shutil
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -25,16 +24,8 @@ TESTS = st.Tests()
 
 
 def wl(c, name):
-    """The target's path of workloads/NAME. For a rooted interpreter the directory is copied
-    into the root, with the shared helper _wl.py beside the scripts (found there when their
-    ../../workloads is not)."""
-    staged = c.stage(WORKLOADS)
-    if c.interp.root:
-        helper = os.path.join(HERE, "..", "workloads", "_wl.py")
-        dst = os.path.join(c.interp.host_path(staged), "_wl.py")
-        if not os.path.exists(dst):
-            shutil.copy2(helper, dst)
-    return os.path.join(staged, name)
+    """The target's path of workloads/NAME (Ctx.stage_workloads)."""
+    return os.path.join(c.stage_workloads(WORKLOADS), name)
 
 
 def workload(c, name, args, target=True):
@@ -309,14 +300,10 @@ def main():
     ap = st.add_common_args(st.runner.parser(__doc__), VERSIONS)
     ap.add_argument("--smoke", action="store_true", help="the torn-stack test only")
     a = ap.parse_args()
-    scry = os.path.abspath(a.scry)
     tests = TESTS.select(a.k, lambda t: t.meta.get("smoke", False) or not a.smoke)
-    if not os.access(scry, os.X_OK):
-        return st.setup_failed("scry executable %s not found" % scry)
-    try:
-        interp = st.find(a.python)
-    except Skip as e:
-        return st.skip_all(a.python, e, len(tests))
+    scry, interp, rc = st.open_suite(a, tests)
+    if rc is not None:
+        return rc
     print("scry line report tests: %s, %s" % (scry, interp.describe()))
     sys.stdout.flush()
     env = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}

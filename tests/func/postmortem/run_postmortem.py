@@ -126,6 +126,18 @@ def threads_core(c, p, script):
     return core
 
 
+def sysroot_args(c, core):
+    """The --sysroot options that read CORE of the test's interpreter ([] outside a root);
+    in a root, checks first that the core is refused without them (the interpreter's
+    path named)."""
+    if not c.interp.root:
+        return []
+    r = dump(c, ["--core", core], ok=False)
+    check(r.rc == 1 and c.interp.path in r.err and "not found" in r.err,
+          "without --sysroot: exit %d, want 1 naming %s: %s" % (r.rc, c.interp.path, r.err))
+    return ["--sysroot", c.interp.root]
+
+
 def t_gcore(c):
     # 100 threads (the issue's 101 with the main one) where the kernel writes the core (its
     # untouched pages are holes) and on 3.12; gdb writes every byte of every 8 MiB stack
@@ -142,11 +154,7 @@ def t_gcore(c):
     live = stacks(dump_json(c, ["--pid", str(p.pid)]))
     core = threads_core(c, p, script)
     root = c.interp.root
-    sysroot = ["--sysroot", root] if root else []
-    if root:
-        r = dump(c, ["--core", core], ok=False)
-        check(r.rc == 1 and c.interp.path in r.err and "not found" in r.err,
-              "without --sysroot: exit %d, want 1 naming %s: %s" % (r.rc, c.interp.path, r.err))
+    sysroot = sysroot_args(c, core)
     doc = dump_json(c, ["--core", core] + sysroot)
     check(doc.get("source") == "core" and doc["core"]["signo"] == (signal.SIGQUIT if root else 0),
           "source %s, core %s" % (doc.get("source"), doc.get("core")))
@@ -216,11 +224,7 @@ def check_crash(doc, what):
 def t_crash(c):
     core = crash_core(c)
     root = c.interp.root
-    sysroot = ["--sysroot", root] if root else []
-    if root:
-        r = dump(c, ["--core", core], ok=False)
-        check(r.rc == 1 and c.interp.path in r.err and "not found" in r.err,
-              "without --sysroot: exit %d, want 1 naming %s: %s" % (r.rc, c.interp.path, r.err))
+    sysroot = sysroot_args(c, core)
     doc = dump_json(c, ["--core", core] + sysroot)
     check_crash(doc, "dump")
     text = dump(c, ["--core", core] + sysroot).out

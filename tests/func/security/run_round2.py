@@ -81,23 +81,6 @@ def bait_intact(d):
     return True
 
 
-def wait_python(c, p, what):
-    """Waits until the Python that P execs into has run 0.2 s of CPU."""
-    d = st.Deadline(20)
-    while not d.expired():
-        check(p.poll() is None, "%s exited early: %s" % (what, st.short(c.proc_log(p), 500)))
-        try:
-            exe = os.readlink("/proc/%d/exe" % p.pid)
-            with open("/proc/%d/stat" % p.pid) as f:
-                utime = int(f.read().rsplit(")", 1)[1].split()[11])
-        except OSError:
-            exe, utime = "", 0
-        if "python" in os.path.basename(exe) and utime > 20:
-            return
-        time.sleep(0.05)
-    raise Fail("%s never became a running Python" % what)
-
-
 def staging_race(c, setup, root, py, tries):
     """TRIES fresh targets in ROOT (prepared by shell SETUP in a private mount namespace),
     each attached with --memory while an attacker in the same root swaps the staging
@@ -109,7 +92,7 @@ def staging_race(c, setup, root, py, tries):
               % (setup, root, py, bait, root, py))
         p = c.spawn(["unshare", "--mount", "--propagation", "private", "sh", "-c", sh, "sh",
                      ATTACKER, TARGET], log_name="try-%d.log" % i)
-        wait_python(c, p, "target %d" % i)
+        c.wait_python(p, "target %d" % i)
         r = c.scry(["record", "-q", "--memory", "-d", "0.5", "-f", "json", "-o",
                     c.path("mem-%d.json" % i), "--pid", p.pid], timeout=60)
         last = st.short(r.err, 300)
@@ -167,7 +150,7 @@ def t_staging_bound_tmp(c):
     sh = ("mount --bind /usr %s/usr && mount --bind %s %s/tmp && exec chroot --userspec=65534:65534"
           " %s %s -c \"$1\"" % (root, host, root, root, PY))
     p = c.spawn(["unshare", "--mount", "--propagation", "private", "sh", "-c", sh, "sh", TARGET])
-    wait_python(c, p, "target")
+    c.wait_python(p, "target")
     seen = []
     stop = threading.Event()
 
@@ -248,7 +231,7 @@ def t_root_links(c):
                  "import time\ndef spin_here():\n"
                  "    while time.process_time() < 0.6: sum(range(20000))\n"
                  "    while 1: time.sleep(0.01)\nspin_here()\n"])
-    wait_python(c, p, "target")
+    c.wait_python(p, "target")
     os.unlink(exe)
     planted = root + os.path.realpath(opt) + "/python3.11"  # the mapping's name, in the root
     os.makedirs(os.path.dirname(planted))
@@ -314,7 +297,7 @@ def t_source_cap(c):
         raise Skip("no /usr/bin/time")
     names = hostile_source(c)
     p = c.spawn([PY, "-c", src_target(names)])
-    wait_python(c, p, "target")
+    c.wait_python(p, "target")
     c.targets.append(("hostile source", p))
     got = []
     for fmt in ("text", "html"):
@@ -424,14 +407,7 @@ def record_family_limited(c, pid, nofile, name):
 
 def main():
     ap = st.add_common_args(st.runner.parser(__doc__))
-    a = ap.parse_args()
-    sel = tests.select(a.k)
-    if os.geteuid() != 0:
-        return st.skip_all("security.round2", "needs root", len(sel))
-    if not os.path.exists(PY):
-        return st.skip_all("security.round2", "no %s" % PY, len(sel))
-    return st.run(sel, lambda t: st.Ctx(t.name, scry=os.path.abspath(a.scry), verbose=a.v,
-                                        prefix="scry-r2"), "security.round2", verbose=a.v)
+    return st.run_as_root(ap.parse_args(), tests, "security.round2", "scry-r2", PY)
 
 
 if __name__ == "__main__":

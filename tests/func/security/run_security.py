@@ -14,11 +14,10 @@ skipped"; exit 1 on a failure; every process a test starts is killed at its end.
 """
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "lib"))
 import scrytest as st  # noqa: E402
-from scrytest import Fail, Skip, check  # noqa: E402
+from scrytest import Skip, check  # noqa: E402
 
 PY = "/usr/bin/python3.11"  # Debian's: static, so it runs in a chroot holding only /usr
 PY38 = "/root/.pyenv/versions/3.8.18/bin/python3.8"  # names the main script relatively
@@ -29,20 +28,8 @@ tests = st.Tests()
 def start(c, argv, cwd=None):
     """Starts a target that execs its way to a Python and waits until that Python runs."""
     p = c.spawn(argv, cwd=cwd)
-    deadline = st.Deadline(20)
-    while not deadline.expired():
-        if p.poll() is not None:
-            raise Fail("target exited early: %s" % st.short(c.proc_log(p), 500))
-        try:
-            exe = os.readlink("/proc/%d/exe" % p.pid)
-            with open("/proc/%d/stat" % p.pid) as f:
-                utime = int(f.read().rsplit(")", 1)[1].split()[11])
-        except OSError:
-            exe, utime = "", 0
-        if "python" in os.path.basename(exe) and utime > 20:  # 0.2 s of its own CPU
-            return p
-        time.sleep(0.1)
-    raise Fail("target %d never became a running Python" % p.pid)
+    c.wait_python(p, "target %d" % p.pid)
+    return p
 
 
 def record(c, pid, fmt, seconds=1.0):
@@ -231,14 +218,7 @@ def t_launched_exited(c):
 
 def main():
     ap = st.add_common_args(st.runner.parser(__doc__))
-    a = ap.parse_args()
-    sel = tests.select(a.k)
-    if os.geteuid() != 0:
-        return st.skip_all("security", "needs root", len(sel))
-    if not os.path.exists(PY):
-        return st.skip_all("security", "no %s" % PY, len(sel))
-    return st.run(sel, lambda t: st.Ctx(t.name, scry=os.path.abspath(a.scry), verbose=a.v,
-                                        prefix="scry-sec"), "security", verbose=a.v)
+    return st.run_as_root(ap.parse_args(), tests, "security", "scry-sec", PY)
 
 
 if __name__ == "__main__":

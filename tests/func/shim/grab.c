@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grab_keep.h"
+
 #define GRAB_MAX 4096
 
 static void *kept[GRAB_MAX];
@@ -18,16 +20,7 @@ int grab_dep_keep(const char *soname, size_t size, int count);
 /* Allocates COUNT blocks of SIZE bytes and keeps them. Returns how many were kept. */
 int grab_keep(size_t size, int count)
 {
-    int n = 0;
-    for (int i = 0; i < count && nkept < GRAB_MAX; i++) {
-        char *p = malloc(size);
-        if (!p)
-            break;
-        p[0] = 1;
-        kept[nkept++] = p;
-        n++;
-    }
-    return n;
+    return grab_keep_blocks(kept, &nkept, GRAB_MAX, size, count);
 }
 
 /* Frees what grab_keep kept. Returns how many blocks. */

@@ -27,6 +27,7 @@
 #include "layout.h"
 #include "target_layout.h"
 #include "ring_consumer.h"
+#include "tally.h"
 #include "scry_err.h"
 
 #include <fcntl.h>
@@ -38,53 +39,9 @@
 #include <unistd.h>
 #include "scry_time.h"
 
-#define NCODES (1u << 16)
-#define NLIVE  (1u << 16)
-
-typedef struct agg {
-    uint64_t code;
-    int64_t w[4][2]; /* [kind][origin], kind 0 = net */
-} agg_t;
-
-typedef struct live {
-    uint64_t addr; /* 0 empty, 1 deleted */
-    uint64_t weight;
-    uint32_t ncodes;
-    uint64_t codes[SCRY_RING_MAX_FRAMES];
-} live_t;
-
-static agg_t *codes;
-static live_t *lives;
+static tally_t tally;
 static uint64_t tot_n[4][2], tot_w[4][2];
-static int64_t net_origin[2];
 static uint64_t events, tids_seen[64];
-
-static void add_code(uint64_t code, int kind, int origin, int64_t w)
-{
-    uint32_t i = (uint32_t)((code >> 3) * 0x9e3779b97f4a7c15ull >> 48);
-    for (unsigned p = 0; p < NCODES; p++, i = (i + 1) & (NCODES - 1)) {
-        if (codes[i].code == code || codes[i].code == 0) {
-            codes[i].code = code;
-            codes[i].w[kind][origin] += w;
-            return;
-        }
-    }
-}
-
-static live_t *live_find(uint64_t addr, int insert)
-{
-    uint32_t i = (uint32_t)((addr >> 4) * 0x9e3779b97f4a7c15ull >> 48);
-    live_t *tomb = NULL;
-    for (unsigned p = 0; p < NLIVE; p++, i = (i + 1) & (NLIVE - 1)) {
-        if (lives[i].addr == addr)
-            return &lives[i];
-        if (lives[i].addr == 1 && !tomb)
-            tomb = &lives[i];
-        if (lives[i].addr == 0)
-            return insert ? (tomb ? tomb : &lives[i]) : NULL;
-    }
-    return insert ? tomb : NULL;
-}
 
 static void account(const ringc_event_t *e)
 {
@@ -92,13 +49,7 @@ static void account(const ringc_event_t *e)
     events++;
     tot_n[k][o]++;
     tot_w[k][o] += e->weight;
-    for (uint32_t i = 0; i < e->nframes; i++) {
-        int dup = 0;
-        for (uint32_t j = 0; j < i; j++)
-            dup |= e->frames[j].code == e->frames[i].code;
-        if (!dup)
-            add_code(e->frames[i].code, k, o, (int64_t)e->weight);
-    }
+    tally_event(&tally, e);
     for (int i = 0; i < 64; i++) {
         if (tids_seen[i] == (uint64_t)e->tid)
             break;
@@ -106,43 +57,6 @@ static void account(const ringc_event_t *e)
             tids_seen[i] = (uint64_t)e->tid;
             break;
         }
-    }
-    if (k == SCRY_RING_ALLOC) {
-        live_t *l = live_find(e->addr, 1);
-        if (!l)
-            return;
-        l->addr = e->addr;
-        l->weight = e->weight;
-        l->ncodes = 0;
-        for (uint32_t i = 0; i < e->nframes; i++) {
-            int dup = 0;
-            for (uint32_t j = 0; j < l->ncodes; j++)
-                dup |= l->codes[j] == e->frames[i].code;
-            if (!dup)
-                l->codes[l->ncodes++] = e->frames[i].code;
-        }
-        for (uint32_t j = 0; j < l->ncodes; j++)
-            add_code(l->codes[j], 0, o, (int64_t)e->weight);
-        net_origin[o] += (int64_t)e->weight;
-    } else if (k == SCRY_RING_FREE) {
-        live_t *l = live_find(e->addr, 0);
-        if (!l)
-            return;
-        for (uint32_t j = 0; j < l->ncodes; j++)
-            add_code(l->codes[j], 0, o, -(int64_t)l->weight);
-        net_origin[o] -= (int64_t)l->weight;
-        l->addr = 1;
-    }
-}
-
-static void drain(ringc_t *r, ringc_event_t *buf, size_t cap)
-{
-    for (int rounds = 0; rounds < 1000; rounds++) {
-        size_t n = 0;
-        if (ringc_poll(r, buf, cap, &n) != 0 || n == 0)
-            return;
-        for (size_t i = 0; i < n; i++)
-            account(&buf[i]);
     }
 }
 
@@ -240,11 +154,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "inject_attach: ringc_create: %s\n", scry_strerror(err));
         return 1;
     }
-    codes = calloc(NCODES, sizeof *codes);
-    lives = calloc(NLIVE, sizeof *lives);
     size_t cap = 4096;
     ringc_event_t *buf = calloc(cap, sizeof *buf);
-    if (!codes || !lives || !buf)
+    if (tally_init(&tally) != 0 || !buf)
         return 1;
 
     inject_report_t rep;
@@ -264,7 +176,7 @@ int main(int argc, char **argv)
     for (;;) {
         double t = ((double)scry_now_ns() / 1e9) - start;
         if (stop_after >= 0 && t >= stop_after) {
-            drain(r, buf, cap);
+            tally_drain(r, buf, cap, account);
             ringc_stats(r, &at_stop);
             stopped = 1;
             break;
@@ -274,13 +186,13 @@ int main(int argc, char **argv)
             ringc_heartbeat(r);
             last_beat = t;
         }
-        drain(r, buf, cap);
+        tally_drain(r, buf, cap, account);
         if (rc != 0 || !alive(pid) || t >= seconds)
             break;
         usleep(5000);
     }
     if (!stopped)
-        drain(r, buf, cap);
+        tally_drain(r, buf, cap, account);
     ringc_stats_t st;
     ringc_stats(r, &st);
     size_t maplen = 0;
@@ -305,21 +217,21 @@ int main(int argc, char **argv)
                    (unsigned long long)tot_w[k][o]);
         printf("}");
     }
-    printf("},\n \"net\": {\"python\": %lld, \"native\": %lld},\n", (long long)net_origin[0],
-           (long long)net_origin[1]);
+    printf("},\n \"net\": {\"python\": %lld, \"native\": %lld},\n", (long long)tally.net_origin[0],
+           (long long)tally.net_origin[1]);
     printf(" \"codes\": {");
     int first = 1;
-    for (unsigned c = 0; c < NCODES; c++) {
-        if (!codes[c].code)
+    for (unsigned c = 0; c < TALLY_NCODES; c++) {
+        if (!tally.codes[c].code)
             continue;
-        printf("%s\n  \"%llx\": {", first ? "" : ",", (unsigned long long)codes[c].code);
+        printf("%s\n  \"%llx\": {", first ? "" : ",", (unsigned long long)tally.codes[c].code);
         first = 0;
         int f2 = 1;
         for (int k = 0; k < 4; k++)
             for (int o = 0; o < 2; o++)
-                if (codes[c].w[k][o]) {
+                if (tally.codes[c].w[k][o]) {
                     printf("%s\"%s_%s\": %lld", f2 ? "" : ", ", kn[k], on[o],
-                           (long long)codes[c].w[k][o]);
+                           (long long)tally.codes[c].w[k][o]);
                     f2 = 0;
                 }
         printf("}");
@@ -348,8 +260,7 @@ int main(int argc, char **argv)
         _exit(rc == 0 && (int32_t)ret == 0 ? 0 : 3);
     }
     free(buf);
-    free(lives);
-    free(codes);
+    tally_free(&tally);
     ringc_free(r);
     return rc == 0 && (int32_t)ret == 0 ? 0 : 3;
 }

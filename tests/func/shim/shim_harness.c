@@ -30,6 +30,7 @@
 #include "layout.h"
 #include "target_layout.h"
 #include "ring_consumer.h"
+#include "tally.h"
 #include "scry_err.h"
 
 #include <fcntl.h>
@@ -94,86 +95,12 @@ static int test_layout(const char *ver, struct scry_ring_layout *L)
     return 0;
 }
 
-#define NCODES (1u << 16)
-typedef struct agg {
-    uint64_t code;
-    uint64_t w[4][2];
-} agg_t;
-
-static agg_t codes[NCODES];
+static tally_t tally;
 static uint64_t tot_n[4][2], tot_w[4][2], nost_n[4][2], nost_w[4][2];
 static struct {
     int32_t tid;
     uint64_t n;
 } tids[256];
-
-static void add_code(uint64_t code, int kind, int origin, uint64_t w)
-{
-    uint32_t i = (uint32_t)((code >> 3) * 0x9e3779b97f4a7c15ull >> 48);
-    for (unsigned p = 0; p < NCODES; p++, i = (i + 1) & (NCODES - 1)) {
-        if (codes[i].code == code || codes[i].code == 0) {
-            codes[i].code = code;
-            codes[i].w[kind][origin] += w;
-            return;
-        }
-    }
-}
-
-/* Live sampled blocks, to subtract a FREE from the lines that allocated the block. */
-#define NLIVE (1u << 16)
-typedef struct live {
-    uint64_t addr; /* 0 empty, 1 deleted */
-    uint64_t weight;
-    uint32_t ncodes;
-    uint64_t codes[SCRY_RING_MAX_FRAMES];
-} live_t;
-static live_t *lives;
-static uint64_t net_origin[2];
-
-static live_t *live_find(uint64_t addr, int insert)
-{
-    uint32_t i = (uint32_t)((addr >> 4) * 0x9e3779b97f4a7c15ull >> 48);
-    live_t *tomb = NULL;
-    for (unsigned p = 0; p < NLIVE; p++, i = (i + 1) & (NLIVE - 1)) {
-        if (lives[i].addr == addr)
-            return &lives[i];
-        if (lives[i].addr == 1 && !tomb)
-            tomb = &lives[i];
-        if (lives[i].addr == 0)
-            return insert ? (tomb ? tomb : &lives[i]) : NULL;
-    }
-    return insert ? tomb : NULL;
-}
-
-static void net_event(const ringc_event_t *e)
-{
-    if (e->kind == SCRY_RING_ALLOC) {
-        live_t *l = live_find(e->addr, 1);
-        if (!l)
-            return;
-        l->addr = e->addr;
-        l->weight = e->weight;
-        l->ncodes = 0;
-        for (uint32_t i = 0; i < e->nframes; i++) {
-            int dup = 0;
-            for (uint32_t j = 0; j < l->ncodes; j++)
-                dup |= l->codes[j] == e->frames[i].code;
-            if (!dup)
-                l->codes[l->ncodes++] = e->frames[i].code;
-        }
-        for (uint32_t j = 0; j < l->ncodes; j++)
-            add_code(l->codes[j], 0, e->origin, e->weight); /* kind 0 = net */
-        net_origin[e->origin] += e->weight;
-    } else if (e->kind == SCRY_RING_FREE) {
-        live_t *l = live_find(e->addr, 0);
-        if (!l)
-            return;
-        for (uint32_t j = 0; j < l->ncodes; j++)
-            add_code(l->codes[j], 0, e->origin, (uint64_t)-l->weight);
-        net_origin[e->origin] -= l->weight;
-        l->addr = 1;
-    }
-}
 
 /* (code, instruction offset) pairs seen, for the line checks of run_shim_tests.py */
 #define NINSTR (1u << 15)
@@ -202,7 +129,7 @@ static void account(const ringc_event_t *e)
 {
     for (uint32_t i = 0; i < e->nframes; i++)
         add_instr(e->frames[i].code, e->frames[i].instr_offset);
-    net_event(e);
+    tally_event(&tally, e);
     int k = e->kind, o = e->origin;
     tot_n[k][o]++;
     tot_w[k][o] += e->weight;
@@ -210,30 +137,12 @@ static void account(const ringc_event_t *e)
         nost_n[k][o]++;
         nost_w[k][o] += e->weight;
     }
-    for (uint32_t i = 0; i < e->nframes; i++) {
-        int dup = 0;
-        for (uint32_t j = 0; j < i; j++)
-            dup |= e->frames[j].code == e->frames[i].code;
-        if (!dup)
-            add_code(e->frames[i].code, k, o, e->weight);
-    }
     for (int i = 0; i < 256; i++) {
         if (tids[i].tid == e->tid || tids[i].tid == 0) {
             tids[i].tid = e->tid;
             tids[i].n++;
             break;
         }
-    }
-}
-
-static void drain(ringc_t *r, ringc_event_t *buf, size_t cap)
-{
-    for (int rounds = 0; rounds < 1000; rounds++) {
-        size_t n = 0;
-        if (ringc_poll(r, buf, cap, &n) != 0 || n == 0)
-            return;
-        for (size_t i = 0; i < n; i++)
-            account(&buf[i]);
     }
 }
 
@@ -325,7 +234,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "shim_harness: ringc_create: %s\n", scry_strerror(err));
         return 1;
     }
-    lives = calloc(NLIVE, sizeof *lives);
+    if (tally_init(&tally) != 0) {
+        fprintf(stderr, "shim_harness: out of memory\n");
+        return 1;
+    }
     size_t cap = 4096;
     ringc_event_t *buf = calloc(cap, sizeof *buf);
     double t0 = ((double)scry_now_ns() / 1e9);
@@ -368,14 +280,14 @@ int main(int argc, char **argv)
         }
         if (!stopped && stop_after >= 0 && t >= stop_after) {
             stopped = 1;
-            drain(r, buf, cap);
+            tally_drain(r, buf, cap, account);
             ringc_stats(r, &at_stop);
         }
         if (disable_after >= 0 && t >= disable_after) {
             if (!disabled) { /* what the ring held when disabled: later events are late */
                 disabled = 1;
                 ringc_set_enabled(r, 0);
-                drain(r, buf, cap);
+                tally_drain(r, buf, cap, account);
                 ringc_stats(r, &at_stop);
             }
             ringc_set_enabled(r, 0);
@@ -385,7 +297,7 @@ int main(int argc, char **argv)
             last_beat = t;
         }
         if (!stopped && !no_drain)
-            drain(r, buf, cap);
+            tally_drain(r, buf, cap, account);
         if (!unlinked) { /* claimed: the name is no longer needed (nothing left if killed) */
             ringc_stats_t cs;
             if (ringc_stats(r, &cs) == 0 && cs.owner_pid != 0) {
@@ -401,7 +313,7 @@ int main(int argc, char **argv)
         unlink(go);
     double elapsed = ((double)scry_now_ns() / 1e9) - t0;
     if (!stopped)
-        drain(r, buf, cap);
+        tally_drain(r, buf, cap, account);
     ringc_stats_t st;
     ringc_stats(r, &st);
     static const char *kn[4] = {"net", "alloc", "free", "copy"}, *on[2] = {"python", "native"};
@@ -413,13 +325,13 @@ int main(int argc, char **argv)
                    (unsigned long long)nost_w[k][o]);
         }
     for (int o = 0; o < 2; o++)
-        printf("total net %s 0 %lld\n", on[o], (long long)net_origin[o]);
-    for (unsigned c = 0; c < NCODES; c++)
-        for (int k = 0; k < 4 && codes[c].code; k++)
+        printf("total net %s 0 %lld\n", on[o], (long long)tally.net_origin[o]);
+    for (unsigned c = 0; c < TALLY_NCODES; c++)
+        for (int k = 0; k < 4 && tally.codes[c].code; k++)
             for (int o = 0; o < 2; o++)
-                if (codes[c].w[k][o])
-                    printf("code %llx %s %s %lld\n", (unsigned long long)codes[c].code, kn[k],
-                           on[o], (long long)codes[c].w[k][o]);
+                if (tally.codes[c].w[k][o])
+                    printf("code %llx %s %s %lld\n", (unsigned long long)tally.codes[c].code, kn[k],
+                           on[o], (long long)tally.codes[c].w[k][o]);
     for (unsigned c = 0; c < NINSTR; c++)
         if (instrs[c].n)
             printf("instr %llx %d %llu\n", (unsigned long long)instrs[c].code, instrs[c].instr,
@@ -454,7 +366,7 @@ int main(int argc, char **argv)
     STAT("nrecords", st.nrecords);
     STAT("layout_matches_table", layout_ok);
     free(buf);
-    free(lives);
+    tally_free(&tally);
     ringc_free(r);
     return 0;
 }

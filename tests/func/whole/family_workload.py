@@ -22,7 +22,6 @@ mem DELAY      pool of 3 workers (fork); worker k idles DELAY s (for the shim to
                then keeps k * 32 MiB allocated in keep<k>() (256 KiB bytearrays) and writes
                {"pid", "k", "bytes", "line"} to OUT.<pid>.json
 """
-import json
 import multiprocessing as mp
 import os
 import signal
@@ -30,12 +29,8 @@ import subprocess
 import sys
 import time
 
-
-def write(path, doc):
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(doc, f)
-    os.rename(tmp, path)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "workloads"))
+import _wl  # noqa: E402  (_wl.py: beside this script in a root)
 
 
 def burn(seconds):
@@ -60,7 +55,7 @@ def burn_wall(seconds, weight):
 def pool_task(args):
     out, k, seconds, wall = args
     spent = burn_wall(seconds, k) if wall else burn(seconds)
-    write("%s.%d.json" % (out, os.getpid()), {"pid": os.getpid(), "k": k, "cpu_s": spent})
+    _wl.write_json("%s.%d.json" % (out, os.getpid()), {"pid": os.getpid(), "k": k, "cpu_s": spent})
     return os.getpid()
 
 
@@ -81,7 +76,7 @@ def mem_task(args):
     time.sleep(delay)
     n = k * 128  # k * 32 MiB
     kept = (keep1, keep2, keep3)[k - 1](n)
-    write("%s.%d.json" % (out, os.getpid()),
+    _wl.write_json("%s.%d.json" % (out, os.getpid()),
           {"pid": os.getpid(), "k": k, "bytes": n * 262144, "cpu_s": 0})
     time.sleep(0.5)
     return len(kept)
@@ -91,9 +86,9 @@ def run_mem(out, delay):
     ctx = mp.get_context("fork")
     with ctx.Pool(3) as p:
         res = p.map_async(mem_task, [(out, k, delay) for k in (1, 2, 3)], chunksize=1)
-        write(out + ".ready", {"pid": os.getpid()})
+        _wl.write_json(out + ".ready", {"pid": os.getpid()})
         res.get(timeout=120)
-    write(out, {"parent": os.getpid()})
+    _wl.write_json(out, {"parent": os.getpid()})
 
 
 def nothing():
@@ -111,7 +106,7 @@ def run_mixed(out):
     while zombie.exitcode is None and not os.path.exists("/proc/%d/status" % zombie.pid):
         time.sleep(0.01)
     time.sleep(0.5)  # the zombie has exited by now; nobody reaps it
-    write(out + ".ready", {"pid": os.getpid(), "shell": shell.pid, "python": child.pid,
+    _wl.write_json(out + ".ready", {"pid": os.getpid(), "shell": shell.pid, "python": child.pid,
                            "zombie": zombie.pid})
     try:
         time.sleep(8)
@@ -127,9 +122,9 @@ def run_pool(out, seconds, wall):
         # one task per worker: each worker k runs exactly one task
         tasks = [(out, k, seconds if wall else seconds / 6 * k, wall) for k in (1, 2, 3)]
         res = p.map_async(pool_task, tasks, chunksize=1)
-        write(out + ".ready", {"pid": os.getpid()})
+        _wl.write_json(out + ".ready", {"pid": os.getpid()})
         pids = res.get(timeout=120)
-    write(out, {"parent": os.getpid(), "workers": pids})
+    _wl.write_json(out, {"parent": os.getpid(), "workers": pids})
 
 
 def run_prefork(out, n):
@@ -138,13 +133,13 @@ def run_prefork(out, n):
         pid = os.fork()
         if pid == 0:
             spent = burn(0.4 * k)
-            write("%s.%d.json" % (out, os.getpid()), {"pid": os.getpid(), "k": k, "cpu_s": spent})
+            _wl.write_json("%s.%d.json" % (out, os.getpid()), {"pid": os.getpid(), "k": k, "cpu_s": spent})
             os._exit(0)
         kids.append(pid)
-    write(out + ".ready", {"pid": os.getpid()})
+    _wl.write_json(out + ".ready", {"pid": os.getpid()})
     for pid in kids:
         os.waitpid(pid, 0)
-    write(out, {"parent": os.getpid(), "workers": kids})
+    _wl.write_json(out, {"parent": os.getpid(), "workers": kids})
 
 
 def run_late(out, delay):
@@ -152,7 +147,7 @@ def run_late(out, delay):
     started = time.monotonic()
     child = subprocess.Popen([sys.executable, os.path.abspath(__file__), "burn", out, "1.0"])
     child.wait()
-    write(out, {"parent": os.getpid(), "workers": [child.pid], "started": started})
+    _wl.write_json(out, {"parent": os.getpid(), "workers": [child.pid], "started": started})
 
 
 def main():
@@ -171,7 +166,7 @@ def main():
         run_mem(out, float(sys.argv[3]))
     elif mode == "burn":
         spent = burn(float(sys.argv[3]))
-        write("%s.%d.json" % (out, os.getpid()), {"pid": os.getpid(), "k": 1, "cpu_s": spent})
+        _wl.write_json("%s.%d.json" % (out, os.getpid()), {"pid": os.getpid(), "k": 1, "cpu_s": spent})
     else:
         sys.exit("unknown mode " + mode)
 

@@ -130,19 +130,19 @@ def record_launch(c, args, name, extra=()):
 
 def run_pool(c):
     out = c.path("pool")
-    _, doc = record_launch(c, c.interp.argv(c.stage(WORKLOAD), "pool", c.tpath(out), "3.6"), "pool")
+    _, doc = record_launch(c, c.interp.argv(c.stage_workloads(WORKLOAD), "pool", c.tpath(out), "3.6"), "pool")
     return check_workers(c, doc, out, "pool")
 
 
 def run_prefork(c):
     out = c.path("prefork")
-    _, doc = record_launch(c, c.interp.argv(c.stage(WORKLOAD), "prefork", c.tpath(out), "3"), "prefork")
+    _, doc = record_launch(c, c.interp.argv(c.stage_workloads(WORKLOAD), "prefork", c.tpath(out), "3"), "prefork")
     return check_workers(c, doc, out, "prefork")
 
 
 def run_shell(c, delayed=False):
     out = c.path("shell")
-    py = [c.interp.path, c.stage(WORKLOAD), "burn", c.tpath(out), "1.0"]
+    py = [c.interp.path, c.stage_workloads(WORKLOAD), "burn", c.tpath(out), "1.0"]
     # delayed: py-spy's delayed_launch.sh, a shell that sleeps, then becomes Python
     cmd = "sleep 1.5; exec " + " ".join(py) if delayed else " ".join(py) + "; true"
     if c.interp.root:  # the root's own shell, in the root
@@ -169,7 +169,7 @@ def run_delayed(c):
 
 def run_late(c):
     out = c.path("late")
-    _, doc = record_launch(c, c.interp.argv(c.stage(WORKLOAD), "late", c.tpath(out), "2.0"), "late")
+    _, doc = record_launch(c, c.interp.argv(c.stage_workloads(WORKLOAD), "late", c.tpath(out), "2.0"), "late")
     truth = truths(out)
     listed = {p["pid"]: p for p in doc.get("processes", [])}
     c.expect(len(truth) == 1, "late: one child wrote its truth: %s" % truth)
@@ -190,7 +190,7 @@ def run_late_scan(c):
     report = c.path("late-scan-report.json")
     p = c.spawn(["unshare", "--net", c.scry_path, "record", "--subprocesses", "-r", "200",
                  "-f", "json", "-o", report, "--"]
-                + c.interp.argv(c.stage(WORKLOAD), "late", c.tpath(out), "1.0"),
+                + c.interp.argv(c.stage_workloads(WORKLOAD), "late", c.tpath(out), "1.0"),
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     _, err = p.communicate(timeout=60)
     err = err.decode("utf-8", "replace")
@@ -211,7 +211,7 @@ def run_late_scan(c):
 
 def start_hold(c, seconds):
     out = c.path("hold")
-    p = c.spawn(c.interp.argv(c.stage(WORKLOAD), "hold", c.tpath(out), str(seconds)))
+    p = c.spawn(c.interp.argv(c.stage_workloads(WORKLOAD), "hold", c.tpath(out), str(seconds)))
     ready = c.wait_json(out + ".ready", p, "pool ready")
     c.release(p)
     time.sleep(0.5)  # the workers are running their task
@@ -297,14 +297,14 @@ def check_memory(c, doc, out, what):
 def run_memory(c):
     out = c.path("mem")
     res, text = c.record(["-q", "--subprocesses", "--memory", "--"]
-                         + c.interp.argv(c.stage(WORKLOAD), "mem", c.tpath(out), "1.5"),
+                         + c.interp.argv(c.stage_workloads(WORKLOAD), "mem", c.tpath(out), "1.5"),
                          "json", name="mem-report.json", timeout=120)
     return check_memory(c, json.loads(text), out, "memory")
 
 
 def run_memory_attach(c):
     out = c.path("mem")
-    p = c.spawn(c.interp.argv(c.stage(WORKLOAD), "mem", c.tpath(out), "2.5"))
+    p = c.spawn(c.interp.argv(c.stage_workloads(WORKLOAD), "mem", c.tpath(out), "2.5"))
     ready = c.wait_json(out + ".ready", p, "pool ready")
     c.release(p)
     res, text = c.record(["-q", "--subprocesses", "--memory", "-d", "4.5", "--pid",
@@ -317,7 +317,7 @@ def run_mixed(c):
     """dump and record --subprocesses on a parent whose children are a shell, a Python and
     an unreaped zombie: the Python child is there, the others are skipped quietly."""
     out = c.path("mixed")
-    p = c.spawn(c.interp.argv(c.stage(WORKLOAD), "mixed", c.tpath(out)))
+    p = c.spawn(c.interp.argv(c.stage_workloads(WORKLOAD), "mixed", c.tpath(out)))
     ready = c.wait_json(out + ".ready", p, "mixed ready")
     c.release(p)
     parent, child = ready["pid"], ready["python"]
@@ -342,24 +342,15 @@ def run_refused(c):
 
 
 def main():
-    if len(sys.argv) < 2:
-        print(__doc__)
-        return 2
-    scry = os.path.abspath(sys.argv[1])
-    python = sys.argv[2] if len(sys.argv) > 2 else "/usr/bin/python3"
+    scry, python, patterns = st.positional(__doc__)
     tests = st.Tests()
     for name, fn in (("pool", run_pool), ("prefork", run_prefork), ("shell", run_shell), ("delayed", run_delayed),
                      ("late", run_late), ("late_scan", run_late_scan), ("attach", run_attach), ("dump", run_dump), ("top", run_top),
                      ("memory", run_memory), ("memory_attach", run_memory_attach), ("mixed", run_mixed),
                      ("refused", run_refused)):
         tests.add(name, fn)
-    patterns = sys.argv[3:]
-    try:
-        interp = st.from_path(python) if python.startswith("/") else st.find(python)
-    except st.Skip as e:
-        return st.skip_all(python, e, len(tests.select(patterns)))
-    return st.run(tests.select(patterns), lambda t: st.Ctx(t.name, interp, scry,
-                                                           prefix="scry-subproc"), "subprocesses")
+    return st.run_on(tests.select(patterns), scry, python, "subprocesses", "scry-subproc",
+                     skip_label=python)
 
 
 if __name__ == "__main__":

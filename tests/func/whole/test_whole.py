@@ -199,23 +199,13 @@ def run_function(c):
 
 
 def main():
-    if len(sys.argv) < 2:
-        print(__doc__)
-        return 2
-    scry = os.path.abspath(sys.argv[1])
-    python = sys.argv[2] if len(sys.argv) > 2 else "/usr/bin/python3"
+    scry, python, patterns = st.positional(__doc__)
     tests = st.Tests()
     tests.add("diff", run_diff)
     tests.add("diff_bad_input", run_bad_input)
     tests.add("function", run_function)
-    patterns = [a for a in sys.argv[3:]]
-    try:
-        interp = st.from_path(python) if python.startswith("/") else st.find(python)
-    except st.Skip as e:
-        return st.skip_all("whole" if python.startswith("/") else python, e,
-                           len(tests.select(patterns)))
-    return st.run(tests.select(patterns), lambda t: st.Ctx(t.name, interp, scry,
-                                                           prefix="scry-whole"), "whole")
+    return st.run_on(tests.select(patterns), scry, python, "whole", "scry-whole",
+                     skip_label="whole" if python.startswith("/") else python)
 
 
 if __name__ == "__main__":

@@ -26,13 +26,14 @@ def _on_term(signum, frame):
     Stop.flag = True
 
 
-def parse(extra=None):
-    """Parse the common options plus (name, type, default) extras; arm the safety alarm."""
+def parse(extra=None, seconds=0.0, max_seconds=120):
+    """Parse the common options (SECONDS and MAX_SECONDS: the defaults of --seconds and
+    --max-seconds) plus (name, type, default) extras; arm the safety alarm."""
     p = argparse.ArgumentParser()
     p.add_argument("--ready", default=None)
     p.add_argument("--out", default=None)
-    p.add_argument("--seconds", type=float, default=0.0)
-    p.add_argument("--max-seconds", type=int, default=120)
+    p.add_argument("--seconds", type=float, default=seconds)
+    p.add_argument("--max-seconds", type=int, default=max_seconds)
     for name, typ, default in extra or []:
         if typ is bool:
             p.add_argument(name, action="store_true")
@@ -78,6 +79,17 @@ def marker_line(path, name):
             if text.rstrip().endswith(tag):
                 return n
     raise ValueError("marker %r not in %s" % (tag, path))
+
+
+def marker_lines(path):
+    """{name: line} for every line of PATH ending with a comment #@name@."""
+    out = {}
+    with open(path, encoding="utf-8") as f:
+        for n, text in enumerate(f, 1):
+            t = text.rstrip()
+            if t.endswith("@") and "#@" in t:
+                out[t[t.rindex("#@") + 2 : -1]] = n
+    return out
 
 
 def base_truth():

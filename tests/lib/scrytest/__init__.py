@@ -12,11 +12,14 @@ Modules (docs/testing.md describes them):
   procs   a test's processes and temporary directory: targets in their own session,
           readiness, reaping, strays, scry with a timeout
   known   known-answer helpers: shares within a tolerance, relative errors, JSON truth
+  suite   a suite's main: scry and the interpreter checked, SKIP/FAIL setup, the run
 """
 from .clock import Deadline, now, since  # noqa: F401
 from .interp import Interpreter, find, from_path, pyenv_root, sid_root  # noqa: F401
 from .interp import HOST_LABELS, LABELS, PYENV_LABELS, SID_LABELS  # noqa: F401
 from .known import compare_shares, load_json, parse_collapsed, rel_err, shares, within  # noqa: F401
 from .procs import Ctx, Result, clean_env, cpu_seconds, task_states, task_tids  # noqa: F401
+from .procs import task_tracers  # noqa: F401
 from .runner import Fail, Skip, Tests, XFail, add_common_args, check, run, short  # noqa: F401
 from .runner import setup_failed, skip_all  # noqa: F401
+from .suite import lookup, open_suite, positional, run_as_root, run_on  # noqa: F401

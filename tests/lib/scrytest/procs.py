@@ -23,6 +23,9 @@ from .runner import Fail, XFail, check, short
 
 SCRY_TIMEOUT = 90  # seconds: the default bound of one scry command
 READY_TIMEOUT = 45  # seconds for a workload to reach its steady state on a loaded machine
+# the workloads' shared helper (imported by the lines and attr workloads too)
+WL_HELPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "func",
+                         "workloads", "_wl.py")
 
 # Removed from the caller's environment: they would change which interpreter or modules
 # run, or attach scry's shim to every child.
@@ -54,19 +57,41 @@ def task_tids(pid):
     return set(int(t) for t in os.listdir("/proc/%d/task" % pid))
 
 
-def task_states(pid):
-    """{tid: state letter} of every thread of PID ({} once it is gone)."""
-    out = {}
+def _task_files(pid, name):
+    """(tid, bytes of /proc/PID/task/TID/NAME) of every thread of PID still there."""
     try:
         tids = os.listdir("/proc/%d/task" % pid)
     except OSError:
-        return out
+        return
     for t in tids:
         try:
-            with open("/proc/%d/task/%s/stat" % (pid, t), "rb") as f:
-                out[int(t)] = f.read().rsplit(b")", 1)[1].split()[0].decode()
-        except (OSError, IndexError):
+            with open("/proc/%d/task/%s/%s" % (pid, t, name), "rb") as f:
+                yield int(t), f.read()
+        except OSError:
             continue
+
+
+def task_states(pid):
+    """{tid: state letter} of every thread of PID ({} once it is gone)."""
+    out = {}
+    for tid, text in _task_files(pid, "stat"):
+        try:
+            out[tid] = text.rsplit(b")", 1)[1].split()[0].decode()
+        except IndexError:
+            continue
+    return out
+
+
+def task_tracers(pid):
+    """{tid: (state letter, TracerPid)} of every thread of PID, from /proc/PID/task/*/status
+    ({} once it is gone)."""
+    out = {}
+    for tid, raw in _task_files(pid, "status"):
+        text = raw.decode("ascii", "replace")
+        state = re.search(r"^State:\s+(\S)", text, re.M)
+        tracer = re.search(r"^TracerPid:\s+(\d+)", text, re.M)
+        if state and tracer:
+            out[tid] = (state.group(1), int(tracer.group(1)))
     return out
 
 
@@ -149,6 +174,19 @@ class Ctx(object):
         directory inside the root for a rooted interpreter)."""
         return self.interp.stage(src, self.tmp) if self.interp else src
 
+    def stage_workloads(self, src):
+        """stage(SRC), a suite's workload directory or script whose scripts import the
+        shared helper tests/func/workloads/_wl.py through their ../../workloads (or
+        ../workloads): in a root, where that directory is not, _wl.py is copied beside
+        them."""
+        staged = self.stage(src)
+        if self.interp and self.interp.root:
+            host = self.interp.host_path(staged)
+            dst = os.path.join(host if os.path.isdir(host) else os.path.dirname(host), "_wl.py")
+            if not os.path.exists(dst):
+                shutil.copy2(WL_HELPER, dst)
+        return staged
+
     def env(self, extra=None):
         e = dict(self.extra_env)
         e.update(extra or {})
@@ -202,6 +240,24 @@ class Ctx(object):
                     what, p.returncode, os.path.basename(path), short(self.proc_log(p))))
             time.sleep(0.02)
         raise Fail("%s: no %s after %d s" % (what, os.path.basename(path), timeout))
+
+    def wait_python(self, p, what, timeout=20):
+        """Waits until P has exec'd its way to a Python that has run 0.2 s of its own CPU
+        (a target started through wrappers: a chroot, a shell). Fails when P exits first
+        or after TIMEOUT seconds."""
+        d = clock.Deadline(timeout)
+        while not d.expired():
+            check(p.poll() is None, "%s exited early: %s" % (what, short(self.proc_log(p), 500)))
+            try:
+                exe = os.readlink("/proc/%d/exe" % p.pid)
+                with open("/proc/%d/stat" % p.pid) as f:
+                    utime = int(f.read().rsplit(")", 1)[1].split()[11])
+            except OSError:
+                exe, utime = "", 0
+            if "python" in os.path.basename(exe) and utime > 20:
+                return
+            time.sleep(0.05)
+        raise Fail("%s never became a running Python" % what)
 
     def start_target(self, args, ready, what, target=True, reap=False, env=None,
                      log_name=None):

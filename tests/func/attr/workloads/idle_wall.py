@@ -18,8 +18,9 @@ import sys
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import Stop, marker_lines, parse, write_json  # noqa: E402
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "workloads"))  # _wl (beside them in a root)
+from _wl import Stop, catch_sigterm, marker_lines, parse, write_json  # noqa: E402
 
 
 def spin_child():
@@ -62,7 +63,8 @@ def calibrate():
 
 
 def main():
-    args = parse([("--seconds", float, 6.0), ("--busy", int, 2), ("--load", int, 2)])
+    args = parse([("--busy", int, 2), ("--load", int, 2)], seconds=6.0, max_seconds=150)
+    catch_sigterm()
     n_py, sha_buf = calibrate()
     kids = [spin_child() for _ in range(args.load)]
     try:

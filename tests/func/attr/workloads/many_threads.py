@@ -15,8 +15,9 @@ import sys
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import Stop, parse, write_json  # noqa: E402
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "workloads"))  # _wl (beside them in a root)
+from _wl import Stop, catch_sigterm, parse, write_json  # noqa: E402
 
 A, C, M = 1103515245, 12345, (1 << 31) - 1
 CHUNK = 2000
@@ -53,7 +54,8 @@ def worker(i, iters, mm, go, results):
 
 def main():
     args = parse([("--threads", int, 200), ("--cpu-seconds", float, 8.0),
-                  ("--progress", str, None), ("--iters", int, 0)])
+                  ("--progress", str, None), ("--iters", int, 0)], max_seconds=150)
+    catch_sigterm()
     n = args.threads
     if args.iters:
         iters = args.iters

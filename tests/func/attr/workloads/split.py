@@ -32,8 +32,9 @@ import sys
 import time
 import zlib
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import Stop, marker_lines, parse, write_json  # noqa: E402
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "workloads"))  # _wl (beside them in a root)
+from _wl import Stop, catch_sigterm, marker_lines, parse, write_json  # noqa: E402
 
 NAMES = ["py", "sha", "zlib", "np", "sleep", "mm", "add", "idx", "tolist", "bmul"]
 NUMPY_NAMES = ("np", "mm", "add", "idx", "tolist")
@@ -162,7 +163,9 @@ def work(cal, text, unit, deadline, use_numpy, log):
 
 
 def main():
-    args = parse([("--seconds", float, 10.0), ("--unit", float, 0.04), ("--numpy", bool, False)])
+    args = parse([("--unit", float, 0.04), ("--numpy", bool, False)], seconds=10.0,
+                 max_seconds=150)
+    catch_sigterm()
     cal, text = calibrate(args.unit, args.numpy)
     lines = marker_lines(os.path.abspath(__file__))
     names = [n for n in NAMES if args.numpy or n not in NUMPY_NAMES]

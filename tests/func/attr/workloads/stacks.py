@@ -22,8 +22,9 @@ import sys
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import Stop, marker_lines, parse, write_json  # noqa: E402
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "workloads"))  # _wl (beside them in a root)
+from _wl import Stop, catch_sigterm, marker_lines, parse, write_json  # noqa: E402
 
 DEPTH = 3
 
@@ -120,7 +121,8 @@ def burst(args, ready):
 
 
 def main():
-    args = parse([("--mode", str, "ext"), ("--ext-dir", str, None)])
+    args = parse([("--mode", str, "ext"), ("--ext-dir", str, None)], max_seconds=150)
+    catch_sigterm()
     ready = {"pid": os.getpid(), "mode": args.mode, "depth": DEPTH}
     if args.mode in ("sleep", "recv"):
         signal_ready = threading.Timer(0.3, write_json, (args.ready, ready))
