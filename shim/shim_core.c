@@ -261,6 +261,50 @@ static void clamp(int64_t *left, int64_t *rest)
     }
 }
 
+/* One sample point of a countdown (COPY: the copy countdown, else the allocation one) that
+ * went negative at an event of N bytes. Returns the active view, entered (give it back with
+ * leave()), with *NOW and the mean stride in *MEAN when this event is a sample; NULL when
+ * it is not (not recording, or only a poll point), the countdown restarted and nothing
+ * held. */
+static const shim_ring_view_t *sample_point(shim_tls_t *t, int copy, size_t n, uint64_t *now,
+                                            uint64_t *mean)
+{
+    int64_t *left = copy ? &t->copy_left : &t->alloc_left;
+    int64_t *rest = copy ? &t->copy_rest : &t->alloc_rest;
+    uint8_t *armed = copy ? &t->copy_armed : &t->alloc_armed;
+    if (nothing_to_do()) {
+        *left = SHIM_IDLE_STRIDE;
+        *armed = 0;
+        return NULL;
+    }
+    const shim_ring_view_t *v = enter(t, now);
+    uint64_t m = 0;
+    if (v)
+        m = __atomic_load_n(copy ? &v->hdr->copy_mean : &v->hdr->alloc_mean, __ATOMIC_RELAXED);
+    if (!v || m == 0) {
+        *left = SHIM_IDLE_STRIDE;
+        *armed = 0;
+        leave(t, v);
+        return NULL;
+    }
+    if (m > ((uint64_t)1 << 40))
+        m = (uint64_t)1 << 40;
+    if (!*armed) { /* first sample point of this thread (or after idling) */
+        *armed = 1;
+        *rest = 0;
+        *left = shim__stride(&t->rng, m) - (int64_t)n;
+    }
+    if (!crossed(left, rest)) {
+        clamp(left, rest);
+        leave(t, v);
+        return NULL;
+    }
+    *left = shim__stride(&t->rng, m);
+    clamp(left, rest);
+    *mean = m;
+    return v;
+}
+
 void shim__alloc_slow(void *p, size_t n, uint8_t origin, uint8_t flags)
 {
     shim_tls_t *t = &shim__tls;
@@ -272,34 +316,10 @@ void shim__alloc_slow(void *p, size_t n, uint8_t origin, uint8_t flags)
         return; /* the PyMem hook around us counts these bytes (it restores the countdown) */
     if (t->busy)
         return; /* our own allocations; stays negative, sampled on the next call */
-    if (nothing_to_do()) {
-        t->alloc_left = SHIM_IDLE_STRIDE;
-        t->alloc_armed = 0;
+    uint64_t now, mean;
+    const shim_ring_view_t *v = sample_point(t, 0, n, &now, &mean);
+    if (!v)
         return;
-    }
-    uint64_t now;
-    const shim_ring_view_t *v = enter(t, &now);
-    uint64_t mean = v ? __atomic_load_n(&v->hdr->alloc_mean, __ATOMIC_RELAXED) : 0;
-    if (!v || mean == 0) {
-        t->alloc_left = SHIM_IDLE_STRIDE;
-        t->alloc_armed = 0;
-        leave(t, v);
-        return;
-    }
-    if (mean > ((uint64_t)1 << 40))
-        mean = (uint64_t)1 << 40;
-    if (!t->alloc_armed) { /* first sample point of this thread (or after idling) */
-        t->alloc_armed = 1;
-        t->alloc_rest = 0;
-        t->alloc_left = shim__stride(&t->rng, mean) - (int64_t)n;
-    }
-    if (!crossed(&t->alloc_left, &t->alloc_rest)) {
-        clamp(&t->alloc_left, &t->alloc_rest);
-        leave(t, v);
-        return;
-    }
-    t->alloc_left = shim__stride(&t->rng, mean);
-    clamp(&t->alloc_left, &t->alloc_rest);
     if (p) {
         uint64_t w = shim__weight(n, mean);
         if (shim__live_insert((uint64_t)(uintptr_t)p, n, w, origin) != 0) {
@@ -333,34 +353,10 @@ void shim__copy_slow(void *dst, size_t n)
     shim_tls_t *t = &shim__tls;
     if (t->busy)
         return;
-    if (nothing_to_do()) {
-        t->copy_left = SHIM_IDLE_STRIDE;
-        t->copy_armed = 0;
+    uint64_t now, mean;
+    const shim_ring_view_t *v = sample_point(t, 1, n, &now, &mean);
+    if (!v)
         return;
-    }
-    uint64_t now;
-    const shim_ring_view_t *v = enter(t, &now);
-    uint64_t mean = v ? __atomic_load_n(&v->hdr->copy_mean, __ATOMIC_RELAXED) : 0;
-    if (!v || mean == 0) {
-        t->copy_left = SHIM_IDLE_STRIDE;
-        t->copy_armed = 0;
-        leave(t, v);
-        return;
-    }
-    if (mean > ((uint64_t)1 << 40))
-        mean = (uint64_t)1 << 40;
-    if (!t->copy_armed) {
-        t->copy_armed = 1;
-        t->copy_rest = 0;
-        t->copy_left = shim__stride(&t->rng, mean) - (int64_t)n;
-    }
-    if (!crossed(&t->copy_left, &t->copy_rest)) {
-        clamp(&t->copy_left, &t->copy_rest);
-        leave(t, v);
-        return;
-    }
-    t->copy_left = shim__stride(&t->rng, mean);
-    clamp(&t->copy_left, &t->copy_rest);
     emit(v, SCRY_RING_COPY, SCRY_RING_ORIGIN_NATIVE, (uint64_t)(uintptr_t)dst, n,
          shim__weight(n, mean), 0, now, 1);
     leave(t, v);
