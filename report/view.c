@@ -205,11 +205,8 @@ static int build_funcs(report__view_t *v)
     int rc = 0;
     for (uint32_t si = 0; si < p->nstacks; si++) {
         const report__stack_t *st = &p->stacks[si];
-        uint64_t cnt = 0, val = 0;
-        for (int c = 0; c < REPORT__NCLASS; c++) {
-            cnt += stack_count(v, si, c);
-            val += stack_cpu_value(v, si, c);
-        }
+        uint64_t cnt, val;
+        report__view_stack_cpu(v, si, &cnt, &val);
         if (!cnt)
             continue;
         const uint32_t *ids = p->ids + st->off;
@@ -369,11 +366,8 @@ int report__view_build_frames(report__view_t *v)
         stamp[i] = REPORT__NONE;
     for (uint32_t si = 0; si < p->nstacks; si++) {
         const report__stack_t *st = &p->stacks[si];
-        uint64_t cnt = 0, val = 0;
-        for (int c = 0; c < REPORT__NCLASS; c++) {
-            cnt += stack_count(v, si, c);
-            val += stack_cpu_value(v, si, c);
-        }
+        uint64_t cnt, val;
+        report__view_stack_cpu(v, si, &cnt, &val);
         if (!cnt)
             continue;
         const uint32_t *ids = p->ids + st->off;
