@@ -29,6 +29,17 @@ static int cmp_fmap(const void *a, const void *b)
     return x->start < y->start ? -1 : x->start > y->start;
 }
 
+/* Sorts the file mappings by address, dropping any that overlaps the one before it. */
+static void sort_fmaps(core_t *c)
+{
+    qsort(c->fmaps, c->nfmaps, sizeof *c->fmaps, cmp_fmap);
+    size_t k = 0;
+    for (size_t i = 0; i < c->nfmaps; i++)
+        if (k == 0 || c->fmaps[i].start >= c->fmaps[k - 1].end)
+            c->fmaps[k++] = c->fmaps[i];
+    c->nfmaps = k;
+}
+
 /* The PT_LOAD segments, bounded by the file (a truncated core keeps what it holds), sorted,
  * overlaps dropped. */
 static int read_segments(core_t *c, size_t phnum)
@@ -183,12 +194,7 @@ static int read_files(core_t *c, const uint8_t *d, size_t n)
         left -= plen + 1;
         names = nul + 1;
     }
-    qsort(c->fmaps, c->nfmaps, sizeof *c->fmaps, cmp_fmap);
-    size_t k = 0;
-    for (size_t i = 0; i < c->nfmaps; i++)
-        if (k == 0 || c->fmaps[i].start >= c->fmaps[k - 1].end)
-            c->fmaps[k++] = c->fmaps[i];
-    c->nfmaps = k;
+    sort_fmaps(c);
     return 0;
 }
 
@@ -313,12 +319,7 @@ static int exe_mappings(core_t *c, const char *exe)
         if (end > start)
             c->fmaps[c->nfmaps++] = (core_fmap_t){start, end, ph[i].p_offset & ~(uint64_t)4095, 0};
     }
-    qsort(c->fmaps, c->nfmaps, sizeof *c->fmaps, cmp_fmap);
-    size_t k = 0;
-    for (size_t i = 0; i < c->nfmaps; i++)
-        if (k == 0 || c->fmaps[i].start >= c->fmaps[k - 1].end)
-            c->fmaps[k++] = c->fmaps[i];
-    c->nfmaps = k;
+    sort_fmaps(c);
     return 0;
 }
 
