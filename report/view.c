@@ -142,6 +142,14 @@ void report__view_stack_cpu(const report__view_t *v, uint32_t si, uint64_t *coun
     }
 }
 
+/* The frame ids of stack SI with its CPU samples in *CNT and its CPU figure in *VAL; NULL
+ * when it has no CPU sample. */
+static const uint32_t *cpu_stack(const report__view_t *v, uint32_t si, uint64_t *cnt, uint64_t *val)
+{
+    report__view_stack_cpu(v, si, cnt, val);
+    return *cnt ? v->p->ids + v->p->stacks[si].off : NULL;
+}
+
 /* --- functions --- */
 
 typedef struct func_table {
@@ -206,10 +214,9 @@ static int build_funcs(report__view_t *v)
     for (uint32_t si = 0; si < p->nstacks; si++) {
         const report__stack_t *st = &p->stacks[si];
         uint64_t cnt, val;
-        report__view_stack_cpu(v, si, &cnt, &val);
-        if (!cnt)
+        const uint32_t *ids = cpu_stack(v, si, &cnt, &val);
+        if (!ids)
             continue;
-        const uint32_t *ids = p->ids + st->off;
         for (uint32_t i = 0; i < st->depth; i++) {
             const report__frame_t *f = &p->frames[ids[i]];
             if (f->kind != SCRY_FRAME_PYTHON && i != st->attr)
@@ -367,10 +374,9 @@ int report__view_build_frames(report__view_t *v)
     for (uint32_t si = 0; si < p->nstacks; si++) {
         const report__stack_t *st = &p->stacks[si];
         uint64_t cnt, val;
-        report__view_stack_cpu(v, si, &cnt, &val);
-        if (!cnt)
+        const uint32_t *ids = cpu_stack(v, si, &cnt, &val);
+        if (!ids)
             continue;
-        const uint32_t *ids = p->ids + st->off;
         for (uint32_t i = 0; i < st->depth; i++) {
             uint32_t fid = ids[i];
             if (p->frames[fid].kind != SCRY_FRAME_PYTHON && i != st->uattr)
