@@ -85,14 +85,10 @@ static int64_t pp_str(pp_strs_t *t, const char *s)
             return slot - 1;
         }
     }
-    if (t->n == t->cap) {
-        uint32_t ncap = t->cap ? t->cap * 2 : 256;
-        char **nv = realloc(t->v, (size_t)ncap * sizeof *nv);
-        if (!nv)
-            goto oom;
-        t->v = nv;
-        t->cap = ncap;
-    }
+    char **nv = report__grow(t->v, &t->cap, sizeof *nv, t->n + 1, 256);
+    if (!nv)
+        goto oom;
+    t->v = nv;
     char *copy = strdup(key);
     if (!copy)
         goto oom;

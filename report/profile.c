@@ -37,11 +37,11 @@ static char *dup_or_null(const char *s)
     return s ? strdup(s) : NULL;
 }
 
-static void *grow(void *arr, uint32_t *cap, size_t elem, uint32_t need)
+void *report__grow(void *arr, uint32_t *cap, size_t elem, uint32_t need, uint32_t first)
 {
     if (need <= *cap)
         return arr;
-    uint64_t ncap = *cap ? *cap : 64;
+    uint64_t ncap = *cap ? *cap : first;
     while (ncap < need)
         ncap *= 2;
     if (ncap > UINT32_MAX / 2)
@@ -118,7 +118,7 @@ static uint32_t intern_frame(report_profile_t *p, const scry_frame_t *f)
             e->kind == key.kind)
             return s - 1;
     }
-    report__frame_t *nf = grow(p->frames, &p->frames_cap, sizeof *nf, p->nframes + 1);
+    report__frame_t *nf = report__grow(p->frames, &p->frames_cap, sizeof *nf, p->nframes + 1, 64);
     if (!nf)
         return REPORT__NONE;
     p->frames = nf;
@@ -141,7 +141,7 @@ static uint32_t intern_line(report_profile_t *p, const report__frame_t *f)
             e->kind == f->kind)
             return s - 1;
     }
-    report__line_t *nl = grow(p->lines, &p->lines_cap, sizeof *nl, p->nlines + 1);
+    report__line_t *nl = report__grow(p->lines, &p->lines_cap, sizeof *nl, p->nlines + 1, 64);
     if (!nl)
         return REPORT__NONE;
     p->lines = nl;
@@ -206,7 +206,7 @@ static uint32_t new_stack(report_profile_t *p, const scry_sample_t *s, uint32_t 
         p->ids = n;
         p->ids_cap = ncap;
     }
-    report__stack_t *ns = grow(p->stacks, &p->stacks_cap, sizeof *ns, p->nstacks + 1);
+    report__stack_t *ns = report__grow(p->stacks, &p->stacks_cap, sizeof *ns, p->nstacks + 1, 64);
     if (!ns)
         return REPORT__NONE;
     p->stacks = ns;
@@ -362,7 +362,8 @@ static report__thread_t *find_thread(report_profile_t *p, int32_t tid)
             return &p->threads[s - 1];
         }
     }
-    report__thread_t *nt = grow(p->threads, &p->threads_cap, sizeof *nt, p->nthreads + 1);
+    report__thread_t *nt =
+        report__grow(p->threads, &p->threads_cap, sizeof *nt, p->nthreads + 1, 64);
     if (!nt)
         return NULL; /* the sample still counts in its stack */
     p->threads = nt;

@@ -149,6 +149,11 @@ struct report_profile {
     report__point_t foot[REPORT__FOOT_MAX];
 };
 
+/* profile.c: ARR (of *CAP elements of ELEM bytes; NULL with *CAP 0) with room for NEED
+ * elements: ARR itself, or reallocated to a capacity doubled from *CAP (FIRST when 0) and
+ * *CAP updated. NULL without memory or past UINT32_MAX / 2 elements (ARR kept as it was). */
+void *report__grow(void *arr, uint32_t *cap, size_t elem, uint32_t need, uint32_t first);
+
 /* profile.c: adds COUNT CPU samples of stack S (its frames, interned; tid, class python)
  * weighing VALUE in all, without thread or time accounting (profiles rebuilt from a JSON
  * report, diff.c). Returns 0, SCRY_E_INVAL (NULL, COUNT 0), SCRY_E_TOOBIG (totals would

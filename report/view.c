@@ -177,13 +177,10 @@ static uint32_t func_of(report__view_t *v, func_table_t *t, uint32_t *cap, const
             return s - 1;
         }
     }
-    if (v->nfuncs >= *cap) {
-        report__func_t *n = realloc(v->funcs, (size_t)*cap * 2 * sizeof *n);
-        if (!n)
-            return REPORT__NONE;
-        v->funcs = n;
-        *cap *= 2;
-    }
+    report__func_t *n = report__grow(v->funcs, cap, sizeof *n, v->nfuncs + 1, 64);
+    if (!n)
+        return REPORT__NONE;
+    v->funcs = n;
     report__func_t *e = &v->funcs[v->nfuncs];
     memset(e, 0, sizeof *e);
     e->function = f->function;
