@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "scry_err.h"
+#include "scry_grow.h"
 
 static const uint64_t K = 0x9E3779B97F4A7C15ULL;
 
@@ -39,17 +40,10 @@ static char *dup_or_null(const char *s)
 
 void *report__grow(void *arr, uint32_t *cap, size_t elem, uint32_t need, uint32_t first)
 {
-    if (need <= *cap)
-        return arr;
-    uint64_t ncap = *cap ? *cap : first;
-    while (ncap < need)
-        ncap *= 2;
-    if (ncap > UINT32_MAX / 2)
-        return NULL;
-    void *n = realloc(arr, ncap * elem);
-    if (!n)
-        return NULL;
-    *cap = (uint32_t)ncap;
+    size_t c = *cap;
+    void *n = scry_grow(arr, &c, elem, need, first, UINT32_MAX / 2);
+    if (n)
+        *cap = (uint32_t)c;
     return n;
 }
 
@@ -196,15 +190,11 @@ static uint32_t new_stack(report_profile_t *p, const scry_sample_t *s, uint32_t 
 {
     if (p->nids + depth > UINT32_MAX)
         return REPORT__NONE;
-    if (p->nids + depth > p->ids_cap) {
-        size_t ncap = p->ids_cap ? p->ids_cap : 1024;
-        while (ncap < p->nids + depth)
-            ncap *= 2;
-        uint32_t *n = realloc(p->ids, ncap * sizeof *n);
+    if (p->nids + depth > p->ids_cap) { /* a stack may be empty: ids stays NULL */
+        uint32_t *n = scry_grow(p->ids, &p->ids_cap, sizeof *n, p->nids + depth, 1024, SIZE_MAX);
         if (!n)
             return REPORT__NONE;
         p->ids = n;
-        p->ids_cap = ncap;
     }
     report__stack_t *ns = report__grow(p->stacks, &p->stacks_cap, sizeof *ns, p->nstacks + 1, 64);
     if (!ns)

@@ -1,0 +1,24 @@
+/* scry_grow.c - arrays that grow by doubling. */
+#include "scry_grow.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+
+void *scry_grow(void *arr, size_t *cap, size_t elem, size_t need, size_t first, size_t max)
+{
+    if (need <= *cap)
+        return arr;
+    if (need > max || elem == 0 || need > SIZE_MAX / elem)
+        return NULL;
+    size_t ncap = *cap ? *cap : (first ? first : 1);
+    while (ncap < need)
+        ncap = ncap > max / 2 ? max : ncap * 2;
+    if (ncap > max)
+        ncap = max;
+    if (ncap > SIZE_MAX / elem)
+        ncap = need;
+    void *n = realloc(arr, ncap * elem);
+    if (n)
+        *cap = ncap;
+    return n;
+}
