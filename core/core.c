@@ -4,6 +4,7 @@
 
 #include "corezip.h"
 #include "scry_err.h"
+#include "scry_grow.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -73,14 +74,11 @@ static int read_prstatus(core_t *c, const uint8_t *d, size_t n)
 {
     if (n < PRSTATUS_SIZE || c->nthreads >= CORE_MAX_THREADS)
         return 0;
-    if (c->nthreads == c->threads_cap) {
-        size_t cap = c->threads_cap ? 2 * c->threads_cap : 64;
-        core_thread_t *v = realloc(c->threads, cap * sizeof *v);
-        if (!v)
-            return SCRY_E_NOMEM;
-        c->threads = v;
-        c->threads_cap = cap;
-    }
+    core_thread_t *v =
+        scry_grow(c->threads, &c->threads_cap, sizeof *v, c->nthreads + 1, 64, CORE_MAX_THREADS);
+    if (!v)
+        return SCRY_E_NOMEM;
+    c->threads = v;
     core_thread_t *t = &c->threads[c->nthreads++];
     int16_t cursig;
     memcpy(&cursig, d + PRSTATUS_CURSIG, 2);
