@@ -1,8 +1,11 @@
 /* scry_grow.c - arrays that grow by doubling. */
 #include "scry_grow.h"
 
+#include "scry_err.h"
+
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 void *scry_grow(void *arr, size_t *cap, size_t elem, size_t need, size_t first, size_t max)
 {
@@ -21,4 +24,20 @@ void *scry_grow(void *arr, size_t *cap, size_t elem, size_t need, size_t first, 
     if (n)
         *cap = ncap;
     return n;
+}
+
+int scry_pool_put(char **pool, size_t *used, size_t *cap, size_t first, const char *s, size_t len,
+                  size_t *off)
+{
+    if (len >= SIZE_MAX - *used)
+        return SCRY_E_NOMEM;
+    char *p = scry_grow(*pool, cap, 1, *used + len + 1, first, SIZE_MAX);
+    if (!p)
+        return SCRY_E_NOMEM;
+    *pool = p;
+    memcpy(p + *used, s, len);
+    p[*used + len] = '\0';
+    *off = *used;
+    *used += len + 1;
+    return 0;
 }

@@ -11,4 +11,10 @@
  * or when NEED is over MAX; ARR and *CAP are then unchanged (the caller still owns ARR). */
 void *scry_grow(void *arr, size_t *cap, size_t elem, size_t need, size_t first, size_t max);
 
+/* Appends the LEN bytes at S and a NUL to the string pool *POOL (*USED of *CAP bytes taken;
+ * grown by scry_grow from FIRST bytes). Returns 0 with the string's offset in *OFF, or
+ * SCRY_E_NOMEM (the pool unchanged). */
+int scry_pool_put(char **pool, size_t *used, size_t *cap, size_t first, const char *s, size_t len,
+                  size_t *off);
+
 #endif

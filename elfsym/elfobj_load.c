@@ -43,15 +43,7 @@ void elfsym__elf_init(void)
 
 static int pool_put(builder_t *b, const char *s, size_t len, size_t *off)
 {
-    char *p = scry_grow(b->pool, &b->pcap, 1, b->plen + len + 1, 65536, SIZE_MAX);
-    if (!p)
-        return SCRY_E_NOMEM;
-    b->pool = p;
-    memcpy(b->pool + b->plen, s, len);
-    b->pool[b->plen + len] = '\0';
-    *off = b->plen;
-    b->plen += len + 1;
-    return 0;
+    return scry_pool_put(&b->pool, &b->plen, &b->pcap, 65536, s, len, off);
 }
 
 static int keep_symbol(const GElf_Sym *s)

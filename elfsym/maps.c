@@ -36,15 +36,7 @@ static int pool_add(elfsym_maps_t *m, const char *s, size_t len, size_t *off)
             return 0;
         }
     }
-    char *p = scry_grow(m->pool, &m->pool_cap, 1, m->pool_len + len + 1, 4096, SIZE_MAX);
-    if (!p)
-        return SCRY_E_NOMEM;
-    m->pool = p;
-    memcpy(m->pool + m->pool_len, s, len);
-    m->pool[m->pool_len + len] = '\0';
-    *off = m->pool_len;
-    m->pool_len += len + 1;
-    return 0;
+    return scry_pool_put(&m->pool, &m->pool_len, &m->pool_cap, 4096, s, len, off);
 }
 
 /* Parses a hex number at *P (advancing it). Returns 0 or -1 when there is no digit. */
