@@ -47,20 +47,17 @@ void *report__grow(void *arr, uint32_t *cap, size_t elem, uint32_t need, uint32_
     return n;
 }
 
-/* Rebuilds an id+1 slot array of NEWCAP slots for N entries whose hash HASHOF gives. */
-typedef uint64_t (*hash_of_fn)(const report_profile_t *p, uint32_t id);
-
-static int rehash(const report_profile_t *p, uint32_t **slots, uint32_t *cap, uint32_t n,
-                  hash_of_fn hash_of)
+int report__rehash(const void *ctx, uint32_t **slots, uint32_t *cap, uint32_t n, uint32_t first,
+                   report__hash_of_fn hash_of)
 {
-    uint32_t ncap = *cap ? *cap * 2 : 256;
+    uint32_t ncap = *cap ? *cap * 2 : first;
     while (ncap < n * 2)
         ncap *= 2;
     uint32_t *ns = calloc(ncap, sizeof *ns);
     if (!ns)
         return SCRY_E_NOMEM;
     for (uint32_t id = 0; id < n; id++) {
-        uint32_t j = (uint32_t)hash_of(p, id) & (ncap - 1);
+        uint32_t j = (uint32_t)hash_of(ctx, id) & (ncap - 1);
         while (ns[j])
             j = (j + 1) & (ncap - 1);
         ns[j] = id + 1;
@@ -76,13 +73,15 @@ static uint64_t frame_hash(const report__frame_t *f)
     return fmix(hash_frame_into(0, f->function, f->file, f->line, f->kind));
 }
 
-static uint64_t frame_hash_of(const report_profile_t *p, uint32_t id)
+static uint64_t frame_hash_of(const void *ctx, uint32_t id)
 {
+    const report_profile_t *p = ctx;
     return frame_hash(&p->frames[id]);
 }
 
-static uint64_t stack_hash_of(const report_profile_t *p, uint32_t id)
+static uint64_t stack_hash_of(const void *ctx, uint32_t id)
 {
+    const report_profile_t *p = ctx;
     return p->stacks[id].hash;
 }
 
@@ -91,8 +90,9 @@ static uint64_t line_hash(const char *file, const char *function, int32_t line, 
     return fmix(hash_frame_into(1, function, file, line, kind));
 }
 
-static uint64_t line_hash_of(const report_profile_t *p, uint32_t id)
+static uint64_t line_hash_of(const void *ctx, uint32_t id)
 {
+    const report_profile_t *p = ctx;
     const report__line_t *l = &p->lines[id];
     return line_hash(l->file, l->function, l->line, l->kind);
 }
@@ -101,7 +101,7 @@ static uint64_t line_hash_of(const report_profile_t *p, uint32_t id)
 static uint32_t intern_frame(report_profile_t *p, const scry_frame_t *f)
 {
     if ((p->nframes + 1) * 2 > p->frame_slots_cap &&
-        rehash(p, &p->frame_slots, &p->frame_slots_cap, p->nframes, frame_hash_of) < 0)
+        report__rehash(p, &p->frame_slots, &p->frame_slots_cap, p->nframes, 256, frame_hash_of) < 0)
         return REPORT__NONE;
     report__frame_t key = {f->function, f->file, f->line, f->kind};
     uint32_t mask = p->frame_slots_cap - 1;
@@ -125,7 +125,7 @@ static uint32_t intern_frame(report_profile_t *p, const scry_frame_t *f)
 static uint32_t intern_line(report_profile_t *p, const report__frame_t *f)
 {
     if ((p->nlines + 1) * 2 > p->line_slots_cap &&
-        rehash(p, &p->line_slots, &p->line_slots_cap, p->nlines, line_hash_of) < 0)
+        report__rehash(p, &p->line_slots, &p->line_slots_cap, p->nlines, 256, line_hash_of) < 0)
         return REPORT__NONE;
     uint32_t mask = p->line_slots_cap - 1;
     uint32_t j = (uint32_t)line_hash(f->file, f->function, f->line, f->kind) & mask;
@@ -297,7 +297,7 @@ static uint32_t find_stack(report_profile_t *p, const scry_sample_t *s)
     h = fmix(h ^ depth ^ ((uint64_t)tpos << 32));
 
     if ((p->nstacks + 1) * 2 > p->stack_slots_cap &&
-        rehash(p, &p->stack_slots, &p->stack_slots_cap, p->nstacks, stack_hash_of) < 0)
+        report__rehash(p, &p->stack_slots, &p->stack_slots_cap, p->nstacks, 256, stack_hash_of) < 0)
         return REPORT__NONE;
     uint32_t mask = p->stack_slots_cap - 1;
     uint32_t j = (uint32_t)h & mask;
@@ -332,8 +332,9 @@ static uint64_t thread_hash(int32_t tid)
     return fmix((uint64_t)(uint32_t)tid);
 }
 
-static uint64_t thread_hash_of(const report_profile_t *p, uint32_t id)
+static uint64_t thread_hash_of(const void *ctx, uint32_t id)
 {
+    const report_profile_t *p = ctx;
     return thread_hash(p->threads[id].tid);
 }
 
@@ -342,7 +343,8 @@ static report__thread_t *find_thread(report_profile_t *p, int32_t tid)
     if (p->last_thread < p->nthreads && p->threads[p->last_thread].tid == tid)
         return &p->threads[p->last_thread];
     if ((p->nthreads + 1) * 2 > p->thread_slots_cap &&
-        rehash(p, &p->thread_slots, &p->thread_slots_cap, p->nthreads, thread_hash_of) < 0)
+        report__rehash(p, &p->thread_slots, &p->thread_slots_cap, p->nthreads, 256,
+                       thread_hash_of) < 0)
         return NULL;
     uint32_t mask = p->thread_slots_cap - 1;
     uint32_t j = (uint32_t)thread_hash(tid) & mask;
