@@ -40,6 +40,8 @@ static char *dup_or_null(const char *s)
 
 void *report__grow(void *arr, uint32_t *cap, size_t elem, uint32_t need, uint32_t first)
 {
+    if (need <= *cap)
+        return arr;
     size_t c = *cap;
     void *n = scry_grow(arr, &c, elem, need, first, UINT32_MAX / 2);
     if (n)
