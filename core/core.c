@@ -4,6 +4,7 @@
 
 #include "corezip.h"
 #include "scry_err.h"
+#include "scry_grow.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -27,6 +28,17 @@ static int cmp_fmap(const void *a, const void *b)
 {
     const core_fmap_t *x = a, *y = b;
     return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* Sorts the file mappings by address, dropping any that overlaps the one before it. */
+static void sort_fmaps(core_t *c)
+{
+    qsort(c->fmaps, c->nfmaps, sizeof *c->fmaps, cmp_fmap);
+    size_t k = 0;
+    for (size_t i = 0; i < c->nfmaps; i++)
+        if (k == 0 || c->fmaps[i].start >= c->fmaps[k - 1].end)
+            c->fmaps[k++] = c->fmaps[i];
+    c->nfmaps = k;
 }
 
 /* The PT_LOAD segments, bounded by the file (a truncated core keeps what it holds), sorted,
@@ -62,14 +74,11 @@ static int read_prstatus(core_t *c, const uint8_t *d, size_t n)
 {
     if (n < PRSTATUS_SIZE || c->nthreads >= CORE_MAX_THREADS)
         return 0;
-    if (c->nthreads == c->threads_cap) {
-        size_t cap = c->threads_cap ? 2 * c->threads_cap : 64;
-        core_thread_t *v = realloc(c->threads, cap * sizeof *v);
-        if (!v)
-            return SCRY_E_NOMEM;
-        c->threads = v;
-        c->threads_cap = cap;
-    }
+    core_thread_t *v =
+        scry_grow(c->threads, &c->threads_cap, sizeof *v, c->nthreads + 1, 64, CORE_MAX_THREADS);
+    if (!v)
+        return SCRY_E_NOMEM;
+    c->threads = v;
     core_thread_t *t = &c->threads[c->nthreads++];
     int16_t cursig;
     memcpy(&cursig, d + PRSTATUS_CURSIG, 2);
@@ -183,12 +192,7 @@ static int read_files(core_t *c, const uint8_t *d, size_t n)
         left -= plen + 1;
         names = nul + 1;
     }
-    qsort(c->fmaps, c->nfmaps, sizeof *c->fmaps, cmp_fmap);
-    size_t k = 0;
-    for (size_t i = 0; i < c->nfmaps; i++)
-        if (k == 0 || c->fmaps[i].start >= c->fmaps[k - 1].end)
-            c->fmaps[k++] = c->fmaps[i];
-    c->nfmaps = k;
+    sort_fmaps(c);
     return 0;
 }
 
@@ -313,12 +317,7 @@ static int exe_mappings(core_t *c, const char *exe)
         if (end > start)
             c->fmaps[c->nfmaps++] = (core_fmap_t){start, end, ph[i].p_offset & ~(uint64_t)4095, 0};
     }
-    qsort(c->fmaps, c->nfmaps, sizeof *c->fmaps, cmp_fmap);
-    size_t k = 0;
-    for (size_t i = 0; i < c->nfmaps; i++)
-        if (k == 0 || c->fmaps[i].start >= c->fmaps[k - 1].end)
-            c->fmaps[k++] = c->fmaps[i];
-    c->nfmaps = k;
+    sort_fmaps(c);
     return 0;
 }
 

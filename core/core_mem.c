@@ -19,16 +19,26 @@
 
 /* ---- the memory ---------------------------------------------------------------------- */
 
-static long seg_index(const core_t *c, uint64_t addr)
+/* How many of the N entries at BASE (STRIDE bytes apart, sorted by the uint64_t KEY bytes
+ * into each) have a key <= ADDR: one more than the index of the last that may hold ADDR. */
+static size_t count_le(const void *base, size_t n, size_t stride, size_t key, uint64_t addr)
 {
-    size_t lo = 0, hi = c->nsegs;
+    size_t lo = 0, hi = n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (c->segs[mid].vaddr <= addr)
+        uint64_t k;
+        memcpy(&k, (const char *)base + mid * stride + key, sizeof k);
+        if (k <= addr)
             lo = mid + 1;
         else
             hi = mid;
     }
+    return lo;
+}
+
+static long seg_index(const core_t *c, uint64_t addr)
+{
+    size_t lo = count_le(c->segs, c->nsegs, sizeof *c->segs, offsetof(core_seg_t, vaddr), addr);
     if (lo == 0)
         return -1;
     const core_seg_t *s = &c->segs[lo - 1];
@@ -37,14 +47,7 @@ static long seg_index(const core_t *c, uint64_t addr)
 
 long core__fmap_index(const core_t *c, uint64_t addr)
 {
-    size_t lo = 0, hi = c->nfmaps;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (c->fmaps[mid].start <= addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = count_le(c->fmaps, c->nfmaps, sizeof *c->fmaps, offsetof(core_fmap_t, start), addr);
     if (lo == 0)
         return -1;
     const core_fmap_t *f = &c->fmaps[lo - 1];

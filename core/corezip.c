@@ -47,7 +47,8 @@ static int kind_of(const uint8_t *m, size_t n)
 typedef struct sink {
     int fd;
     size_t len;
-    size_t max; /* bytes accepted */
+    size_t max;   /* bytes accepted */
+    uint8_t *out; /* CHUNK bytes the decoders decompress into */
 } sink_t;
 
 /* What a decompressed core may take: COREZIP_MAX_BYTES, and half the memory (a memfd lives
@@ -81,9 +82,9 @@ static int sink_put(sink_t *s, const void *buf, size_t n)
 static int unzstd(const uint8_t *in, size_t n, sink_t *s)
 {
     ZSTD_DStream *z = ZSTD_createDStream();
-    uint8_t *out = malloc(CHUNK);
+    uint8_t *out = s->out;
     int rc = SCRY_E_NOMEM;
-    if (!z || !out)
+    if (!z)
         goto out;
     ZSTD_initDStream(z);
     ZSTD_inBuffer ib = {in, n, 0};
@@ -105,7 +106,6 @@ static int unzstd(const uint8_t *in, size_t n, sink_t *s)
     }
 out:
     ZSTD_freeDStream(z);
-    free(out);
     return rc;
 }
 #endif
@@ -114,9 +114,9 @@ out:
 static int unlz4(const uint8_t *in, size_t n, sink_t *s)
 {
     LZ4F_dctx *d = NULL;
-    uint8_t *out = malloc(CHUNK);
+    uint8_t *out = s->out;
     int rc = SCRY_E_NOMEM;
-    if (!out || LZ4F_isError(LZ4F_createDecompressionContext(&d, LZ4F_VERSION)))
+    if (LZ4F_isError(LZ4F_createDecompressionContext(&d, LZ4F_VERSION)))
         goto out;
     size_t pos = 0, hint = 1;
     rc = 0;
@@ -136,7 +136,6 @@ static int unlz4(const uint8_t *in, size_t n, sink_t *s)
         rc = SCRY_E_CORRUPT; /* the frame ended early */
 out:
     LZ4F_freeDecompressionContext(d);
-    free(out);
     return rc;
 }
 #endif
@@ -145,9 +144,9 @@ out:
 static int unxz(const uint8_t *in, size_t n, sink_t *s)
 {
     lzma_stream z = LZMA_STREAM_INIT;
-    uint8_t *out = malloc(CHUNK);
+    uint8_t *out = s->out;
     int rc = SCRY_E_NOMEM;
-    if (!out || lzma_stream_decoder(&z, UINT64_MAX, LZMA_CONCATENATED) != LZMA_OK)
+    if (lzma_stream_decoder(&z, UINT64_MAX, LZMA_CONCATENATED) != LZMA_OK)
         goto out;
     z.next_in = in;
     z.avail_in = n;
@@ -167,7 +166,6 @@ static int unxz(const uint8_t *in, size_t n, sink_t *s)
     }
 out:
     lzma_end(&z);
-    free(out);
     return rc;
 }
 #endif
@@ -205,7 +203,9 @@ static int map_unzipped(int kind, const uint8_t *in, size_t n, void **map, size_
                  strerror(errno));
         return SCRY_E_NOMEM;
     }
-    int rc = unzip(kind, in, n, &s);
+    s.out = malloc(CHUNK);
+    int rc = s.out ? unzip(kind, in, n, &s) : SCRY_E_NOMEM;
+    free(s.out);
     if (!rc && s.len == 0)
         rc = SCRY_E_CORRUPT;
     if (!rc) {

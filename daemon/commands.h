@@ -35,6 +35,11 @@ int cmd_dump_core(const scry_config_t *cfg);
  * show: SCRY_E_AGAIN, MSG says so (a dump is never empty). */
 int dump_target_write(pystate_target_t *t, strtab_t *strings, const sampler_opts_t *opts,
                       int locals, enum report_dump_format fmt, FILE *out, char *msg, size_t msglen);
+/* Opens process PID for one dump: a new string table in *STRINGS and the target in *T, read
+ * with OPTS (sampler_open_target). Returns 0, or 1 after a message with whatever was made
+ * left in *STRINGS and *T for the caller to free (pystate_target_free, strtab_free; both
+ * accept NULL). (dump.c) */
+int dump_open(pid_t pid, const pystate_open_opts_t *opts, strtab_t **strings, pystate_target_t **t);
 /* --locals of one frame: read at ADDR into L (strings interned in STRINGS; BUF holds
  * PYSTATE_LOCALS_MAX entries of scratch). Returns 0, SCRY_E_NOMEM, or a fatal read error
  * (SCRY_E_GONE, SCRY_E_PERM); a torn frame leaves L unread. (dump.c) */

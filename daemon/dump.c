@@ -270,6 +270,16 @@ out:
     return err;
 }
 
+int dump_open(pid_t pid, const pystate_open_opts_t *opts, strtab_t **strings, pystate_target_t **t)
+{
+    *t = NULL;
+    if (!(*strings = strtab_new())) {
+        fprintf(stderr, "scry: out of memory\n");
+        return 1;
+    }
+    return sampler_open_target(pid, *strings, opts, t) != 0;
+}
+
 /* Dumps process PID to OUT (JSON when cfg->json). Returns 0 or 1 after a message. */
 static int dump_one(const scry_config_t *cfg, pid_t pid, FILE *out)
 {
@@ -278,14 +288,10 @@ static int dump_one(const scry_config_t *cfg, pid_t pid, FILE *out)
         one.pid = pid;
         return cmd_dump_async(&one, out);
     }
-    strtab_t *strings = strtab_new();
+    strtab_t *strings = NULL;
     pystate_target_t *t = NULL;
     int rc = 1;
-    if (!strings) {
-        fprintf(stderr, "scry: out of memory\n");
-        goto out;
-    }
-    if (sampler_open_target(pid, strings, &cfg->open_opts, &t) != 0)
+    if (dump_open(pid, &cfg->open_opts, &strings, &t) != 0)
         goto out;
     sampler_opts_t so;
     options_sampler(cfg, &so);
@@ -406,6 +412,22 @@ static int dump_list(const scry_config_t *cfg, const proc_entry_t *procs, size_t
     return rc;
 }
 
+/* Lists every process into ENTS (DUMP_SCAN_MAX entries; NULL: the allocation failed).
+ * Returns how many, or -1 after a message. */
+static int list_all(proc_entry_t *ents)
+{
+    if (!ents) {
+        fprintf(stderr, "scry: out of memory\n");
+        return -1;
+    }
+    int n = proc_list_all(ents, DUMP_SCAN_MAX);
+    if (n < 0) {
+        fprintf(stderr, "scry: cannot list /proc: %s\n", scry_strerror(n));
+        return -1;
+    }
+    return n;
+}
+
 /* scry dump --container: every Python process of the container, in pid order; with --json
  * one array of dump documents. A process is listed with its start time, read before it is
  * looked at: its dump is printed only while its pid still names it. */
@@ -413,15 +435,9 @@ static int dump_container(const scry_config_t *cfg)
 {
     proc_entry_t *ents = malloc(DUMP_SCAN_MAX * sizeof *ents);
     int rc = 1;
-    if (!ents) {
-        fprintf(stderr, "scry: out of memory\n");
+    int n = list_all(ents);
+    if (n < 0)
         goto out;
-    }
-    int n = proc_list_all(ents, DUMP_SCAN_MAX);
-    if (n < 0) {
-        fprintf(stderr, "scry: cannot list /proc: %s\n", scry_strerror(n));
-        goto out;
-    }
     size_t k = 0; /* ENTS stays sorted by pid */
     for (int i = 0; i < n && k < DUMP_MAX_PROCS; i++)
         if (ents[i].pid != getpid() && ents[i].state != 'Z' && ents[i].state != 'X' &&
@@ -448,15 +464,9 @@ static int dump_family(const scry_config_t *cfg)
     pid_t *desc = malloc(DUMP_MAX_PROCS * sizeof *desc);
     proc_entry_t *procs = malloc(DUMP_MAX_PROCS * sizeof *procs);
     int rc = 1;
-    if (!ents || !desc || !procs) {
-        fprintf(stderr, "scry: out of memory\n");
+    int n = desc && procs ? list_all(ents) : list_all(NULL);
+    if (n < 0)
         goto out;
-    }
-    int n = proc_list_all(ents, DUMP_SCAN_MAX);
-    if (n < 0) {
-        fprintf(stderr, "scry: cannot list /proc: %s\n", scry_strerror(n));
-        goto out;
-    }
     /* the root even when its name does not say Python (dump_one then says what it is),
      * unless it has Python descendants: a shell or a wrapper */
     size_t nd = proc_descendants(ents, (size_t)n, cfg->pid, desc, DUMP_MAX_PROCS - 1);

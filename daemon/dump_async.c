@@ -192,14 +192,10 @@ out:
 
 int cmd_dump_async(const scry_config_t *cfg, FILE *out)
 {
-    strtab_t *strings = strtab_new();
+    strtab_t *strings = NULL;
     pystate_target_t *t = NULL;
     int rc = 1;
-    if (!strings) {
-        fprintf(stderr, "scry: out of memory\n");
-        goto out;
-    }
-    if (sampler_open_target(cfg->pid, strings, &cfg->open_opts, &t) != 0)
+    if (dump_open(cfg->pid, &cfg->open_opts, &strings, &t) != 0)
         goto out;
     char what[600];
     proc_describe(pystate_target_info(t)->pid, what, sizeof what);

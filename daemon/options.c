@@ -345,7 +345,10 @@ static int container_arg_ok(const char *s)
     return s[n] == 0 && n >= 12 && n <= 64;
 }
 
-static int check_conflicts(scry_config_t *cfg)
+/* What the command acts on: record's --pid or command, diff's two reports (and its whole
+ * check: diff takes nothing else), dump's and top's --pid, --container or --core. Returns
+ * 0, 1 when nothing else is to be checked, or SCRY_E_INVAL after a message. */
+static int check_command(scry_config_t *cfg)
 {
     const char *cmd = command_name(cfg->command);
     if (cfg->command == CMD_RECORD) {
@@ -375,7 +378,7 @@ static int check_conflicts(scry_config_t *cfg)
         cfg->format_id = f;
         if (cfg->output && strcmp(cfg->output, "-") != 0 && check_output_path(cfg->output) != 0)
             return SCRY_E_INVAL;
-        return 0;
+        return 1;
     } else if (cfg->command == CMD_DUMP || cfg->command == CMD_TOP) {
         if (cfg->argv && cfg->command == CMD_DUMP) {
             fprintf(stderr, "scry: %s takes --pid PID, not a command\n", cmd);
@@ -405,6 +408,13 @@ static int check_conflicts(scry_config_t *cfg)
             return SCRY_E_INVAL;
         }
     }
+    return 0;
+}
+
+/* --metric, the output format (sets cfg->metric_id, cfg->format_id) and the user's-code
+ * options. Returns 0 or SCRY_E_INVAL after a message. */
+static int check_report(scry_config_t *cfg)
+{
     cfg->metric_id = -1;
     if (cfg->metric) {
         static const char *const words[] = {"cpu", "alloc", "copy", "free", "inuse", "peak"};
@@ -452,6 +462,13 @@ static int check_conflicts(scry_config_t *cfg)
                 scope, report_format_name(cfg->format_id));
         return SCRY_E_INVAL;
     }
+    return 0;
+}
+
+/* The values of --assume-version (sets cfg->assume_minor), --inject and --sampler. Returns 0
+ * or SCRY_E_INVAL after a message. */
+static int check_values(scry_config_t *cfg)
+{
     if (cfg->assume_version) {
         long long n = -1;
         if (strncmp(cfg->assume_version, "3.", 2) != 0 ||
@@ -479,6 +496,13 @@ static int check_conflicts(scry_config_t *cfg)
         fprintf(stderr, "scry: --sampler is perf, ptrace, bpf or auto, not '%s'\n", cfg->sampler);
         return SCRY_E_INVAL;
     }
+    return 0;
+}
+
+/* The modes that exclude each other: samplers, --blocking, --async, --locals, --function.
+ * Returns 0 or SCRY_E_INVAL after a message. */
+static int check_modes(const scry_config_t *cfg)
+{
     if (cfg->sampler && !strcmp(cfg->sampler, "bpf") &&
         ((cfg->command != CMD_RECORD && cfg->command != CMD_TOP) || cfg->native || cfg->idle ||
          cfg->blocking || cfg->async_tasks)) {
@@ -515,6 +539,13 @@ static int check_conflicts(scry_config_t *cfg)
                 report_format_name((enum report_format)cfg->format_id));
         return SCRY_E_INVAL;
     }
+    return 0;
+}
+
+/* Fills cfg->open_opts (--function, --assume-version, --discovery) and checks record's
+ * output path. Returns 0 or SCRY_E_INVAL after a message. */
+static int check_open_opts(scry_config_t *cfg)
+{
     cfg->open_opts.function_lines = cfg->function;
     cfg->open_opts.assume_minor = cfg->assume_minor;
     cfg->open_opts.discovery = PYSTATE_DISCOVERY_ALL;
@@ -533,6 +564,17 @@ static int check_conflicts(scry_config_t *cfg)
         check_output_path(cfg->output) != 0)
         return SCRY_E_INVAL;
     return 0;
+}
+
+static int check_conflicts(scry_config_t *cfg)
+{
+    int rc = check_command(cfg);
+    if (rc)
+        return rc > 0 ? 0 : rc;
+    if ((rc = check_report(cfg)) != 0 || (rc = check_values(cfg)) != 0 ||
+        (rc = check_modes(cfg)) != 0)
+        return rc;
+    return check_open_opts(cfg);
 }
 
 int options_parse(int argc, char **argv, scry_config_t *cfg)

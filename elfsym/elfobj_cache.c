@@ -91,6 +91,17 @@ static void add_alias(elfsym_obj_t *o, const char *path, const elfsym_alias_t *i
     o->nalias++;
 }
 
+/* Under the lock: a cached object found for PATH/ID, or NULL. HIT (when not NULL) gains a
+ * reference and PATH/ID as an alias. Returns HIT. */
+static elfsym_obj_t *take_hit(elfsym_obj_t *hit, const char *path, const elfsym_alias_t *id)
+{
+    if (hit) {
+        hit->refs++;
+        add_alias(hit, path, id);
+    }
+    return hit;
+}
+
 void elfsym__obj_destroy(elfsym_obj_t *obj)
 {
     if (!obj)
@@ -142,11 +153,7 @@ elfsym_obj_t *elfsym_obj_open(const char *path, int *err)
     elfsym__alias_from_stat(&id, &st);
 
     pthread_mutex_lock(&cache_lock);
-    hit = find_by_identity(&id);
-    if (hit) {
-        hit->refs++;
-        add_alias(hit, path, &id);
-    }
+    hit = take_hit(find_by_identity(&id), path, &id);
     pthread_mutex_unlock(&cache_lock);
     if (hit)
         goto out;
@@ -168,11 +175,7 @@ elfsym_obj_t *elfsym_obj_open(const char *path, int *err)
             snprintf(obj->build_id_hex + 2 * i, 3, "%02x", obj->build_id[i]);
         /* Same build-id reached through another path (another container, a copy). */
         pthread_mutex_lock(&cache_lock);
-        hit = find_by_build_id(obj->build_id, obj->build_id_len);
-        if (hit) {
-            hit->refs++;
-            add_alias(hit, path, &id);
-        }
+        hit = take_hit(find_by_build_id(obj->build_id, obj->build_id_len), path, &id);
         pthread_mutex_unlock(&cache_lock);
         if (hit)
             goto out;
@@ -191,12 +194,10 @@ elfsym_obj_t *elfsym_obj_open(const char *path, int *err)
 
     pthread_mutex_lock(&cache_lock);
     /* Another thread may have loaded it meanwhile: keep theirs. */
-    hit = obj->build_id_len ? find_by_build_id(obj->build_id, obj->build_id_len)
-                            : find_by_identity(&id);
-    if (hit) {
-        hit->refs++;
-        add_alias(hit, path, &id);
-    } else {
+    hit = take_hit(obj->build_id_len ? find_by_build_id(obj->build_id, obj->build_id_len)
+                                     : find_by_identity(&id),
+                   path, &id);
+    if (!hit) {
         obj->next = cache_head;
         cache_head = obj;
         cache_n++;

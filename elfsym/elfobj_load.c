@@ -10,6 +10,7 @@
 #include "elfsym_internal.h"
 #include "inroot.h"
 #include "scry_err.h"
+#include "scry_grow.h"
 
 /* A symbol while building: names are offsets into the builder's pool. */
 typedef struct rawsym {
@@ -42,21 +43,7 @@ void elfsym__elf_init(void)
 
 static int pool_put(builder_t *b, const char *s, size_t len, size_t *off)
 {
-    if (b->plen + len + 1 > b->pcap) {
-        size_t cap = b->pcap ? b->pcap : 65536;
-        while (cap < b->plen + len + 1)
-            cap *= 2;
-        char *p = realloc(b->pool, cap);
-        if (!p)
-            return SCRY_E_NOMEM;
-        b->pool = p;
-        b->pcap = cap;
-    }
-    memcpy(b->pool + b->plen, s, len);
-    b->pool[b->plen + len] = '\0';
-    *off = b->plen;
-    b->plen += len + 1;
-    return 0;
+    return scry_pool_put(&b->pool, &b->plen, &b->pcap, 65536, s, len, off);
 }
 
 static int keep_symbol(const GElf_Sym *s)
@@ -94,14 +81,10 @@ static int add_symbols(builder_t *b, Elf *elf, uint32_t only)
                 continue;
             if (b->n >= ELFSYM_MAX_SYMS)
                 return 0; /* bounded: keep what we have */
-            if (b->n == b->cap) {
-                size_t cap = b->cap ? b->cap * 2 : 1024;
-                rawsym_t *v = realloc(b->v, cap * sizeof *v);
-                if (!v)
-                    return SCRY_E_NOMEM;
-                b->v = v;
-                b->cap = cap;
-            }
+            rawsym_t *v = scry_grow(b->v, &b->cap, sizeof *v, b->n + 1, 1024, ELFSYM_MAX_SYMS);
+            if (!v)
+                return SCRY_E_NOMEM;
+            b->v = v;
             rawsym_t *r = &b->v[b->n];
             int rc = pool_put(b, nm, strnlen(nm, 65536), &r->raw);
             if (rc)

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "scry_err.h"
+#include "scry_grow.h"
 
 /* Largest maps file we are willing to read (1<<20 lines of ~250 bytes). */
 #define MAPS_MAX_BYTES ((size_t)256 << 20)
@@ -35,21 +36,7 @@ static int pool_add(elfsym_maps_t *m, const char *s, size_t len, size_t *off)
             return 0;
         }
     }
-    if (m->pool_len + len + 1 > m->pool_cap) {
-        size_t cap = m->pool_cap ? m->pool_cap * 2 : 4096;
-        while (cap < m->pool_len + len + 1)
-            cap *= 2;
-        char *p = realloc(m->pool, cap);
-        if (!p)
-            return SCRY_E_NOMEM;
-        m->pool = p;
-        m->pool_cap = cap;
-    }
-    memcpy(m->pool + m->pool_len, s, len);
-    m->pool[m->pool_len + len] = '\0';
-    *off = m->pool_len;
-    m->pool_len += len + 1;
-    return 0;
+    return scry_pool_put(&m->pool, &m->pool_len, &m->pool_cap, 4096, s, len, off);
 }
 
 /* Parses a hex number at *P (advancing it). Returns 0 or -1 when there is no digit. */
@@ -163,14 +150,10 @@ static int parse_line(elfsym_maps_t *m, const char *s, const char *end, elfsym_m
 
 static int push(elfsym_maps_t *m, const elfsym_map_t *e)
 {
-    if (m->n == m->cap) {
-        size_t cap = m->cap ? m->cap * 2 : 64;
-        elfsym_map_t *v = realloc(m->v, cap * sizeof *v);
-        if (!v)
-            return SCRY_E_NOMEM;
-        m->v = v;
-        m->cap = cap;
-    }
+    elfsym_map_t *v = scry_grow(m->v, &m->cap, sizeof *v, m->n + 1, 64, SIZE_MAX);
+    if (!v)
+        return SCRY_E_NOMEM;
+    m->v = v;
     m->v[m->n++] = *e;
     return 0;
 }

@@ -52,11 +52,15 @@ int inject__object_matches(const char *path, const char *object, const char *roo
     return starts(base_name(path), object);
 }
 
-int inject__mem_read(int memfd, raddr_t addr, void *buf, size_t len)
+/* Reads (WRITE 0) or writes LEN bytes at ADDR through MEMFD, over partial transfers and
+ * EINTR: 0, SCRY_E_GONE (the target exited) or the errno's code. */
+static int mem_rw(int memfd, raddr_t addr, void *buf, size_t len, int write)
 {
     size_t done = 0;
     while (done < len) {
-        ssize_t n = pread(memfd, (char *)buf + done, len - done, (off_t)(addr + done));
+        char *at = (char *)buf + done;
+        off_t off = (off_t)(addr + done);
+        ssize_t n = write ? pwrite(memfd, at, len - done, off) : pread(memfd, at, len - done, off);
         if (n > 0) {
             done += (size_t)n;
             continue;
@@ -70,22 +74,14 @@ int inject__mem_read(int memfd, raddr_t addr, void *buf, size_t len)
     return 0;
 }
 
+int inject__mem_read(int memfd, raddr_t addr, void *buf, size_t len)
+{
+    return mem_rw(memfd, addr, buf, len, 0);
+}
+
 int inject__mem_write(int memfd, raddr_t addr, const void *buf, size_t len)
 {
-    size_t done = 0;
-    while (done < len) {
-        ssize_t n = pwrite(memfd, (const char *)buf + done, len - done, (off_t)(addr + done));
-        if (n > 0) {
-            done += (size_t)n;
-            continue;
-        }
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n == 0)
-            return SCRY_E_GONE;
-        return errno == ESRCH ? SCRY_E_GONE : scry_err_from_errno(errno);
-    }
-    return 0;
+    return mem_rw(memfd, addr, (void *)(uintptr_t)buf, len, 1);
 }
 
 /* Same file as the previous mapping examined (maps of one file are adjacent). */

@@ -5,7 +5,6 @@
 #include "layout.h"
 #include "scry_time.h"
 
-
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -82,6 +81,32 @@ int ringc_layout_from_pystate(const struct pystate_layout *pl, struct scry_ring_
     return 0;
 }
 
+/* A handle with nothing mapped yet (no descriptor, the default stall); NULL without
+ * memory. */
+static ringc_t *ring_alloc(void)
+{
+    ringc_t *r = calloc(1, sizeof *r);
+    if (r) {
+        r->fd = -1;
+        r->stall_ns = 1000000000ull;
+    }
+    return r;
+}
+
+/* Ends the opening of R: closes FD (when >= 0) and stores E in *ERR. Returns R when E is 0;
+ * else frees R (which may be NULL or half made) and returns NULL. */
+static ringc_t *opened(ringc_t *r, int fd, int e, int *err)
+{
+    if (fd >= 0)
+        close(fd);
+    set_err(err, e);
+    if (e) {
+        ringc_free(r);
+        return NULL;
+    }
+    return r;
+}
+
 ringc_t *ringc_create(const ringc_params_t *p, int *err)
 {
     ringc_t *r = NULL;
@@ -89,14 +114,13 @@ ringc_t *ringc_create(const ringc_params_t *p, int *err)
     if (!p || (p->path && !*p->path))
         goto fail;
     e = SCRY_E_NOMEM;
-    r = calloc(1, sizeof *r);
-    if (r)
-        r->fd = -1;
+    r = ring_alloc();
     if (!r || (p->path && !(r->path = strdup(p->path))))
         goto fail;
     r->nrecords = ringc_records_for(p->ring_bytes);
     r->len = SCRY_RING_HEADER_SIZE + r->nrecords * sizeof(struct scry_ring_record);
-    r->stall_ns = p->stall_ns ? p->stall_ns : 1000000000ull;
+    if (p->stall_ns)
+        r->stall_ns = p->stall_ns;
     if (p->path)
         fd = open(p->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
     else
@@ -131,16 +155,11 @@ ringc_t *ringc_create(const ringc_params_t *p, int *err)
     r->hdr = r->mem;
     r->recs = (struct scry_ring_record *)((char *)r->mem + SCRY_RING_HEADER_SIZE);
     scry_ring_init(r->mem, r->len, r->nrecords, p->alloc_mean, p->copy_mean, p->target_pid,
-                    &p->layout, scry_now_ns(), p->enabled);
+                   &p->layout, scry_now_ns(), p->enabled);
     r->st.nrecords = r->nrecords;
-    set_err(err, 0);
-    return r;
+    return opened(r, -1, 0, err);
 fail:
-    if (fd >= 0)
-        close(fd);
-    set_err(err, e);
-    ringc_free(r);
-    return NULL;
+    return opened(r, fd, e, err);
 }
 
 /* Maps FD (not consumed) read-write into R and validates the header. Returns 0 or a code. */
@@ -175,68 +194,35 @@ static int map_existing(ringc_t *r, int fd)
 
 ringc_t *ringc_open(const char *path, int *err)
 {
-    ringc_t *r = NULL;
-    int fd = -1, e = SCRY_E_INVAL;
     if (!path)
-        goto fail;
-    e = SCRY_E_NOMEM;
-    r = calloc(1, sizeof *r);
-    if (r)
-        r->fd = -1;
+        return opened(NULL, -1, SCRY_E_INVAL, err);
+    ringc_t *r = ring_alloc();
     if (!r || !(r->path = strdup(path)))
-        goto fail;
-    r->stall_ns = 1000000000ull;
-    fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0) {
+        return opened(r, -1, SCRY_E_NOMEM, err);
+    int e, fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
         e = errno == ENOENT ? SCRY_E_NOTFOUND : SCRY_E_IO;
-        goto fail;
-    }
-    e = map_existing(r, fd);
-    if (e)
-        goto fail;
-    close(fd);
-    set_err(err, 0);
-    return r;
-fail:
-    if (fd >= 0)
-        close(fd);
-    set_err(err, e);
-    ringc_free(r);
-    return NULL;
+    else
+        e = map_existing(r, fd);
+    return opened(r, fd, e, err);
 }
 
 ringc_t *ringc_adopt(int fd, int *err)
 {
-    ringc_t *r = NULL;
-    int e = SCRY_E_INVAL;
     if (fd < 0)
-        goto fail;
+        return opened(NULL, -1, SCRY_E_INVAL, err);
     /* Made by the target: it must be a memfd sealed to its size, or the target could shrink
      * it under our mapping (SIGBUS here). */
     int seals = fcntl(fd, F_GET_SEALS);
-    e = SCRY_E_CORRUPT;
     if (seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_SEAL)) != (F_SEAL_SHRINK | F_SEAL_SEAL))
-        goto fail;
-    e = SCRY_E_NOMEM;
-    r = calloc(1, sizeof *r);
+        return opened(NULL, fd, SCRY_E_CORRUPT, err);
+    ringc_t *r = ring_alloc();
     if (!r)
-        goto fail;
-    r->fd = -1;
-    r->stall_ns = 1000000000ull;
+        return opened(NULL, fd, SCRY_E_NOMEM, err);
     r->adopted = 1;
-    e = map_existing(r, fd);
-    if (e)
-        goto fail;
+    int e = map_existing(r, fd);
     r->tail = 0; /* a new ring: nothing consumed yet */
-    close(fd);
-    set_err(err, 0);
-    return r;
-fail:
-    if (fd >= 0)
-        close(fd);
-    set_err(err, e);
-    ringc_free(r);
-    return NULL;
+    return opened(r, fd, e, err);
 }
 
 void ringc_free(ringc_t *r)

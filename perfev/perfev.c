@@ -13,6 +13,7 @@
 
 #include "perfev_internal.h"
 #include "scry_err.h"
+#include "scry_grow.h"
 
 /* AX..IP (0..8) and R8..R15 (16..23) in the kernel's x86-64 numbering: what a DWARF
  * unwinder needs; flags and segment registers are left out. */
@@ -263,14 +264,10 @@ static int reserve(struct perfev *p, size_t n)
         return SCRY_E_NOMEM;
     if (n <= p->cap)
         return 0;
-    size_t cap = p->cap ? p->cap : 16;
-    while (cap < n)
-        cap *= 2;
-    perfev_thread_t *t = realloc(p->threads, cap * sizeof *t);
+    perfev_thread_t *t = scry_grow(p->threads, &p->cap, sizeof *t, n, 16, SIZE_MAX);
     if (!t)
         return SCRY_E_NOMEM;
     p->threads = t;
-    p->cap = cap;
     return 0;
 }
 

@@ -7,6 +7,7 @@
 #include "interp.h"
 #include "maps.h"
 #include "scry_err.h"
+#include "scry_grow.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -481,14 +482,11 @@ static int add_task(walk_t *w, raddr_t task, int32_t tid)
         s->dropped++;
         return 0;
     }
-    if (s->ntasks == w->cap_tasks) {
-        size_t cap = w->cap_tasks ? 2 * w->cap_tasks : 64;
-        pystate_async_task_t *nt = realloc(s->tasks, cap * sizeof *nt);
-        if (!nt)
-            return SCRY_E_NOMEM;
-        s->tasks = nt;
-        w->cap_tasks = cap;
-    }
+    pystate_async_task_t *nt =
+        scry_grow(s->tasks, &w->cap_tasks, sizeof *nt, s->ntasks + 1, 64, SIZE_MAX);
+    if (!nt)
+        return SCRY_E_NOMEM;
+    s->tasks = nt;
     pystate_async_task_t *k = &s->tasks[s->ntasks];
     memset(k, 0, sizeof *k);
     k->addr = task;

@@ -134,6 +134,12 @@ static int64_t i64(uint64_t v)
     return (int64_t)v; /* validated: every value is <= 1 MiB */
 }
 
+/* Member F of the block where the version has it, else GEN (the generated table's). */
+static int64_t VG(const dbg_block_t *d, int f, int64_t gen)
+{
+    return d->has[f] ? i64(V(d, f)) : gen;
+}
+
 /* Gathers the block at BUF (at least LAY->words * 8 bytes) into *D. */
 static void gather(const void *buf, const pystate_dbg_layout_t *lay, dbg_block_t *d)
 {
@@ -355,42 +361,29 @@ static void fill_names(const dbg_block_t *d, const pystate_layout_t *g, pystate_
     o->long_shift = g->long_shift;
     o->long_digit_size = g->long_digit_size;
     o->type_size = i64(V(d, DBGF_TYPE_OBJECT_SIZE));
-    o->type_basicsize = d->has[DBGF_TYPE_OBJECT_TP_BASICSIZE]
-                            ? i64(V(d, DBGF_TYPE_OBJECT_TP_BASICSIZE))
-                            : g->type_basicsize;
-    o->type_dictoffset = d->has[DBGF_TYPE_OBJECT_TP_DICTOFFSET]
-                             ? i64(V(d, DBGF_TYPE_OBJECT_TP_DICTOFFSET))
-                             : g->type_dictoffset;
+    o->type_basicsize = VG(d, DBGF_TYPE_OBJECT_TP_BASICSIZE, g->type_basicsize);
+    o->type_dictoffset = VG(d, DBGF_TYPE_OBJECT_TP_DICTOFFSET, g->type_dictoffset);
     o->type_flags = i64(V(d, DBGF_TYPE_OBJECT_TP_FLAGS));
     /* PyHeapTypeObject = PyTypeObject, the method suites, ht_name, ht_slots, ht_qualname,
      * ht_cached_keys: from the block (3.15+), else the generated distance from the end of
      * PyTypeObject. */
-    o->heaptype_cached_keys = d->has[DBGF_HEAP_TYPE_OBJECT_HT_CACHED_KEYS]
-                                  ? i64(V(d, DBGF_HEAP_TYPE_OBJECT_HT_CACHED_KEYS))
-                                  : g->heaptype_cached_keys - g->type_size + o->type_size;
+    o->heaptype_cached_keys = VG(d, DBGF_HEAP_TYPE_OBJECT_HT_CACHED_KEYS,
+                                 g->heaptype_cached_keys - g->type_size + o->type_size);
     o->type_flag_managed_dict = g->type_flag_managed_dict;
     /* dump --locals: from the block where it has the member, else the generated table */
-    o->code_argcount =
-        d->has[DBGF_CODE_OBJECT_ARGCOUNT] ? i64(V(d, DBGF_CODE_OBJECT_ARGCOUNT)) : g->code_argcount;
-    o->code_localsplusnames = d->has[DBGF_CODE_OBJECT_LOCALSPLUSNAMES]
-                                  ? i64(V(d, DBGF_CODE_OBJECT_LOCALSPLUSNAMES))
-                                  : g->code_localsplusnames;
-    o->code_localspluskinds = d->has[DBGF_CODE_OBJECT_LOCALSPLUSKINDS]
-                                  ? i64(V(d, DBGF_CODE_OBJECT_LOCALSPLUSKINDS))
-                                  : g->code_localspluskinds;
+    o->code_argcount = VG(d, DBGF_CODE_OBJECT_ARGCOUNT, g->code_argcount);
+    o->code_localsplusnames = VG(d, DBGF_CODE_OBJECT_LOCALSPLUSNAMES, g->code_localsplusnames);
+    o->code_localspluskinds = VG(d, DBGF_CODE_OBJECT_LOCALSPLUSKINDS, g->code_localspluskinds);
     o->code_posonlyargcount = g->code_posonlyargcount;
     o->code_kwonlyargcount = g->code_kwonlyargcount;
     o->code_flags = g->code_flags;
     o->code_nlocals = o->code_varnames = o->code_cellvars = o->code_freevars = -1;
     o->frame_localsplus = -1;
-    o->float_fval =
-        d->has[DBGF_FLOAT_OBJECT_OB_FVAL] ? i64(V(d, DBGF_FLOAT_OBJECT_OB_FVAL)) : g->float_fval;
-    o->tuple_items =
-        d->has[DBGF_TUPLE_OBJECT_OB_ITEM] ? i64(V(d, DBGF_TUPLE_OBJECT_OB_ITEM)) : g->tuple_items;
-    o->list_items =
-        d->has[DBGF_LIST_OBJECT_OB_ITEM] ? i64(V(d, DBGF_LIST_OBJECT_OB_ITEM)) : g->list_items;
+    o->float_fval = VG(d, DBGF_FLOAT_OBJECT_OB_FVAL, g->float_fval);
+    o->tuple_items = VG(d, DBGF_TUPLE_OBJECT_OB_ITEM, g->tuple_items);
+    o->list_items = VG(d, DBGF_LIST_OBJECT_OB_ITEM, g->list_items);
     o->dict_used = g->dict_used;
-    o->set_used = d->has[DBGF_SET_OBJECT_USED] ? i64(V(d, DBGF_SET_OBJECT_USED)) : g->set_used;
+    o->set_used = VG(d, DBGF_SET_OBJECT_USED, g->set_used);
     o->cell_ref = g->cell_ref;
     o->type_flag_inline_values = g->type_flag_inline_values;
     o->object_managed_dict_before = g->object_managed_dict_before;

@@ -281,28 +281,6 @@ static int check_args(int style, const uint8_t *table, size_t len)
     return 0;
 }
 
-int pystate_line_for_offset(int style, const uint8_t *table, size_t len, int firstlineno,
-                            uint32_t byte_offset, int *line_out)
-{
-    int rc = check_args(style, table, len);
-    if (rc < 0 || line_out == NULL) {
-        return rc < 0 ? rc : SCRY_E_INVAL;
-    }
-    lt_iter_t it;
-    pystate_line_range_t r;
-    lt_init(&it, style, table, len, firstlineno);
-    while ((rc = lt_next(&it, &r)) > 0) {
-        if (byte_offset >= r.start && (byte_offset < r.end || r.end == PYSTATE_LINE_OPEN_END)) {
-            if (r.line < 0) {
-                return SCRY_E_NOTFOUND;
-            }
-            *line_out = r.line;
-            return 0;
-        }
-    }
-    return rc < 0 ? rc : SCRY_E_NOTFOUND;
-}
-
 int pystate_linetable_foreach(int style, const uint8_t *table, size_t len, int firstlineno,
                               pystate_line_range_fn fn, void *ctx)
 {
@@ -320,4 +298,36 @@ int pystate_linetable_foreach(int style, const uint8_t *table, size_t len, int f
         }
     }
     return rc;
+}
+
+/* pystate_line_for_offset's search: the line of the first range that holds OFFSET. */
+typedef struct lt_find {
+    uint32_t offset;
+    int line;
+} lt_find_t;
+
+static int lt_find_offset(const pystate_line_range_t *r, void *ctx)
+{
+    lt_find_t *f = ctx;
+    if (f->offset < r->start || (f->offset >= r->end && r->end != PYSTATE_LINE_OPEN_END))
+        return 0;
+    f->line = r->line;
+    return 1;
+}
+
+int pystate_line_for_offset(int style, const uint8_t *table, size_t len, int firstlineno,
+                            uint32_t byte_offset, int *line_out)
+{
+    if (line_out == NULL) {
+        int rc = check_args(style, table, len);
+        return rc < 0 ? rc : SCRY_E_INVAL;
+    }
+    lt_find_t f = {byte_offset, -1};
+    int rc = pystate_linetable_foreach(style, table, len, firstlineno, lt_find_offset, &f);
+    if (rc < 0)
+        return rc;
+    if (rc == 0 || f.line < 0)
+        return SCRY_E_NOTFOUND;
+    *line_out = f.line;
+    return 0;
 }

@@ -281,6 +281,116 @@ static int read_exe_path(pystate_target_t *t)
     return 0;
 }
 
+/* The Python version of the interpreter MOD (its ELF object OBJ, loaded at BIAS) into
+ * T->info: Py_Version (3.11+), the library's name, or the version string. Returns 0,
+ * SCRY_E_NOTPY or a fatal read error, with why in ERRBUF. */
+static int read_version(pystate_target_t *t, elfsym_obj_t *obj, uint64_t bias,
+                        const elfsym_module_t *mod, char *errbuf, size_t errlen)
+{
+    pid_t pid = t->info.pid;
+    int err;
+    int major = 0, minor = 0, micro = -1;
+    raddr_t pyver_addr;
+    uint32_t hex = 0;
+    if (sym_addr(obj, bias, "Py_Version", &pyver_addr) == 0) {
+        err = rmem_read(t->mem, pyver_addr, &hex, sizeof hex);
+        if (err == SCRY_E_PERM || err == SCRY_E_GONE) {
+            scry_errmsg(errbuf, errlen, "cannot read the memory of process %d", (int)pid);
+            return err;
+        }
+        if (err == 0 && (hex >> 24) == 3) {
+            major = 3;
+            minor = (int)((hex >> 16) & 0xff);
+            micro = (int)((hex >> 8) & 0xff);
+        }
+    }
+    if (!major && mod->major) {
+        major = mod->major;
+        minor = mod->minor;
+    }
+    elfsym_pyversion_t fv;
+    if (elfsym_obj_pyversion(obj, &fv) == 0) {
+        if (!major) {
+            major = fv.major;
+            minor = fv.minor;
+        }
+        if (micro < 0 && fv.major == major && fv.minor == minor)
+            micro = fv.micro;
+    }
+    if (!major) {
+        scry_errmsg(errbuf, errlen,
+                    "process %d looks like Python (%s) but its version cannot be found", (int)pid,
+                    mod->path);
+        return SCRY_E_NOTPY;
+    }
+    t->info.major = major;
+    t->info.minor = minor;
+    t->info.micro = micro;
+    t->info.version_hex = hex;
+    if (micro >= 0)
+        snprintf(t->info.version, sizeof t->info.version, "%d.%d.%d", major, minor, micro);
+    else
+        snprintf(t->info.version, sizeof t->info.version, "%d.%d", major, minor);
+    return 0;
+}
+
+/* The layout T is read with for Python 3.MINOR (T->info): the generated table, or for 3.13+
+ * the target's _Py_DebugOffsets (ASSUME_MINOR: pystate_open_opts_t's), found from the
+ * interpreter list (3.6) or _PyRuntime in OBJ at BIAS (PATH names it). Returns 0,
+ * SCRY_E_UNSUPPORTED, SCRY_E_NOTPY or a read error, with why in ERRBUF. */
+static int choose_layout(pystate_target_t *t, elfsym_obj_t *obj, uint64_t bias, const char *path,
+                         int assume_minor, char *errbuf, size_t errlen)
+{
+    pid_t pid = t->info.pid;
+    int major = t->info.major, minor = t->info.minor, err;
+    const pystate_layout_t *known = pystate_layout_for(major, minor);
+    if (major != 3 || minor < 6 || (!known && minor < 13)) {
+        scry_errmsg(errbuf, errlen,
+                    "process %d runs Python %s, which scry does not support (it reads CPython "
+                    "3.6 and newer)",
+                    (int)pid, t->info.version);
+        return SCRY_E_UNSUPPORTED;
+    }
+    if (minor == 6) {
+        t->layout = *known;
+        if ((err = find_roots_36(t, obj, bias)) != 0) {
+            scry_errmsg(errbuf, errlen, "cannot find the interpreter list in %s (Python %s)", path,
+                        t->info.version);
+            return SCRY_E_NOTPY;
+        }
+    } else {
+        if (minor >= 13) {
+            /* Find the runtime first with the generated table of the version (the newest
+             * one for a version newer than scry knows; disassembly needs
+             * interpreters.head's offset), then take every offset from the target's own
+             * _Py_DebugOffsets. */
+            const pystate_layout_t *fallback = pystate_layout_for(3, minor);
+            for (int m = pystate_debug_offsets_newest_minor(); !fallback && m >= 13; m--)
+                fallback = pystate_layout_for(3, m);
+            if (fallback)
+                t->layout = *fallback;
+            else
+                t->layout.runtime_interpreters_head = 0;
+        } else {
+            t->layout = *known;
+        }
+        if ((err = find_runtime(t, obj, bias)) != 0) {
+            scry_errmsg(errbuf, errlen, "cannot find _PyRuntime in %s (Python %s)", path,
+                        t->info.version);
+            return SCRY_E_NOTPY;
+        }
+        if (minor >= 13) {
+            /* 3.14+ always has a usable block; its release-build tables would misread a
+             * debug build, so only 3.13 falls back to its table. */
+            err = use_debug_offsets(t, minor == 13 ? known : NULL, assume_minor, errbuf, errlen);
+            if (err != 0)
+                return err;
+        }
+        t->info.runtime_addr = t->runtime;
+    }
+    return 0;
+}
+
 int pystate_target_open_src(rmem_t *src, proc_tidmap_t *tidmap, strtab_t *strings,
                             const pystate_open_opts_t *opts, pystate_target_t **out, char *errbuf,
                             size_t errlen)
@@ -295,7 +405,6 @@ int pystate_target_open_src(rmem_t *src, proc_tidmap_t *tidmap, strtab_t *string
         proc_tidmap_free(tidmap);
         return SCRY_E_INVAL;
     }
-    int assume_minor = opts->assume_minor;
     int err = 0;
     elfsym_obj_t *obj = NULL;
     pystate_target_t *t = calloc(1, sizeof *t);
@@ -344,99 +453,10 @@ int pystate_target_open_src(rmem_t *src, proc_tidmap_t *tidmap, strtab_t *string
     uint64_t bias = mod.bias;
     snprintf(t->info.interp_path, sizeof t->info.interp_path, "%s", mod.path);
 
-    /* Version: Py_Version (3.11+), the library's name, or the version string. */
-    int major = 0, minor = 0, micro = -1;
-    raddr_t pyver_addr;
-    uint32_t hex = 0;
-    if (sym_addr(obj, bias, "Py_Version", &pyver_addr) == 0) {
-        err = rmem_read(t->mem, pyver_addr, &hex, sizeof hex);
-        if (err == SCRY_E_PERM || err == SCRY_E_GONE) {
-            scry_errmsg(errbuf, errlen, "cannot read the memory of process %d", (int)pid);
-            goto fail;
-        }
-        if (err == 0 && (hex >> 24) == 3) {
-            major = 3;
-            minor = (int)((hex >> 16) & 0xff);
-            micro = (int)((hex >> 8) & 0xff);
-        }
-    }
-    if (!major && mod.major) {
-        major = mod.major;
-        minor = mod.minor;
-    }
-    elfsym_pyversion_t fv;
-    if (elfsym_obj_pyversion(obj, &fv) == 0) {
-        if (!major) {
-            major = fv.major;
-            minor = fv.minor;
-        }
-        if (micro < 0 && fv.major == major && fv.minor == minor)
-            micro = fv.micro;
-    }
-    if (!major) {
-        scry_errmsg(errbuf, errlen,
-                    "process %d looks like Python (%s) but its version cannot be found", (int)pid,
-                    mod.path);
-        err = SCRY_E_NOTPY;
+    if ((err = read_version(t, obj, bias, &mod, errbuf, errlen)) != 0 ||
+        (err = choose_layout(t, obj, bias, mod.path, opts->assume_minor, errbuf, errlen)) != 0)
         goto fail;
-    }
-    t->info.major = major;
-    t->info.minor = minor;
-    t->info.micro = micro;
-    t->info.version_hex = hex;
-    if (micro >= 0)
-        snprintf(t->info.version, sizeof t->info.version, "%d.%d.%d", major, minor, micro);
-    else
-        snprintf(t->info.version, sizeof t->info.version, "%d.%d", major, minor);
-
-    const pystate_layout_t *known = pystate_layout_for(major, minor);
-    if (major != 3 || minor < 6 || (!known && minor < 13)) {
-        scry_errmsg(errbuf, errlen,
-                    "process %d runs Python %s, which scry does not support (it reads CPython "
-                    "3.6 and newer)",
-                    (int)pid, t->info.version);
-        err = SCRY_E_UNSUPPORTED;
-        goto fail;
-    }
-    if (minor == 6) {
-        t->layout = *known;
-        if ((err = find_roots_36(t, obj, bias)) != 0) {
-            scry_errmsg(errbuf, errlen, "cannot find the interpreter list in %s (Python %s)",
-                        mod.path, t->info.version);
-            err = SCRY_E_NOTPY;
-            goto fail;
-        }
-    } else {
-        if (minor >= 13) {
-            /* Find the runtime first with the generated table of the version (the newest
-             * one for a version newer than scry knows; disassembly needs
-             * interpreters.head's offset), then take every offset from the target's own
-             * _Py_DebugOffsets. */
-            const pystate_layout_t *fallback = pystate_layout_for(3, minor);
-            for (int m = pystate_debug_offsets_newest_minor(); !fallback && m >= 13; m--)
-                fallback = pystate_layout_for(3, m);
-            if (fallback)
-                t->layout = *fallback;
-            else
-                t->layout.runtime_interpreters_head = 0;
-        } else {
-            t->layout = *known;
-        }
-        if ((err = find_runtime(t, obj, bias)) != 0) {
-            scry_errmsg(errbuf, errlen, "cannot find _PyRuntime in %s (Python %s)", mod.path,
-                        t->info.version);
-            err = SCRY_E_NOTPY;
-            goto fail;
-        }
-        if (minor >= 13) {
-            /* 3.14+ always has a usable block; its release-build tables would misread a
-             * debug build, so only 3.13 falls back to its table. */
-            err = use_debug_offsets(t, minor == 13 ? known : NULL, assume_minor, errbuf, errlen);
-            if (err != 0)
-                goto fail;
-        }
-        t->info.runtime_addr = t->runtime;
-    }
+    int minor = t->info.minor;
     pystate__choose_code_key(t);
     if (t->layout.runtime_finalizing >= 0 && t->runtime)
         t->finalizing_addr = t->runtime + (uint64_t)t->layout.runtime_finalizing;

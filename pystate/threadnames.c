@@ -151,6 +151,33 @@ static int nm_str_equals(nm_t *m, const uint8_t *buf, size_t len, const char *wa
     return memcmp(buf + at, want, wlen) == 0;
 }
 
+/* The buffers of one batched read: N requests of up to SLOT bytes each into BUFS, and
+ * whether each succeeded. */
+typedef struct nm_batch {
+    rmem_iov_t *iov;
+    uint8_t *bufs;
+    uint8_t *ok;
+} nm_batch_t;
+
+/* Allocates B for N requests of SLOT bytes: 0 or SCRY_E_NOMEM; B is freed with
+ * nm_batch_free() either way. */
+static int nm_batch_new(nm_batch_t *b, size_t n, size_t slot)
+{
+    if (n == 0)
+        n = 1;
+    b->iov = calloc(n, sizeof *b->iov);
+    b->bufs = malloc(n * slot);
+    b->ok = malloc(n);
+    return b->iov && b->bufs && b->ok ? 0 : SCRY_E_NOMEM;
+}
+
+static void nm_batch_free(nm_batch_t *b)
+{
+    free(b->iov);
+    free(b->bufs);
+    free(b->ok);
+}
+
 /* Index in KEYS[0..N) of the first str equal to WANT (ASCII), read in one batch; -1 when
  * none; a negative code below -1 for GONE/PERM/NOMEM. */
 static int64_t nm_find_str(nm_t *m, const raddr_t *keys, size_t n, const char *want)
@@ -371,46 +398,40 @@ static int nm_read_idents(nm_t *m, const raddr_t *keys, const raddr_t *vals, siz
 {
     const pystate_layout_t *L = m->L;
     size_t peek = (size_t)L->long_digits + NM_DIGITS_MAX * (size_t)L->long_digit_size;
-    rmem_iov_t *iov = calloc(n ? n : 1, sizeof *iov);
-    uint8_t *bufs = malloc((n ? n : 1) * peek);
-    uint8_t *ok = malloc(n ? n : 1);
+    nm_batch_t bt;
     size_t k = 0;
-    int err = 0;
-    if (!iov || !bufs || !ok) {
-        err = SCRY_E_NOMEM;
+    int err = nm_batch_new(&bt, n, peek);
+    if (err)
         goto out;
-    }
     for (size_t i = 0; i < n && k < PYSTATE_NAMES_MAX; i++) {
         if (!ptr_ok(keys[i]) || !ptr_ok(vals[i]))
             continue; /* a deleted entry */
         memset(&th[k], 0, sizeof th[k]);
         th[k].obj = vals[i];
-        iov[k] = (rmem_iov_t){keys[i], bufs + k * peek, peek};
+        bt.iov[k] = (rmem_iov_t){keys[i], bt.bufs + k * peek, peek};
         k++;
     }
-    if ((err = nm_readv(m, iov, k, ok)) != 0)
+    if ((err = nm_readv(m, bt.iov, k, bt.ok)) != 0)
         goto out;
     for (size_t j = 0; j < k; j++) {
-        uint8_t *b = bufs + j * peek;
-        if (!ok[j]) {
+        uint8_t *b = bt.bufs + j * peek;
+        if (!bt.ok[j]) {
             /* Near the end of a mapping: the header, then just the digits it counts. */
             memset(b, 0, peek);
             uint64_t nd = NM_DIGITS_MAX + 1;
-            if (rmem_read(m->t->mem, iov[j].addr, b, (size_t)L->long_digits) == 0)
+            if (rmem_read(m->t->mem, bt.iov[j].addr, b, (size_t)L->long_digits) == 0)
                 nd = L->long_tag >= 0 ? pystate__u64_at(b, peek, L->long_tag) >> L->long_tag_shift
                                       : pystate__u64_at(b, peek, L->long_size);
-            ok[j] = nd <= NM_DIGITS_MAX &&
-                    (nd == 0 ||
-                     rmem_read(m->t->mem, iov[j].addr + (uint64_t)L->long_digits,
-                               b + L->long_digits, (size_t)nd * (size_t)L->long_digit_size) == 0);
+            bt.ok[j] = nd <= NM_DIGITS_MAX &&
+                       (nd == 0 || rmem_read(m->t->mem, bt.iov[j].addr + (uint64_t)L->long_digits,
+                                             b + L->long_digits,
+                                             (size_t)nd * (size_t)L->long_digit_size) == 0);
         }
-        th[j].alive = ok[j] && nm_long(m, b, peek, &th[j].ident) == 0;
+        th[j].alive = bt.ok[j] && nm_long(m, b, peek, &th[j].ident) == 0;
     }
 out:
     *count = k;
-    free(iov);
-    free(bufs);
-    free(ok);
+    nm_batch_free(&bt);
     return err;
 }
 
@@ -454,23 +475,19 @@ static int nm_locate_attrs(nm_t *m, nm_thread_t *th, size_t n)
     size_t len = (size_t)pre + (size_t)L->object_type + 8;
     nm_type_t types[PYSTATE_NAMES_TYPES];
     size_t nt = 0;
-    rmem_iov_t *iov = calloc(n ? n : 1, sizeof *iov);
-    uint8_t *bufs = malloc((n ? n : 1) * len);
-    uint8_t *ok = malloc(n ? n : 1);
-    int err = 0;
-    if (!iov || !bufs || !ok) {
-        err = SCRY_E_NOMEM;
+    nm_batch_t bt;
+    int err = nm_batch_new(&bt, n, len);
+    if (err)
         goto out;
-    }
     for (size_t i = 0; i < n; i++)
-        iov[i] = (rmem_iov_t){th[i].alive ? th[i].obj - (uint64_t)pre : 0, bufs + i * len,
-                              th[i].alive ? len : 0};
-    if ((err = nm_readv(m, iov, n, ok)) != 0)
+        bt.iov[i] = (rmem_iov_t){th[i].alive ? th[i].obj - (uint64_t)pre : 0, bt.bufs + i * len,
+                                 th[i].alive ? len : 0};
+    if ((err = nm_readv(m, bt.iov, n, bt.ok)) != 0)
         goto out;
     for (size_t i = 0; i < n; i++) {
         nm_thread_t *h = &th[i];
-        const uint8_t *b = bufs + i * len;
-        if (!h->alive || !ok[i]) {
+        const uint8_t *b = bt.bufs + i * len;
+        if (!h->alive || !bt.ok[i]) {
             h->alive = 0;
             continue;
         }
@@ -514,9 +531,7 @@ static int nm_locate_attrs(nm_t *m, nm_thread_t *th, size_t n)
             h->alive = 0;
     }
 out:
-    free(iov);
-    free(bufs);
-    free(ok);
+    nm_batch_free(&bt);
     return err;
 }
 
@@ -528,40 +543,36 @@ static int nm_read_dicts(nm_t *m, nm_thread_t *th, size_t n)
     size_t hl = (size_t)(L->dict_keys > L->dict_values ? L->dict_keys : L->dict_values) + 8;
     if (hl < (size_t)L->object_type + 8)
         hl = (size_t)L->object_type + 8;
-    rmem_iov_t *iov = calloc(n ? n : 1, sizeof *iov);
-    uint8_t *bufs = malloc((n ? n : 1) * hl);
-    uint8_t *ok = malloc(n ? n : 1);
-    int err = 0;
-    if (!iov || !bufs || !ok) {
-        err = SCRY_E_NOMEM;
+    nm_batch_t bt;
+    int err = nm_batch_new(&bt, n, hl);
+    if (err)
         goto out;
-    }
     /* tp_dictoffset: the dict pointer */
     for (size_t i = 0; i < n; i++) {
         int want = th[i].alive && th[i].slot;
-        iov[i] = (rmem_iov_t){want ? th[i].slot : 0, bufs + i * hl, want ? 8 : 0};
+        bt.iov[i] = (rmem_iov_t){want ? th[i].slot : 0, bt.bufs + i * hl, want ? 8 : 0};
     }
-    if ((err = nm_readv(m, iov, n, ok)) != 0)
+    if ((err = nm_readv(m, bt.iov, n, bt.ok)) != 0)
         goto out;
     for (size_t i = 0; i < n; i++)
         if (th[i].alive && th[i].slot) {
-            th[i].dict = ok[i] ? pystate__u64_at(bufs + i * hl, 8, 0) : 0;
+            th[i].dict = bt.ok[i] ? pystate__u64_at(bt.bufs + i * hl, 8, 0) : 0;
             th[i].slot = 0;
             th[i].alive = th[i].dict != 0;
         }
     /* dict headers */
     for (size_t i = 0; i < n; i++) {
         int want = th[i].alive && th[i].dict;
-        iov[i] = (rmem_iov_t){want ? th[i].dict : 0, bufs + i * hl, want ? hl : 0};
+        bt.iov[i] = (rmem_iov_t){want ? th[i].dict : 0, bt.bufs + i * hl, want ? hl : 0};
     }
-    if ((err = nm_readv(m, iov, n, ok)) != 0)
+    if ((err = nm_readv(m, bt.iov, n, bt.ok)) != 0)
         goto out;
     for (size_t i = 0; i < n; i++) {
         nm_thread_t *h = &th[i];
         if (!h->alive || !h->dict)
             continue;
-        const uint8_t *b = bufs + i * hl;
-        if (!ok[i] ||
+        const uint8_t *b = bt.bufs + i * hl;
+        if (!bt.ok[i] ||
             !nm_type_is(m, pystate__u64_at(b, hl, L->object_type), "dict", &m->c->type_dict)) {
             h->alive = 0;
             continue;
@@ -574,19 +585,17 @@ static int nm_read_dicts(nm_t *m, nm_thread_t *th, size_t n)
     if (L->dictvalues_valid >= 0) {
         for (size_t i = 0; i < n; i++) {
             int want = th[i].alive && th[i].vbase;
-            iov[i] = (rmem_iov_t){want ? th[i].vbase + (uint64_t)L->dictvalues_valid : 0,
-                                  bufs + i * hl, want ? 1 : 0};
+            bt.iov[i] = (rmem_iov_t){want ? th[i].vbase + (uint64_t)L->dictvalues_valid : 0,
+                                     bt.bufs + i * hl, want ? 1 : 0};
         }
-        if ((err = nm_readv(m, iov, n, ok)) != 0)
+        if ((err = nm_readv(m, bt.iov, n, bt.ok)) != 0)
             goto out;
         for (size_t i = 0; i < n; i++)
-            if (th[i].alive && th[i].vbase && (!ok[i] || bufs[i * hl] == 0))
+            if (th[i].alive && th[i].vbase && (!bt.ok[i] || bt.bufs[i * hl] == 0))
                 th[i].alive = 0;
     }
 out:
-    free(iov);
-    free(bufs);
-    free(ok);
+    nm_batch_free(&bt);
     return err;
 }
 
@@ -661,35 +670,31 @@ static int nm_name(nm_t *m, raddr_t addr, const uint8_t *buf, size_t len, int ok
 /* Phase: the value slots (pointers to the names), then the names. */
 static int nm_read_names(nm_t *m, nm_thread_t *th, size_t n, pystate_name_map_t *out)
 {
-    rmem_iov_t *iov = calloc(n ? n : 1, sizeof *iov);
-    uint8_t *bufs = malloc((n ? n : 1) * NM_STR_PEEK);
-    uint8_t *ok = malloc(n ? n : 1);
-    int err = 0;
-    if (!iov || !bufs || !ok) {
-        err = SCRY_E_NOMEM;
+    nm_batch_t bt;
+    int err = nm_batch_new(&bt, n, NM_STR_PEEK);
+    if (err)
         goto out;
-    }
     for (size_t i = 0; i < n; i++) {
         int want = th[i].alive && th[i].slot;
-        iov[i] = (rmem_iov_t){want ? th[i].slot : 0, &th[i].name, want ? 8 : 0};
+        bt.iov[i] = (rmem_iov_t){want ? th[i].slot : 0, &th[i].name, want ? 8 : 0};
         th[i].name = 0;
     }
-    if ((err = nm_readv(m, iov, n, ok)) != 0)
+    if ((err = nm_readv(m, bt.iov, n, bt.ok)) != 0)
         goto out;
     for (size_t i = 0; i < n; i++) {
-        int want = th[i].alive && ok[i] && ptr_ok(th[i].name);
+        int want = th[i].alive && bt.ok[i] && ptr_ok(th[i].name);
         th[i].alive = want;
-        iov[i] =
-            (rmem_iov_t){want ? th[i].name : 0, bufs + i * NM_STR_PEEK, want ? NM_STR_PEEK : 0};
+        bt.iov[i] =
+            (rmem_iov_t){want ? th[i].name : 0, bt.bufs + i * NM_STR_PEEK, want ? NM_STR_PEEK : 0};
     }
-    if ((err = nm_readv(m, iov, n, ok)) != 0)
+    if ((err = nm_readv(m, bt.iov, n, bt.ok)) != 0)
         goto out;
     for (size_t i = 0; i < n && out->count < PYSTATE_NAMES_MAX; i++) {
         if (!th[i].alive)
             continue;
         char name[PYSTATE_STR_MAX];
-        int len =
-            nm_name(m, th[i].name, bufs + i * NM_STR_PEEK, NM_STR_PEEK, ok[i], name, sizeof name);
+        int len = nm_name(m, th[i].name, bt.bufs + i * NM_STR_PEEK, NM_STR_PEEK, bt.ok[i], name,
+                          sizeof name);
         if (len == SCRY_E_GONE || len == SCRY_E_PERM) {
             err = len;
             goto out;
@@ -704,9 +709,7 @@ static int nm_read_names(nm_t *m, nm_thread_t *th, size_t n, pystate_name_map_t 
         out->items[out->count++] = (pystate_thread_name_t){th[i].ident, s};
     }
 out:
-    free(iov);
-    free(bufs);
-    free(ok);
+    nm_batch_free(&bt);
     return err;
 }
 

@@ -134,6 +134,14 @@ void report__sb_put_cp(report__sb_t *b, uint32_t cp)
     report__sb_putn(b, u, n);
 }
 
+/* The ASCII characters JSON strings and XML text escape, and their escapes. */
+static const char *const json_escapes[0x80] = {
+    ['"'] = "\\\"", ['\\'] = "\\\\", ['\n'] = "\\n", ['\t'] = "\\t", ['\r'] = "\\r",
+};
+static const char *const xml_escapes[0x80] = {
+    ['&'] = "&amp;", ['<'] = "&lt;", ['>'] = "&gt;", ['"'] = "&quot;", ['\''] = "&apos;",
+};
+
 void report__sb_json(report__sb_t *b, const char *s)
 {
     report__sb_putc(b, '"');
@@ -150,28 +158,12 @@ void report__sb_json(report__sb_t *b, const char *s)
             continue;
         }
         uint32_t c = report__utf8_next(&p);
-        switch (c) {
-        case '"':
-            report__sb_puts(b, "\\\"");
-            break;
-        case '\\':
-            report__sb_puts(b, "\\\\");
-            break;
-        case '\n':
-            report__sb_puts(b, "\\n");
-            break;
-        case '\t':
-            report__sb_puts(b, "\\t");
-            break;
-        case '\r':
-            report__sb_puts(b, "\\r");
-            break;
-        default:
-            if (c < 0x20)
-                report__sb_printf(b, "\\u%04x", c);
-            else
-                report__sb_put_cp(b, c);
-        }
+        if (c < 0x80 && json_escapes[c])
+            report__sb_puts(b, json_escapes[c]);
+        else if (c < 0x20)
+            report__sb_printf(b, "\\u%04x", c);
+        else
+            report__sb_put_cp(b, c);
     }
     report__sb_putc(b, '"');
 }
@@ -183,28 +175,14 @@ void report__sb_xml(report__sb_t *b, const char *s, size_t maxcp)
     while (*p && (!maxcp || n < maxcp)) {
         uint32_t c = report__utf8_next(&p);
         n++;
-        switch (c) {
-        case '&':
-            report__sb_puts(b, "&amp;");
-            break;
-        case '<':
-            report__sb_puts(b, "&lt;");
-            break;
-        case '>':
-            report__sb_puts(b, "&gt;");
-            break;
-        case '"':
-            report__sb_puts(b, "&quot;");
-            break;
-        case '\'':
-            report__sb_puts(b, "&apos;");
-            break;
-        default:
-            /* XML 1.0 Char: #x9 | #xA | #xD | [#x20-#xD7FF] | [#xE000-#xFFFD] | ... */
-            if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0xFFFE || c == 0xFFFF)
-                c = 0xFFFD;
-            report__sb_put_cp(b, c);
+        if (c < 0x80 && xml_escapes[c]) {
+            report__sb_puts(b, xml_escapes[c]);
+            continue;
         }
+        /* XML 1.0 Char: #x9 | #xA | #xD | [#x20-#xD7FF] | [#xE000-#xFFFD] | ... */
+        if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0xFFFE || c == 0xFFFF)
+            c = 0xFFFD;
+        report__sb_put_cp(b, c);
     }
 }
 

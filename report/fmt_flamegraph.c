@@ -29,14 +29,10 @@ typedef struct fg {
 
 static uint32_t fg_add(fg_t *g, uint32_t frame, uint32_t depth, uint64_t start)
 {
-    if (g->n == g->cap) {
-        uint32_t ncap = g->cap ? g->cap * 2 : 1024;
-        fg_node_t *n = realloc(g->nodes, (size_t)ncap * sizeof *n);
-        if (!n)
-            return REPORT__NONE;
-        g->nodes = n;
-        g->cap = ncap;
-    }
+    fg_node_t *n = report__grow(g->nodes, &g->cap, sizeof *n, g->n + 1, 1024);
+    if (!n)
+        return REPORT__NONE;
+    g->nodes = n;
     fg_node_t *nd = &g->nodes[g->n];
     memset(nd, 0, sizeof *nd);
     nd->frame = frame;

@@ -48,22 +48,10 @@ static uint64_t str_hash(const char *s)
     return h;
 }
 
-static int strs_rehash(pp_strs_t *t)
+static uint64_t strs_hash_of(const void *ctx, uint32_t id)
 {
-    uint32_t ncap = t->scap ? t->scap * 2 : 1024;
-    uint32_t *ns = calloc(ncap, sizeof *ns);
-    if (!ns)
-        return SCRY_E_NOMEM;
-    for (uint32_t i = 0; i < t->n; i++) {
-        uint32_t j = (uint32_t)str_hash(t->v[i]) & (ncap - 1);
-        while (ns[j])
-            j = (j + 1) & (ncap - 1);
-        ns[j] = i + 1;
-    }
-    free(t->slots);
-    t->slots = ns;
-    t->scap = ncap;
-    return 0;
+    const pp_strs_t *t = ctx;
+    return str_hash(t->v[id]);
 }
 
 /* Returns the index of S (NULL as "") in the table, adding it; 0 when out of memory (then
@@ -75,7 +63,8 @@ static int64_t pp_str(pp_strs_t *t, const char *s)
     while (*p && b.len < PP_STR_MAX)
         report__sb_put_cp(&b, report__utf8_next(&p));
     const char *key = b.buf ? b.buf : "";
-    if (b.oom || ((t->n + 1) * 2 > t->scap && strs_rehash(t) < 0))
+    if (b.oom || ((t->n + 1) * 2 > t->scap &&
+                  report__rehash(t, &t->slots, &t->scap, t->n, 1024, strs_hash_of) < 0))
         goto oom;
     uint32_t mask = t->scap - 1;
     uint32_t j = (uint32_t)str_hash(key) & mask;
@@ -85,14 +74,10 @@ static int64_t pp_str(pp_strs_t *t, const char *s)
             return slot - 1;
         }
     }
-    if (t->n == t->cap) {
-        uint32_t ncap = t->cap ? t->cap * 2 : 256;
-        char **nv = realloc(t->v, (size_t)ncap * sizeof *nv);
-        if (!nv)
-            goto oom;
-        t->v = nv;
-        t->cap = ncap;
-    }
+    char **nv = report__grow(t->v, &t->cap, sizeof *nv, t->n + 1, 256);
+    if (!nv)
+        goto oom;
+    t->v = nv;
     char *copy = strdup(key);
     if (!copy)
         goto oom;

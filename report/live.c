@@ -94,14 +94,10 @@ int report_live_mark(report_live_t *l, uint64_t now_ns)
         return SCRY_E_INVAL;
     const report_profile_t *p = l->p;
     if (p->nstacks > l->prev_cap) {
-        uint32_t cap = l->prev_cap ? l->prev_cap : 256;
-        while (cap < p->nstacks)
-            cap *= 2;
-        uint64_t *np = realloc(l->prev, (size_t)cap * FIG * sizeof *np);
+        uint64_t *np = report__grow(l->prev, &l->prev_cap, FIG * sizeof *np, p->nstacks, 256);
         if (!np)
             return SCRY_E_NOMEM;
         l->prev = np;
-        l->prev_cap = cap;
     }
     /* Count the changed stacks first so the bucket is allocated once. */
     uint32_t changed = 0;

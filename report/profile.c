@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "scry_err.h"
+#include "scry_grow.h"
 
 static const uint64_t K = 0x9E3779B97F4A7C15ULL;
 
@@ -37,36 +38,28 @@ static char *dup_or_null(const char *s)
     return s ? strdup(s) : NULL;
 }
 
-static void *grow(void *arr, uint32_t *cap, size_t elem, uint32_t need)
+void *report__grow(void *arr, uint32_t *cap, size_t elem, uint32_t need, uint32_t first)
 {
     if (need <= *cap)
         return arr;
-    uint64_t ncap = *cap ? *cap : 64;
-    while (ncap < need)
-        ncap *= 2;
-    if (ncap > UINT32_MAX / 2)
-        return NULL;
-    void *n = realloc(arr, ncap * elem);
-    if (!n)
-        return NULL;
-    *cap = (uint32_t)ncap;
+    size_t c = *cap;
+    void *n = scry_grow(arr, &c, elem, need, first, UINT32_MAX / 2);
+    if (n)
+        *cap = (uint32_t)c;
     return n;
 }
 
-/* Rebuilds an id+1 slot array of NEWCAP slots for N entries whose hash HASHOF gives. */
-typedef uint64_t (*hash_of_fn)(const report_profile_t *p, uint32_t id);
-
-static int rehash(const report_profile_t *p, uint32_t **slots, uint32_t *cap, uint32_t n,
-                  hash_of_fn hash_of)
+int report__rehash(const void *ctx, uint32_t **slots, uint32_t *cap, uint32_t n, uint32_t first,
+                   report__hash_of_fn hash_of)
 {
-    uint32_t ncap = *cap ? *cap * 2 : 256;
+    uint32_t ncap = *cap ? *cap * 2 : first;
     while (ncap < n * 2)
         ncap *= 2;
     uint32_t *ns = calloc(ncap, sizeof *ns);
     if (!ns)
         return SCRY_E_NOMEM;
     for (uint32_t id = 0; id < n; id++) {
-        uint32_t j = (uint32_t)hash_of(p, id) & (ncap - 1);
+        uint32_t j = (uint32_t)hash_of(ctx, id) & (ncap - 1);
         while (ns[j])
             j = (j + 1) & (ncap - 1);
         ns[j] = id + 1;
@@ -82,13 +75,15 @@ static uint64_t frame_hash(const report__frame_t *f)
     return fmix(hash_frame_into(0, f->function, f->file, f->line, f->kind));
 }
 
-static uint64_t frame_hash_of(const report_profile_t *p, uint32_t id)
+static uint64_t frame_hash_of(const void *ctx, uint32_t id)
 {
+    const report_profile_t *p = ctx;
     return frame_hash(&p->frames[id]);
 }
 
-static uint64_t stack_hash_of(const report_profile_t *p, uint32_t id)
+static uint64_t stack_hash_of(const void *ctx, uint32_t id)
 {
+    const report_profile_t *p = ctx;
     return p->stacks[id].hash;
 }
 
@@ -97,8 +92,9 @@ static uint64_t line_hash(const char *file, const char *function, int32_t line, 
     return fmix(hash_frame_into(1, function, file, line, kind));
 }
 
-static uint64_t line_hash_of(const report_profile_t *p, uint32_t id)
+static uint64_t line_hash_of(const void *ctx, uint32_t id)
 {
+    const report_profile_t *p = ctx;
     const report__line_t *l = &p->lines[id];
     return line_hash(l->file, l->function, l->line, l->kind);
 }
@@ -107,7 +103,7 @@ static uint64_t line_hash_of(const report_profile_t *p, uint32_t id)
 static uint32_t intern_frame(report_profile_t *p, const scry_frame_t *f)
 {
     if ((p->nframes + 1) * 2 > p->frame_slots_cap &&
-        rehash(p, &p->frame_slots, &p->frame_slots_cap, p->nframes, frame_hash_of) < 0)
+        report__rehash(p, &p->frame_slots, &p->frame_slots_cap, p->nframes, 256, frame_hash_of) < 0)
         return REPORT__NONE;
     report__frame_t key = {f->function, f->file, f->line, f->kind};
     uint32_t mask = p->frame_slots_cap - 1;
@@ -118,7 +114,7 @@ static uint32_t intern_frame(report_profile_t *p, const scry_frame_t *f)
             e->kind == key.kind)
             return s - 1;
     }
-    report__frame_t *nf = grow(p->frames, &p->frames_cap, sizeof *nf, p->nframes + 1);
+    report__frame_t *nf = report__grow(p->frames, &p->frames_cap, sizeof *nf, p->nframes + 1, 64);
     if (!nf)
         return REPORT__NONE;
     p->frames = nf;
@@ -131,7 +127,7 @@ static uint32_t intern_frame(report_profile_t *p, const scry_frame_t *f)
 static uint32_t intern_line(report_profile_t *p, const report__frame_t *f)
 {
     if ((p->nlines + 1) * 2 > p->line_slots_cap &&
-        rehash(p, &p->line_slots, &p->line_slots_cap, p->nlines, line_hash_of) < 0)
+        report__rehash(p, &p->line_slots, &p->line_slots_cap, p->nlines, 256, line_hash_of) < 0)
         return REPORT__NONE;
     uint32_t mask = p->line_slots_cap - 1;
     uint32_t j = (uint32_t)line_hash(f->file, f->function, f->line, f->kind) & mask;
@@ -141,7 +137,7 @@ static uint32_t intern_line(report_profile_t *p, const report__frame_t *f)
             e->kind == f->kind)
             return s - 1;
     }
-    report__line_t *nl = grow(p->lines, &p->lines_cap, sizeof *nl, p->nlines + 1);
+    report__line_t *nl = report__grow(p->lines, &p->lines_cap, sizeof *nl, p->nlines + 1, 64);
     if (!nl)
         return REPORT__NONE;
     p->lines = nl;
@@ -196,17 +192,13 @@ static uint32_t new_stack(report_profile_t *p, const scry_sample_t *s, uint32_t 
 {
     if (p->nids + depth > UINT32_MAX)
         return REPORT__NONE;
-    if (p->nids + depth > p->ids_cap) {
-        size_t ncap = p->ids_cap ? p->ids_cap : 1024;
-        while (ncap < p->nids + depth)
-            ncap *= 2;
-        uint32_t *n = realloc(p->ids, ncap * sizeof *n);
+    if (p->nids + depth > p->ids_cap) { /* a stack may be empty: ids stays NULL */
+        uint32_t *n = scry_grow(p->ids, &p->ids_cap, sizeof *n, p->nids + depth, 1024, SIZE_MAX);
         if (!n)
             return REPORT__NONE;
         p->ids = n;
-        p->ids_cap = ncap;
     }
-    report__stack_t *ns = grow(p->stacks, &p->stacks_cap, sizeof *ns, p->nstacks + 1);
+    report__stack_t *ns = report__grow(p->stacks, &p->stacks_cap, sizeof *ns, p->nstacks + 1, 64);
     if (!ns)
         return REPORT__NONE;
     p->stacks = ns;
@@ -307,7 +299,7 @@ static uint32_t find_stack(report_profile_t *p, const scry_sample_t *s)
     h = fmix(h ^ depth ^ ((uint64_t)tpos << 32));
 
     if ((p->nstacks + 1) * 2 > p->stack_slots_cap &&
-        rehash(p, &p->stack_slots, &p->stack_slots_cap, p->nstacks, stack_hash_of) < 0)
+        report__rehash(p, &p->stack_slots, &p->stack_slots_cap, p->nstacks, 256, stack_hash_of) < 0)
         return REPORT__NONE;
     uint32_t mask = p->stack_slots_cap - 1;
     uint32_t j = (uint32_t)h & mask;
@@ -342,8 +334,9 @@ static uint64_t thread_hash(int32_t tid)
     return fmix((uint64_t)(uint32_t)tid);
 }
 
-static uint64_t thread_hash_of(const report_profile_t *p, uint32_t id)
+static uint64_t thread_hash_of(const void *ctx, uint32_t id)
 {
+    const report_profile_t *p = ctx;
     return thread_hash(p->threads[id].tid);
 }
 
@@ -352,7 +345,8 @@ static report__thread_t *find_thread(report_profile_t *p, int32_t tid)
     if (p->last_thread < p->nthreads && p->threads[p->last_thread].tid == tid)
         return &p->threads[p->last_thread];
     if ((p->nthreads + 1) * 2 > p->thread_slots_cap &&
-        rehash(p, &p->thread_slots, &p->thread_slots_cap, p->nthreads, thread_hash_of) < 0)
+        report__rehash(p, &p->thread_slots, &p->thread_slots_cap, p->nthreads, 256,
+                       thread_hash_of) < 0)
         return NULL;
     uint32_t mask = p->thread_slots_cap - 1;
     uint32_t j = (uint32_t)thread_hash(tid) & mask;
@@ -362,7 +356,8 @@ static report__thread_t *find_thread(report_profile_t *p, int32_t tid)
             return &p->threads[s - 1];
         }
     }
-    report__thread_t *nt = grow(p->threads, &p->threads_cap, sizeof *nt, p->nthreads + 1);
+    report__thread_t *nt =
+        report__grow(p->threads, &p->threads_cap, sizeof *nt, p->nthreads + 1, 64);
     if (!nt)
         return NULL; /* the sample still counts in its stack */
     p->threads = nt;

@@ -149,6 +149,18 @@ struct report_profile {
     report__point_t foot[REPORT__FOOT_MAX];
 };
 
+/* profile.c: ARR (of *CAP elements of ELEM bytes; NULL with *CAP 0) with room for NEED
+ * elements: ARR itself, or reallocated to a capacity doubled from *CAP (FIRST when 0) and
+ * *CAP updated. NULL without memory or past UINT32_MAX / 2 elements (ARR kept as it was). */
+void *report__grow(void *arr, uint32_t *cap, size_t elem, uint32_t need, uint32_t first);
+
+/* profile.c: rebuilds the open-addressing table *SLOTS (id + 1 per slot, 0 empty) for the
+ * N entries 0..N-1 whose hashes HASH_OF(CTX, id) gives, at twice *CAP slots (FIRST when
+ * 0) or more, a power of two at least 2 N. Returns 0, or SCRY_E_NOMEM (table unchanged). */
+typedef uint64_t (*report__hash_of_fn)(const void *ctx, uint32_t id);
+int report__rehash(const void *ctx, uint32_t **slots, uint32_t *cap, uint32_t n, uint32_t first,
+                   report__hash_of_fn hash_of);
+
 /* profile.c: adds COUNT CPU samples of stack S (its frames, interned; tid, class python)
  * weighing VALUE in all, without thread or time accounting (profiles rebuilt from a JSON
  * report, diff.c). Returns 0, SCRY_E_INVAL (NULL, COUNT 0), SCRY_E_TOOBIG (totals would

@@ -61,13 +61,10 @@ uint32_t report__src_split(char *data, size_t len, uint32_t **starts_out)
         if (data[i] != '\n')
             continue;
         data[i] = 0;
-        if (n == cap) {
-            uint32_t *ns = realloc(starts, cap * 2 * sizeof *ns);
-            if (!ns)
-                break;
-            starts = ns;
-            cap *= 2;
-        }
+        uint32_t *ns = report__grow(starts, &cap, sizeof *ns, n + 1, 256);
+        if (!ns)
+            break;
+        starts = ns;
         starts[n++] = (uint32_t)(i + 1);
     }
     *starts_out = starts;

@@ -142,6 +142,14 @@ void report__view_stack_cpu(const report__view_t *v, uint32_t si, uint64_t *coun
     }
 }
 
+/* The frame ids of stack SI with its CPU samples in *CNT and its CPU figure in *VAL; NULL
+ * when it has no CPU sample. */
+static const uint32_t *cpu_stack(const report__view_t *v, uint32_t si, uint64_t *cnt, uint64_t *val)
+{
+    report__view_stack_cpu(v, si, cnt, val);
+    return *cnt ? v->p->ids + v->p->stacks[si].off : NULL;
+}
+
 /* --- functions --- */
 
 typedef struct func_table {
@@ -169,13 +177,10 @@ static uint32_t func_of(report__view_t *v, func_table_t *t, uint32_t *cap, const
             return s - 1;
         }
     }
-    if (v->nfuncs >= *cap) {
-        report__func_t *n = realloc(v->funcs, (size_t)*cap * 2 * sizeof *n);
-        if (!n)
-            return REPORT__NONE;
-        v->funcs = n;
-        *cap *= 2;
-    }
+    report__func_t *n = report__grow(v->funcs, cap, sizeof *n, v->nfuncs + 1, 64);
+    if (!n)
+        return REPORT__NONE;
+    v->funcs = n;
     report__func_t *e = &v->funcs[v->nfuncs];
     memset(e, 0, sizeof *e);
     e->function = f->function;
@@ -205,14 +210,10 @@ static int build_funcs(report__view_t *v)
     int rc = 0;
     for (uint32_t si = 0; si < p->nstacks; si++) {
         const report__stack_t *st = &p->stacks[si];
-        uint64_t cnt = 0, val = 0;
-        for (int c = 0; c < REPORT__NCLASS; c++) {
-            cnt += stack_count(v, si, c);
-            val += stack_cpu_value(v, si, c);
-        }
-        if (!cnt)
+        uint64_t cnt, val;
+        const uint32_t *ids = cpu_stack(v, si, &cnt, &val);
+        if (!ids)
             continue;
-        const uint32_t *ids = p->ids + st->off;
         for (uint32_t i = 0; i < st->depth; i++) {
             const report__frame_t *f = &p->frames[ids[i]];
             if (f->kind != SCRY_FRAME_PYTHON && i != st->attr)
@@ -369,14 +370,10 @@ int report__view_build_frames(report__view_t *v)
         stamp[i] = REPORT__NONE;
     for (uint32_t si = 0; si < p->nstacks; si++) {
         const report__stack_t *st = &p->stacks[si];
-        uint64_t cnt = 0, val = 0;
-        for (int c = 0; c < REPORT__NCLASS; c++) {
-            cnt += stack_count(v, si, c);
-            val += stack_cpu_value(v, si, c);
-        }
-        if (!cnt)
+        uint64_t cnt, val;
+        const uint32_t *ids = cpu_stack(v, si, &cnt, &val);
+        if (!ids)
             continue;
-        const uint32_t *ids = p->ids + st->off;
         for (uint32_t i = 0; i < st->depth; i++) {
             uint32_t fid = ids[i];
             if (p->frames[fid].kind != SCRY_FRAME_PYTHON && i != st->uattr)

@@ -1,6 +1,7 @@
 /* store.c - atomic window files with retention and an index. */
 #include "store.h"
 #include "scry_err.h"
+#include "scry_grow.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -422,15 +423,12 @@ static int scan_service(serve_store_t *s, const char *service, window_ent_t **li
         if (stem == 0 || stem >= sizeof files->stem ||
             fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
             continue;
-        if (nf == fcap) {
-            size_t nc = fcap ? fcap * 2 : 64;
-            file_ent_t *nl = realloc(files, nc * sizeof *nl);
-            if (!nl) {
-                err = SCRY_E_NOMEM;
-                goto out;
-            }
-            files = nl, fcap = nc;
+        file_ent_t *nl = scry_grow(files, &fcap, sizeof *nl, nf + 1, 64, SIZE_MAX);
+        if (!nl) {
+            err = SCRY_E_NOMEM;
+            goto out;
         }
+        files = nl;
         memcpy(files[nf].stem, de->d_name, stem);
         files[nf].stem[stem] = '\0';
         files[nf].bytes = (uint64_t)st.st_size;
@@ -443,15 +441,12 @@ static int scan_service(serve_store_t *s, const char *service, window_ent_t **li
         if (i == 0 || strcmp(files[i].stem, files[i - 1].stem) != 0) {
             if (*n >= STORE_MAX_WINDOWS)
                 break;
-            if (*n == *cap) {
-                size_t nc = *cap ? *cap * 2 : 64;
-                window_ent_t *nl = realloc(*list, nc * sizeof *nl);
-                if (!nl) {
-                    err = SCRY_E_NOMEM;
-                    goto out;
-                }
-                *list = nl, *cap = nc;
+            window_ent_t *nl = scry_grow(*list, cap, sizeof *nl, *n + 1, 64, SIZE_MAX);
+            if (!nl) {
+                err = SCRY_E_NOMEM;
+                goto out;
             }
+            *list = nl;
             window_ent_t *w = &(*list)[(*n)++];
             memset(w, 0, sizeof *w);
             snprintf(w->service, sizeof w->service, "%.64s", service);

@@ -261,6 +261,50 @@ static void clamp(int64_t *left, int64_t *rest)
     }
 }
 
+/* One sample point of a countdown (COPY: the copy countdown, else the allocation one) that
+ * went negative at an event of N bytes. Returns the active view, entered (give it back with
+ * leave()), with *NOW and the mean stride in *MEAN when this event is a sample; NULL when
+ * it is not (not recording, or only a poll point), the countdown restarted and nothing
+ * held. */
+static const shim_ring_view_t *sample_point(shim_tls_t *t, int copy, size_t n, uint64_t *now,
+                                            uint64_t *mean)
+{
+    int64_t *left = copy ? &t->copy_left : &t->alloc_left;
+    int64_t *rest = copy ? &t->copy_rest : &t->alloc_rest;
+    uint8_t *armed = copy ? &t->copy_armed : &t->alloc_armed;
+    if (nothing_to_do()) {
+        *left = SHIM_IDLE_STRIDE;
+        *armed = 0;
+        return NULL;
+    }
+    const shim_ring_view_t *v = enter(t, now);
+    uint64_t m = 0;
+    if (v)
+        m = __atomic_load_n(copy ? &v->hdr->copy_mean : &v->hdr->alloc_mean, __ATOMIC_RELAXED);
+    if (!v || m == 0) {
+        *left = SHIM_IDLE_STRIDE;
+        *armed = 0;
+        leave(t, v);
+        return NULL;
+    }
+    if (m > ((uint64_t)1 << 40))
+        m = (uint64_t)1 << 40;
+    if (!*armed) { /* first sample point of this thread (or after idling) */
+        *armed = 1;
+        *rest = 0;
+        *left = shim__stride(&t->rng, m) - (int64_t)n;
+    }
+    if (!crossed(left, rest)) {
+        clamp(left, rest);
+        leave(t, v);
+        return NULL;
+    }
+    *left = shim__stride(&t->rng, m);
+    clamp(left, rest);
+    *mean = m;
+    return v;
+}
+
 void shim__alloc_slow(void *p, size_t n, uint8_t origin, uint8_t flags)
 {
     shim_tls_t *t = &shim__tls;
@@ -272,34 +316,10 @@ void shim__alloc_slow(void *p, size_t n, uint8_t origin, uint8_t flags)
         return; /* the PyMem hook around us counts these bytes (it restores the countdown) */
     if (t->busy)
         return; /* our own allocations; stays negative, sampled on the next call */
-    if (nothing_to_do()) {
-        t->alloc_left = SHIM_IDLE_STRIDE;
-        t->alloc_armed = 0;
+    uint64_t now, mean;
+    const shim_ring_view_t *v = sample_point(t, 0, n, &now, &mean);
+    if (!v)
         return;
-    }
-    uint64_t now;
-    const shim_ring_view_t *v = enter(t, &now);
-    uint64_t mean = v ? __atomic_load_n(&v->hdr->alloc_mean, __ATOMIC_RELAXED) : 0;
-    if (!v || mean == 0) {
-        t->alloc_left = SHIM_IDLE_STRIDE;
-        t->alloc_armed = 0;
-        leave(t, v);
-        return;
-    }
-    if (mean > ((uint64_t)1 << 40))
-        mean = (uint64_t)1 << 40;
-    if (!t->alloc_armed) { /* first sample point of this thread (or after idling) */
-        t->alloc_armed = 1;
-        t->alloc_rest = 0;
-        t->alloc_left = shim__stride(&t->rng, mean) - (int64_t)n;
-    }
-    if (!crossed(&t->alloc_left, &t->alloc_rest)) {
-        clamp(&t->alloc_left, &t->alloc_rest);
-        leave(t, v);
-        return;
-    }
-    t->alloc_left = shim__stride(&t->rng, mean);
-    clamp(&t->alloc_left, &t->alloc_rest);
     if (p) {
         uint64_t w = shim__weight(n, mean);
         if (shim__live_insert((uint64_t)(uintptr_t)p, n, w, origin) != 0) {
@@ -333,34 +353,10 @@ void shim__copy_slow(void *dst, size_t n)
     shim_tls_t *t = &shim__tls;
     if (t->busy)
         return;
-    if (nothing_to_do()) {
-        t->copy_left = SHIM_IDLE_STRIDE;
-        t->copy_armed = 0;
+    uint64_t now, mean;
+    const shim_ring_view_t *v = sample_point(t, 1, n, &now, &mean);
+    if (!v)
         return;
-    }
-    uint64_t now;
-    const shim_ring_view_t *v = enter(t, &now);
-    uint64_t mean = v ? __atomic_load_n(&v->hdr->copy_mean, __ATOMIC_RELAXED) : 0;
-    if (!v || mean == 0) {
-        t->copy_left = SHIM_IDLE_STRIDE;
-        t->copy_armed = 0;
-        leave(t, v);
-        return;
-    }
-    if (mean > ((uint64_t)1 << 40))
-        mean = (uint64_t)1 << 40;
-    if (!t->copy_armed) {
-        t->copy_armed = 1;
-        t->copy_rest = 0;
-        t->copy_left = shim__stride(&t->rng, mean) - (int64_t)n;
-    }
-    if (!crossed(&t->copy_left, &t->copy_rest)) {
-        clamp(&t->copy_left, &t->copy_rest);
-        leave(t, v);
-        return;
-    }
-    t->copy_left = shim__stride(&t->rng, mean);
-    clamp(&t->copy_left, &t->copy_rest);
     emit(v, SCRY_RING_COPY, SCRY_RING_ORIGIN_NATIVE, (uint64_t)(uintptr_t)dst, n,
          shim__weight(n, mean), 0, now, 1);
     leave(t, v);
@@ -447,19 +443,61 @@ static int free_slot(void)
     return -1;
 }
 
+/* Takes the attach try-lock and marks this thread busy (our own allocations, dlsym's
+ * among them, are not samples), its previous flag in *WAS_BUSY. Returns 0 when another
+ * attach, create or teardown holds it (nothing taken), else 1. */
+static int attach_lock(uint8_t *was_busy)
+{
+    int expect = 0;
+    if (!__atomic_compare_exchange_n(&attach_busy, &expect, 1, 0, __ATOMIC_ACQUIRE,
+                                     __ATOMIC_RELAXED))
+        return 0;
+    *was_busy = shim__tls.busy;
+    shim__tls.busy = 1;
+    return 1;
+}
+
+static void attach_unlock(uint8_t was_busy)
+{
+    shim__tls.busy = was_busy;
+    __atomic_store_n(&attach_busy, 0, __ATOMIC_RELEASE);
+}
+
+/* Makes the mapped ring V (its descriptor FD, or -1; PATH, or "" for an anonymous one) the
+ * active view in SLOT: the view it replaces is unmapped once no thread is inside, the
+ * ring counts one more attach and learns the shim's state; Python's hooks are scheduled
+ * (the layout is checked once scry has published it). Caller holds attach_busy. */
+static void activate(int slot, const shim_ring_view_t *v, int fd, const char *path)
+{
+    views[slot] = *v;
+    view_fd[slot] = fd;
+    __atomic_store_n(&view_enabled_seen[slot], 0, __ATOMIC_RELAXED);
+    view_state[slot] = VIEW_ACTIVE;
+    strcpy(active_path, path);
+    shim_ring_view_t *old = __atomic_exchange_n(&active_view, &views[slot], __ATOMIC_SEQ_CST);
+    if (old) {
+        view_state[old - views] = VIEW_RETIRED;
+        __atomic_store_n(&release_pending, 1, __ATOMIC_SEQ_CST);
+    }
+    reclaim();
+    __atomic_fetch_add(&v->hdr->attach_count, 1, __ATOMIC_RELAXED);
+    if (preloaded < 0)
+        preloaded = shim__interposed();
+    state_set_on(&views[slot],
+                 SCRY_RING_SHIM_ATTACHED | (preloaded ? SCRY_RING_SHIM_PRELOADED : 0));
+    shim__py_poll(&views[slot]);
+    got_attach(&views[slot]);
+}
+
 SHIM_API int scry_shim_attach(const char *ring_path)
 {
     if (!ring_path || !*ring_path || strlen(ring_path) >= SHIM_PATH_MAX)
         return SCRY_E_INVAL;
     if (__atomic_load_n(&forked_child, __ATOMIC_RELAXED))
         return SCRY_E_PERM;
-    int expect = 0;
-    if (!__atomic_compare_exchange_n(&attach_busy, &expect, 1, 0, __ATOMIC_ACQUIRE,
-                                     __ATOMIC_RELAXED))
+    uint8_t was_busy;
+    if (!attach_lock(&was_busy))
         return SCRY_E_AGAIN;
-    shim_tls_t *t = &shim__tls;
-    uint8_t was_busy = t->busy;
-    t->busy = 1; /* our own allocations (dlsym) are not samples */
     int err = 0;
     shim__resolve();
     shim_ring_view_t *cur = __atomic_load_n(&active_view, __ATOMIC_ACQUIRE);
@@ -492,27 +530,9 @@ SHIM_API int scry_shim_attach(const char *ring_path)
         err = SCRY_E_PERM;
         goto out;
     }
-    views[slot] = v;
-    view_fd[slot] = kept_fd;
-    __atomic_store_n(&view_enabled_seen[slot], 0, __ATOMIC_RELAXED);
-    view_state[slot] = VIEW_ACTIVE;
-    strcpy(active_path, ring_path);
-    shim_ring_view_t *old = __atomic_exchange_n(&active_view, &views[slot], __ATOMIC_SEQ_CST);
-    if (old) { /* replaced: unmapped once no thread is inside */
-        view_state[old - views] = VIEW_RETIRED;
-        __atomic_store_n(&release_pending, 1, __ATOMIC_SEQ_CST);
-    }
-    reclaim();
-    __atomic_fetch_add(&v.hdr->attach_count, 1, __ATOMIC_RELAXED);
-    if (preloaded < 0)
-        preloaded = shim__interposed();
-    state_set_on(&views[slot],
-                 SCRY_RING_SHIM_ATTACHED | (preloaded ? SCRY_RING_SHIM_PRELOADED : 0));
-    shim__py_poll(&views[slot]);
-    got_attach(&views[slot]);
+    activate(slot, &v, kept_fd, ring_path);
 out:
-    t->busy = was_busy;
-    __atomic_store_n(&attach_busy, 0, __ATOMIC_RELEASE);
+    attach_unlock(was_busy);
     return err;
 }
 
@@ -556,13 +576,9 @@ SHIM_API int scry_shim_attach_new(const char *spec)
         SCRY_RING_HEADER_SIZE + a[0] * sizeof(struct scry_ring_record) > (uint64_t)SHIM_MAX_RING_MB
                                                                              << 20)
         return SCRY_E_INVAL;
-    int expect = 0;
-    if (!__atomic_compare_exchange_n(&attach_busy, &expect, 1, 0, __ATOMIC_ACQUIRE,
-                                     __ATOMIC_RELAXED))
+    uint8_t was_busy;
+    if (!attach_lock(&was_busy))
         return SCRY_E_AGAIN;
-    shim_tls_t *t = &shim__tls;
-    uint8_t was_busy = t->busy;
-    t->busy = 1;
     if (__atomic_load_n(&forked_child, __ATOMIC_RELAXED))
         forget_parent_views(); /* a fork child (--subprocesses) gets a ring of its own */
     int rc = SCRY_E_AGAIN, fd = -1;
@@ -594,24 +610,7 @@ SHIM_API int scry_shim_attach_new(const char *spec)
         goto out;
     }
     v.hdr->owner_pid = me;
-    views[slot] = v;
-    view_fd[slot] = fd; /* closed when the ring is unmapped */
-    __atomic_store_n(&view_enabled_seen[slot], 0, __ATOMIC_RELAXED);
-    view_state[slot] = VIEW_ACTIVE;
-    active_path[0] = 0;
-    shim_ring_view_t *old = __atomic_exchange_n(&active_view, &views[slot], __ATOMIC_SEQ_CST);
-    if (old) {
-        view_state[old - views] = VIEW_RETIRED;
-        __atomic_store_n(&release_pending, 1, __ATOMIC_SEQ_CST);
-    }
-    reclaim();
-    v.hdr->attach_count = 1;
-    if (preloaded < 0)
-        preloaded = shim__interposed();
-    state_set_on(&views[slot],
-                 SCRY_RING_SHIM_ATTACHED | (preloaded ? SCRY_RING_SHIM_PRELOADED : 0));
-    shim__py_poll(&views[slot]); /* the layout is checked when scry has published it */
-    got_attach(&views[slot]);
+    activate(slot, &v, fd, ""); /* the descriptor is closed when the ring is unmapped */
     rc = fd;
     fd = -1;
     mem = MAP_FAILED;
@@ -620,8 +619,7 @@ out:
         munmap(mem, (size_t)len);
     if (fd >= 0)
         close(fd);
-    t->busy = was_busy;
-    __atomic_store_n(&attach_busy, 0, __ATOMIC_RELEASE);
+    attach_unlock(was_busy);
     return rc;
 }
 
@@ -635,13 +633,9 @@ SHIM_API int scry_shim_detach(void)
 
 int shim__teardown(void)
 {
-    int expect = 0;
-    if (!__atomic_compare_exchange_n(&attach_busy, &expect, 1, 0, __ATOMIC_ACQUIRE,
-                                     __ATOMIC_RELAXED))
+    uint8_t was_busy;
+    if (!attach_lock(&was_busy))
         return -1; /* an attach is running: it reclaims, and the next slow path asks again */
-    shim_tls_t *t = &shim__tls;
-    uint8_t was_busy = t->busy;
-    t->busy = 1;
     /* Mark views that are no longer active as retired (a retire() by another thread). */
     shim_ring_view_t *act = __atomic_load_n(&active_view, __ATOMIC_SEQ_CST);
     for (unsigned i = 0; i < SHIM_MAX_VIEWS; i++)
@@ -660,8 +654,7 @@ int shim__teardown(void)
         __atomic_store_n(&release_pending, 0, __ATOMIC_SEQ_CST);
     if (act)
         rc = 0;
-    t->busy = was_busy;
-    __atomic_store_n(&attach_busy, 0, __ATOMIC_RELEASE);
+    attach_unlock(was_busy);
     return rc;
 }
 

@@ -116,6 +116,18 @@ static void resolve_python(void)
     __atomic_store_n(&py.state, ok ? 2 : 3, __ATOMIC_RELEASE);
 }
 
+/* Ends a PyMem hook's call of the allocator under it: restores the thread's IN_PY flag to
+ * PREV and the allocation countdown to LEFT (what the native hook counted meanwhile is this
+ * call's own bytes), then counts the N bytes at P as a Python allocation. */
+static inline void py_count(shim_tls_t *t, uint8_t prev, int64_t left, void *p, size_t n,
+                            uint8_t flags)
+{
+    t->in_py = prev;
+    t->alloc_left = left;
+    if (SHIM_UNLIKELY((t->alloc_left -= (int64_t)n) < 0))
+        shim__alloc_slow(p, n, SCRY_RING_ORIGIN_PYTHON, flags);
+}
+
 static void *hook_malloc(void *ctx, size_t n)
 {
     shim_pyalloc_t *o = ctx;
@@ -124,10 +136,7 @@ static void *hook_malloc(void *ctx, size_t n)
     int64_t left = t->alloc_left;
     t->in_py = 1;
     void *p = o->malloc(o->ctx, n);
-    t->in_py = prev;
-    t->alloc_left = left; /* forget what the native hook counted meanwhile */
-    if (SHIM_UNLIKELY((t->alloc_left -= (int64_t)n) < 0))
-        shim__alloc_slow(p, n, SCRY_RING_ORIGIN_PYTHON, 0);
+    py_count(t, prev, left, p, n, 0);
     return p;
 }
 
@@ -139,11 +148,10 @@ static void *hook_calloc(void *ctx, size_t a, size_t b)
     int64_t left = t->alloc_left;
     t->in_py = 1;
     void *p = o->calloc(o->ctx, a, b);
-    t->in_py = prev;
-    t->alloc_left = left; /* forget what the native hook counted meanwhile */
     size_t n;
-    if (!__builtin_mul_overflow(a, b, &n) && SHIM_UNLIKELY((t->alloc_left -= (int64_t)n) < 0))
-        shim__alloc_slow(p, n, SCRY_RING_ORIGIN_PYTHON, 0);
+    if (__builtin_mul_overflow(a, b, &n))
+        n = 0; /* the allocator refused it: nothing allocated */
+    py_count(t, prev, left, p, n, 0);
     return p;
 }
 
@@ -157,10 +165,7 @@ static void *hook_realloc(void *ctx, void *p, size_t n)
     int64_t left = t->alloc_left;
     t->in_py = 1;
     void *q = o->realloc(o->ctx, p, n);
-    t->in_py = prev;
-    t->alloc_left = left; /* forget what the native hook counted meanwhile */
-    if (SHIM_UNLIKELY((t->alloc_left -= (int64_t)n) < 0))
-        shim__alloc_slow(q, n, SCRY_RING_ORIGIN_PYTHON, p ? SCRY_RING_REC_REALLOC : 0);
+    py_count(t, prev, left, q, n, p ? SCRY_RING_REC_REALLOC : 0);
     return q;
 }
 

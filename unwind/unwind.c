@@ -337,18 +337,27 @@ static int walk(struct unwind *u, unw_addr_space_t as, void *arg, unwind_frame_t
     return 0;
 }
 
+/* The start of an unwind of thread TID: a new generation of U's caches. Returns MAX capped
+ * at UNWIND_MAX_DEPTH; 0 (nothing to do) leaves U as it was. */
+static size_t begin(unwind_t *u, pid_t tid, size_t max)
+{
+    if (max > UNWIND_MAX_DEPTH)
+        max = UNWIND_MAX_DEPTH;
+    if (max) {
+        u->gen++;
+        u->tid = tid;
+    }
+    return max;
+}
+
 int unwind_thread(unwind_t *u, pid_t tid, unwind_frame_t *frames, size_t max, size_t *n)
 {
     if (n)
         *n = 0;
     if (!u || !frames || !n || tid <= 0 || !rmem_is_live(u->mem))
         return SCRY_E_INVAL;
-    if (max > UNWIND_MAX_DEPTH)
-        max = UNWIND_MAX_DEPTH;
-    if (max == 0)
+    if ((max = begin(u, tid, max)) == 0)
         return 0;
-    u->gen++;
-    u->tid = tid;
     if (ptrace(PTRACE_GETREGS, tid, NULL, &u->regs) != 0)
         return getregs_error(u->pid, tid, errno);
     u->st.samples++;
@@ -383,12 +392,8 @@ int unwind_copied(unwind_t *u, pid_t tid, const unwind_regs_t *regs, const void 
         *n = 0;
     if (!u || !regs || !frames || !n || (len && !stack))
         return SCRY_E_INVAL;
-    if (max > UNWIND_MAX_DEPTH)
-        max = UNWIND_MAX_DEPTH;
-    if (max == 0)
+    if ((max = begin(u, tid, max)) == 0)
         return 0;
-    u->gen++;
-    u->tid = tid;
     u->st.copies++;
     memset(&u->regs, 0, sizeof u->regs);
     u->regs.rax = regs->ax;
