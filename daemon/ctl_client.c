@@ -16,13 +16,13 @@ static void ctl_usage(FILE *f)
 {
     fprintf(f, "usage: scry ctl [--socket PATH] [--json] COMMAND\n"
                "  list                         targets: pid, service, rate, CPU, samples, errors\n"
-               "  dump PID [--native]          every thread's stack now, from the warm daemon\n"
+               "  dump PID [--native]          every thread's stack now, from scry serve\n"
                "  flush                        end the current windows now\n"
                "  record PID [--memory] [--duration S] [--rate HZ] [--format F] [--output FILE]\n"
                "                               an on-demand profile of one process (default 10 s\n"
                "                               at scry record's 100 Hz; F as scry record --format\n"
                "                               but pprof, by default from FILE's extension as in\n"
-               "                               scry record, else text); the daemon answers at its\n"
+               "                               scry record, else text); scry serve answers at its\n"
                "                               end; FILE is written here\n"
                "  set-rate [PID] HZ            the sampling rate of one target, or of all\n"
                "  reload                       read the configuration again (as SIGHUP)\n"
@@ -61,101 +61,122 @@ static void print_list(json_object *reply)
     }
 }
 
-int cmd_ctl(int argc, char **argv)
+/* What `scry ctl` was asked, from its command line. */
+typedef struct ctl_args {
+    const char *sock;
+    int json, memory, native;
+    double duration, rate;
+    const char *format, *output;
+    const char *pos[3];
+    int npos;
+} ctl_args_t;
+
+/* Parses the command line into A. Returns -1 to go on, else the exit status. */
+static int parse_args(int argc, char **argv, ctl_args_t *a)
 {
-    const char *sock = "/run/scry/scry.sock";
-    int json = 0, memory = 0, native = 0;
-    double duration = 0, rate = 0;
-    const char *format = NULL, *output = NULL;
-    const char *pos[3] = {NULL, NULL, NULL};
-    int npos = 0;
     for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--socket") == 0 && i + 1 < argc)
-            sock = argv[++i];
-        else if (strncmp(a, "--socket=", 9) == 0)
-            sock = a + 9;
-        else if (strcmp(a, "--json") == 0)
-            json = 1;
-        else if (strcmp(a, "--memory") == 0)
-            memory = 1;
-        else if (strcmp(a, "--native") == 0)
-            native = 1;
-        else if (strcmp(a, "--format") == 0 && i + 1 < argc)
-            format = argv[++i];
-        else if (strcmp(a, "--output") == 0 && i + 1 < argc)
-            output = argv[++i];
-        else if (strcmp(a, "--duration") == 0 && i + 1 < argc) {
-            if (scry_parse_number(argv[++i], 0.1, 3600, &duration) != 0) {
+        const char *s = argv[i];
+        if (strcmp(s, "--socket") == 0 && i + 1 < argc)
+            a->sock = argv[++i];
+        else if (strncmp(s, "--socket=", 9) == 0)
+            a->sock = s + 9;
+        else if (strcmp(s, "--json") == 0)
+            a->json = 1;
+        else if (strcmp(s, "--memory") == 0)
+            a->memory = 1;
+        else if (strcmp(s, "--native") == 0)
+            a->native = 1;
+        else if (strcmp(s, "--format") == 0 && i + 1 < argc)
+            a->format = argv[++i];
+        else if (strcmp(s, "--output") == 0 && i + 1 < argc)
+            a->output = argv[++i];
+        else if (strcmp(s, "--duration") == 0 && i + 1 < argc) {
+            if (scry_parse_number(argv[++i], 0.1, 3600, &a->duration) != 0) {
                 fprintf(stderr, "scry ctl: --duration takes 0.1 <= S <= 3600\n");
                 return 2;
             }
-        } else if (strcmp(a, "--rate") == 0 && i + 1 < argc) {
-            if (scry_parse_number(argv[++i], SERVE_RATE_MIN_HZ, SERVE_RATE_MAX_HZ, &rate) != 0) {
+        } else if (strcmp(s, "--rate") == 0 && i + 1 < argc) {
+            if (scry_parse_number(argv[++i], SERVE_RATE_MIN_HZ, SERVE_RATE_MAX_HZ, &a->rate) != 0) {
                 fprintf(stderr, "scry ctl: --rate takes %g <= HZ <= %g\n", SERVE_RATE_MIN_HZ,
                         SERVE_RATE_MAX_HZ);
                 return 2;
             }
-        } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+        } else if (strcmp(s, "-h") == 0 || strcmp(s, "--help") == 0) {
             ctl_usage(stdout);
             return 0;
-        } else if (a[0] == '-' && a[1] != '\0') {
-            fprintf(stderr, "scry ctl: unknown option '%s'\n", a);
+        } else if (s[0] == '-' && s[1] != '\0') {
+            fprintf(stderr, "scry ctl: unknown option '%s'\n", s);
             ctl_usage(stderr);
             return 2;
-        } else if (npos < 3) {
-            pos[npos++] = a;
+        } else if (a->npos < 3) {
+            a->pos[a->npos++] = s;
         } else {
             fprintf(stderr, "scry ctl: too many arguments\n");
             return 2;
         }
     }
-    if (npos == 0) {
+    if (a->npos == 0) {
         ctl_usage(stderr);
         return 2;
     }
-    json_object *req = json_object_new_object();
-    const char *cmd = pos[0];
+    return -1;
+}
+
+/* Adds dump's and record's fields to REQ. Returns 0, 1 for bad arguments, or 2 after a
+ * message (an output name and format that disagree). */
+static int add_target_fields(const ctl_args_t *a, json_object *req)
+{
     long pid = 0;
+    if (a->npos != 2 || parse_pid(a->pos[1], &pid) != 0)
+        return 1;
+    int record = a->pos[0][0] == 'r';
+    json_object_object_add(req, "pid", json_object_new_int((int)pid));
+    if (a->native)
+        json_object_object_add(req, "native", json_object_new_boolean(1));
+    if (!record)
+        return 0;
+    if (a->memory)
+        json_object_object_add(req, "memory", json_object_new_boolean(1));
+    if (a->duration > 0)
+        json_object_object_add(req, "duration", json_object_new_double(a->duration));
+    if (a->rate > 0)
+        json_object_object_add(req, "rate", json_object_new_double(a->rate));
+    /* scry record's rule: the output name's extension, or a clear refusal */
+    char why[512];
+    int f = report_format_choose("ctl record", a->format, a->output,
+                                 REPORT_FORMAT_ALL & ~REPORT_FORMAT_BIT(REPORT_FORMAT_PPROF),
+                                 REPORT_FORMAT_TEXT, why, sizeof why);
+    if (f < 0) {
+        fprintf(stderr, "scry ctl: %s\n", why);
+        return 2;
+    }
+    json_object_object_add(req, "format",
+                           json_object_new_string(report_format_name((enum report_format)f)));
+    return 0;
+}
+
+/* The request for A in *OUT. Returns 0 or the exit status after a message. */
+static int build_request(const ctl_args_t *a, json_object **out)
+{
+    json_object *req = json_object_new_object();
+    const char *cmd = a->pos[0];
     int bad = 0;
     json_object_object_add(req, "cmd", json_object_new_string(cmd));
     if (strcmp(cmd, "list") == 0 || strcmp(cmd, "flush") == 0 || strcmp(cmd, "reload") == 0) {
-        bad = npos != 1;
+        bad = a->npos != 1;
     } else if (strcmp(cmd, "dump") == 0 || strcmp(cmd, "record") == 0) {
-        bad = npos != 2 || parse_pid(pos[1], &pid) != 0;
-        if (!bad) {
-            json_object_object_add(req, "pid", json_object_new_int((int)pid));
-            if (native)
-                json_object_object_add(req, "native", json_object_new_boolean(1));
-            if (cmd[0] == 'r' && memory)
-                json_object_object_add(req, "memory", json_object_new_boolean(1));
-            if (cmd[0] == 'r' && duration > 0)
-                json_object_object_add(req, "duration", json_object_new_double(duration));
-            if (cmd[0] == 'r' && rate > 0)
-                json_object_object_add(req, "rate", json_object_new_double(rate));
-            if (cmd[0] == 'r') {
-                /* scry record's rule: the output name's extension, or a clear refusal */
-                char why[512];
-                int f = report_format_choose("ctl record", format, output,
-                                             REPORT_FORMAT_ALL &
-                                                 ~REPORT_FORMAT_BIT(REPORT_FORMAT_PPROF),
-                                             REPORT_FORMAT_TEXT, why, sizeof why);
-                if (f < 0) {
-                    fprintf(stderr, "scry ctl: %s\n", why);
-                    json_object_put(req);
-                    return 2;
-                }
-                json_object_object_add(
-                    req, "format",
-                    json_object_new_string(report_format_name((enum report_format)f)));
-            }
+        bad = add_target_fields(a, req);
+        if (bad == 2) {
+            json_object_put(req);
+            return 2;
         }
     } else if (strcmp(cmd, "set-rate") == 0) {
         double hz = 0;
-        bad = npos < 2 ||
-              scry_parse_number(pos[npos - 1], SERVE_RATE_MIN_HZ, SERVE_RATE_MAX_HZ, &hz) != 0;
-        if (!bad && npos == 3)
-            bad = parse_pid(pos[1], &pid) != 0;
+        long pid = 0;
+        bad = a->npos < 2 || scry_parse_number(a->pos[a->npos - 1], SERVE_RATE_MIN_HZ,
+                                               SERVE_RATE_MAX_HZ, &hz) != 0;
+        if (!bad && a->npos == 3)
+            bad = parse_pid(a->pos[1], &pid) != 0;
         if (!bad) {
             json_object_object_add(req, "rate", json_object_new_double(hz));
             if (pid)
@@ -173,52 +194,71 @@ int cmd_ctl(int argc, char **argv)
         json_object_put(req);
         return 2;
     }
-    char *reply = NULL;
-    /* a record is answered at its end (10 s without --duration), then written */
-    double timeout = strcmp(cmd, "record") == 0 ? 30 + (duration > 0 ? duration : 10) : 10;
-    int err = serve_ctl_call(sock, json_object_to_json_string_ext(req, JSON_C_TO_STRING_PLAIN),
-                             timeout, &reply);
-    json_object_put(req);
-    if (err) {
-        fprintf(stderr, "scry ctl: %s: %s\n", sock,
-                err == SCRY_E_NOTFOUND ? "no scry serve is listening there"
-                : err == SCRY_E_PERM   ? "permission denied"
-                                       : scry_strerror(err));
-        return 3;
-    }
-    json_object *r = json_tokener_parse(reply), *ok = NULL, *v;
-    int rc = 1;
+    *out = req;
+    return 0;
+}
+
+/* Prints REPLY (the text of R) as A asked. Returns the exit status. */
+static int print_reply(const ctl_args_t *a, json_object *r, const char *reply)
+{
+    json_object *ok = NULL, *v;
     if (!r || !json_object_object_get_ex(r, "ok", &ok)) {
-        fprintf(stderr, "scry ctl: malformed reply from the daemon\n");
-        goto out;
+        fprintf(stderr, "scry ctl: malformed reply from scry serve\n");
+        return 1;
     }
     /* record: scry record's own messages (its summary line) */
-    if (!json && json_object_object_get_ex(r, "log", &v))
+    if (!a->json && json_object_object_get_ex(r, "log", &v))
         fputs(json_object_get_string(v), stderr);
     if (!json_object_get_boolean(ok)) {
         v = NULL;
         json_object_object_get_ex(r, "error", &v);
         fprintf(stderr, "scry ctl: %s\n", v ? json_object_get_string(v) : "failed");
-        if (json)
+        if (a->json)
             fputs(reply, stdout);
-        goto out;
+        return 1;
     }
-    rc = 0;
-    if (json) {
+    if (a->json) {
         fputs(reply, stdout);
-    } else if (strcmp(cmd, "list") == 0) {
+    } else if (strcmp(a->pos[0], "list") == 0) {
         print_list(r);
     } else if (json_object_object_get_ex(r, "text", &v)) {
-        FILE *f = output ? fopen(output, "w") : stdout;
+        FILE *f = a->output ? fopen(a->output, "w") : stdout;
         size_t tl = (size_t)json_object_get_string_len(v);
-        if (!f || fwrite(json_object_get_string(v), 1, tl, f) != tl || (output && fclose(f))) {
-            fprintf(stderr, "scry ctl: cannot write %s: %s\n", output ? output : "stdout",
+        if (!f || fwrite(json_object_get_string(v), 1, tl, f) != tl || (a->output && fclose(f))) {
+            fprintf(stderr, "scry ctl: cannot write %s: %s\n", a->output ? a->output : "stdout",
                     strerror(errno));
-            rc = 1;
+            return 1;
         }
-    } else if (json_object_object_get_ex(r, "message", &v))
+    } else if (json_object_object_get_ex(r, "message", &v)) {
         printf("%s\n", json_object_get_string(v));
-out:
+    }
+    return 0;
+}
+
+int cmd_ctl(int argc, char **argv)
+{
+    ctl_args_t a = {.sock = "/run/scry/scry.sock"};
+    int rc = parse_args(argc, argv, &a);
+    if (rc >= 0)
+        return rc;
+    json_object *req = NULL;
+    if ((rc = build_request(&a, &req)) != 0)
+        return rc;
+    char *reply = NULL;
+    /* a record is answered at its end (10 s without --duration), then written */
+    double timeout = strcmp(a.pos[0], "record") == 0 ? 30 + (a.duration > 0 ? a.duration : 10) : 10;
+    int err = serve_ctl_call(a.sock, json_object_to_json_string_ext(req, JSON_C_TO_STRING_PLAIN),
+                             timeout, &reply);
+    json_object_put(req);
+    if (err) {
+        fprintf(stderr, "scry ctl: %s: %s\n", a.sock,
+                err == SCRY_E_NOTFOUND ? "no scry serve is listening there"
+                : err == SCRY_E_PERM   ? "permission denied"
+                                       : scry_strerror(err));
+        return 3;
+    }
+    json_object *r = json_tokener_parse(reply);
+    rc = print_reply(&a, r, reply);
     json_object_put(r);
     free(reply);
     return rc;
