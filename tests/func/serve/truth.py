@@ -35,6 +35,7 @@ POOL = os.path.join(HERE, "workloads", "pool.py")
 SVC = os.path.join(HERE, "workloads", "svc.py")
 TOKEN = "scrytruth%d" % os.getpid()
 WAIT_FILES = ("threading.py", "queue.py", "thread.py")
+BACKENDS = ("perf", "ptrace")  # the daemon's --sampler
 tests = st.Tests()
 
 
@@ -131,15 +132,20 @@ def t_pool(ctx):
         truths[svc] = ctx.path("truth-%s.json" % svc)
         start(ctx, POOL, svc, "--mode", mode, "--truth", truths[svc])
     pid19 = [p for n, p in ctx.targets if n == "pool19"][0].pid
-    out, sock, conf = ctx.path("out"), ctx.path("scry.sock"), ctx.path("scry.conf")
+    conf = ctx.path("scry.conf")
     with open(conf, "w") as f:
         f.write("interval = 4\nrate = 19\n")
         for svc in ("pool19", "pool99", "many"):
             f.write("\n[service %s]\nmatch = --name %s-%s( |$)\n%s" % (
                 svc, TOKEN, svc, "rate = 99\n" if svc == "pool99" else ""))
-    d = Daemon(ctx, ["--config", conf, "--out-dir", out, "--socket", sock, "--match", TOKEN])
-    outs = [("perf", out, d)]
-    d.wait_line(r"target %d:" % pid19, 30)
+    outs = []
+    for backend in BACKENDS:  # both daemons sample the same services at the same time
+        o, so = ctx.path("out-" + backend), ctx.path("scry-%s.sock" % backend)
+        dm = Daemon(ctx, ["--config", conf, "--out-dir", o, "--socket", so, "--match", TOKEN,
+                          "--sampler", backend])
+        outs.append((backend, o, dm))
+    for _, _, dm in outs:
+        dm.wait_line(r"target %d:" % pid19, 30)
     # A thread's CPU is charged when a tick finds it on a CPU: a worker on a few percent of
     # one carries its first records for seconds. The checks start after 8-12 s of that.
     t_from = (int(time.time()) // 4 + 3) * 4
@@ -150,9 +156,13 @@ def t_pool(ctx):
     time.sleep(max(0, t_from + 16.3 - time.time()))
     for _, _, dm in outs:
         check(dm.stop() == 0, "scry serve failed: %s" % short(dm.text(), 600))
-    details, overloaded = [], []
-    for backend, out, _ in outs:
-        details.append(check_daemon(ctx, backend, out, t_from, truths, names, overloaded))
+    details, overloaded, failed = [], [], []
+    for backend, out, _ in outs:  # each back end judged, the first failure not hiding the other
+        try:
+            details.append(check_daemon(ctx, backend, out, t_from, truths, names, overloaded))
+        except Fail as e:
+            failed.append(str(e))
+    check(not failed, "; ".join(failed))
     if overloaded:
         raise Skip("machine overloaded, shares not conclusive: %s (%s)" % (
             "; ".join(overloaded), "; ".join(details)))
