@@ -89,6 +89,7 @@ int tasks_refresh(tasks_t *t)
     for (size_t i = 0; i < t->n; i++) {
         task_info_t *ti = &t->list[i];
         ti->stopped = 0;
+        ti->on_cpu = 0;
         ti->cpu_delta = PROC_NO_DELTA;
         ti->at_syscall = 0;
         ti->state = t->stops ? proc_threads_state_times(t->files, ti->tid, &ti->wall_delta,
@@ -136,9 +137,12 @@ task_info_t *tasks_at(tasks_t *t, size_t i)
     return i < t->n ? &t->list[i] : NULL;
 }
 
-int tasks_running_now(tasks_t *t, const task_info_t *task)
+int tasks_on_cpu(tasks_t *t, const task_info_t *task)
 {
-    return proc_threads_state(t->files, task->tid, NULL) == 'R';
+    int on = proc_threads_on_cpu(t->files, task->tid);
+    if (on == SCRY_E_NOSYS || on == SCRY_E_INVAL)
+        return proc_threads_state(t->files, task->tid, NULL) == 'R';
+    return on == 1;
 }
 
 int tasks_stop(tasks_t *t, task_info_t *task)
