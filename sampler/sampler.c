@@ -353,12 +353,15 @@ void sampler__emit(sampler_t *s, const pystate_thread_t *th, const unwind_frame_
     s->stats.samples++;
 }
 
-uint32_t sampler__charge_count(uint32_t n)
+uint32_t sampler__charge_count(const sampler_t *s, uint32_t n)
 {
-    if (n <= SAMPLER_CHARGE_MIN)
+    uint64_t whole = s->interval_ns ? SAMPLER_CHARGE_WHOLE / s->interval_ns : 0;
+    if (whole < SAMPLER_CHARGE_MIN)
+        whole = SAMPLER_CHARGE_MIN;
+    if (n <= whole)
         return n;
     uint32_t quarter = n / 4 + (n % 4 != 0);
-    return quarter > SAMPLER_CHARGE_MIN ? quarter : SAMPLER_CHARGE_MIN;
+    return quarter > whole ? quarter : (uint32_t)whole;
 }
 
 void sampler__emit_split(sampler_t *s, const pystate_thread_t *th, uint8_t cls, uint64_t amount,
@@ -405,7 +408,7 @@ static void charge_carry(sampler_t *s, const pystate_thread_t *th, task_info_t *
     uint32_t n = (uint32_t)((carry + iv / 2) / iv); /* carry <= SAMPLER_HELD_INTERVALS * iv */
     if (!n)
         return;
-    uint32_t k = sampler__charge_count(n);
+    uint32_t k = sampler__charge_count(s, n);
     uint64_t amount = k == n ? carry : iv * k;
     sampler__emit_split(s, th, cls, amount, k, now, emit, ctx);
     task->carry_ns = carry - amount;

@@ -77,13 +77,17 @@ void sampler__emit(sampler_t *s, const pystate_thread_t *th, const unwind_frame_
  * SAMPLER_HELD_INTERVALS intervals of CPU (the rest is counted in stats.held_dropped_ns),
  * and one finding charges at most sampler__charge_count of the intervals (records) carried:
  * a carry built up while the thread was not found is spread over its next findings, so a
- * window's share of a thread follows its CPU in that window, not in bunches. */
+ * short window's share of a thread follows its CPU in that window, not a bunch of seconds
+ * of it. */
 #define SAMPLER_HELD_INTERVALS 100
-#define SAMPLER_CHARGE_MIN     4 /* intervals a finding charges whole */
+#define SAMPLER_CHARGE_MIN     4            /* intervals a finding charges whole, */
+#define SAMPLER_CHARGE_WHOLE   250000000ull /* or this much CPU when that is more */
 
-/* How many of the N intervals (records) a thread carries a finding charges: all up to
- * SAMPLER_CHARGE_MIN, else a quarter of them, at least SAMPLER_CHARGE_MIN. */
-uint32_t sampler__charge_count(uint32_t n);
+/* How many of the N intervals (records) a thread carries a finding charges: all of them up
+ * to SAMPLER_CHARGE_WHOLE ns of CPU (at least SAMPLER_CHARGE_MIN intervals), else a quarter
+ * of them when that is more: the carry then lags by at most four times what a finding
+ * brings on average, and no CPU is lost to the cap. */
+uint32_t sampler__charge_count(const sampler_t *s, uint32_t n);
 
 /* Emits AMOUNT ns of CPU of thread TH, class CLS, at its stack as N (>= 1) samples of equal
  * weight: the count-based formats (collapsed) and "samples per CPU second" stay the rate's. */
