@@ -353,15 +353,18 @@ void sampler__emit(sampler_t *s, const pystate_thread_t *th, const unwind_frame_
     s->stats.samples++;
 }
 
-uint32_t sampler__charge_count(const sampler_t *s, uint32_t n)
+uint32_t sampler__charge_count(const sampler_t *s, uint32_t n, uint64_t carried_ns)
 {
-    uint64_t whole = s->interval_ns ? SAMPLER_CHARGE_WHOLE / s->interval_ns : 0;
-    if (whole < SAMPLER_CHARGE_MIN)
-        whole = SAMPLER_CHARGE_MIN;
-    if (n <= whole)
+    uint64_t whole = SAMPLER_CHARGE_MIN * s->interval_ns;
+    if (whole < SAMPLER_CHARGE_WHOLE)
+        whole = SAMPLER_CHARGE_WHOLE;
+    if (n <= 1 || carried_ns <= whole)
         return n;
+    uint64_t k = (uint64_t)n * whole / carried_ns; /* the records that make up WHOLE ns */
     uint32_t quarter = n / 4 + (n % 4 != 0);
-    return quarter > whole ? quarter : (uint32_t)whole;
+    if (k < quarter)
+        k = quarter;
+    return k < n ? (uint32_t)k : n;
 }
 
 void sampler__emit_split(sampler_t *s, const pystate_thread_t *th, uint8_t cls, uint64_t amount,
@@ -408,7 +411,7 @@ static void charge_carry(sampler_t *s, const pystate_thread_t *th, task_info_t *
     uint32_t n = (uint32_t)((carry + iv / 2) / iv); /* carry <= SAMPLER_HELD_INTERVALS * iv */
     if (!n)
         return;
-    uint32_t k = sampler__charge_count(s, n);
+    uint32_t k = sampler__charge_count(s, n, carry);
     uint64_t amount = k == n ? carry : iv * k;
     sampler__emit_split(s, th, cls, amount, k, now, emit, ctx);
     task->carry_ns = carry - amount;

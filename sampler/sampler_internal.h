@@ -83,11 +83,13 @@ void sampler__emit(sampler_t *s, const pystate_thread_t *th, const unwind_frame_
 #define SAMPLER_CHARGE_MIN     4            /* intervals a finding charges whole, */
 #define SAMPLER_CHARGE_WHOLE   250000000ull /* or this much CPU when that is more */
 
-/* How many of the N intervals (records) a thread carries a finding charges: all of them up
- * to SAMPLER_CHARGE_WHOLE ns of CPU (at least SAMPLER_CHARGE_MIN intervals), else a quarter
- * of them when that is more: the carry then lags by at most four times what a finding
- * brings on average, and no CPU is lost to the cap. */
-uint32_t sampler__charge_count(const sampler_t *s, uint32_t n);
+/* How many of the N intervals (records) a thread carries, CARRIED_NS of CPU in all, a
+ * finding charges: all of them up to SAMPLER_CHARGE_WHOLE ns (at least SAMPLER_CHARGE_MIN
+ * intervals), else as many as make up that much, or a quarter of them when that is more:
+ * the carry then lags by at most four times what a finding brings on average, and no CPU is
+ * lost. Counted in CPU time, not records: after a change of rate the records carried from
+ * the old one weigh what they stand for. */
+uint32_t sampler__charge_count(const sampler_t *s, uint32_t n, uint64_t carried_ns);
 
 /* Emits AMOUNT ns of CPU of thread TH, class CLS, at its stack as N (>= 1) samples of equal
  * weight: the count-based formats (collapsed) and "samples per CPU second" stay the rate's. */

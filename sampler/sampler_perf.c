@@ -528,7 +528,7 @@ static void charge_held(sampler_t *s, const pystate_thread_t *th, perf_thread_t 
     uint32_t total = 0;
     for (int k = 1; k < PERF_KINDS; k++)
         total += t->held_n[k];
-    uint32_t take = sampler__charge_count(s, total);
+    uint32_t take = sampler__charge_count(s, total, t->held_sum);
     unwind_classification_t cls;
     for (int k = 1; k < PERF_KINDS; k++) {
         uint32_t n = t->held_n[k];
