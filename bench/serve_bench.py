@@ -6,6 +6,8 @@
           measured period after a warm-up, as a share of one core
   busy    20 busy services (a CPU-bound loop) at the default 19 Hz: the daemon's CPU share
           and its CPU per sample (samples from `scry ctl list`)
+  pool    20 thread-pool services (tests/func/serve/workloads/pool.py: a busy main thread and
+          16 workers that mostly wait) at 19 Hz: the same figures, with 17 threads a target
   busyscaled  the same 20 busy services, with the daemon's rate raised by 20 / CPUs (190 Hz
           on 2 CPUs), so that it takes as many samples a second as at 19 Hz with each
           service on a core of its own (380/s): what 20 busy services cost on a host big
@@ -24,9 +26,10 @@
           as a target): the daemon's idle RSS fresh and after each burst (issue 24: it
           ratcheted, 52 MB fresh to 320 MB after one burst of 450)
 
-Run as root: python3 bench/serve_bench.py --scry build/daemon/scry [--quick]
+Run as root: python3 bench/serve_bench.py --scry build/daemon/scry [--quick] [--sampler ptrace]
              [--churn-minutes 10] [--bursts 10 --burst-size 450]
-             [only: idle busy busyscaled busyfull record churn forkburst]
+             [only: idle busy pool busyscaled busyfull record churn forkburst]
+--sampler: the daemon's back end (its `sampler` option; default: perf where allowed).
 Markdown on stdout, progress on stderr.
 """
 import argparse
@@ -46,6 +49,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests", "lib"))
 import scrytest as st  # noqa: E402
 
 SVC = os.path.join(HERE, "..", "tests", "func", "serve", "workloads", "svc.py")
+POOL = os.path.join(HERE, "..", "tests", "func", "serve", "workloads", "pool.py")
 TOKEN = "scrybench%d" % os.getpid()
 CLK = os.sysconf("SC_CLK_TCK")
 
@@ -70,8 +74,9 @@ def rss_kb(pid):
 
 
 class Bench(object):
-    def __init__(self, scry):
+    def __init__(self, scry, sampler=None):
         self.scry = scry
+        self.sampler = ["--sampler", sampler] if sampler else []
         self.tmp = tempfile.mkdtemp(prefix="scry-serve-bench-")
         os.chmod(self.tmp, 0o755)
         self.procs = []
@@ -89,15 +94,16 @@ class Bench(object):
         self.procs.append(p)
         return p
 
-    def service(self, i, mode, extra=()):
+    def service(self, i, mode, extra=(), script=SVC):
         it = self.interps[i % len(self.interps)]
-        return self.spawn(it.argv(SVC, "--mode", mode, "--name", "%s-%d" % (TOKEN, i), *extra))
+        return self.spawn(it.argv(script, "--mode", mode, "--name", "%s-%d" % (TOKEN, i), *extra))
 
     def daemon(self, *args):
         sock = os.path.join(self.tmp, "scry-%d.sock" % len(self.procs))
         out = os.path.join(self.tmp, "out")
         p = subprocess.Popen([self.scry, "serve", "--config", "/dev/null", "--out-dir", out,
-                              "--socket", sock, "--match", TOKEN] + [str(a) for a in args],
+                              "--socket", sock, "--match", TOKEN] + self.sampler +
+                             [str(a) for a in args],
                              stdout=subprocess.DEVNULL, stderr=open(os.path.join(
                                  self.tmp, "serve.log"), "ab"), start_new_session=True)
         self.procs.append(p)
@@ -161,10 +167,10 @@ def bench_idle(b, n, seconds):
                                                    100 * share, rss / 1024.0, seconds, got)
 
 
-def bench_busy(b, n, seconds, rate=19):
-    log("busy: %d busy services at %g Hz" % (n, rate))
+def bench_busy(b, n, seconds, rate=19, mode="busy"):
+    log("%s: %d services at %g Hz" % (mode, n, rate))
     for i in range(n):
-        b.service(i, "busy")
+        b.service(i, mode, script=POOL if mode == "pool" else SVC)
     time.sleep(2)
     d = b.daemon("--rate", rate)
     b.wait_targets(d, n)
@@ -178,9 +184,11 @@ def bench_busy(b, n, seconds, rate=19):
     share = (c1 - c0) / (t1 - t0)
     per = (c1 - c0) / max(1, s1 - s0) * 1e6
     return share, per, (s1 - s0) / (t1 - t0), \
-        "| %d busy services at %g Hz | %.3f%% of a core | %.0f samples/s, %.0f us of CPU per " \
+        "| %d %s services at %g Hz%s | %.3f%% of a core | %.0f samples/s, %.0f us of CPU per " \
         "sample (the whole daemon: checks, windows, files); aim < 1%% |" % (
-            n, rate, 100 * share, (s1 - s0) / (t1 - t0), per)
+            n, "thread-pool" if mode == "pool" else "busy", rate,
+            " (%s)" % " ".join(b.sampler) if b.sampler else "", 100 * share,
+            (s1 - s0) / (t1 - t0), per)
 
 
 def bench_record(b, seconds):
@@ -257,15 +265,16 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--scry", required=True)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--sampler", choices=("perf", "ptrace"))
     ap.add_argument("--idle", type=int, default=200)
     ap.add_argument("--churn-minutes", type=float, default=10)
     ap.add_argument("--bursts", type=int, default=10)
     ap.add_argument("--burst-size", type=int, default=450)
     ap.add_argument("only", nargs="*")
     a = ap.parse_args()
-    which = a.only or ["idle", "busy", "busyscaled", "busyfull", "record", "churn"]
+    which = a.only or ["idle", "busy", "pool", "busyscaled", "busyfull", "record", "churn"]
     secs = 20 if a.quick else 60
-    b = Bench(os.path.abspath(a.scry))
+    b = Bench(os.path.abspath(a.scry), a.sampler)
     rows = []
     try:
         if "idle" in which:
@@ -274,6 +283,8 @@ def main():
         if "busy" in which:
             _, per_busy, _, row = bench_busy(b, 20, secs)
             rows.append(row)
+        if "pool" in which:
+            rows.append(bench_busy(b, 20, secs, mode="pool")[3])
         if "busyscaled" in which:
             rate = round(19.0 * 20 / (os.cpu_count() or 1))
             _, _, _, row = bench_busy(b, 20, secs, rate)

@@ -105,6 +105,16 @@ char proc_threads_state_times(proc_threads_t *p, pid_t tid, uint64_t *wall_delta
  * PROC_NO_DELTA on the first call. Returns 0 or SCRY_E_GONE. */
 int proc_threads_cpu(proc_threads_t *p, pid_t tid, uint64_t *cpu_delta_ns);
 
+/* Whether thread TID has been on a CPU without a break from the last proc_threads_cpu read
+ * for it until now: the kernel counts each arrival of a thread on a CPU (schedstat's third
+ * field, read then) and each departure (its voluntary and involuntary context switches,
+ * read now from its status file: one pread), so arrivals then minus departures now is 1
+ * exactly when it was on one then and has not left it since. The scheduler state says
+ * less: 'R' is also a thread woken up that waits for a CPU. Returns 1, 0, SCRY_E_NOSYS (the
+ * kernel keeps no such counts), SCRY_E_INVAL (no proc_threads_cpu read yet) or
+ * SCRY_E_GONE. */
+int proc_threads_on_cpu(proc_threads_t *p, pid_t tid);
+
 /* ---- thread ids across PID namespaces (tidmap.c) --------------------------------------
  * A process in its own PID namespace (a container) stores its own thread ids
  * (threading.get_native_id(), glibc's struct pthread): those are the last column of NSpid;

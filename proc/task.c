@@ -104,7 +104,9 @@ typedef struct thread_files {
     pid_t tid; /* 0 = empty */
     int stat_fd;
     int sched_fd;
+    int status_fd;         /* opened by the first proc_threads_on_cpu (-1: not yet) */
     uint64_t last_cpu_ns;  /* 0 = not read yet */
+    uint64_t last_slices;  /* its arrivals on a CPU at that read (schedstat) */
     uint64_t last_seen_ns; /* CLOCK_MONOTONIC of the last state read asking for it */
 } thread_files_t;
 
@@ -127,6 +129,8 @@ static void close_files(thread_files_t *s)
         close(s->stat_fd);
     if (s->sched_fd >= 0)
         close(s->sched_fd);
+    if (s->status_fd >= 0)
+        close(s->status_fd);
     s->tid = 0;
 }
 
@@ -154,7 +158,9 @@ static thread_files_t *thread_slot(proc_threads_t *p, pid_t tid)
     s->stat_fd = open(path, O_RDONLY | O_CLOEXEC);
     snprintf(path, sizeof path, "/proc/%d/task/%d/schedstat", (int)p->pid, (int)tid);
     s->sched_fd = open(path, O_RDONLY | O_CLOEXEC);
+    s->status_fd = -1;
     s->last_cpu_ns = 0;
+    s->last_slices = 0;
     s->last_seen_ns = 0;
     return s;
 }
@@ -206,10 +212,37 @@ int proc_threads_cpu(proc_threads_t *p, pid_t tid, uint64_t *cpu_delta_ns)
     char buf[128];
     uint64_t cpu = 0;
     ssize_t n = s->sched_fd >= 0 ? pread(s->sched_fd, buf, sizeof buf - 1, 0) : -1;
-    if (n <= 0 || proc_parse_schedstat(buf, (size_t)n, &cpu, NULL, NULL) != 0)
+    if (n <= 0 || proc_parse_schedstat(buf, (size_t)n, &cpu, NULL, &s->last_slices) != 0)
         return SCRY_E_GONE;
     if (s->last_cpu_ns && cpu >= s->last_cpu_ns)
         *cpu_delta_ns = cpu - s->last_cpu_ns;
     s->last_cpu_ns = cpu ? cpu : 1;
     return 0;
+}
+
+int proc_threads_on_cpu(proc_threads_t *p, pid_t tid)
+{
+    if (!p || tid <= 0)
+        return SCRY_E_GONE;
+    thread_files_t *s = thread_slot(p, tid);
+    if (!s->last_cpu_ns)
+        return SCRY_E_INVAL; /* no schedstat read to compare with */
+    if (!s->last_slices)
+        return SCRY_E_NOSYS; /* the kernel counts no arrivals (sched_info off) */
+    if (s->status_fd < 0) {
+        char path[96];
+        snprintf(path, sizeof path, "/proc/%d/task/%d/status", (int)p->pid, (int)tid);
+        s->status_fd = open(path, O_RDONLY | O_CLOEXEC);
+    }
+    char buf[4096]; /* status is about 1.5 KiB */
+    uint64_t vol = 0, nonvol = 0;
+    ssize_t n = s->status_fd >= 0 ? pread(s->status_fd, buf, sizeof buf - 1, 0) : -1;
+    if (n <= 0)
+        return SCRY_E_GONE;
+    int err = proc_parse_status_switches(buf, (size_t)n, &vol, &nonvol);
+    if (err)
+        return err == SCRY_E_NOTFOUND ? SCRY_E_NOSYS : err;
+    /* arrivals then minus departures now: 1 only when it was on a CPU then and has not
+     * left it since (it cannot have arrived again without leaving first) */
+    return s->last_slices == vol + nonvol + 1;
 }

@@ -89,6 +89,7 @@ int proc_tasks_refresh(proc_tasks_t *t)
     for (size_t i = 0; i < t->n; i++) {
         proc_task_t *ti = &t->list[i];
         ti->stopped = 0;
+        ti->on_cpu = 0;
         ti->cpu_delta = PROC_NO_DELTA;
         ti->at_syscall = 0;
         ti->state = t->stops ? proc_threads_state_times(t->files, ti->tid, &ti->wall_delta,
@@ -136,9 +137,12 @@ proc_task_t *proc_tasks_at(proc_tasks_t *t, size_t i)
     return i < t->n ? &t->list[i] : NULL;
 }
 
-int proc_tasks_running_now(proc_tasks_t *t, const proc_task_t *task)
+int proc_tasks_on_cpu(proc_tasks_t *t, const proc_task_t *task)
 {
-    return proc_threads_state(t->files, task->tid, NULL) == 'R';
+    int on = proc_threads_on_cpu(t->files, task->tid);
+    if (on == SCRY_E_NOSYS || on == SCRY_E_INVAL)
+        return proc_threads_state(t->files, task->tid, NULL) == 'R';
+    return on == 1;
 }
 
 int proc_tasks_stop(proc_tasks_t *t, proc_task_t *task)

@@ -30,7 +30,9 @@ typedef struct proc_task {
     uint64_t utime0, stime0; /* the same when first listed */
     uint32_t stops_running;  /* stops of it asked while it ran */
     uint32_t syscall_kept;   /* of those, taken at a system call's exit and counted */
-    uint64_t carry_ns;       /* weight of its stops not counted, for its next sample */
+    uint64_t carry_ns;       /* weight of its stops not counted, for its next sample; with
+                              * tick_charge, its CPU not charged yet */
+    uint8_t on_cpu;          /* tick_charge: on a CPU while its stack was read, this tick */
 } proc_task_t;
 
 /* Creates the table for process PID. NULL when out of memory. */
@@ -52,8 +54,11 @@ proc_task_t *proc_tasks_find(proc_tasks_t *t, pid_t tid);
 /* The I-th entry of the last refresh, or NULL past the end. */
 proc_task_t *proc_tasks_at(proc_tasks_t *t, size_t i);
 
-/* Whether thread TASK is runnable now (its state read again: one pread). */
-int proc_tasks_running_now(proc_tasks_t *t, const proc_task_t *task);
+/* Whether thread TASK, runnable at the last refresh, has been on a CPU without a break
+ * since its CPU time was read then (proc_threads_on_cpu: one pread). Where the kernel
+ * counts no arrivals on a CPU, whether it is runnable now (its state read again), which a
+ * thread woken up that still waits for a CPU is too. */
+int proc_tasks_on_cpu(proc_tasks_t *t, const proc_task_t *task);
 
 /* Stops thread TID (PTRACE_SEIZE + PTRACE_INTERRUPT, bounded wait). Returns 0 or a
  * negative code; a thread that does not stop in time is left running. */

@@ -353,6 +353,70 @@ void sampler__emit(sampler_t *s, const pystate_thread_t *th, const unwind_frame_
     s->stats.samples++;
 }
 
+uint32_t sampler__charge_count(const sampler_t *s, uint32_t n, uint64_t carried_ns)
+{
+    uint64_t whole = SAMPLER_CHARGE_MIN * s->interval_ns;
+    if (whole < SAMPLER_CHARGE_WHOLE)
+        whole = SAMPLER_CHARGE_WHOLE;
+    if (n <= 1 || carried_ns <= whole)
+        return n;
+    uint64_t k = (uint64_t)n * whole / carried_ns; /* the records that make up WHOLE ns */
+    uint32_t quarter = n / 4 + (n % 4 != 0);
+    if (k < quarter)
+        k = quarter;
+    return k < n ? (uint32_t)k : n;
+}
+
+void sampler__emit_split(sampler_t *s, const pystate_thread_t *th, uint8_t cls, uint64_t amount,
+                         uint32_t n, uint64_t time_ns, sampler_emit_fn emit, void *ctx)
+{
+    uint64_t each = amount / n;
+    for (uint32_t i = 0; i < n; i++)
+        sampler__emit(s, th, NULL, 0, cls, 0, i + 1 < n ? each : amount - each * i, 1, time_ns,
+                      emit, ctx);
+}
+
+/* tick_charge (the daemon), called by pystate once the target's memory was read and before
+ * runnable thread TASK's stack is walked: its CPU since its last read joins its carry (at
+ * most SAMPLER_HELD_INTERVALS intervals; the rest counted in stats.held_dropped_ns), and 1
+ * is returned when it was on a CPU, without a break, from the read of its CPU time (the
+ * tick's task list, before the target's memory was read) to now (tasks_on_cpu): the stack
+ * read between is where it ran. Else 0 (its stack is not used): a thread woken up from a
+ * wait and not on a CPU yet, or waiting again, has its stack where it waits. */
+static int on_cpu_while_read(sampler_t *s, proc_task_t *task)
+{
+    if (task->cpu_delta != PROC_NO_DELTA) {
+        uint64_t cap = SAMPLER_HELD_INTERVALS * s->interval_ns, w = task->cpu_delta;
+        uint64_t room = task->carry_ns < cap ? cap - task->carry_ns : 0;
+        if (w > room) {
+            s->stats.held_dropped_ns += w - room;
+            w = room;
+        }
+        task->carry_ns += w;
+        task->cpu_delta = PROC_NO_DELTA; /* taken (a stack read again asks again) */
+    }
+    task->on_cpu = (uint8_t)proc_tasks_on_cpu(s->tasks, task);
+    if (!task->on_cpu)
+        s->stats.held++;
+    return task->on_cpu;
+}
+
+/* tick_charge: charges thread TH's carry (task TASK, found on a CPU while its stack was
+ * read), in samples of about an interval each, at that stack: at most sampler__charge_count
+ * of the intervals it holds; under half an interval stays carried. */
+static void charge_carry(sampler_t *s, const pystate_thread_t *th, proc_task_t *task, uint8_t cls,
+                         uint64_t now, sampler_emit_fn emit, void *ctx)
+{
+    uint64_t iv = s->interval_ns, carry = task->carry_ns;
+    uint32_t n = (uint32_t)((carry + iv / 2) / iv); /* carry <= SAMPLER_HELD_INTERVALS * iv */
+    if (!n)
+        return;
+    uint32_t k = sampler__charge_count(s, n, carry);
+    uint64_t amount = k == n ? carry : iv * k;
+    sampler__emit_split(s, th, cls, amount, k, now, emit, ctx);
+    task->carry_ns = carry - amount;
+}
+
 static void emit_thread(sampler_t *s, const pystate_thread_t *th, proc_task_t *task, uint64_t now,
                         sampler_emit_fn emit, void *ctx)
 {
@@ -371,6 +435,10 @@ static void emit_thread(sampler_t *s, const pystate_thread_t *th, proc_task_t *t
         ut.sc.nr = PROC_SYSCALL_UNKNOWN;
     unwind_classification_t cls = {.cls = SCRY_CLASS_PYTHON};
     unwind_classify(&ut, nn ? s->native : NULL, nn, th->leaf_opclass, &cls);
+    if (task && task->on_cpu) {
+        charge_carry(s, th, task, cls.cls, now, emit, ctx);
+        return;
+    }
     int running = state == 'R' || state == 0;
     /* --idle: every thread stands for the wall time since its previous tick, charged where
      * the tick finds it, running, runnable or waiting (docs/accuracy.md, "Wall time") */
@@ -380,30 +448,6 @@ static void emit_thread(sampler_t *s, const pystate_thread_t *th, proc_task_t *t
         task->carry_ns = 0;
     }
     sampler__emit(s, th, s->native, nn, cls.cls, cls.flags, weight, running, now, emit, ctx);
-}
-
-/* tick_charge (scry serve), called by pystate once the target's memory was read and before
- * running thread TASK's stack is walked: when it is not runnable any more (it waits again),
- * the stack read may be where it waits, not where its CPU went: its CPU since it was last
- * charged is carried to its next sample (at most 100 intervals of it; the rest counted in
- * stats.held_dropped_ns) and 0 returned (its stack is not used). Else 1. (Without perf
- * events no clock says whether a thread of another process runs at a given moment:
- * schedstat moves at the scheduler's ticks and switches only. A thread woken up but not
- * yet running passes this test with its stack on the line where it waited.) */
-static int on_cpu_while_read(sampler_t *s, proc_task_t *task)
-{
-    if (proc_tasks_running_now(s->tasks, task))
-        return 1;
-    uint64_t w = sample_weight(s, 1, task);
-    uint64_t cap = 100 * s->interval_ns;
-    if (task->carry_ns + w > cap) {
-        uint64_t keep = task->carry_ns < cap ? cap - task->carry_ns : 0;
-        s->stats.held_dropped_ns += w - keep;
-        w = keep;
-    }
-    task->carry_ns += w;
-    s->stats.held++;
-    return 0;
 }
 
 /* Whether a thread in STATE is sampled this tick (its Python stack decides the rest). */

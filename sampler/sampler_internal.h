@@ -72,6 +72,30 @@ void sampler__emit(sampler_t *s, const pystate_thread_t *th, const unwind_frame_
                    uint8_t cls, uint8_t flags, uint64_t weight, int running, uint64_t time_ns,
                    sampler_emit_fn emit, void *ctx);
 
+/* tick_charge (the daemon; both back ends): a thread's CPU is carried until a tick finds it
+ * on a CPU while its stack is read, and charged to that stack then. A carry holds at most
+ * SAMPLER_HELD_INTERVALS intervals of CPU (the rest is counted in stats.held_dropped_ns),
+ * and one finding charges at most sampler__charge_count of the intervals (records) carried:
+ * a carry built up while the thread was not found is spread over its next findings, so a
+ * short window's share of a thread follows its CPU in that window, not a bunch of seconds
+ * of it. */
+#define SAMPLER_HELD_INTERVALS 100
+#define SAMPLER_CHARGE_MIN     4            /* intervals a finding charges whole, */
+#define SAMPLER_CHARGE_WHOLE   250000000ull /* or this much CPU when that is more */
+
+/* How many of the N intervals (records) a thread carries, CARRIED_NS of CPU in all, a
+ * finding charges: all of them up to SAMPLER_CHARGE_WHOLE ns (at least SAMPLER_CHARGE_MIN
+ * intervals), else as many as make up that much, or a quarter of them when that is more:
+ * the carry then lags by at most four times what a finding brings on average, and no CPU is
+ * lost. Counted in CPU time, not records: after a change of rate the records carried from
+ * the old one weigh what they stand for. */
+uint32_t sampler__charge_count(const sampler_t *s, uint32_t n, uint64_t carried_ns);
+
+/* Emits AMOUNT ns of CPU of thread TH, class CLS, at its stack as N (>= 1) samples of equal
+ * weight: the count-based formats (collapsed) and "samples per CPU second" stay the rate's. */
+void sampler__emit_split(sampler_t *s, const pystate_thread_t *th, uint8_t cls, uint64_t amount,
+                         uint32_t n, uint64_t time_ns, sampler_emit_fn emit, void *ctx);
+
 /* 1 (and S->gone set) when the target's pid names another process now (its start time
  * changed: the target exited while scry was stopped and the pid was given again), else 0.
  * One read of /proc/PID/stat. */

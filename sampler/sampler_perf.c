@@ -90,10 +90,6 @@ struct sampler_perf {
     size_t nheld;
 };
 
-/* tick_charge: the CPU a thread may carry before it is found on a CPU (past it, records are
- * counted in stats.held_dropped_ns); 100 intervals, 5 s at scry serve's 19 Hz. */
-#define PERF_HELD_INTERVALS 100
-
 /* Lists /proc/PID/task into P->tids. Returns the count, or SCRY_E_GONE. */
 static int list_tids(struct sampler_perf *p)
 {
@@ -165,7 +161,7 @@ static void to_unwind_regs(const perfev_sample_t *r, unwind_regs_t *u)
 static void hold(sampler_t *s, perf_thread_t *t, int kind, uint64_t period)
 {
     struct sampler_perf *p = s->perf;
-    if (t->held_sum >= PERF_HELD_INTERVALS * s->interval_ns) {
+    if (t->held_sum >= SAMPLER_HELD_INTERVALS * s->interval_ns) {
         s->stats.held_dropped_ns += period;
         return;
     }
@@ -365,11 +361,11 @@ static void emit_cpu(sampler_t *s, const pystate_thread_t *th, perf_thread_t *t,
 
 /* --idle, before the rings are drained: every listed thread's CPU clock (idle_probe), and
  * its wall time since its previous tick that was not CPU time added to its carry (at most
- * PERF_HELD_INTERVALS intervals of it). Exact: the clock is its task-clock event's count. */
+ * SAMPLER_HELD_INTERVALS intervals of it). Exact: the clock is its task-clock event's count. */
 static void idle_probe(sampler_t *s, uint64_t now)
 {
     struct sampler_perf *p = s->perf;
-    uint64_t cap = PERF_HELD_INTERVALS * s->interval_ns;
+    uint64_t cap = SAMPLER_HELD_INTERVALS * s->interval_ns;
     for (size_t i = 0; i < p->ntids; i++) {
         perf_thread_t *t = slot(p, p->tids[i]);
         if (!t)
@@ -522,27 +518,34 @@ static size_t probe_running(sampler_t *s)
     return running;
 }
 
-/* tick_charge: emits the carry of thread TH (table entry T), found on a CPU while its stack
- * was read (held_on_cpu), at that stack, and empties it. */
+/* tick_charge: charges the carry of thread TH (table entry T), found on a CPU while its
+ * stack was read (held_on_cpu), at that stack: sampler__charge_count of its records, taken
+ * from each IP kind in proportion, one sample per record (as when each is read at once: the
+ * counts of the count-based formats stay records, the rate's samples per CPU second). */
 static void charge_held(sampler_t *s, const pystate_thread_t *th, perf_thread_t *t, uint64_t now,
                         sampler_emit_fn emit, void *ctx)
 {
-    /* one sample per record, as when each is read at once: the counts of the count-based
-     * formats (collapsed) stay records, the rate's samples per CPU second */
+    uint32_t total = 0;
+    for (int k = 1; k < PERF_KINDS; k++)
+        total += t->held_n[k];
+    uint32_t take = sampler__charge_count(s, total, t->held_sum);
     unwind_classification_t cls;
     for (int k = 1; k < PERF_KINDS; k++) {
         uint32_t n = t->held_n[k];
         if (!n)
             continue;
+        uint32_t m = take == total ? n : (uint32_t)(((uint64_t)n * take + total - 1) / total);
+        if (m > n)
+            m = n;
+        uint64_t amount = m == n ? t->held[k] : t->held[k] / n * m;
         unwind_classify_ip(k, th->leaf_opclass, &cls);
-        uint64_t each = t->held[k] / n;
-        for (uint32_t i = 0; i < n; i++)
-            sampler__emit(s, th, NULL, 0, cls.cls, 0, i + 1 < n ? each : t->held[k] - each * i, 1,
-                          now, emit, ctx);
-        t->held[k] = 0;
-        t->held_n[k] = 0;
+        sampler__emit_split(s, th, cls.cls, amount, m, now, emit, ctx);
+        t->held[k] -= amount;
+        t->held_n[k] -= m;
+        t->held_sum -= amount;
     }
-    t->held_sum = 0;
+    if (total == 0)
+        t->held_sum = 0;
 }
 
 /* The tick of tick_charge: drains the rings into the threads' carries, then reads the

@@ -370,9 +370,15 @@ static int open_target(serve_state_t *st, serve_pending_t *pd, char *msg, size_t
         goto fail;
     }
     t->cpu_ticks_w0 = t->cpu_ticks;
-    /* threads are picked up within a second, as targets are */
-    sampler_opts_t so = {
-        .rate_hz = serve_target_rate(st, t), .list_every_s = 1.0, .tick_charge = 1};
+    /* threads are picked up within a second, as targets are; the back end named by a static
+     * string (the sampler keeps the pointer, a reload frees the configuration's) */
+    const char *backend = st->cfg->sampler && !strcmp(st->cfg->sampler, "ptrace") ? "ptrace"
+                          : st->cfg->sampler && !strcmp(st->cfg->sampler, "perf") ? "perf"
+                                                                                  : NULL;
+    sampler_opts_t so = {.rate_hz = serve_target_rate(st, t),
+                         .list_every_s = 1.0,
+                         .tick_charge = 1,
+                         .backend = backend};
     err = SCRY_E_NOMEM;
     if (!(t->sampler = sampler_new(&so, t->py, t->strings)))
         goto fail;

@@ -254,6 +254,30 @@ static void test_listing(void)
     CHECK(cpu != PROC_NO_DELTA && cpu > 0, "cpu %llu", (unsigned long long)cpu);
     char st = proc_threads_state(pt, wtid[0], NULL);
     CHECK(st == 'S' || st == 'R', "worker state %c", st ? st : '0');
+    /* On a CPU without a break since the schedstat read: we are, between two reads right
+     * after each other (at least once in 200 tries on a loaded host: a preemption in
+     * between says 0); a worker asleep in usleep is not. */
+    int on = 0;
+    for (int i = 0; i < 200 && !on; i++) {
+        CHECK_INT(proc_threads_cpu(pt, self, &cpu), ==, 0);
+        int r = proc_threads_on_cpu(pt, self);
+        CHECK(r == 0 || r == 1 || r == SCRY_E_NOSYS, "on_cpu %d", r);
+        if (r == SCRY_E_NOSYS)
+            break; /* a kernel without schedstats: nothing to check */
+        on |= r == 1;
+    }
+    CHECK(on, "never on a CPU from one read to the next");
+    /* a worker asleep (usleep) at some moment between the two reads left its CPU: never 1 */
+    int asleep = 0, wrong = 0;
+    for (int i = 0; i < 50; i++) {
+        CHECK_INT(proc_threads_cpu(pt, wtid[2], &cpu), ==, 0);
+        if (proc_threads_state(pt, wtid[2], NULL) != 'S')
+            continue;
+        asleep++;
+        wrong += proc_threads_on_cpu(pt, wtid[2]) == 1;
+    }
+    CHECK(asleep > 0 && wrong == 0, "a worker asleep read as on a CPU %d times of %d", wrong,
+          asleep);
     stop_workers = 1;
     for (int i = 0; i < NW; i++)
         pthread_join(th[i], NULL);
