@@ -7,6 +7,7 @@
 
 #include "asyncio.h"
 #include "procinfo.h"
+#include "recording.h"
 #include "report.h"
 #include "scry_err.h"
 
@@ -195,7 +196,7 @@ int cmd_dump_async(const scry_config_t *cfg, FILE *out)
     strtab_t *strings = NULL;
     pystate_target_t *t = NULL;
     int rc = 1;
-    if (dump_open(cfg->pid, &cfg->open_opts, &strings, &t) != 0)
+    if (recording_dump_open(cfg->pid, &cfg->open_opts, &strings, &t) != 0)
         goto out;
     char what[600];
     proc_describe(pystate_target_info(t)->pid, what, sizeof what);

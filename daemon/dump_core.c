@@ -5,6 +5,7 @@
 #include "commands.h"
 
 #include "core.h"
+#include "recording.h"
 #include "classify.h"
 #include "merge.h"
 #include "scry_err.h"
@@ -137,7 +138,7 @@ static int thread_locals(core_dump_t *d, const pystate_thread_t *pt, report_dump
         const scry_frame_t *f = &th->frames[k];
         if (f->kind != SCRY_FRAME_PYTHON || py >= pt->nframes)
             continue;
-        err = dump_frame_locals(d->t, d->strings, pt->frame_addrs[py++], buf, &ls[k]);
+        err = recording_frame_locals(d->t, d->strings, pt->frame_addrs[py++], buf, &ls[k]);
     }
     return err;
 }
@@ -356,7 +357,7 @@ int cmd_dump_core(const scry_config_t *cfg)
     rc = write_dump(&d, cfg) ? 1 : 0;
 out:
     for (size_t i = 0; i < d.n; i++) {
-        dump_free_locals(&d.threads[i]);
+        recording_free_locals(&d.threads[i]);
         free((void *)d.threads[i].frames);
     }
     free(d.threads);

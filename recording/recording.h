@@ -21,6 +21,7 @@
 
 #include "report.h"
 #include "family.h"
+#include "pyrepr.h"
 #include "sampler.h"
 #include "scry_proc.h"
 #include "srcread.h"
@@ -150,5 +151,32 @@ void recording_stop_on_signals(volatile sig_atomic_t *flag, int quit);
 /* The container PID runs in, for the report: fills *CT and *OUT (pointing into *CT) and
  * returns 1 when /proc/PID/cgroup names a container id, else 0 (*OUT untouched). */
 int recording_container(pid_t pid, proc_container_t *ct, report_container_t *out);
+
+/* One read of every thread's stack now (snapshot.c): `scry dump`, `scry ctl dump`. */
+/* Writes the dump of every thread of the open target T (one sampler tick with every thread,
+ * idle ones too, over OPTS otherwise; STRINGS is T's string table) to OUT in FMT, through
+ * report_dump_write: what 'scry dump' prints, also answered by scry serve (ctl dump).
+ * Returns 0, or a negative code with why in MSG (empty when sampler_new already printed it:
+ * a forced perf back end refused). LOCALS: each Python frame's arguments and locals too
+ * (--locals; read after the stacks, shown where a thread's stack did not change since).
+ * A stack that changes while it is read is read again, up to DUMP_TORN_RETRIES times, then
+ * shown with the part read whole (report_dump_thread_t.partial). No thread with a stack to
+ * show: SCRY_E_AGAIN, MSG says so (a dump is never empty). */
+int recording_dump_write(pystate_target_t *t, strtab_t *strings, const sampler_opts_t *opts,
+                         int locals, enum report_dump_format fmt, FILE *out, char *msg,
+                         size_t msglen);
+/* Opens process PID for one dump: a new string table in *STRINGS and the target in *T, read
+ * with OPTS (sampler_open_target). Returns 0, or 1 after a message with whatever was made
+ * left in *STRINGS and *T for the caller to free (pystate_target_free, strtab_free; both
+ * accept NULL). */
+int recording_dump_open(pid_t pid, const pystate_open_opts_t *opts, strtab_t **strings,
+                        pystate_target_t **t);
+/* --locals of one frame: read at ADDR into L (strings interned in STRINGS; BUF holds
+ * PYSTATE_LOCALS_MAX entries of scratch). Returns 0, SCRY_E_NOMEM, or a fatal read error
+ * (SCRY_E_GONE, SCRY_E_PERM); a torn frame leaves L unread. */
+int recording_frame_locals(pystate_target_t *t, strtab_t *strings, raddr_t addr,
+                           pystate_local_t *buf, report_dump_locals_t *l);
+/* Frees the locals of TH (recording_frame_locals' variables and the array). */
+void recording_free_locals(report_dump_thread_t *th);
 
 #endif

@@ -1,7 +1,6 @@
 /* ctl_requests.c - the control requests of `scry serve` (protocol and authorisation rules in
  * serve/ctl.h): root sees and does everything; another user sees and acts on their own
  * processes only. */
-#include "commands.h"
 #include "log.h"
 #include "state.h"
 
@@ -114,7 +113,7 @@ static int dump_string(serve_target_t *t, int native, enum report_dump_format fm
     }
     /* scry serve's warm reader (the target opened once, its code cache), ptrace back end */
     sampler_opts_t so = {.backend = "ptrace", .native = native};
-    int err = dump_target_write(t->py, t->strings, &so, 0, fmt, f, msg, len);
+    int err = recording_dump_write(t->py, t->strings, &so, 0, fmt, f, msg, len);
     if (fclose(f) != 0 && !err) {
         snprintf(msg, len, "out of memory");
         err = SCRY_E_NOMEM;
