@@ -433,13 +433,13 @@ static void resolve_loader(inject_session_t *s)
     static const char *const objs[] = {"libc.so", "libdl.so", "ld-musl", "libc.musl"};
     s->dlopen_mode = RTLD_NOW_;
     for (size_t i = 0; i < sizeof objs / sizeof objs[0] && !s->fn_dlopen; i++)
-        if (inject__lookup(s->pid, s->maps, objs[i], "dlopen", &s->fn_dlopen) != 0)
+        if (inject__lookup(s->pid, s->maps, objs[i], "dlopen", NULL, &s->fn_dlopen) != 0)
             s->fn_dlopen = 0;
     if (!s->fn_dlopen &&
-        inject__lookup(s->pid, s->maps, "libc.so", "__libc_dlopen_mode", &s->fn_dlopen) == 0)
+        inject__lookup(s->pid, s->maps, "libc.so", "__libc_dlopen_mode", NULL, &s->fn_dlopen) == 0)
         s->dlopen_mode |= RTLD_DLOPEN_;
     for (size_t i = 0; i < sizeof objs / sizeof objs[0] && !s->fn_dlerror; i++)
-        if (inject__lookup(s->pid, s->maps, objs[i], "dlerror", &s->fn_dlerror) != 0)
+        if (inject__lookup(s->pid, s->maps, objs[i], "dlerror", NULL, &s->fn_dlerror) != 0)
             s->fn_dlerror = 0;
 }
 
@@ -462,7 +462,7 @@ int inject_session_symbol(inject_session_t *s, const char *object, const char *s
     int rc = refresh_maps(s);
     if (rc)
         return rc;
-    return inject__lookup(s->pid, s->maps, object, symbol, addr);
+    return inject__lookup(s->pid, s->maps, object, symbol, NULL, addr);
 }
 
 int inject_session_dlopen(inject_session_t *s, const char *lib_path, uint64_t *handle)
@@ -506,13 +506,19 @@ int inject_session_dlopen(inject_session_t *s, const char *lib_path, uint64_t *h
 
 int inject_find_symbol(pid_t pid, const char *object, const char *symbol, raddr_t *addr)
 {
+    return inject_find_symbol_as(pid, object, symbol, NULL, addr);
+}
+
+int inject_find_symbol_as(pid_t pid, const char *object, const char *symbol, const char *file,
+                          raddr_t *addr)
+{
     if (pid <= 0 || !object || !symbol || !addr)
         return SCRY_E_INVAL;
     int rc = 0;
     elfsym_maps_t *m = elfsym_maps_new(pid, &rc);
     if (!m)
         return rc;
-    rc = inject__lookup(pid, m, object, symbol, addr);
+    rc = inject__lookup(pid, m, object, symbol, file, addr);
     elfsym_maps_free(m);
     return rc;
 }
