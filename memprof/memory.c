@@ -324,28 +324,39 @@ static void py_bytes(const char *s, char *out, size_t len)
     snprintf(out + n, len - n, "'");
 }
 
-/* The script the target runs: loads the shim with ctypes and asks it for a ring as its
- * last act. Nothing it does is recorded: no ring exists before that call (scry never loads
- * the shim another way while the script may run: rexec_wait), and after it the script
+/* The script the target runs: loads the shim SHIM with ctypes, or when SHIM is NULL uses
+ * the shim it has loaded already (an earlier session's, whose copy is gone: no path to
+ * load) by the address FN of its scry_shim_attach_new, and asks it for a ring as its last
+ * act. Nothing it does is recorded: no ring exists before that call (scry never loads the
+ * shim another way while the script may run: rexec_wait), and after it the script
  * allocates nothing (restype None: no int object made; deleting a name frees). It runs in
  * a namespace of its own (PEP 768), so no name is left in __main__. */
-static int rexec_script(const char *shim, const char *spec, char *out, size_t len)
+static int rexec_script(const char *shim, raddr_t fn, const char *spec, char *out, size_t len)
 {
-    char lib[PATH_MAX * 4 + 8], arg[96 * 4 + 8];
-    py_bytes(shim, lib, sizeof lib);
+    char lib[PATH_MAX * 4 + 8], arg[96 * 4 + 8], call[PATH_MAX * 4 + 256];
     py_bytes(spec, arg, sizeof arg);
+    if (shim) {
+        py_bytes(shim, lib, sizeof lib);
+        snprintf(call, sizeof call,
+                 "    f = ctypes.CDLL(%s.decode('latin-1')).scry_shim_attach_new\n"
+                 "    f.restype = None\n"
+                 "    f.argtypes = [ctypes.c_char_p]\n",
+                 lib);
+    } else {
+        snprintf(call, sizeof call,
+                 "    f = ctypes.CFUNCTYPE(None, ctypes.c_char_p)(0x%llx)\n",
+                 (unsigned long long)fn);
+    }
     int n = snprintf(out, len,
                      "def _scry_shim_load():\n"
                      "    import ctypes\n"
-                     "    lib = ctypes.CDLL(%s.decode('latin-1'))\n"
-                     "    lib.scry_shim_attach_new.restype = None\n"
-                     "    lib.scry_shim_attach_new.argtypes = [ctypes.c_char_p]\n"
-                     "    lib.scry_shim_attach_new(%s)\n"
+                     "%s"
+                     "    f(%s)\n"
                      "try:\n"
                      "    _scry_shim_load()\n"
                      "finally:\n"
                      "    del _scry_shim_load\n",
-                     lib, arg);
+                     call, arg);
     return n > 0 && (size_t)n < len ? 0 : SCRY_E_TRUNC;
 }
 
@@ -421,11 +432,9 @@ static int load_shim_remote(memprof_t *m, pid_t pid, raddr_t runtime, const char
     int before[RING_FDS_MAX];
     *ran = 0;
     int err = rexec_open(pid, runtime, &r, why, sizeof why);
-    if (!err && loaded_shim(m, pid, &fn, why, sizeof why) != SCRY_E_NOTFOUND) {
+    int loaded = err ? 0 : loaded_shim(m, pid, &fn, why, sizeof why);
+    if (loaded == SCRY_E_PERM)
         err = SCRY_E_UNSUPPORTED;
-        if (fn)
-            snprintf(why, sizeof why, "the shim is loaded already (an earlier session)");
-    }
     if (err) {
         snprintf(msg, len, "cannot use remote execution (PEP 768) in process %d: %s", (int)pid,
                  why);
@@ -433,10 +442,11 @@ static int load_shim_remote(memprof_t *m, pid_t pid, raddr_t runtime, const char
     }
     int n = ring_fds(pid, before, RING_FDS_MAX);
     err = n < 0 ? n : 0;
-    if (!err && !(lib = shimstage_new(pid, m->shim, &err, msg, len)))
+    /* a shim loaded already is called where it is (a second one would interpose twice) */
+    if (!err && loaded == SCRY_E_NOTFOUND && !(lib = shimstage_new(pid, m->shim, &err, msg, len)))
         goto cleanup;
     if (!err)
-        err = rexec_script(shimstage_path(lib), spec, script, sizeof script);
+        err = rexec_script(lib ? shimstage_path(lib) : NULL, fn, spec, script, sizeof script);
     if (!err && !(py = shimstage_new_data(pid, "load.py", script, strlen(script), &err, msg, len)))
         goto cleanup;
     if (!err)
