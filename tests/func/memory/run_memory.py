@@ -353,7 +353,7 @@ def t_twice(c, mode):
     its phase's bytes on its line (within 15%), and no line outside the program's file (on
     3.14+ the first session loads the shim by PEP 768 with the script held 0.5 s past a
     200 ms wait for the safe point: the script is never raced by a ptrace load that would
-    record its imports; the second session calls the loaded shim by ptrace)."""
+    record its imports; the second session's script calls the loaded shim where it is)."""
     if c.interp.version < (3, 14) and c.interp.label != "3.12":
         raise Skip("before 3.14 both sessions take the ptrace path: run on 3.12 only")
     truth = os.path.join(c.tmp, "twice-truth.json")
@@ -375,8 +375,9 @@ def t_twice(c, mode):
         raise Fail("the workload did not finish 60 s after the second session")
     check(wrc == 0, "the workload exited %s: %s" % (wrc, short(c.proc_log(p))))
     first = INJECT or ("remote-exec" if c.interp.version >= (3, 14) else "ptrace")
+    second = "remote-exec" if c.interp.version >= (3, 14) else "ptrace"
     got = []
-    for i, (res, out, how) in enumerate(((r1, outs[0], first), (r2, outs[1], "ptrace"))):
+    for i, (res, out, how) in enumerate(((r1, outs[0], first), (r2, outs[1], second))):
         run = Run(c, "twice", mode, out, truth, res.rc, res.err, wrc, "json")
         check(len(run.need().truth.get("twice_bytes", [])) == 2,
               "the workload saw %s rings (waited %s s)" % (
