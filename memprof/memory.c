@@ -334,19 +334,21 @@ static void py_bytes(const char *s, char *out, size_t len)
 static int rexec_script(const char *shim, raddr_t fn, const char *spec, char *out, size_t len)
 {
     char lib[PATH_MAX * 4 + 8], arg[96 * 4 + 8], call[PATH_MAX * 4 + 256];
+    int c;
     py_bytes(spec, arg, sizeof arg);
     if (shim) {
         py_bytes(shim, lib, sizeof lib);
-        snprintf(call, sizeof call,
+        c = snprintf(call, sizeof call,
                  "    f = ctypes.CDLL(%s.decode('latin-1')).scry_shim_attach_new\n"
                  "    f.restype = None\n"
                  "    f.argtypes = [ctypes.c_char_p]\n",
                  lib);
     } else {
-        snprintf(call, sizeof call,
-                 "    f = ctypes.CFUNCTYPE(None, ctypes.c_char_p)(0x%llx)\n",
-                 (unsigned long long)fn);
+        c = snprintf(call, sizeof call, "    f = ctypes.CFUNCTYPE(None, ctypes.c_char_p)(0x%llx)\n",
+                     (unsigned long long)fn);
     }
+    if (c <= 0 || (size_t)c >= sizeof call)
+        return SCRY_E_TRUNC;
     int n = snprintf(out, len,
                      "def _scry_shim_load():\n"
                      "    import ctypes\n"
@@ -364,6 +366,7 @@ static int rexec_script(const char *shim, raddr_t fn, const char *spec, char *ou
  * the wait for the safe point (SCRY_REMOTE_EXEC_WAIT_MS). */
 #define REXEC_RUN_FACTOR 5
 
+/* SCRY_REMOTE_EXEC_WAIT_MS (10..60000), else 2000: how long scry waits for a safe point. */
 static long rexec_wait_ms(void)
 {
     const char *env = getenv("SCRY_REMOTE_EXEC_WAIT_MS");
