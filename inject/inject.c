@@ -291,6 +291,37 @@ static int stop_running_call(inject_session_t *s, raddr_t marker, uint64_t *ret,
     return 0;
 }
 
+/* Moves the thread from the marker's syscall-entry stop to that syscall's exit stop, where
+ * it stays parked. Registers written at an entry stop with orig_rax = -1 (skip the syscall)
+ * then pass a seccomp filter, which runs after the entry stop: a profile that refuses
+ * syscall -1 (Docker's and podman's, with ENOSYS) overwrites rax, so a thread restored
+ * there restarted its sleep as syscall -38 and the program saw ENOSYS. After the exit stop
+ * nothing runs on the registers; the marker (getpid) is allowed everywhere. Returns 0, or
+ * SCRY_E_GONE / another code. */
+static int park_after_marker(inject_session_t *s)
+{
+    int rc = proc_cont_syscall(s->tid, 0);
+    for (int guard = 0; rc == 0 && guard < 64; guard++) {
+        proc_stop_t st;
+        rc = proc_wait(s->tid, RELEASE_WAIT_MS, &st);
+        if (rc)
+            break;
+        if (st.kind == PROC_EXITED) {
+            s->state = INJECT__RELEASED;
+            return SCRY_E_GONE;
+        }
+        if (st.kind == PROC_STOP_SYSCALL)
+            return 0;
+        siginfo_t si;
+        if (st.kind == PROC_STOP_SIGNAL && ptr_getsiginfo(s->tid, &si) == 0) {
+            ptr_sigq_push(&s->sigq, &si);
+            s->rep->signals_deferred++;
+        }
+        rc = proc_cont_syscall(s->tid, 0);
+    }
+    return rc ? rc : SCRY_E_TIMEOUT;
+}
+
 int inject_session_call(inject_session_t *s, raddr_t func, const uint64_t *args, int nargs,
                         uint64_t *ret)
 {
@@ -402,6 +433,9 @@ done:
     s->rep->call_ns += scry_now_ns() - t0;
     if (ret)
         *ret = result;
+    rc = park_after_marker(s);
+    if (rc)
+        goto gone_or_restore;
     return 0;
 gone_or_restore:
     if (rc == SCRY_E_GONE) {
