@@ -291,6 +291,37 @@ static int stop_running_call(inject_session_t *s, raddr_t marker, uint64_t *ret,
     return 0;
 }
 
+/* Moves the thread from the marker's syscall-entry stop to that syscall's exit stop, where
+ * it stays parked. Registers written at an entry stop with orig_rax = -1 (skip the syscall)
+ * then pass a seccomp filter, which runs after the entry stop: a profile that refuses
+ * syscall -1 (Docker's and podman's, with ENOSYS) overwrites rax, so a thread restored
+ * there restarted its sleep as syscall -38 and the program saw ENOSYS. After the exit stop
+ * nothing runs on the registers; the marker (getpid) is allowed everywhere. Returns 0, or
+ * SCRY_E_GONE / another code. */
+static int park_after_marker(inject_session_t *s)
+{
+    int rc = proc_cont_syscall(s->tid, 0);
+    for (int guard = 0; rc == 0 && guard < 64; guard++) {
+        proc_stop_t st;
+        rc = proc_wait(s->tid, RELEASE_WAIT_MS, &st);
+        if (rc)
+            break;
+        if (st.kind == PROC_EXITED) {
+            s->state = INJECT__RELEASED;
+            return SCRY_E_GONE;
+        }
+        if (st.kind == PROC_STOP_SYSCALL)
+            return 0;
+        siginfo_t si;
+        if (st.kind == PROC_STOP_SIGNAL && ptr_getsiginfo(s->tid, &si) == 0) {
+            ptr_sigq_push(&s->sigq, &si);
+            s->rep->signals_deferred++;
+        }
+        rc = proc_cont_syscall(s->tid, 0);
+    }
+    return rc ? rc : SCRY_E_TIMEOUT;
+}
+
 int inject_session_call(inject_session_t *s, raddr_t func, const uint64_t *args, int nargs,
                         uint64_t *ret)
 {
@@ -402,6 +433,9 @@ done:
     s->rep->call_ns += scry_now_ns() - t0;
     if (ret)
         *ret = result;
+    rc = park_after_marker(s);
+    if (rc)
+        goto gone_or_restore;
     return 0;
 gone_or_restore:
     if (rc == SCRY_E_GONE) {
@@ -433,13 +467,13 @@ static void resolve_loader(inject_session_t *s)
     static const char *const objs[] = {"libc.so", "libdl.so", "ld-musl", "libc.musl"};
     s->dlopen_mode = RTLD_NOW_;
     for (size_t i = 0; i < sizeof objs / sizeof objs[0] && !s->fn_dlopen; i++)
-        if (inject__lookup(s->pid, s->maps, objs[i], "dlopen", &s->fn_dlopen) != 0)
+        if (inject__lookup(s->pid, s->maps, objs[i], "dlopen", NULL, &s->fn_dlopen) != 0)
             s->fn_dlopen = 0;
     if (!s->fn_dlopen &&
-        inject__lookup(s->pid, s->maps, "libc.so", "__libc_dlopen_mode", &s->fn_dlopen) == 0)
+        inject__lookup(s->pid, s->maps, "libc.so", "__libc_dlopen_mode", NULL, &s->fn_dlopen) == 0)
         s->dlopen_mode |= RTLD_DLOPEN_;
     for (size_t i = 0; i < sizeof objs / sizeof objs[0] && !s->fn_dlerror; i++)
-        if (inject__lookup(s->pid, s->maps, objs[i], "dlerror", &s->fn_dlerror) != 0)
+        if (inject__lookup(s->pid, s->maps, objs[i], "dlerror", NULL, &s->fn_dlerror) != 0)
             s->fn_dlerror = 0;
 }
 
@@ -462,7 +496,7 @@ int inject_session_symbol(inject_session_t *s, const char *object, const char *s
     int rc = refresh_maps(s);
     if (rc)
         return rc;
-    return inject__lookup(s->pid, s->maps, object, symbol, addr);
+    return inject__lookup(s->pid, s->maps, object, symbol, NULL, addr);
 }
 
 int inject_session_dlopen(inject_session_t *s, const char *lib_path, uint64_t *handle)
@@ -506,13 +540,19 @@ int inject_session_dlopen(inject_session_t *s, const char *lib_path, uint64_t *h
 
 int inject_find_symbol(pid_t pid, const char *object, const char *symbol, raddr_t *addr)
 {
+    return inject_find_symbol_as(pid, object, symbol, NULL, addr);
+}
+
+int inject_find_symbol_as(pid_t pid, const char *object, const char *symbol, const char *file,
+                          raddr_t *addr)
+{
     if (pid <= 0 || !object || !symbol || !addr)
         return SCRY_E_INVAL;
     int rc = 0;
     elfsym_maps_t *m = elfsym_maps_new(pid, &rc);
     if (!m)
         return rc;
-    rc = inject__lookup(pid, m, object, symbol, addr);
+    rc = inject__lookup(pid, m, object, symbol, file, addr);
     elfsym_maps_free(m);
     return rc;
 }

@@ -104,8 +104,17 @@ pid_t inject_session_tid(const inject_session_t *s);
  * whose path, as PID sees it, is OBJECT (when OBJECT contains a '/') or whose file name starts with
  * OBJECT
  * ("libc.so", "libscry-shim.so"). Uses the .dynsym/.symtab of the file and its load bias.
- * Returns 0, SCRY_E_NOTFOUND, SCRY_E_NOPROC, SCRY_E_PERM, or another elfsym error. */
+ * Returns 0, SCRY_E_NOTFOUND (no such object mapped, or no such symbol in it), SCRY_E_PERM
+ * (OBJECT is mapped but its file cannot be opened, e.g. deleted while map_files needs
+ * CAP_SYS_ADMIN), SCRY_E_NOPROC, or another elfsym error. */
 int inject_find_symbol(pid_t pid, const char *object, const char *symbol, raddr_t *addr);
+
+/* As inject_find_symbol; a mapping of OBJECT whose file scry cannot open (deleted, and
+ * /proc/PID/map_files needs CAP_SYS_ADMIN: a private copy of the shim removed after the
+ * target loaded it, looked for by a user without that capability) is read from FILE
+ * (may be NULL: none) when FILE's GNU build-id is the one mapped. */
+int inject_find_symbol_as(pid_t pid, const char *object, const char *symbol, const char *file,
+                          raddr_t *addr);
 
 /* One-shot helpers: open a session, do one thing, close it. REP may be NULL. */
 

@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <elf.h>
 
+#include "buildid.h"
 #include "elfobj.h"
 #include "interp.h"
 #include "scry_err.h"
@@ -90,8 +91,40 @@ static int same_path(const elfsym_map_t *a, const elfsym_map_t *b)
     return a && b && a->inode == b->inode && strcmp(a->path, b->path) == 0;
 }
 
+/* SYMBOL of the object mapped at index I of MAPS, read from the file ALT, which must be
+ * the mapped file: same build-id as the one mapped at the file's offset 0. For a mapping
+ * scry cannot open (a deleted private copy, and map_files needs CAP_SYS_ADMIN) whose
+ * contents scry has (its own shim). Returns 0 with *ADDR or SCRY_E_NOTFOUND. */
+static int lookup_as(pid_t pid, const elfsym_maps_t *maps, size_t i, const char *alt,
+                     const char *symbol, raddr_t *addr)
+{
+    const elfsym_map_t *e = elfsym_maps_get(maps, i);
+    uint64_t base = 0;
+    size_t n = elfsym_maps_count(maps);
+    for (size_t k = 0; k < n && !base; k++) {
+        const elfsym_map_t *m = elfsym_maps_get(maps, k);
+        if (m->offset == 0 && same_path(m, e))
+            base = m->start;
+    }
+    int rc = SCRY_E_NOTFOUND;
+    rmem_t *mem = base ? rmem_open_pid(pid) : NULL;
+    elfsym_obj_t *obj = mem ? elfsym_obj_open(alt, NULL) : NULL;
+    elfsym_sym_t sym;
+    raddr_t bias = 0;
+    if (obj && elfsym_map_matches(mem, base, obj) &&
+        elfsym_module_bias(obj, maps, i, &bias) == 0 &&
+        elfsym_obj_lookup(obj, symbol, &sym) == 0 && sym.value != 0 &&
+        (sym.type == STT_FUNC || sym.type == STT_OBJECT)) {
+        *addr = sym.value + bias;
+        rc = 0;
+    }
+    elfsym_obj_free(obj);
+    rmem_free(mem);
+    return rc;
+}
+
 int inject__lookup(pid_t pid, const elfsym_maps_t *maps, const char *object, const char *symbol,
-                   raddr_t *addr)
+                   const char *alt, raddr_t *addr)
 {
     if (!maps || !object || !symbol || !addr)
         return SCRY_E_INVAL;
@@ -108,15 +141,17 @@ int inject__lookup(pid_t pid, const elfsym_maps_t *maps, const char *object, con
     root[len > 0 ? len : 0] = 0;
     if (!strcmp(root, "/"))
         root[0] = 0;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n && rc != 0; i++) {
         const elfsym_map_t *e = elfsym_maps_get(maps, i);
         if (!elfsym_map_is_file(e) || same_path(e, prev))
             continue;
         prev = e;
         if (!inject__object_matches(e->path, object, root))
             continue;
-        if (elfsym_module_locate(pid, maps, i, mod) != 0)
+        if (elfsym_module_locate(pid, maps, i, mod) != 0) {
+            rc = alt && lookup_as(pid, maps, i, alt, symbol, addr) == 0 ? 0 : SCRY_E_PERM;
             continue;
+        }
         elfsym_sym_t sym;
         int found = elfsym_obj_lookup(mod->obj, symbol, &sym) == 0 && sym.value != 0 &&
                     (sym.type == STT_FUNC || sym.type == STT_OBJECT || sym.type == STT_NOTYPE);
@@ -124,7 +159,6 @@ int inject__lookup(pid_t pid, const elfsym_maps_t *maps, const char *object, con
         if (found) {
             *addr = sym.value + mod->bias;
             rc = 0;
-            break;
         }
     }
     free(mod);

@@ -56,9 +56,9 @@ int inject__runtime_kind(const char *path);
  * show in its maps with ROOT in front. */
 int inject__object_matches(const char *path, const char *object, const char *root);
 
-/* inject_find_symbol on a maps snapshot. */
+/* inject_find_symbol on a maps snapshot; with ALT (may be NULL) as inject_find_symbol_as. */
 int inject__lookup(pid_t pid, const elfsym_maps_t *maps, const char *object, const char *symbol,
-                   raddr_t *addr);
+                   const char *alt, raddr_t *addr);
 
 /* Finds the largest all-zero unused tail of an executable segment (at least MIN bytes) in
  * a private file mapping, preferring objects that are never unloaded (the executable, libc,

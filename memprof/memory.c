@@ -186,21 +186,21 @@ static int take_fd(pid_t pid, int tfd)
 }
 
 /* In one borrowing of one thread of PID: dlopen(LIB) when LIB is not NULL, then
- * scry_shim_attach_new(SPEC) of the libscry-shim.so mapped in PID, found by its file name
- * (the target's maps show the path relative to scry's root, not the path the target
- * opened). Returns 0 (*RET set) or an injection error (SCRY_E_NOTFOUND: no shim). */
-static int shim_call(pid_t pid, const char *lib, const char *spec, uint64_t *ret,
+ * scry_shim_attach_new(SPEC) at FN, or when FN is 0 of the libscry-shim.so mapped in PID,
+ * found by its file name (the target's maps show the path relative to scry's root, not the
+ * path the target opened). Returns 0 (*RET set) or an injection error (SCRY_E_NOTFOUND: no
+ * shim). */
+static int shim_call(pid_t pid, const char *lib, raddr_t fn, const char *spec, uint64_t *ret,
                      inject_report_t *rep)
 {
     inject_session_t *s = NULL;
     int err = inject_session_open(pid, NULL, rep, &s);
     if (err)
         return err;
-    raddr_t fn = 0;
     uint64_t arg = 0;
     if (lib)
         err = inject_session_dlopen(s, lib, NULL);
-    if (!err)
+    if (!err && !fn)
         err = inject_session_symbol(s, "libscry-shim.so", "scry_shim_attach_new", &fn);
     if (!err)
         err = inject_session_string(s, spec, &arg);
@@ -208,6 +208,24 @@ static int shim_call(pid_t pid, const char *lib, const char *spec, uint64_t *ret
         err = inject_session_call(s, fn, &arg, 1, ret);
     int err2 = inject_session_close(s);
     return err ? err : err2;
+}
+
+/* scry_shim_attach_new of the libscry-shim.so PID has loaded already (an earlier session),
+ * into *FN. A private copy in the target's root is deleted once loaded, and only
+ * CAP_SYS_ADMIN opens a deleted mapping (map_files): without it (a container's owner) the
+ * mapping is read as scry's own shim when that is the same build (build-id). Returns 0,
+ * SCRY_E_NOTFOUND (no shim loaded), or SCRY_E_PERM with MSG filled (a shim scry cannot
+ * read is loaded: loading a second one would interpose twice). */
+static int loaded_shim(const memprof_t *m, pid_t pid, raddr_t *fn, char *msg, size_t len)
+{
+    int err = inject_find_symbol_as(pid, "libscry-shim.so", "scry_shim_attach_new", m->shim, fn);
+    if (err == SCRY_E_PERM)
+        snprintf(msg, len,
+                 "process %d has a libscry-shim.so loaded (an earlier session's) that scry "
+                 "cannot read: another scry build's, deleted (reading it needs CAP_SYS_ADMIN); "
+                 "a second shim is not loaded",
+                 (int)pid);
+    return err == 0 || err == SCRY_E_PERM ? err : SCRY_E_NOTFOUND;
 }
 
 /* Loads the shim into PID and calls scry_shim_attach_new(SPEC). A shim PID has loaded
@@ -219,13 +237,14 @@ static int load_shim(memprof_t *m, pid_t pid, const char *spec, uint64_t *ret, i
                      char *msg, size_t len)
 {
     raddr_t fn = 0;
-    if (inject_find_symbol(pid, "libscry-shim.so", "scry_shim_attach_new", &fn) == 0)
-        return shim_call(pid, NULL, spec, ret, rep);
-    int err = 0;
+    int err = loaded_shim(m, pid, &fn, msg, len);
+    if (err != SCRY_E_NOTFOUND)
+        return err ? err : shim_call(pid, NULL, fn, spec, ret, rep);
+    err = 0;
     shimstage_t *st = shimstage_new(pid, m->shim, &err, msg, len);
     if (!st)
         return err;
-    err = shim_call(pid, shimstage_path(st), spec, ret, rep);
+    err = shim_call(pid, shimstage_path(st), 0, spec, ret, rep);
     shimstage_free(st); /* the target keeps its mapping (the shim is -z nodelete) */
     return err;
 }
@@ -305,81 +324,120 @@ static void py_bytes(const char *s, char *out, size_t len)
     snprintf(out + n, len - n, "'");
 }
 
-/* The script the target runs: loads the shim with ctypes and asks it for a ring; leaves
- * no name behind in __main__. */
-static int rexec_script(const char *shim, const char *spec, char *out, size_t len)
+/* The script the target runs: loads the shim SHIM with ctypes, or when SHIM is NULL uses
+ * the shim it has loaded already (an earlier session's, whose copy is gone: no path to
+ * load) by the address FN of its scry_shim_attach_new, and asks it for a ring as its last
+ * act. Nothing it does is recorded: no ring exists before that call (scry never loads the
+ * shim another way while the script may run: rexec_wait), and after it the script
+ * allocates nothing (restype None: no int object made; deleting a name frees). It runs in
+ * a namespace of its own (PEP 768), so no name is left in __main__. */
+static int rexec_script(const char *shim, raddr_t fn, const char *spec, char *out, size_t len)
 {
-    char lib[PATH_MAX * 4 + 8], arg[96 * 4 + 8];
-    py_bytes(shim, lib, sizeof lib);
+    char lib[PATH_MAX * 4 + 8], arg[96 * 4 + 8], call[PATH_MAX * 4 + 256];
+    int c;
     py_bytes(spec, arg, sizeof arg);
+    if (shim) {
+        py_bytes(shim, lib, sizeof lib);
+        c = snprintf(call, sizeof call,
+                 "    f = ctypes.CDLL(%s.decode('latin-1')).scry_shim_attach_new\n"
+                 "    f.restype = None\n"
+                 "    f.argtypes = [ctypes.c_char_p]\n",
+                 lib);
+    } else {
+        c = snprintf(call, sizeof call, "    f = ctypes.CFUNCTYPE(None, ctypes.c_char_p)(0x%llx)\n",
+                     (unsigned long long)fn);
+    }
+    if (c <= 0 || (size_t)c >= sizeof call)
+        return SCRY_E_TRUNC;
     int n = snprintf(out, len,
                      "def _scry_shim_load():\n"
                      "    import ctypes\n"
-                     "    lib = ctypes.CDLL(%s.decode('latin-1'))\n"
-                     "    lib.scry_shim_attach_new.restype = ctypes.c_int\n"
-                     "    lib.scry_shim_attach_new.argtypes = [ctypes.c_char_p]\n"
-                     "    lib.scry_shim_attach_new(%s)\n"
+                     "%s"
+                     "    f(%s)\n"
                      "try:\n"
                      "    _scry_shim_load()\n"
                      "finally:\n"
                      "    del _scry_shim_load\n",
-                     lib, arg);
+                     call, arg);
     return n > 0 && (size_t)n < len ? 0 : SCRY_E_TRUNC;
 }
 
-/* Waits (bounded: SCRY_REMOTE_EXEC_WAIT_MS, default 2000) for PID to take request R and
- * for a ring not among BEFORE (N) to appear; *RET gets its descriptor. Withdraws a request
- * not taken. Returns 0, or SCRY_E_TIMEOUT with MSG filled. */
-static int rexec_wait(rexec_t *r, pid_t pid, const int *before, int n, uint64_t *ret, char *msg,
-                      size_t len)
+/* How long a script taken by the target may run before scry gives up on it, in units of
+ * the wait for the safe point (SCRY_REMOTE_EXEC_WAIT_MS). */
+#define REXEC_RUN_FACTOR 5
+
+/* SCRY_REMOTE_EXEC_WAIT_MS (10..60000), else 2000: how long scry waits for a safe point. */
+static long rexec_wait_ms(void)
 {
     const char *env = getenv("SCRY_REMOTE_EXEC_WAIT_MS");
     long ms = env && *env ? strtol(env, NULL, 10) : 2000;
-    if (ms < 10 || ms > 60000)
-        ms = 2000;
-    int taken = 0;
-    for (long t = 0; t <= ms; t += 5) {
+    return ms < 10 || ms > 60000 ? 2000 : ms;
+}
+
+/* Waits for PID to take request R and for a ring not among BEFORE (N) to appear; *RET gets
+ * its descriptor. A request not taken within SCRY_REMOTE_EXEC_WAIT_MS (default 2000) is
+ * withdrawn: SCRY_E_TIMEOUT with *RAN = 0, and the caller may load the shim another way.
+ * Once the target took it (*RAN = 1) the script runs, and may still be running on a loaded
+ * machine: a shim loaded by ptrace now would record the script's own work (its imports,
+ * its traceback) and then lose its ring to the script's; so it gets REXEC_RUN_FACTOR times
+ * that wait to make its ring, and SCRY_E_TIMEOUT with *RAN = 1 after that. MSG says why. */
+static int rexec_wait(rexec_t *r, pid_t pid, const int *before, int n, uint64_t *ret, int *ran,
+                      char *msg, size_t len)
+{
+    long ms = rexec_wait_ms(), limit = ms, t = 0;
+    *ran = 0;
+    for (;;) {
         int fd = new_ring_fd(pid, before, n);
         if (fd >= 0 && ring_ready(pid, fd)) {
             *ret = (uint64_t)fd;
+            *ran = 1;
             return 0;
         }
-        if (!taken && rexec_pending(r) == 0)
-            taken = 1;
+        if (!*ran && rexec_pending(r) == 0) {
+            *ran = 1;
+            limit = t + REXEC_RUN_FACTOR * ms;
+        }
+        if (t >= limit) {
+            if (*ran || rexec_cancel(r) != 1)
+                break;
+            *ran = 1; /* taken just before the withdrawal */
+            limit = t + REXEC_RUN_FACTOR * ms;
+        }
         struct timespec ts = {0, 5000000};
         nanosleep(&ts, NULL);
+        t += 5;
     }
-    if (!taken && rexec_pending(r) == 1)
-        rexec_cancel(r);
-    if (rexec_pending(r) != 0 || !taken)
+    if (!*ran)
         snprintf(msg, len,
                  "process %d did not reach a safe point to run scry's script within %ld ms "
                  "(its main thread blocked in a C call, e.g. a sleep or a read?)",
                  (int)pid, ms);
     else
         snprintf(msg, len,
-                 "process %d ran scry's script but no memory ring appeared within %ld ms "
-                 "(no ctypes? its stderr may say why)",
-                 (int)pid, ms);
+                 "process %d took scry's script but no memory ring appeared within %ld ms (no "
+                 "ctypes? its stderr may say why); the shim is not loaded another way while "
+                 "that script may still run",
+                 (int)pid, limit);
     return SCRY_E_TIMEOUT;
 }
 
 /* PEP 768: the target loads the shim itself at its next safe point (its main thread runs
  * a script scry puts in its root). Returns 0 (*RET: the ring's descriptor in PID),
- * SCRY_E_UNSUPPORTED (MSG says why: the caller may use ptrace), or another error. */
+ * SCRY_E_UNSUPPORTED (MSG says why), or another error; *RAN is 1 when the target took the
+ * script (then nothing else may load the shim: rexec_wait). */
 static int load_shim_remote(memprof_t *m, pid_t pid, raddr_t runtime, const char *spec,
-                            uint64_t *ret, char *msg, size_t len)
+                            uint64_t *ret, int *ran, char *msg, size_t len)
 {
     rexec_t *r = NULL;
     char why[200] = "", script[PATH_MAX * 5];
     shimstage_t *lib = NULL, *py = NULL;
     raddr_t fn = 0;
     int before[RING_FDS_MAX];
+    *ran = 0;
     int err = rexec_open(pid, runtime, &r, why, sizeof why);
-    if (!err && inject_find_symbol(pid, "libscry-shim.so", "scry_shim_attach_new", &fn) == 0) {
+    int loaded = err ? 0 : loaded_shim(m, pid, &fn, why, sizeof why);
+    if (loaded == SCRY_E_PERM)
         err = SCRY_E_UNSUPPORTED;
-        snprintf(why, sizeof why, "the shim is loaded already (an earlier session)");
-    }
     if (err) {
         snprintf(msg, len, "cannot use remote execution (PEP 768) in process %d: %s", (int)pid,
                  why);
@@ -387,16 +445,17 @@ static int load_shim_remote(memprof_t *m, pid_t pid, raddr_t runtime, const char
     }
     int n = ring_fds(pid, before, RING_FDS_MAX);
     err = n < 0 ? n : 0;
-    if (!err && !(lib = shimstage_new(pid, m->shim, &err, msg, len)))
+    /* a shim loaded already is called where it is (a second one would interpose twice) */
+    if (!err && loaded == SCRY_E_NOTFOUND && !(lib = shimstage_new(pid, m->shim, &err, msg, len)))
         goto cleanup;
     if (!err)
-        err = rexec_script(shimstage_path(lib), spec, script, sizeof script);
+        err = rexec_script(lib ? shimstage_path(lib) : NULL, fn, spec, script, sizeof script);
     if (!err && !(py = shimstage_new_data(pid, "load.py", script, strlen(script), &err, msg, len)))
         goto cleanup;
     if (!err)
         err = rexec_request(r, shimstage_path(py));
     if (!err)
-        err = rexec_wait(r, pid, before, n, ret, msg, len);
+        err = rexec_wait(r, pid, before, n, ret, ran, msg, len);
 cleanup:
     shimstage_free(py); /* the script and its directory, and the shim's copy */
     shimstage_free(lib);
@@ -410,10 +469,11 @@ static int load_shim_how(memprof_t *m, pid_t pid, raddr_t runtime, const char *s
                          inject_report_t *rep, char *msg, size_t len)
 {
     if (m->inject_how != MEMPROF_INJECT_PTRACE && runtime) {
-        int err = load_shim_remote(m, pid, runtime, spec, ret, msg, len);
+        int ran = 0;
+        int err = load_shim_remote(m, pid, runtime, spec, ret, &ran, msg, len);
         if (!err)
             m->injected_by = "remote-exec";
-        if (!err || m->inject_how == MEMPROF_INJECT_REMOTE_EXEC)
+        if (!err || ran || m->inject_how == MEMPROF_INJECT_REMOTE_EXEC)
             return err;
         msg[0] = 0; /* auto: ptrace instead */
     }
@@ -489,7 +549,7 @@ int memprof_launch_fallback(memprof_t *m, pystate_target_t *t, char *msg, size_t
     raddr_t fn = 0;
     pid_t pid = pystate_target_info(t)->pid;
     if (!m->ring || m->adopted ||
-        inject_find_symbol(pid, "libscry-shim.so", "scry_shim_attach", &fn) == 0)
+        inject_find_symbol_as(pid, "libscry-shim.so", "scry_shim_attach", m->shim, &fn) == 0)
         return 0;
     /* The Python program has no shim: it could not be preloaded (the program runs in
      * another root, where scry's path of the shim does not exist; a wrapper such as chroot

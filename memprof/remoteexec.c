@@ -96,8 +96,17 @@ int rexec_pending(rexec_t *r)
 
 int rexec_cancel(rexec_t *r)
 {
+    /* The interpreter clears the pending flag, then copies the path: with the path emptied
+     * first, a request taken from now on runs nothing, and one taken before shows as a
+     * cleared flag (the path may or may not have been copied in time: taken, to be safe). */
+    char nul = 0;
     int32_t zero = 0;
-    return rmem_write(r->m, support(r, r->o.support_pending_call), &zero, sizeof zero);
+    int err = rmem_write(r->m, support(r, r->o.support_script_path), &nul, 1);
+    int pending = err ? err : rexec_pending(r);
+    if (pending != 1)
+        return pending < 0 ? pending : 1;
+    err = rmem_write(r->m, support(r, r->o.support_pending_call), &zero, sizeof zero);
+    return err;
 }
 
 void rexec_free(rexec_t *r)

@@ -31,7 +31,9 @@ int rexec_request(rexec_t *r, const char *script);
  * negative code. */
 int rexec_pending(rexec_t *r);
 
-/* Withdraws a request not taken yet (the pending flag back to 0). Returns 0 or a negative
+/* Withdraws a request not taken yet: the script's path emptied (a take from then on runs
+ * nothing), then the pending flag back to 0. Returns 0 (withdrawn: the target never runs
+ * the script), 1 (the target had taken it already: the script may run), or a negative
  * code. */
 int rexec_cancel(rexec_t *r);
 

@@ -165,6 +165,8 @@ class Podman(object):
         os.chown(run, self.uid, pw.pw_gid)
         os.chmod(run, 0o700)
         self.storage(pw)
+        self.reset_pause()
+        self.remove_leftovers()
         stamp = "stamp:" + root_stamp(root)
         have = subprocess.run(self.cmd("image", "inspect", "--format",
                                        '{{index .Labels "scry.stamp"}}', image),
@@ -206,6 +208,44 @@ class Podman(object):
         for path in (os.path.dirname(d), d, conf):
             os.chown(path, self.uid, pw.pw_gid)
 
+    def podman(self, *args):
+        """`podman ARGS` as the test user to its end: (exit code, stdout and stderr)."""
+        r = subprocess.run(self.cmd(*args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           cwd="/")
+        return r.returncode, r.stdout.decode("utf-8", "replace")
+
+    def reset_pause(self):
+        """The user's pause process (it holds the user namespace podman joins) can be gone
+        while podman's state says it runs (a kill of its process group; no logind here to
+        clear /run/user): every podman command then fails with "invalid internal status,
+        try resetting the pause process with podman system migrate", and the rootless case
+        skipped. Reset it then, once: podman names the remedy itself, and with no pause
+        process no container of the user can be running."""
+        rc, out = self.podman("ps", "-aq")
+        if rc != 0 and "system migrate" in out:
+            print("    (podman's pause process is gone: podman system migrate)")
+            self.podman("system", "migrate")
+
+    def remove_leftovers(self):
+        """Containers of earlier runs whose suite is gone (named scry-rootless-*-PID, PID
+        the suite's; a run killed before it could remove its container leaves it, stuck in
+        "Stopping", holding its storage)."""
+        rc, out = self.podman("ps", "-a", "--format", "{{.Names}}")
+        gone = []
+        for name in out.split() if rc == 0 else []:
+            pid = name.rsplit("-", 1)[-1]
+            if (name.startswith("scry-rootless-") and pid.isdigit()
+                    and not os.path.exists("/proc/%s" % pid)):
+                gone.append(name)
+        if gone:
+            self.podman("rm", "-f", "-t", "0", *gone)
+
+    def stop(self, c, p):
+        """Removes the container of client P (Podman.run) and reaps the client."""
+        self.podman("rm", "-f", "-t", "0", p.container_name)
+        c.kill(p)
+        c.release(p)
+
     def cmd(self, *args):
         """`podman ARGS` run as the test user (its home and runtime directory)."""
         return ["runuser", "-u", self.USER, "--", "env", "HOME=" + self.HOME,
@@ -216,8 +256,10 @@ class Podman(object):
         directory (made writable for the container's root, mapped to the user) mounted where
         the target sees it. Returns the client process."""
         os.chmod(c.tmp, 0o777)
-        cmd = self.cmd("run", "--rm", "--network", "none", "--name",
-                       "scry-%s-%d" % (name, os.getpid()), "-v",
+        cname = "scry-%s-%d" % (name, os.getpid())
+        cmd = self.cmd("run", "--rm", "--network", "none", "--name", cname, "-v",
                        "%s:%s" % (c.tmp, c.tpath(c.tmp)), self.image_name,
                        *[str(a) for a in argv])
-        return c.spawn(cmd, log_name="%s.log" % name, cwd="/")
+        p = c.spawn(cmd, log_name="%s.log" % name, cwd="/")
+        p.container_name = cname
+        return p

@@ -181,6 +181,76 @@ def thread_keep(out, i):
     out[i] = mine
 
 
+def twice_keep_1():
+    out = []
+    for _ in range(2000):
+        b = bytes(10000)  # MARK:twice_keep_1
+        out.append(b)
+    return out
+
+
+def twice_keep_2():
+    out = []
+    for _ in range(3000):
+        b = bytes(10000)  # MARK:twice_keep_2
+        out.append(b)
+    return out
+
+
+def twice_hook(event, args):
+    if event == "cpython.remote_debugger_script":
+        time.sleep(0.5)  # scry's PEP 768 script starts late, as on a loaded machine
+
+
+def twice_idle():
+    time.sleep(0.02)  # MARK:twice_idle
+
+
+def twice_ring(limit, enabled, ring=None):
+    """Polls until scry's ring in this process (RING, else any) is enabled (ENABLED True)
+    or no longer (False), idling on the marked line in between: where the main thread takes
+    scry's PEP 768 script. Returns (the ring or None on time-out, seconds waited)."""
+    t0 = time.monotonic()
+    watch = ring
+    while time.monotonic() - t0 < limit:
+        ring = watch or find_ring()
+        h = ring_header(ring) if ring else None
+        on = bool(h and h[0] == RING_MAGIC and h[3] == 1 and h[4] == os.getpid())
+        if on == enabled:
+            return ring, time.monotonic() - t0
+        twice_idle()
+    return None, limit
+
+
+def twice(truth, ready, truth_path, limit):
+    """Two --memory sessions one after the other (run_memory.py twice_attach): in each,
+    once scry's ring is enabled, a warm-up and then known bytes kept on the phase's own
+    line (20 and 30 MB), then the phase waits for the session's end (the interpreter's own
+    shutdown is not part of a session). While waiting, the main thread idles on a marked
+    line that allocates nothing, where it takes a PEP 768 request; an audit hook holds
+    scry's script 0.5 s at its start (3.14+), as a loaded machine would. Nothing else
+    allocates in another file during a session: the truth is written by hand."""
+    sys.addaudithook(twice_hook)
+    write_json(ready, truth)
+    kept, waits = [], []
+    for fn in (twice_keep_1, twice_keep_2):
+        ring, waited = twice_ring(limit, True)
+        waits.append(round(waited, 2))
+        if not ring:
+            break
+        warmup()
+        kept.append(fn())
+        twice_ring(limit, False, ring)  # this session's ring: the next may start at once
+    sizes = [sum(sys.getsizeof(b) for b in k) for k in kept]
+    text = '{"twice_bytes": [%s], "ring_wait_s": [%s], "file": "%s", "marks": {%s}}' % (
+        ", ".join("%d" % n for n in sizes), ", ".join("%.2f" % w for w in waits), FILE,
+        ", ".join('"%s": [%d, "%s"]' % (k, v[0], v[1]) for k, v in truth["marks"].items()))
+    with open(truth_path + ".tmp", "w") as f:
+        f.write(text)
+    os.rename(truth_path + ".tmp", truth_path)
+    return kept
+
+
 def reattach(truth, ready, truth_path, limit):
     """A pool whose threads exist before scry's first session and churn through its end,
     then keep memory in a second session (issue 11: an attached --memory session must see
@@ -342,6 +412,8 @@ def main():
         import numpy as np
     if case == "reattach":
         return reattach(truth, ready, truth_path, wait_limit)
+    if case == "twice":
+        return twice(truth, ready, truth_path, wait_limit)
     write_json(ready, truth)
     if wait_limit > 0:
         ring, waited, header = wait_ring(wait_limit)
