@@ -990,21 +990,38 @@ def t_gil_share_of_samples(c):
 def t_entry_frames_hidden(c):
     """3.12 runs a generator resumed from C (sum, list, sorted) behind an entry frame of the
     trampoline code object, "<interpreter trampoline> (<shim>:0)": never in a profile (it
-    was at the leaf of 2-7% of the stacks); its time goes to the calling line."""
+    was at the leaf of 2-7% of the stacks); its time goes to the calling line, and the
+    generators keep theirs: their share within 15 points of a --blocking run's (the threads
+    stopped for each read). scry and the target share one CPU, so each read sees the target
+    at rest as --blocking does: what is checked is the frames' handling, not the read-while-
+    running bias that generators switching every few hundred nanoseconds meet on separate
+    CPUs (docs/accuracy.md "Fast-switching frames")."""
     if c.version[:2] != (3, 12):
         raise Skip("the trampoline code object is 3.12's")
-    res, text = c.record(["-r", 250, "--"] + c.workload_cmd("generators.py", ["--seconds", 3]),
-                         "collapsed")
-    stacks = parse_collapsed(text)
-    total = sum(n for _, n in stacks)
-    shown = sum(n for frames, n in stacks if any("trampoline" in fr[0] or fr[1] == "<shim>"
-                                                 for fr in frames))
-    check(total >= 20, "only %d samples" % total)
-    check(shown == 0, "%d of %d samples show an entry frame: %s" % (
-        shown, total, short(text, 400)))
-    gen = sum(n for frames, n in stacks if any(fr[0] in ("leaf", "mid") for fr in frames))
-    check(gen > total / 8, "the generators have %d of %d samples" % (gen, total))
-    return "%d samples, none with an entry frame, %d in the generators" % (total, gen)
+    cpus = sorted(os.sched_getaffinity(0))
+    shares = []
+    for extra in ([], ["--blocking"]):
+        os.sched_setaffinity(0, {cpus[0]})  # scry and its launched target inherit it
+        try:
+            res, text = c.record(extra + ["-r", 250, "--"] +
+                                 c.workload_cmd("generators.py", ["--seconds", 2]),
+                                 "collapsed", "gen%d.txt" % len(shares))
+        finally:
+            os.sched_setaffinity(0, cpus)
+        stacks = parse_collapsed(text)
+        total = sum(n for _, n in stacks)
+        shown = sum(n for frames, n in stacks if any("trampoline" in fr[0] or fr[1] == "<shim>"
+                                                     for fr in frames))
+        check(total >= 40, "only %d samples %s" % (total, extra))
+        check(shown == 0, "%d of %d samples show an entry frame: %s" % (
+            shown, total, short(text, 400)))
+        gen = sum(n for frames, n in stacks if any(fr[0] in ("leaf", "mid") for fr in frames))
+        shares.append((100.0 * gen / total, total))
+    (got, n), (truth, nb) = shares
+    check(abs(got - truth) <= 15, "the generators have %.0f%% of %d samples, %.0f%% of %d with "
+          "--blocking" % (got, n, truth, nb))
+    return "none with an entry frame; the generators %.0f%% of %d samples, %.0f%% of %d with " \
+        "--blocking" % (got, n, truth, nb)
 
 
 @test("exec_followed")
