@@ -135,6 +135,30 @@ static inline char *render(report_profile_t *p, enum report_format fmt, const re
     return buf;
 }
 
+/* Checks that rendering P in FMT again gives FIRST byte for byte (deterministic output). */
+static inline void check_renders_same(report_profile_t *p, enum report_format fmt,
+                                      const report_options_t *opt, const char *first)
+{
+    char *again = render(p, fmt, opt, NULL);
+    CHECK(first && again && strcmp(first, again) == 0, "a second rendering differs");
+    free(again);
+}
+
+static inline int run_python(const char *code, const char *text);
+
+/* Checks that an empty profile (meta M) renders in FMT and that the Python CHECKER accepts
+ * the output. */
+static inline void check_empty(const report_meta_t *m, enum report_format fmt,
+                               const char *checker)
+{
+    report_profile_t *p = report_profile_new(m);
+    int rc;
+    char *out = render(p, fmt, NULL, &rc);
+    CHECK(rc == 0 && out && run_python(checker, out) == 0);
+    free(out);
+    report_profile_free(p);
+}
+
 /* Runs `python3 -c CODE FILE` where FILE holds TEXT; returns the exit status. */
 static inline int run_python(const char *code, const char *text)
 {
