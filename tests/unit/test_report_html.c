@@ -103,11 +103,9 @@ static report_profile_t *profile(int memory)
                           PY("<module>", "/srv/app.py", 9)};
     scry_frame_t evil[] = {PY("f\"<b>&'", "/srv/<img src=x onerror=alert(1)>.py", 7)};
     uint64_t t = 1000000;
-    for (int i = 0; i < 6; i++)
-        add_cpu(p, hot, 2, SCRY_CLASS_PYTHON, 10000000, 1, t += 10000000);
-    for (int i = 0; i < 3; i++)
-        add_cpu(p, nat, 3, SCRY_CLASS_NATIVE, 10000000, 1, t += 10000000);
-    add_cpu(p, evil, 1, SCRY_CLASS_SYSTEM, 10000000, 2, t += 10000000);
+    add_cpu_10ms(p, hot, 2, SCRY_CLASS_PYTHON, 1, 6, &t);
+    add_cpu_10ms(p, nat, 3, SCRY_CLASS_NATIVE, 1, 3, &t);
+    add_cpu_10ms(p, evil, 1, SCRY_CLASS_SYSTEM, 2, 1, &t);
     if (memory) {
         for (int i = 0; i < 8; i++)
             add_mem(p, hot, 2, SCRY_METRIC_ALLOC, i & 1, 1 << 20, 0x100000 + 0x1000 * (uint64_t)i,

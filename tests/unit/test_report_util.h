@@ -73,6 +73,15 @@ static inline void add_cpu(report_profile_t *p, const scry_frame_t *f, uint32_t 
     }
 }
 
+/* Adds COUNT CPU samples of 10 ms each (frames leaf first), one every 10 ms after *T, which
+ * advances to the last one's time. */
+static inline void add_cpu_10ms(report_profile_t *p, const scry_frame_t *f, uint32_t n, int cls,
+                                int tid, int count, uint64_t *t)
+{
+    for (int i = 0; i < count; i++)
+        add_cpu(p, f, n, cls, 10000000, tid, *t += 10000000);
+}
+
 static inline void add_mem(report_profile_t *p, const scry_frame_t *f, uint32_t n, int metric,
                            int cls, uint64_t bytes, uint64_t addr, uint64_t t_ns)
 {
