@@ -266,14 +266,6 @@ static int64_t stack_type_value(const pp_t *x, const report__stack_t *st, enum p
     return 0;
 }
 
-static const char *thread_name_of(const report_profile_t *p, int32_t tid)
-{
-    for (uint32_t i = 0; i < p->nthreads; i++)
-        if (p->threads[i].tid == tid)
-            return p->threads[i].name;
-    return "";
-}
-
 static const char *class_name(int c)
 {
     return c == SCRY_CLASS_PYTHON ? "python" : c == SCRY_CLASS_NATIVE ? "native" : "system";
@@ -324,7 +316,7 @@ static int build_samples(pp_t *x)
         const report__stack_t *st = &p->stacks[order[k]];
         if (!have_tid || st->tid != cur_tid) {
             cur_tid = st->tid;
-            cur_name = pp_str(&x->strs, thread_name_of(p, st->tid));
+            cur_name = pp_str(&x->strs, report__thread_name(p, st->tid));
             have_tid = 1;
         }
         for (int c = 0; c < REPORT__NCLASS && si < ns; c++) {
