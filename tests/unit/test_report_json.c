@@ -109,15 +109,7 @@ int main(void)
                       .target_exited = 1,
                       .gil_fraction = 0.4};
     CHECK(report_profile_set_end(p, &e) == 0);
-    int rc;
-    char *out = render(p, REPORT_FORMAT_JSON, NULL, &rc);
-    CHECK(rc == 0 && out);
-    if (out) {
-        int st = run_python(checker, out);
-        CHECK_INT(st, ==, 0);
-        if (st != 0)
-            fprintf(stderr, "%s\n", out);
-    }
+    char *out = render_checked(p, REPORT_FORMAT_JSON, checker);
     check_renders_same(p, REPORT_FORMAT_JSON, NULL, out);
     free(out);
     report_profile_free(p);

@@ -155,16 +155,31 @@ static inline void check_renders_same(report_profile_t *p, enum report_format fm
 
 static inline int run_python(const char *code, const char *text);
 
+/* Renders P in FMT (no options), checking that it renders and that the Python CHECKER
+ * accepts the output (printed when not). Returns the output (the caller frees it; NULL after
+ * a failed check). */
+static inline char *render_checked(report_profile_t *p, enum report_format fmt,
+                                   const char *checker)
+{
+    int rc;
+    char *out = render(p, fmt, NULL, &rc);
+    CHECK(rc == 0 && out);
+    if (out) {
+        int st = run_python(checker, out);
+        CHECK_INT(st, ==, 0);
+        if (st != 0)
+            fprintf(stderr, "%s\n", out);
+    }
+    return out;
+}
+
 /* Checks that an empty profile (meta M) renders in FMT and that the Python CHECKER accepts
  * the output. */
 static inline void check_empty(const report_meta_t *m, enum report_format fmt,
                                const char *checker)
 {
     report_profile_t *p = report_profile_new(m);
-    int rc;
-    char *out = render(p, fmt, NULL, &rc);
-    CHECK(rc == 0 && out && run_python(checker, out) == 0);
-    free(out);
+    free(render_checked(p, fmt, checker));
     report_profile_free(p);
 }
 
