@@ -158,8 +158,7 @@ static inline int run_python(const char *code, const char *text);
 /* Renders P in FMT (no options), checking that it renders and that the Python CHECKER
  * accepts the output (printed when not). Returns the output (the caller frees it; NULL after
  * a failed check). */
-static inline char *render_checked(report_profile_t *p, enum report_format fmt,
-                                   const char *checker)
+static inline char *render_checked(report_profile_t *p, enum report_format fmt, const char *checker)
 {
     int rc;
     char *out = render(p, fmt, NULL, &rc);
@@ -175,8 +174,7 @@ static inline char *render_checked(report_profile_t *p, enum report_format fmt,
 
 /* Checks that an empty profile (meta M) renders in FMT and that the Python CHECKER accepts
  * the output. */
-static inline void check_empty(const report_meta_t *m, enum report_format fmt,
-                               const char *checker)
+static inline void check_empty(const report_meta_t *m, enum report_format fmt, const char *checker)
 {
     report_profile_t *p = report_profile_new(m);
     free(render_checked(p, fmt, checker));
