@@ -217,22 +217,18 @@ static void test_untraceable(void)
     t_proc_t p;
     start_work(&p);
     /* Already traced by someone else. */
-    int sync[2];
-    CHECK(pipe(sync) == 0, "pipe");
-    pid_t other = fork();
+    int sync;
+    pid_t other = t_fork_piped(&sync);
     if (other == 0) {
-        check_child_dies_with_test();
-        close(sync[0]);
         long r = ptrace(PTRACE_SEIZE, p.pid, 0, 0);
-        if (write(sync[1], r == 0 ? "y" : "n", 1) != 1)
+        if (write(sync, r == 0 ? "y" : "n", 1) != 1)
             _exit(1);
         pause();
         _exit(0);
     }
-    close(sync[1]);
     char c = 0;
-    CHECK(read(sync[0], &c, 1) == 1 && c == 'y', "helper seized the target");
-    close(sync[0]);
+    CHECK(read(sync, &c, 1) == 1 && c == 'y', "helper seized the target");
+    close(sync);
     rc = inject_call_dlopen(p.pid, t_lib, NULL, &rep);
     CHECK_RC(rc, SCRY_E_PERM, rep);
     kill(other, SIGKILL);
