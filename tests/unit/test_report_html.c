@@ -132,14 +132,19 @@ static char *render_safe(report_profile_t *p)
     return html;
 }
 
-static void test_cpu(void)
+/* Builds profile(MEMORY), renders it (render_safe) and hands the page to CHECK_PAGE. */
+static void test_page(int memory, void (*check_page)(report_profile_t *p, const char *html))
 {
-    report_profile_t *p = profile(0);
+    report_profile_t *p = profile(memory);
     char *html = render_safe(p);
-    if (!html) {
-        report_profile_free(p);
-        return;
-    }
+    if (html)
+        check_page(p, html);
+    free(html);
+    report_profile_free(p);
+}
+
+static void check_cpu(report_profile_t *p, const char *html)
+{
     /* header */
     CHECK_CONTAINS(html, "python3 &lt;b onmouseover=alert(1)&gt;app.py",
                    "<dt>Python</dt><dd>3.12.1</dd>", "<dt>duration</dt><dd>2.00 s</dd>",
@@ -171,18 +176,10 @@ static void test_cpu(void)
     CHECK(run_python(balance_py, html) == 0);
     /* deterministic */
     check_renders_same(p, REPORT_FORMAT_HTML, &t_src, html);
-    free(html);
-    report_profile_free(p);
 }
 
-static void test_memory(void)
+static void check_memory(report_profile_t *p, const char *html)
 {
-    report_profile_t *p = profile(1);
-    char *html = render_safe(p);
-    if (!html) {
-        report_profile_free(p);
-        return;
-    }
     CHECK(strstr(html, "<th>alloc MiB</th><th>Python alloc</th><th>net MiB</th><th>peak MiB</th>"
                        "<th>copy MiB/s</th><th>leak</th>") != NULL);
     CHECK(strstr(html, "<a href=\"#sc-mem\" data-tab=\"sc-mem\">Memory</a>") != NULL);
@@ -203,8 +200,6 @@ static void test_memory(void)
             fclose(f);
         }
     }
-    free(html);
-    report_profile_free(p);
 }
 
 static void test_empty(void)
@@ -246,8 +241,8 @@ int main(void)
     make_tree();
     t_src = src_options(tmpdir);
     CHECK(t_src.source_ctx != NULL);
-    test_cpu();
-    test_memory();
+    test_page(0, check_cpu);
+    test_page(1, check_memory);
     test_empty();
     test_no_source();
     src_options_free(&t_src);
