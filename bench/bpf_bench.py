@@ -16,13 +16,13 @@ slowdown: peers_bench.py's case (bench/workloads/slowdown.py, UNITS of work, its
 time) unprofiled, under scry's perf and bpf samplers at 1 kHz, and under `perf record -e
 task-clock` at 1 kHz alone, REPS + 2 runs of each, interleaved; ratios of medians.
 """
-import argparse
 import os
 import shutil
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import benchlib  # noqa: E402
 import peers_bench as pb  # noqa: E402  (the spin target, scry_record, med)
 import scrytest as st  # noqa: E402
 
@@ -76,11 +76,8 @@ def bench_slowdown(a):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--scry", required=True)
-    ap.add_argument("--python", help="interpreter path (default: scrytest's 3.12)")
-    ap.add_argument("--seconds", type=float, default=5)
-    ap.add_argument("--reps", type=int, default=5)
+    ap = benchlib.parser(__doc__, python=("interpreter path (default: scrytest's 3.12)", None),
+                         seconds=5, reps=5)
     ap.add_argument("--units", type=int, default=2000)
     ap.add_argument("only", nargs="*", default=["cpu1", "slowdown"])
     a = ap.parse_args()

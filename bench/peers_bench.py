@@ -20,7 +20,6 @@ target process (bench/workloads/spin.py), so they see the same program:
            perf-event sampler; it wakes only when its ring is half full), interleaved
   dump     wall time of one dump of a 100-thread target: scry dump vs austin -w
 """
-import argparse
 import json
 import os
 import re
@@ -34,6 +33,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "lib"))
 import scrytest as st  # noqa: E402  (interpreters, clock)
+import benchlib  # noqa: E402  (bench/, this script's directory)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SPIN = os.path.join(HERE, "workloads", "spin.py")
@@ -272,14 +272,11 @@ def report(res):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--scry", required=True)
+    ap = benchlib.parser(__doc__, python=("interpreter path (default: scrytest's debian3.11)",
+                                          None), seconds=5, reps=3)
     ap.add_argument("--austin", required=True)
     ap.add_argument("--austinp", required=True)
     ap.add_argument("--scry-base", help="dump: a second scry binary (before a change), interleaved")
-    ap.add_argument("--python", help="interpreter path (default: scrytest's debian3.11)")
-    ap.add_argument("--seconds", type=float, default=5)
-    ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--units", type=int, default=400)
     ap.add_argument("--json")
     ap.add_argument("only", nargs="*", default=["cpu1", "cpu100", "native", "slowdown", "dump"])

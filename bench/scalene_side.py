@@ -19,13 +19,14 @@ Scalene runs the program through a wrapper that turns split.py's final os._exit 
 sys.exit (Scalene writes its profile at exit) and is told --profile-only <workload file>,
 so that library time is charged to the workload's calling line, as scry does by default.
 """
-import argparse
 import json
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
+
+import benchlib  # bench/, this script's directory
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -139,11 +140,7 @@ def one_run(tool, opts, name, tmp):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--scry", required=True)
-    ap.add_argument("--python", default="/usr/bin/python3.11")
-    ap.add_argument("--seconds", type=float, default=8.0)
-    ap.add_argument("--reps", type=int, default=3)
+    ap = benchlib.parser(__doc__, python=(None, "/usr/bin/python3.11"), seconds=8.0, reps=3)
     opts = ap.parse_args()
     if subprocess.run([opts.python, "-c", "import scalene"], stderr=subprocess.DEVNULL).returncode:
         sys.exit("scalene_side: %s cannot import scalene (apt-get install python3-scalene)"

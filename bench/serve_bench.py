@@ -32,7 +32,6 @@ Run as root: python3 bench/serve_bench.py --scry build/daemon/scry [--quick] [--
 --sampler: the daemon's back end (its `sampler` option; default: perf where allowed).
 Markdown on stdout, progress on stderr.
 """
-import argparse
 import json
 import os
 import re
@@ -47,6 +46,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "lib"))
 import scrytest as st  # noqa: E402
+import benchlib  # noqa: E402  (bench/, this script's directory)
 
 SVC = os.path.join(HERE, "..", "tests", "func", "serve", "workloads", "svc.py")
 POOL = os.path.join(HERE, "..", "tests", "func", "serve", "workloads", "pool.py")
@@ -262,8 +262,7 @@ def bench_forkburst(b, n_idle, bursts, size):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--scry", required=True)
+    ap = benchlib.parser(__doc__)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--sampler", choices=("perf", "ptrace"))
     ap.add_argument("--idle", type=int, default=200)

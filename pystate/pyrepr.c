@@ -306,6 +306,15 @@ static int repr_bytes(pystate_target_t *t, raddr_t obj, pystate_value_t *v, out_
 
 static int repr_any(pystate_target_t *t, raddr_t obj, int depth, pystate_value_t *v, out_t *o);
 
+/* read_size of a container into *LEN, and into V->len (V may be NULL) once read. */
+static int read_len(pystate_target_t *t, raddr_t obj, int64_t off, pystate_value_t *v, int64_t *len)
+{
+    int err = read_size(t, obj, off, len);
+    if (!err && v)
+        v->len = *len;
+    return err;
+}
+
 /* A container past the depth bound, or whose table does not read: "<TYPE len=N>". */
 static void put_sized(out_t *o, const char *type, int64_t len)
 {
@@ -320,11 +329,9 @@ static int repr_seq(pystate_target_t *t, raddr_t obj, int is_list, int depth, py
 {
     const pystate_layout_t *L = &t->layout;
     int64_t len = 0;
-    int err = read_size(t, obj, L->var_size, &len);
+    int err = read_len(t, obj, L->var_size, v, &len);
     if (err)
         return err;
-    if (v)
-        v->len = len;
     const char *open = is_list ? "[" : "(", *close = is_list ? "]" : ")";
     if (depth >= PYSTATE_REPR_DEPTH) {
         put_sized(o, is_list ? "list" : "tuple", len);
@@ -400,11 +407,9 @@ static int dict_entries(pystate_target_t *t, raddr_t obj, raddr_t *keys, raddr_t
 static int repr_dict(pystate_target_t *t, raddr_t obj, int depth, pystate_value_t *v, out_t *o)
 {
     int64_t len = 0;
-    int err = read_size(t, obj, t->layout.dict_used, &len);
+    int err = read_len(t, obj, t->layout.dict_used, v, &len);
     if (err)
         return err;
-    if (v)
-        v->len = len;
     raddr_t keys[REPR_SCAN], vals[REPR_SCAN];
     size_t n = 0;
     if (depth >= PYSTATE_REPR_DEPTH || (err = dict_entries(t, obj, keys, vals, &n)) != 0) {
@@ -460,11 +465,9 @@ static int repr_set(pystate_target_t *t, raddr_t obj, const char *type, int dept
                     pystate_value_t *v, out_t *o)
 {
     int64_t len = 0;
-    int err = read_size(t, obj, t->layout.set_used, &len);
+    int err = read_len(t, obj, t->layout.set_used, v, &len);
     if (err)
         return err;
-    if (v)
-        v->len = len;
     int frozen = type[0] == 'f';
     raddr_t keys[REPR_SCAN];
     size_t n = 0;

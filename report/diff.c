@@ -3,6 +3,7 @@
  * The JSON files come from anywhere (hostile): json-c parses them with a bounded depth, the
  * text is bounded by the caller, and every count, index and string is checked before use.
  */
+#include "json_in.h"
 #include "report_internal.h"
 
 #include <errno.h>
@@ -238,14 +239,11 @@ int report_diff_load(report_diff_t *d, int which, const char *text, size_t len, 
     }
     diff_side_t *s = &d->side[which];
     int rc = SCRY_E_NOMEM;
-    json_tokener *tok = json_tokener_new_ex(DIFF_DEPTH);
-    if (!tok)
+    json_object *root;
+    enum json_tokener_error jerr;
+    size_t used;
+    if (report_json_parse(text, len, DIFF_DEPTH, &root, &jerr, &used) != 0)
         return rc;
-    json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
-    json_object *root = json_tokener_parse_ex(tok, text, (int)len);
-    enum json_tokener_error jerr = json_tokener_get_error(tok);
-    size_t used = json_tokener_get_parse_end(tok);
-    json_tokener_free(tok);
     while (used < len &&
            (text[used] == ' ' || text[used] == '\n' || text[used] == '\t' || text[used] == '\r'))
         used++;

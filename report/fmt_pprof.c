@@ -266,17 +266,22 @@ static int64_t stack_type_value(const pp_t *x, const report__stack_t *st, enum p
     return 0;
 }
 
-static const char *thread_name_of(const report_profile_t *p, int32_t tid)
-{
-    for (uint32_t i = 0; i < p->nthreads; i++)
-        if (p->threads[i].tid == tid)
-            return p->threads[i].name;
-    return "";
-}
-
 static const char *class_name(int c)
 {
     return c == SCRY_CLASS_PYTHON ? "python" : c == SCRY_CLASS_NATIVE ? "native" : "system";
+}
+
+/* Fills label NL of a sample's LB (pointed to by LP[NL]): KEY with the number NUM or the
+ * string STR (a string table index; 0 for none). Returns the next label's index. */
+static size_t add_label(pb_label_t *lb, pb_label_t **lp, size_t nl, int64_t key, int64_t num,
+                        int64_t str)
+{
+    perftools__profiles__label__init(&lb[nl]);
+    lb[nl].key = key;
+    lb[nl].num = num;
+    lb[nl].str = str;
+    lp[nl] = &lb[nl];
+    return nl + 1;
 }
 
 static int build_samples(pp_t *x)
@@ -324,7 +329,7 @@ static int build_samples(pp_t *x)
         const report__stack_t *st = &p->stacks[order[k]];
         if (!have_tid || st->tid != cur_tid) {
             cur_tid = st->tid;
-            cur_name = pp_str(&x->strs, thread_name_of(p, st->tid));
+            cur_name = pp_str(&x->strs, report__thread_name(p, st->tid));
             have_tid = 1;
         }
         for (int c = 0; c < REPORT__NCLASS && si < ns; c++) {
@@ -350,31 +355,12 @@ static int build_samples(pp_t *x)
             }
             pb_label_t *lb = x->labels + si * PP_MAX_LABELS;
             pb_label_t **lp = x->labelp + si * PP_MAX_LABELS;
-            size_t nl = 0;
-            perftools__profiles__label__init(&lb[nl]);
-            lb[nl].key = k_tid;
-            lb[nl].num = st->tid;
-            lp[nl] = &lb[nl];
-            nl++;
-            if (cur_name) {
-                perftools__profiles__label__init(&lb[nl]);
-                lb[nl].key = k_tname;
-                lb[nl].str = cur_name;
-                lp[nl] = &lb[nl];
-                nl++;
-            }
-            perftools__profiles__label__init(&lb[nl]);
-            lb[nl].key = k_class;
-            lb[nl].str = v_class[c];
-            lp[nl] = &lb[nl];
-            nl++;
-            if (v_container) {
-                perftools__profiles__label__init(&lb[nl]);
-                lb[nl].key = k_container;
-                lb[nl].str = v_container;
-                lp[nl] = &lb[nl];
-                nl++;
-            }
+            size_t nl = add_label(lb, lp, 0, k_tid, st->tid, 0);
+            if (cur_name)
+                nl = add_label(lb, lp, nl, k_tname, 0, cur_name);
+            nl = add_label(lb, lp, nl, k_class, 0, v_class[c]);
+            if (v_container)
+                nl = add_label(lb, lp, nl, k_container, 0, v_container);
             s->label = lp;
             s->n_label = nl;
             x->samplep[si++] = s;

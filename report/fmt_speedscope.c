@@ -128,14 +128,6 @@ static int write_profile(ss_t *s, const uint32_t *order, uint32_t from, uint32_t
     return 0;
 }
 
-static const char *thread_name(const report_profile_t *p, int32_t tid)
-{
-    for (uint32_t i = 0; i < p->nthreads; i++)
-        if (p->threads[i].tid == tid)
-            return p->threads[i].name;
-    return "";
-}
-
 int report__write_speedscope(report_profile_t *p, FILE *out, const report_options_t *o)
 {
     static const struct {
@@ -175,7 +167,7 @@ int report__write_speedscope(report_profile_t *p, FILE *out, const report_option
             while (end < p->nstacks && p->stacks[by_tid[end]].tid == tid)
                 end++;
             report__sb_t name = {0};
-            const char *tn = thread_name(p, tid);
+            const char *tn = report__thread_name(p, tid);
             report__sb_printf(&name, "thread %d", (int)tid);
             if (tn && tn[0])
                 report__sb_printf(&name, " (%s)", tn);

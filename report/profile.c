@@ -370,6 +370,14 @@ static report__thread_t *find_thread(report_profile_t *p, int32_t tid)
     return &nt[p->nthreads - 1];
 }
 
+const char *report__thread_name(const report_profile_t *p, int32_t tid)
+{
+    for (uint32_t i = 0; i < p->nthreads; i++)
+        if (p->threads[i].tid == tid)
+            return p->threads[i].name;
+    return "";
+}
+
 report_profile_t *report_profile_new(const report_meta_t *meta)
 {
     if (!meta)

@@ -167,6 +167,8 @@ int report__rehash(const void *ctx, uint32_t **slots, uint32_t *cap, uint32_t n,
  * overflow) or SCRY_E_NOMEM. */
 int report__profile_add_cpu(report_profile_t *p, const scry_sample_t *s, uint64_t count,
                             uint64_t value);
+/* The name P holds for thread TID ("" when it has none, or no such thread). */
+const char *report__thread_name(const report_profile_t *p, int32_t tid);
 
 /* scope.c: whether FILE is the user's code under P's include/exclude patterns. */
 int report__user_file(const report_profile_t *p, const char *file);

@@ -1,6 +1,7 @@
 /* ctl.c - the control socket: request parser, server, authorisation. */
 #include "ctl.h"
 #include "config.h"
+#include "json_in.h"
 #include "log.h"
 #include "report.h"
 #include "scry_err.h"
@@ -91,16 +92,13 @@ int serve_ctl_parse(const char *buf, size_t len, serve_ctl_req_t *req, char *msg
         snprintf(msg, msglen, "request contains a NUL byte");
         return SCRY_E_INVAL;
     }
-    json_tokener *tok = json_tokener_new_ex(3);
-    if (!tok) {
+    json_object *o;
+    enum json_tokener_error jerr;
+    size_t used;
+    if (report_json_parse(buf, len, 3, &o, &jerr, &used) != 0) {
         snprintf(msg, msglen, "out of memory");
         return SCRY_E_NOMEM;
     }
-    json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
-    json_object *o = json_tokener_parse_ex(tok, buf, (int)len);
-    enum json_tokener_error jerr = json_tokener_get_error(tok);
-    size_t used = json_tokener_get_parse_end(tok);
-    json_tokener_free(tok);
     int err = SCRY_E_INVAL;
     if (!o || jerr != json_tokener_success) {
         snprintf(msg, msglen, "malformed JSON: %s",

@@ -15,13 +15,14 @@ static const int minors[] = {6, 7, 8, 9, 10, 11, 12, 13};
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    uint8_t vsel;
-    uint16_t code_off;
-    uint32_t insn;
-    fuzz_take(&data, &size, &vsel, 1);
-    fuzz_take(&data, &size, &code_off, 2);
-    fuzz_take(&data, &size, &insn, 4);
-    int minor = minors[vsel % (sizeof minors / sizeof minors[0])];
+    struct __attribute__((packed)) {
+        uint8_t vsel;
+        uint16_t code_off;
+        uint32_t insn;
+    } in; /* the input's header, as laid out in the file */
+    fuzz_take(&data, &size, &in, sizeof in);
+    uint16_t code_off = in.code_off;
+    int minor = minors[in.vsel % (sizeof minors / sizeof minors[0])];
     const pystate_layout_t *layout = pystate_layout_for(3, minor);
     if (!layout)
         return 0;
@@ -33,14 +34,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         layout->runtime_finalizing >= 0 ? IMG + (uint64_t)layout->runtime_finalizing : 0;
 
     scry_frame_t fr;
-    int rc = pystate_resolve_code(t, IMG + code_off, insn, &fr);
+    int rc = pystate_resolve_code(t, IMG + code_off, in.insn, &fr);
     (void)rc;
     /* one snapshot for the run, as the sampler keeps one (a fresh one per input, up to 4096
      * threads of buffers each, churned ASan's quarantine past libFuzzer's RSS limit) */
     static pystate_snapshot_t *snap;
     if (!snap && !(snap = pystate_snapshot_new()))
         abort();
-    pystate_set_torn_retries(t, vsel & 0x80 ? 8 : 0);
+    pystate_set_torn_retries(t, in.vsel & 0x80 ? 8 : 0);
     (void)pystate_sample(t, snap);
     size_t n = pystate_snapshot_count(snap);
     for (size_t i = 0; i < n; i++)

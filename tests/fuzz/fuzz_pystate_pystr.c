@@ -7,20 +7,18 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    uint8_t style, kind, ascii;
-    uint32_t word;
-    uint64_t length;
-    uint16_t outsz;
-    fuzz_take(&data, &size, &style, 1);
-    fuzz_take(&data, &size, &word, 4);
-    fuzz_take(&data, &size, &kind, 1);
-    fuzz_take(&data, &size, &ascii, 1);
-    fuzz_take(&data, &size, &length, 8);
-    fuzz_take(&data, &size, &outsz, 2);
+    struct __attribute__((packed)) {
+        uint8_t style;
+        uint32_t word;
+        uint8_t kind, ascii;
+        uint64_t length;
+        uint16_t outsz;
+    } in; /* the input's header, as laid out in the file */
+    fuzz_take(&data, &size, &in, sizeof in);
     pystate_str_state_t st;
-    int rc = pystate_str_decode_state(style % 3, word, &st);
+    int rc = pystate_str_decode_state(in.style % 3, in.word, &st);
     FUZZ_ASSERT(rc == 0 || rc == SCRY_E_UNSUPPORTED || rc == SCRY_E_CORRUPT || rc == SCRY_E_INVAL);
-    size_t cap = (size_t)outsz % 4096 + 1;
+    size_t cap = (size_t)in.outsz % 4096 + 1;
     char *out = malloc(cap);
     if (!out)
         return 0;
@@ -28,7 +26,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* a copy, so ASan sees reads past the characters given */
     void *chars = fuzz_copy(data, size);
     if (chars) {
-        rc = pystate_str_to_utf8(chars, size, kind % 5, ascii & 1, length, out, cap, &written);
+        rc = pystate_str_to_utf8(chars, size, in.kind % 5, in.ascii & 1, in.length, out, cap,
+                                 &written);
         if (rc == 0 || rc == SCRY_E_TRUNC) {
             FUZZ_ASSERT(written < cap && out[written] == 0 && strlen(out) == written);
         } else {

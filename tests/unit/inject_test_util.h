@@ -136,17 +136,33 @@ static inline void t_abort_after(struct sigaction *old, long usec)
     setitimer(ITIMER_REAL, &it, NULL);
 }
 
+/* Forks a child that dies with the test, joined to the parent by a pipe: *FD is the write
+ * end in the child, the read end in the parent (the other end closed). Returns fork's
+ * result (0 in the child). */
+static inline pid_t t_fork_piped(int *fd)
+{
+    int p[2];
+    CHECK(pipe(p) == 0, "pipe");
+    pid_t child = fork();
+    if (child == 0) {
+        check_child_dies_with_test();
+        close(p[0]);
+        *fd = p[1];
+        return 0;
+    }
+    close(p[1]);
+    *fd = p[0];
+    return child;
+}
+
 /* Forks a tracer that loads t_lib into PID and calls scry_test_sleep_ms(SLEEP_MS) there,
  * and SIGKILLs it KILL_AFTER_US after it reached the call (the kernel then detaches the
  * thread in the middle of the call). Returns the tracer's wait status. */
 static inline int t_kill_tracer_in_call(pid_t pid, uint64_t sleep_ms, useconds_t kill_after_us)
 {
-    int sync[2];
-    CHECK(pipe(sync) == 0, "pipe");
-    pid_t child = fork();
+    int sync;
+    pid_t child = t_fork_piped(&sync);
     if (child == 0) {
-        check_child_dies_with_test();
-        close(sync[0]);
         inject_opts_t o = {.timeout_ms = 10000};
         inject_report_t rep;
         inject_session_t *s = NULL;
@@ -154,15 +170,14 @@ static inline int t_kill_tracer_in_call(pid_t pid, uint64_t sleep_ms, useconds_t
         if (inject_session_open(pid, &o, &rep, &s) || inject_session_dlopen(s, t_lib, NULL) ||
             inject_session_symbol(s, t_lib, "scry_test_sleep_ms", &fn))
             _exit(2);
-        if (write(sync[1], "x", 1) != 1)
+        if (write(sync, "x", 1) != 1)
             _exit(3);
         inject_session_call(s, fn, &sleep_ms, 1, NULL);
         _exit(4); /* not reached: killed during the call */
     }
-    close(sync[1]);
     char c;
-    CHECK(read(sync[0], &c, 1) == 1, "child reached the call");
-    close(sync[0]);
+    CHECK(read(sync, &c, 1) == 1, "child reached the call");
+    close(sync);
     usleep(kill_after_us);
     kill(child, SIGKILL);
     int st = 0;

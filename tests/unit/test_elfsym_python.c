@@ -51,6 +51,16 @@ static pid_t spawn(char *const argv[], const char *needle)
     return c;
 }
 
+/* Starts the Python EXE sleeping, waits until its maps mention NEEDLE and looks for its
+ * interpreter (*MOD). Returns the pid; *RC gets elfsym_find_interpreter's result. */
+static pid_t spawn_python(const char *exe, const char *needle, elfsym_module_t *mod, int *rc)
+{
+    char *argv[] = {(char *)exe, dash_c, sleeper, NULL};
+    pid_t c = spawn(argv, needle);
+    *rc = elfsym_find_interpreter(c, NULL, mod);
+    return c;
+}
+
 static void stop(pid_t c)
 {
     if (c > 0) {
@@ -70,11 +80,10 @@ static uint64_t read_u64(pid_t pid, raddr_t addr, int *rc)
 
 static void test_py312(void)
 {
-    static char exe[] = "/root/.pyenv/versions/3.12.1/bin/python3.12";
-    char *argv[] = {exe, dash_c, sleeper, NULL};
-    pid_t c = spawn(argv, "libpython3.12");
     elfsym_module_t mod;
-    int rc = elfsym_find_interpreter(c, NULL, &mod);
+    int rc;
+    pid_t c =
+        spawn_python("/root/.pyenv/versions/3.12.1/bin/python3.12", "libpython3.12", &mod, &rc);
     CHECK(rc == 0, "3.12: %s", scry_strerror(rc));
     if (rc == 0) {
         CHECK(mod.is_libpython && strstr(mod.path, "/libpython3.12.so") != NULL, "path %s",
@@ -118,11 +127,9 @@ static void test_py312(void)
 
 static void test_debian311(void)
 {
-    static char exe[] = "/usr/bin/python3.11";
-    char *argv[] = {exe, dash_c, sleeper, NULL};
-    pid_t c = spawn(argv, "/usr/bin/python3.11");
     elfsym_module_t mod;
-    int rc = elfsym_find_interpreter(c, NULL, &mod);
+    int rc;
+    pid_t c = spawn_python("/usr/bin/python3.11", "/usr/bin/python3.11", &mod, &rc);
     CHECK(rc == 0, "3.11: %s", scry_strerror(rc));
     if (rc == 0) {
         CHECK(!mod.is_libpython && strcmp(mod.path, "/usr/bin/python3.11") == 0, "exe %s",
@@ -144,11 +151,10 @@ static void test_debian311(void)
 
 static void test_py36(void)
 {
-    static char exe[] = "/root/.pyenv/versions/3.6.15/bin/python3.6";
-    char *argv[] = {exe, dash_c, sleeper, NULL};
-    pid_t c = spawn(argv, "libpython3.6m");
     elfsym_module_t mod;
-    int rc = elfsym_find_interpreter(c, NULL, &mod);
+    int rc;
+    pid_t c =
+        spawn_python("/root/.pyenv/versions/3.6.15/bin/python3.6", "libpython3.6m", &mod, &rc);
     CHECK(rc == 0 && mod.major == 3 && mod.minor == 6, "3.6: %s", scry_strerror(rc));
     if (rc == 0) {
         elfsym_ref_t r[2];

@@ -42,8 +42,10 @@ static void end_work(t_proc_t *p, const char *what, int want_usr1)
         CHECK(strstr(p->buf, "usr1") && !strstr(p->buf, "nousr1"), "%s: %s", what, p->buf);
 }
 
-/* Opens a session on PID and loads the test library; returns the session or NULL. */
-static inject_session_t *open_loaded(pid_t pid, int timeout_ms, inject_report_t *rep)
+/* Opens a session on PID, loads the test library and finds its function SYM (*FN); returns
+ * the session or NULL (each step checked). */
+static inject_session_t *open_loaded(pid_t pid, int timeout_ms, const char *sym, raddr_t *fn,
+                                     inject_report_t *rep)
 {
     inject_opts_t o = {.timeout_ms = timeout_ms};
     inject_session_t *s = NULL;
@@ -54,6 +56,11 @@ static inject_session_t *open_loaded(pid_t pid, int timeout_ms, inject_report_t 
     uint64_t h = 0;
     rc = inject_session_dlopen(s, t_lib, &h);
     CHECK_RC(rc, 0, *rep);
+    *fn = 0;
+    if (rc == 0) {
+        rc = inject_session_symbol(s, t_lib, sym, fn);
+        CHECK_RC(rc, 0, *rep);
+    }
     if (rc) {
         inject_session_close(s);
         return NULL;
@@ -80,12 +87,10 @@ static void test_crash(void)
     t_proc_t p;
     start_work(&p);
     inject_report_t rep;
-    inject_session_t *s = open_loaded(p.pid, 2000, &rep);
+    raddr_t fn;
+    inject_session_t *s = open_loaded(p.pid, 2000, "scry_test_crash", &fn, &rep);
     if (s) {
-        raddr_t fn = 0;
-        int rc = inject_session_symbol(s, t_lib, "scry_test_crash", &fn);
-        CHECK_RC(rc, 0, rep);
-        rc = inject_session_call(s, fn, NULL, 0, NULL);
+        int rc = inject_session_call(s, fn, NULL, 0, NULL);
         CHECK_RC(rc, SCRY_E_FAULT, rep);
         fprintf(stderr, "  crash: %s\n", rep.error);
         rc = inject_session_call(s, fn, NULL, 0, NULL);
@@ -100,12 +105,11 @@ static void test_timeout(void)
     t_proc_t p;
     start_work(&p);
     inject_report_t rep;
-    inject_session_t *s = open_loaded(p.pid, 300, &rep);
+    raddr_t fn;
+    inject_session_t *s = open_loaded(p.pid, 300, "scry_test_sleep_ms", &fn, &rep);
     t_unlink("slept");
     if (s) {
-        raddr_t fn = 0;
-        int rc = inject_session_symbol(s, t_lib, "scry_test_sleep_ms", &fn);
-        CHECK_RC(rc, 0, rep);
+        int rc;
         uint64_t arg = 5000;
         double t0 = ((double)scry_now_ns() / 1e9);
         rc = inject_session_call(s, fn, &arg, 1, NULL);
@@ -140,11 +144,10 @@ static void test_abort(void)
     start_work(&p);
     inject_report_t rep;
     t_unlink("slept");
-    inject_session_t *s = open_loaded(p.pid, 5000, &rep);
+    raddr_t fn;
+    inject_session_t *s = open_loaded(p.pid, 5000, "scry_test_sleep_ms", &fn, &rep);
     if (s) {
-        raddr_t fn = 0;
-        int rc = inject_session_symbol(s, t_lib, "scry_test_sleep_ms", &fn);
-        CHECK_RC(rc, 0, rep);
+        int rc;
         struct sigaction old;
         t_abort_after(&old, 200000);
         uint64_t arg = 600;
@@ -171,11 +174,10 @@ static void test_signal_during_call(void)
     t_proc_t p;
     start_work(&p);
     inject_report_t rep;
-    inject_session_t *s = open_loaded(p.pid, 5000, &rep);
+    raddr_t fn;
+    inject_session_t *s = open_loaded(p.pid, 5000, "scry_test_sleep_ms", &fn, &rep);
     if (s) {
-        raddr_t fn = 0;
-        int rc = inject_session_symbol(s, t_lib, "scry_test_sleep_ms", &fn);
-        CHECK_RC(rc, 0, rep);
+        int rc;
         pid_t killer = fork();
         if (killer == 0) {
             check_child_dies_with_test();
@@ -215,22 +217,18 @@ static void test_untraceable(void)
     t_proc_t p;
     start_work(&p);
     /* Already traced by someone else. */
-    int sync[2];
-    CHECK(pipe(sync) == 0, "pipe");
-    pid_t other = fork();
+    int sync;
+    pid_t other = t_fork_piped(&sync);
     if (other == 0) {
-        check_child_dies_with_test();
-        close(sync[0]);
         long r = ptrace(PTRACE_SEIZE, p.pid, 0, 0);
-        if (write(sync[1], r == 0 ? "y" : "n", 1) != 1)
+        if (write(sync, r == 0 ? "y" : "n", 1) != 1)
             _exit(1);
         pause();
         _exit(0);
     }
-    close(sync[1]);
     char c = 0;
-    CHECK(read(sync[0], &c, 1) == 1 && c == 'y', "helper seized the target");
-    close(sync[0]);
+    CHECK(read(sync, &c, 1) == 1 && c == 'y', "helper seized the target");
+    close(sync);
     rc = inject_call_dlopen(p.pid, t_lib, NULL, &rep);
     CHECK_RC(rc, SCRY_E_PERM, rep);
     kill(other, SIGKILL);

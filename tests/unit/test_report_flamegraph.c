@@ -48,6 +48,19 @@ static void check_svg(const char *svg, const char *mode)
     free(doc);
 }
 
+/* Renders P (then frees it): the SVG passes the checker in MODE and renders the same again. */
+static void check_rendered(report_profile_t *p, const char *mode)
+{
+    int rc;
+    char *out = render(p, REPORT_FORMAT_FLAMEGRAPH, NULL, &rc);
+    CHECK(rc == 0 && out, "%s", mode);
+    if (out)
+        check_svg(out, mode);
+    check_renders_same(p, REPORT_FORMAT_FLAMEGRAPH, NULL, out);
+    free(out);
+    report_profile_free(p);
+}
+
 int main(void)
 {
     report_meta_t m = test_meta();
@@ -65,32 +78,19 @@ int main(void)
     for (int i = 0; i < 1000; i++)
         add_cpu(p, h, 2, 2, 1000, 1, (uint64_t)i);
     add_cpu(p, t, 2, 0, 1000, 1, 1);
-    int rc;
-    char *out = render(p, REPORT_FORMAT_FLAMEGRAPH, NULL, &rc);
-    CHECK(rc == 0 && out);
-    if (out)
-        check_svg(out, "cpu");
-    char *again = render(p, REPORT_FORMAT_FLAMEGRAPH, NULL, &rc);
-    CHECK(out && again && strcmp(out, again) == 0);
-    free(out);
-    free(again);
-    report_profile_free(p);
+    check_rendered(p, "cpu");
 
     p = report_profile_new(&m);
     add_mem(p, a, 2, SCRY_METRIC_ALLOC, 0, 2048, 0x10, 1);
     add_mem(p, b, 3, SCRY_METRIC_ALLOC, 1, 1024, 0x20, 2);
-    out = render(p, REPORT_FORMAT_FLAMEGRAPH, NULL, &rc);
-    CHECK(rc == 0 && out);
-    if (out)
-        check_svg(out, "mem");
-    free(out);
-    report_profile_free(p);
+    check_rendered(p, "mem");
 
     /* labels show the file's base name (they fit); the tooltip and search keep the path */
     p = report_profile_new(&m);
     scry_frame_t lp[] = {PY("make_list", "/home/someone/projects/longname/app.py", 12)};
     add_cpu(p, lp, 1, 0, 1000, 1, 1);
-    out = render(p, REPORT_FORMAT_FLAMEGRAPH, NULL, &rc);
+    int rc;
+    char *out = render(p, REPORT_FORMAT_FLAMEGRAPH, NULL, &rc);
     CHECK(rc == 0 && out);
     CHECK(out && strstr(out, ">make_list (app.py:12)</text>"));
     CHECK(out && strstr(out, "data-n=\"make_list (app.py:12)\""));
@@ -98,12 +98,6 @@ int main(void)
     free(out);
     report_profile_free(p);
 
-    p = report_profile_new(&m);
-    out = render(p, REPORT_FORMAT_FLAMEGRAPH, NULL, &rc);
-    CHECK(rc == 0 && out);
-    if (out)
-        check_svg(out, "empty");
-    free(out);
-    report_profile_free(p);
+    check_rendered(report_profile_new(&m), "empty");
     return test_done("test_report_flamegraph");
 }

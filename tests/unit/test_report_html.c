@@ -103,11 +103,9 @@ static report_profile_t *profile(int memory)
                           PY("<module>", "/srv/app.py", 9)};
     scry_frame_t evil[] = {PY("f\"<b>&'", "/srv/<img src=x onerror=alert(1)>.py", 7)};
     uint64_t t = 1000000;
-    for (int i = 0; i < 6; i++)
-        add_cpu(p, hot, 2, SCRY_CLASS_PYTHON, 10000000, 1, t += 10000000);
-    for (int i = 0; i < 3; i++)
-        add_cpu(p, nat, 3, SCRY_CLASS_NATIVE, 10000000, 1, t += 10000000);
-    add_cpu(p, evil, 1, SCRY_CLASS_SYSTEM, 10000000, 2, t += 10000000);
+    add_cpu_10ms(p, hot, 2, SCRY_CLASS_PYTHON, 1, 6, &t);
+    add_cpu_10ms(p, nat, 3, SCRY_CLASS_NATIVE, 1, 3, &t);
+    add_cpu_10ms(p, evil, 1, SCRY_CLASS_SYSTEM, 2, 1, &t);
     if (memory) {
         for (int i = 0; i < 8; i++)
             add_mem(p, hot, 2, SCRY_METRIC_ALLOC, i & 1, 1 << 20, 0x100000 + 0x1000 * (uint64_t)i,
@@ -134,14 +132,19 @@ static char *render_safe(report_profile_t *p)
     return html;
 }
 
-static void test_cpu(void)
+/* Builds profile(MEMORY), renders it (render_safe) and hands the page to CHECK_PAGE. */
+static void test_page(int memory, void (*check_page)(report_profile_t *p, const char *html))
 {
-    report_profile_t *p = profile(0);
+    report_profile_t *p = profile(memory);
     char *html = render_safe(p);
-    if (!html) {
-        report_profile_free(p);
-        return;
-    }
+    if (html)
+        check_page(p, html);
+    free(html);
+    report_profile_free(p);
+}
+
+static void check_cpu(report_profile_t *p, const char *html)
+{
     /* header */
     CHECK_CONTAINS(html, "python3 &lt;b onmouseover=alert(1)&gt;app.py",
                    "<dt>Python</dt><dd>3.12.1</dd>", "<dt>duration</dt><dd>2.00 s</dd>",
@@ -172,22 +175,11 @@ static void test_cpu(void)
     /* well-formed */
     CHECK(run_python(balance_py, html) == 0);
     /* deterministic */
-    int rc = -1;
-    char *again = render(p, REPORT_FORMAT_HTML, &t_src, &rc);
-    CHECK(again && !strcmp(html, again));
-    free(again);
-    free(html);
-    report_profile_free(p);
+    check_renders_same(p, REPORT_FORMAT_HTML, &t_src, html);
 }
 
-static void test_memory(void)
+static void check_memory(report_profile_t *p, const char *html)
 {
-    report_profile_t *p = profile(1);
-    char *html = render_safe(p);
-    if (!html) {
-        report_profile_free(p);
-        return;
-    }
     CHECK(strstr(html, "<th>alloc MiB</th><th>Python alloc</th><th>net MiB</th><th>peak MiB</th>"
                        "<th>copy MiB/s</th><th>leak</th>") != NULL);
     CHECK(strstr(html, "<a href=\"#sc-mem\" data-tab=\"sc-mem\">Memory</a>") != NULL);
@@ -208,8 +200,6 @@ static void test_memory(void)
             fclose(f);
         }
     }
-    free(html);
-    report_profile_free(p);
 }
 
 static void test_empty(void)
@@ -251,8 +241,8 @@ int main(void)
     make_tree();
     t_src = src_options(tmpdir);
     CHECK(t_src.source_ctx != NULL);
-    test_cpu();
-    test_memory();
+    test_page(0, check_cpu);
+    test_page(1, check_memory);
     test_empty();
     test_no_source();
     src_options_free(&t_src);

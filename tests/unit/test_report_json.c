@@ -109,25 +109,11 @@ int main(void)
                       .target_exited = 1,
                       .gil_fraction = 0.4};
     CHECK(report_profile_set_end(p, &e) == 0);
-    int rc;
-    char *out = render(p, REPORT_FORMAT_JSON, NULL, &rc);
-    CHECK(rc == 0 && out);
-    if (out) {
-        int st = run_python(checker, out);
-        CHECK_INT(st, ==, 0);
-        if (st != 0)
-            fprintf(stderr, "%s\n", out);
-    }
-    char *again = render(p, REPORT_FORMAT_JSON, NULL, &rc);
-    CHECK(out && again && strcmp(out, again) == 0);
+    char *out = render_checked(p, REPORT_FORMAT_JSON, checker);
+    check_renders_same(p, REPORT_FORMAT_JSON, NULL, out);
     free(out);
-    free(again);
     report_profile_free(p);
 
-    p = report_profile_new(&m);
-    out = render(p, REPORT_FORMAT_JSON, NULL, &rc);
-    CHECK(rc == 0 && out && run_python(empty_checker, out) == 0);
-    free(out);
-    report_profile_free(p);
+    check_empty(&m, REPORT_FORMAT_JSON, empty_checker);
     return test_done("test_report_json");
 }

@@ -153,10 +153,8 @@ static void test_cpu_and_memory(void)
                         PY("main", "/srv/app.py", 30), PY("<module>", "/srv/app.py", 40)};
     scry_frame_t c[] = {PY("bad\xff\xfename", "/srv/app.py", 50)};
     uint64_t t = 1000;
-    for (int i = 0; i < 6; i++)
-        add_cpu(p, a, 3, SCRY_CLASS_PYTHON, 10000000, 1, t += 10000000);
-    for (int i = 0; i < 3; i++)
-        add_cpu(p, b, 4, SCRY_CLASS_NATIVE, 10000000, 1, t += 10000000);
+    add_cpu_10ms(p, a, 3, SCRY_CLASS_PYTHON, 1, 6, &t);
+    add_cpu_10ms(p, b, 4, SCRY_CLASS_NATIVE, 1, 3, &t);
     add_cpu(p, a, 3, SCRY_CLASS_SYSTEM, 20000000, 2, t += 10000000);
     add_cpu(p, c, 1, SCRY_CLASS_PYTHON, 5000000, 2, t += 10000000);
     /* memory: 3 MB allocated on line 12, 1 MB of it freed, 2 MB copied on line 14 */

@@ -57,15 +57,7 @@ int main(void)
     add_mem(p, a, 2, SCRY_METRIC_ALLOC, 0, 2048, 0x100, 5);
     add_mem(p, b, 3, SCRY_METRIC_ALLOC, 1, 1024, 0x200, 6);
     add_mem(p, a, 2, SCRY_METRIC_FREE, 0, 1024, 0x200, 7);
-    int rc;
-    char *out = render(p, REPORT_FORMAT_SPEEDSCOPE, NULL, &rc);
-    CHECK(rc == 0 && out);
-    if (out) {
-        int st = run_python(checker, out);
-        CHECK_INT(st, ==, 0);
-        if (st)
-            fprintf(stderr, "%s\n", out);
-    }
+    char *out = render_checked(p, REPORT_FORMAT_SPEEDSCOPE, checker);
     free(out);
     report_profile_free(p);
 
@@ -73,16 +65,13 @@ int main(void)
     p = report_profile_new(&m);
     add_cpu(p, a, 2, 0, 0, 0, 1);
     add_cpu(p, a, 2, 0, 0, 0, 2);
+    int rc;
     out = render(p, REPORT_FORMAT_SPEEDSCOPE, NULL, &rc);
     CHECK(rc == 0 && out && strstr(out, "\"name\":\"cpu\",\"unit\":\"none\"") &&
           strstr(out, "\"weights\":[2]"));
     free(out);
     report_profile_free(p);
 
-    p = report_profile_new(&m);
-    out = render(p, REPORT_FORMAT_SPEEDSCOPE, NULL, &rc);
-    CHECK(rc == 0 && out && run_python(empty_checker, out) == 0);
-    free(out);
-    report_profile_free(p);
+    check_empty(&m, REPORT_FORMAT_SPEEDSCOPE, empty_checker);
     return test_done("test_report_speedscope");
 }

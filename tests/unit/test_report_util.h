@@ -73,6 +73,15 @@ static inline void add_cpu(report_profile_t *p, const scry_frame_t *f, uint32_t 
     }
 }
 
+/* Adds COUNT CPU samples of 10 ms each (frames leaf first), one every 10 ms after *T, which
+ * advances to the last one's time. */
+static inline void add_cpu_10ms(report_profile_t *p, const scry_frame_t *f, uint32_t n, int cls,
+                                int tid, int count, uint64_t *t)
+{
+    for (int i = 0; i < count; i++)
+        add_cpu(p, f, n, cls, 10000000, tid, *t += 10000000);
+}
+
 static inline void add_mem(report_profile_t *p, const scry_frame_t *f, uint32_t n, int metric,
                            int cls, uint64_t bytes, uint64_t addr, uint64_t t_ns)
 {
@@ -133,6 +142,43 @@ static inline char *render(report_profile_t *p, enum report_format fmt, const re
     if (rc)
         *rc = r;
     return buf;
+}
+
+/* Checks that rendering P in FMT again gives FIRST byte for byte (deterministic output). */
+static inline void check_renders_same(report_profile_t *p, enum report_format fmt,
+                                      const report_options_t *opt, const char *first)
+{
+    char *again = render(p, fmt, opt, NULL);
+    CHECK(first && again && strcmp(first, again) == 0, "a second rendering differs");
+    free(again);
+}
+
+static inline int run_python(const char *code, const char *text);
+
+/* Renders P in FMT (no options), checking that it renders and that the Python CHECKER
+ * accepts the output (printed when not). Returns the output (the caller frees it; NULL after
+ * a failed check). */
+static inline char *render_checked(report_profile_t *p, enum report_format fmt, const char *checker)
+{
+    int rc;
+    char *out = render(p, fmt, NULL, &rc);
+    CHECK(rc == 0 && out);
+    if (out) {
+        int st = run_python(checker, out);
+        CHECK_INT(st, ==, 0);
+        if (st != 0)
+            fprintf(stderr, "%s\n", out);
+    }
+    return out;
+}
+
+/* Checks that an empty profile (meta M) renders in FMT and that the Python CHECKER accepts
+ * the output. */
+static inline void check_empty(const report_meta_t *m, enum report_format fmt, const char *checker)
+{
+    report_profile_t *p = report_profile_new(m);
+    free(render_checked(p, fmt, checker));
+    report_profile_free(p);
 }
 
 /* Runs `python3 -c CODE FILE` where FILE holds TEXT; returns the exit status. */

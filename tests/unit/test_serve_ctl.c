@@ -186,6 +186,27 @@ static void *server_thread(void *arg)
     return NULL;
 }
 
+/* Sends request REQ to the control socket PATH from a child running as nobody (65534) and
+ * returns the child's wait status: exit 0 when the reply contains WANT within MAX_S seconds,
+ * 1 when not, 3 when the child could not become nobody. */
+static int call_as_nobody(const char *path, const char *req, const char *want, double max_s)
+{
+    pid_t child = fork();
+    if (child == 0) {
+        check_child_dies_with_test();
+        if (setgid(65534) != 0 || setuid(65534) != 0)
+            _exit(3);
+        char *rep = NULL;
+        double t0 = (double)scry_now_ns() / 1e9;
+        int rc = serve_ctl_call(path, req, 5, &rep);
+        double dt = (double)scry_now_ns() / 1e9 - t0;
+        _exit(rc == 0 && rep && strstr(rep, want) && dt < max_s ? 0 : 1);
+    }
+    int st = 0;
+    waitpid(child, &st, 0);
+    return st;
+}
+
 /* Sends raw bytes, optionally without ending the request; returns the reply (malloc'ed). */
 static char *raw_call(const char *path, const void *data, size_t len, int end)
 {
@@ -285,21 +306,7 @@ static void test_server(void)
           (double)scry_now_ns() / 1e9 - t0);
     free(r);
     if (getuid() == 0) {
-        pid_t other = fork();
-        if (other == 0) {
-            check_child_dies_with_test();
-            if (setgid(65534) != 0 || setuid(65534) != 0)
-                _exit(3);
-            char *rep = NULL;
-            double u0 = (double)scry_now_ns() / 1e9;
-            int rc = serve_ctl_call(path, "{\"cmd\":\"list\"}", 5, &rep);
-            _exit(rc == 0 && rep && strstr(rep, "\"ok\":true") &&
-                          (double)scry_now_ns() / 1e9 - u0 < 0.5
-                      ? 0
-                      : 1);
-        }
-        int ost = 0;
-        waitpid(other, &ost, 0);
+        int ost = call_as_nobody(path, "{\"cmd\":\"list\"}", "\"ok\":true", 0.5);
         CHECK(WIFEXITED(ost) && WEXITSTATUS(ost) == 0,
               "another user answered within 0.5 s beside 8 idle connections: status %d", ost);
     }
@@ -309,17 +316,7 @@ static void test_server(void)
     nanosleep(&settle, NULL);
 
     /* another user: the credentials reach the handler, which refuses root's process */
-    pid_t child = fork();
-    if (child == 0) {
-        check_child_dies_with_test();
-        if (setgid(65534) != 0 || setuid(65534) != 0)
-            _exit(3);
-        char *rep = NULL;
-        int rc = serve_ctl_call(path, "{\"cmd\":\"dump\",\"pid\":1}", 5, &rep);
-        _exit(rc == 0 && rep && strstr(rep, "permission denied") ? 0 : 1);
-    }
-    int st = 0;
-    waitpid(child, &st, 0);
+    int st = call_as_nobody(path, "{\"cmd\":\"dump\",\"pid\":1}", "permission denied", 60);
     if (getuid() == 0) {
         CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "nobody refused: status %d", st);
         CHECK(s.last_uid == 65534, "peer uid %u", (unsigned)s.last_uid);
