@@ -251,9 +251,17 @@ static int load_shim(memprof_t *m, pid_t pid, const char *spec, uint64_t *ret, i
 
 #define RING_FDS_MAX 64
 
+/* A ring descriptor of the target: its number and its memfd's inode. A descriptor number
+ * alone does not tell rings apart: the shim closes an ended session's ring when the next
+ * session's script asks for one, and memfd_create then hands out the same number. */
+typedef struct ring_fd {
+    int fd;
+    ino_t ino;
+} ring_fd_t;
+
 /* The descriptors of PID that are a shim's ring (memfd "scry-ring"), at most MAX (of the
  * first 65536 entries of /proc/PID/fd). Returns how many, or a negative code. */
-static int ring_fds(pid_t pid, int *fds, int max)
+static int ring_fds(pid_t pid, ring_fd_t *fds, int max)
 {
     char path[64], link[64], name[96];
     snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
@@ -269,27 +277,29 @@ static int ring_fds(pid_t pid, int *fds, int max)
             continue;
         snprintf(name, sizeof name, "%s/%ld", path, fd);
         ssize_t k = readlink(name, link, sizeof link - 1);
+        struct stat st;
         if (k <= 0)
             continue;
         link[k] = 0;
-        if (strncmp(link, "/memfd:scry-ring", 16) == 0)
-            fds[n++] = (int)fd;
+        if (strncmp(link, "/memfd:scry-ring", 16) == 0 && stat(name, &st) == 0)
+            fds[n++] = (ring_fd_t){(int)fd, st.st_ino};
     }
     closedir(d);
     return n;
 }
 
-/* A ring descriptor of PID not among the N in BEFORE, or -1. */
-static int new_ring_fd(pid_t pid, const int *before, int n)
+/* A ring descriptor of PID not among the N in BEFORE (another number or another ring at
+ * the same number), or -1. */
+static int new_ring_fd(pid_t pid, const ring_fd_t *before, int n)
 {
-    int now[RING_FDS_MAX];
+    ring_fd_t now[RING_FDS_MAX];
     int k = ring_fds(pid, now, RING_FDS_MAX);
     for (int i = 0; i < k; i++) {
         int old = 0;
         for (int j = 0; j < n && !old; j++)
-            old = now[i] == before[j];
+            old = now[i].fd == before[j].fd && now[i].ino == before[j].ino;
         if (!old)
-            return now[i];
+            return now[i].fd;
     }
     return -1;
 }
@@ -339,10 +349,10 @@ static int rexec_script(const char *shim, raddr_t fn, const char *spec, char *ou
     if (shim) {
         py_bytes(shim, lib, sizeof lib);
         c = snprintf(call, sizeof call,
-                 "    f = ctypes.CDLL(%s.decode('latin-1')).scry_shim_attach_new\n"
-                 "    f.restype = None\n"
-                 "    f.argtypes = [ctypes.c_char_p]\n",
-                 lib);
+                     "    f = ctypes.CDLL(%s.decode('latin-1')).scry_shim_attach_new\n"
+                     "    f.restype = None\n"
+                     "    f.argtypes = [ctypes.c_char_p]\n",
+                     lib);
     } else {
         c = snprintf(call, sizeof call, "    f = ctypes.CFUNCTYPE(None, ctypes.c_char_p)(0x%llx)\n",
                      (unsigned long long)fn);
@@ -381,8 +391,8 @@ static long rexec_wait_ms(void)
  * machine: a shim loaded by ptrace now would record the script's own work (its imports,
  * its traceback) and then lose its ring to the script's; so it gets REXEC_RUN_FACTOR times
  * that wait to make its ring, and SCRY_E_TIMEOUT with *RAN = 1 after that. MSG says why. */
-static int rexec_wait(rexec_t *r, pid_t pid, const int *before, int n, uint64_t *ret, int *ran,
-                      char *msg, size_t len)
+static int rexec_wait(rexec_t *r, pid_t pid, const ring_fd_t *before, int n, uint64_t *ret,
+                      int *ran, char *msg, size_t len)
 {
     long ms = rexec_wait_ms(), limit = ms, t = 0;
     *ran = 0;
@@ -432,7 +442,7 @@ static int load_shim_remote(memprof_t *m, pid_t pid, raddr_t runtime, const char
     char why[200] = "", script[PATH_MAX * 5];
     shimstage_t *lib = NULL, *py = NULL;
     raddr_t fn = 0;
-    int before[RING_FDS_MAX];
+    ring_fd_t before[RING_FDS_MAX];
     *ran = 0;
     int err = rexec_open(pid, runtime, &r, why, sizeof why);
     int loaded = err ? 0 : loaded_shim(m, pid, &fn, why, sizeof why);
