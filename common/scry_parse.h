@@ -1,7 +1,7 @@
 /* scry_parse.h - the one validator per kind of value a user hands scry: numbers with a
  * range, integers, durations, sizes, booleans, names and enum words.
  *
- * The command line (daemon/options.c), the daemon's configuration file and flags
+ * The command line (daemon/options.c), scry serve's configuration file and flags
  * (serve/config.c) and control-socket requests (serve/ctl.c, daemon/ctl_client.c) all parse
  * through these, so the same text means the same thing everywhere and is refused the same
  * way. Every parser takes the whole string: no leading or trailing blanks, no NaN or

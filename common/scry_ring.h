@@ -1,8 +1,8 @@
 /* scry_ring.h - the shared-memory protocol (the ring's wire format) between libscry-shim.so
- * (producer, in the target: shim/) and the scry daemon (consumer: memprof/ring_consumer.c).
+ * (producer, in the target: shim/) and scry (consumer: memprof/ring_consumer.c).
  * The only definition of the format: both sides include this header, nothing else.
  *
- * One file in /dev/shm, created and sized by the daemon, mmap'd MAP_SHARED by both:
+ * One file in /dev/shm, created and sized by scry, mmap'd MAP_SHARED by both:
  *
  *   [ struct scry_ring_header, padded to SCRY_RING_HEADER_SIZE ]
  *   [ nrecords x struct scry_ring_record ]            (nrecords a power of two, >= 4)
@@ -35,13 +35,13 @@
 #define SCRY_RING_MIN_RECORDS 4u
 #define SCRY_RING_MAX_RECORDS (1u << 22)
 
-/* The shim stops writing when the heartbeat is older than this (daemon gone). The daemon
+/* The shim stops writing when the heartbeat is older than this (scry gone). Scry
  * must call ringc_heartbeat() at least every SCRY_RING_HEARTBEAT_PERIOD_NS. */
 #define SCRY_RING_HEARTBEAT_STALE_NS  1000000000ull
 #define SCRY_RING_HEARTBEAT_PERIOD_NS 250000000ull
 /* The shim lets go of a ring (unmaps it, and restores what it redirected when no other ring
- * is active) once the daemon disabled it after having enabled it (end of a session), or
- * when the heartbeat is older than this (daemon dead; a stopped daemon that comes back
+ * is active) once scry disabled it after having enabled it (end of a session), or
+ * when the heartbeat is older than this (scry dead; a stopped scry that comes back
  * within this time finds its ring still there). See docs/memory.md, "Lifetime". */
 #define SCRY_RING_RETIRE_NS 10000000000ull
 /* Launch mode: how long a preloaded Python process waits before main() for scry to enable
@@ -74,7 +74,7 @@ enum scry_ring_origin {
     0x04u /* thread did not hold the GIL (frames are its own, still valid) */
 #define SCRY_RING_REC_REALLOC 0x08u /* ALLOC/FREE half of a realloc */
 
-/* header.shim_state bits, set by the shim (informational, for the daemon's summary). */
+/* header.shim_state bits, set by the shim (informational, for scry's summary). */
 #define SCRY_RING_SHIM_ATTACHED         0x001u /* a shim mapped the ring and owns it */
 #define SCRY_RING_SHIM_PRELOADED        0x002u /* malloc/memcpy are interposed (launch mode) */
 #define SCRY_RING_SHIM_PY_SCHEDULED     0x004u /* Py_AddPendingCall done */
@@ -88,7 +88,7 @@ enum scry_ring_origin {
 #define SCRY_RING_SHIM_GOT_PATCHED                                                                 \
     0x200u /* attach mode: relocation slots of loaded objects redirected to the shim */
 
-/* Frame layout, copied by the daemon from pystate_layout_t (pystate/layout.h) for the
+/* Frame layout, copied by scry from pystate_layout_t (pystate/layout.h) for the
  * target's version. -1 means "no such field". The shim treats these as untrusted data:
  * it validates them once with process_vm_readv on itself before following pointers. */
 struct scry_ring_layout {
@@ -111,7 +111,7 @@ struct scry_ring_layout {
 };
 
 struct scry_ring_header {
-    /* -- written once by the daemon before the target can see the file ------------- */
+    /* -- written once by scry before the target can see the file ------------- */
     uint64_t magic;       /* SCRY_RING_MAGIC */
     uint32_t version;     /* SCRY_RING_VERSION */
     uint32_t header_size; /* SCRY_RING_HEADER_SIZE */
@@ -125,8 +125,8 @@ struct scry_ring_header {
     uint32_t reserved1;
     struct scry_ring_layout layout;
 
-    /* -- daemon control, updated while recording ------------------------------------ */
-    _Alignas(64) uint64_t heartbeat_ns; /* CLOCK_MONOTONIC of the daemon's last beat */
+    /* -- scry's control, updated while recording ------------------------------------ */
+    _Alignas(64) uint64_t heartbeat_ns; /* CLOCK_MONOTONIC of scry's last beat */
     uint32_t enabled;                   /* 1 while recording; 0 = shim goes pass-through */
     uint32_t reserved2;
     uint64_t consumer_tail; /* informational: next position the consumer will read */
@@ -166,7 +166,7 @@ struct scry_ring_record {
     uint8_t flags;    /* SCRY_RING_REC_* */
     uint64_t reserved;
     /* Python stack of the calling thread, leaf first. code[i] is the code object address
-     * (for 3.13+ f_executable, which may be a non-code object: the daemon checks);
+     * (for 3.13+ f_executable, which may be a non-code object: scry checks);
      * instr[i] the byte offset of the current instruction in the code's bytecode
      * (<=3.9 f_lasti; 3.10 2*f_lasti; 3.11+ instruction pointer - co_code_adaptive),
      * negative when the frame has not started yet. */
@@ -182,7 +182,7 @@ _Static_assert(offsetof(struct scry_ring_header, head) == 512, "header layout ch
 /* Fills a new ring of NRECORDS records (a power of two, SCRY_RING_MIN_RECORDS..
  * SCRY_RING_MAX_RECORDS) in the zeroed LEN bytes at MEM: header (geometry, means,
  * TARGET_PID, LAYOUT, heartbeat NOW_NS, ENABLED), every record's seq word, and the magic
- * last (release). Used by the daemon (ringc_create) and by the shim when it makes the ring
+ * last (release). Used by scry (ringc_create) and by the shim when it makes the ring
  * itself (scry_shim_attach_new); inline because the shim links nothing of scry's.
  * Returns 0, or -1 when LEN is too small or NRECORDS bad. */
 static inline int scry_ring_init(void *mem, uint64_t len, uint64_t nrecords, uint64_t alloc_mean,

@@ -134,7 +134,7 @@ int inject_load_and_call(pid_t pid, const char *lib_path, const char *func_name,
                          uint64_t *ret_out, inject_report_t *rep);
 
 /* Async-signal-safe: asks every call in progress in this process to stop as soon as
- * possible (for the daemon's SIGINT/SIGTERM path). A thread inside a remote function is
+ * possible (for scry's SIGINT/SIGTERM path). A thread inside a remote function is
  * detached and left to finish the function and restore itself; a thread not yet sent there is
  * restored at once. Sticky: later sessions fail with SCRY_E_AGAIN until inject_abort_clear. */
 void inject_abort_all(void);

@@ -1,4 +1,4 @@
-/* memory.h - the daemon's side of --memory: the shared ring, the shim in the target
+/* memory.h - scry's side of --memory: the shared ring, the shim in the target
  * (preloaded at launch or injected into a live process), and turning the shim's events
  * into memory samples (alloc, free, copy) with their Python lines.
  */

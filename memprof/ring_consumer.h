@@ -1,6 +1,6 @@
-/* ring_consumer.h - the daemon's side of the shim ring (protocol: common/scry_ring.h).
+/* ring_consumer.h - scry's side of the shim ring (protocol: common/scry_ring.h).
  *
- * The daemon creates the ring file, fills its header (sampling means and the frame
+ * scry creates the ring file, fills its header (sampling means and the frame
  * offsets of the target's Python version), beats the heartbeat while recording, and
  * drains records into validated events. Every record is hostile input: anything out of
  * range is counted and skipped; a poll does bounded work and never waits for a producer.

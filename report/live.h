@@ -1,7 +1,7 @@
 /* live.h - live views ('scry top'): a profile that keeps a rolling history of intervals and
  * gives sorted tables of functions or lines for "since start" or "the last N seconds".
  *
- * The daemon feeds samples (report_live_add), closes an interval about once a second
+ * scry feeds samples (report_live_add), closes an interval about once a second
  * (report_live_mark) and asks for a table (report_live_snapshot). Tables come from the
  * same aggregation as the reports (report/view.c), over either the whole profile or the
  * per-stack differences of the last intervals. Not thread-safe.

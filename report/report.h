@@ -1,6 +1,6 @@
 /* report.h - aggregation of samples and every output format.
  *
- * The daemon creates one profile per run, feeds it every sample (report_profile_add, the
+ * scry creates one profile per run, feeds it every sample (report_profile_add, the
  * hot path: O(stack depth), no allocation once the stack has been seen), records the
  * end-of-run summary (report_profile_set_end) and writes one or more formats
  * (report_write). The report side never touches the target: it only reads the samples
@@ -83,7 +83,7 @@ typedef struct report_process {
     int exited;      /* it exited while sampled */
 } report_process_t;
 
-/* End-of-run summary, given by the daemon once sampling stopped. */
+/* End-of-run summary, given by scry once sampling stopped. */
 typedef struct report_end {
     double duration_s;       /* wall time sampled; <= 0: derived from the samples' timestamps */
     uint64_t ticks;          /* sampling rounds attempted; 0 when unknown */

@@ -246,7 +246,7 @@ int report__view_build_frames(report__view_t *v);
 void report__view_free(report__view_t *v);
 /* CPU samples (*COUNT) and figure in the view's unit (*VALUE) of stack SI, every class. */
 void report__view_stack_cpu(const report__view_t *v, uint32_t si, uint64_t *count, uint64_t *value);
-/* GIL share in percent (daemon's figure, else derived with REPORT_F_GIL); < 0 unknown. */
+/* GIL share in percent (scry's figure, else derived with REPORT_F_GIL); < 0 unknown. */
 double report__gil_pct(const report__view_t *v);
 /* What report__gil_pct is a share of: "of the samples", or with --gil "of the time". */
 const char *report__gil_unit(const report__view_t *v);

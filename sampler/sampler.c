@@ -376,7 +376,7 @@ void sampler__emit_split(sampler_t *s, const pystate_thread_t *th, uint8_t cls, 
                       emit, ctx);
 }
 
-/* tick_charge (the daemon), called by pystate once the target's memory was read and before
+/* tick_charge (scry serve), called by pystate once the target's memory was read and before
  * runnable thread TASK's stack is walked: its CPU since its last read joins its carry (at
  * most SAMPLER_HELD_INTERVALS intervals; the rest counted in stats.held_dropped_ns), and 1
  * is returned when it was on a CPU, without a break, from the read of its CPU time (the

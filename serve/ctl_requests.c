@@ -223,12 +223,12 @@ static void record_child(serve_state_t *st, const serve_ctl_req_t *req, pid_t pi
     int fd = peer->fd;
     sigset_t none;
     sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL); /* the daemon's signalfd signals: the child's */
+    sigprocmask(SIG_SETMASK, &none, NULL); /* scry serve's signalfd signals: the child's */
     signal(SIGCHLD, SIG_DFL);
     recording_stop_on_signals(&record_stop, 0);
     serve_ctl_close_in_child(st->ctl, fd);
     close(st->sigfd);
-    prctl(PR_SET_PDEATHSIG, SIGTERM); /* the daemon gone: end now, answer with what is there */
+    prctl(PR_SET_PDEATHSIG, SIGTERM); /* scry serve gone: end now, answer with what is there */
     double dur = req->duration_s > 0 ? req->duration_s : RECORD_DEFAULT_S;
     alarm((unsigned)dur + 120); /* a last resort: never outlive the request for long */
     char *logtext = NULL, *text = NULL, msg[2048];

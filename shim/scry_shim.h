@@ -11,7 +11,7 @@
 #ifndef SCRY_SHIM_H
 #define SCRY_SHIM_H
 
-/* Maps the ring file RING_PATH (created by the daemon, see scry_ring.h), checks its header,
+/* Maps the ring file RING_PATH (created by scry, see scry_ring.h), checks its header,
  * claims it for this process (header.owner_pid: CAS from 0, or already this pid; and
  * target_pid must be 0 or this pid), makes it the active ring and, when the interpreter
  * is initialised, schedules the PyMem hook installation with Py_AddPendingCall (run by
@@ -39,8 +39,8 @@ int scry_shim_attach(const char *ring_path);
  * "NRECORDS:ALLOC_MEAN:COPY_MEAN" (decimal; NRECORDS a power of two) with target_pid and
  * owner_pid = this process, heartbeat now, disabled, no layout yet; makes it the active
  * ring and patches the GOTs as scry_shim_attach does. Returns the ring's file descriptor
- * (>= 0) for the daemon to take a copy of (pidfd_getfd); the shim keeps it until the ring
- * is unmapped (end of the session, or 10 s without heartbeat: docs/memory.md). The daemon
+ * (>= 0) for scry to take a copy of (pidfd_getfd); the shim keeps it until the ring
+ * is unmapped (end of the session, or 10 s without heartbeat: docs/memory.md). Scry
  * must publish the layout before it enables the ring. In a fork child (whose shim
  * stopped writing at the fork, never to write into its parent's ring) the parent's rings
  * are let go first and the child gets its own (--subprocesses). Errors (negative):
@@ -48,7 +48,7 @@ int scry_shim_attach(const char *ring_path);
  * earlier rings still in use). */
 int scry_shim_attach_new(const char *spec);
 
-/* Ends the session as if the daemon had disabled the ring: the ring is retired, and the
+/* Ends the session as if scry had disabled the ring: the ring is retired, and the
  * shim lets go of it and of its hooks (docs/memory.md, "Ring lifetime"). Returns 0. */
 int scry_shim_detach(void);
 

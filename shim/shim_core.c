@@ -37,7 +37,7 @@
 enum { VIEW_FREE = 0, VIEW_ACTIVE, VIEW_RETIRED };
 static shim_ring_view_t views[SHIM_MAX_VIEWS];
 static uint8_t view_state[SHIM_MAX_VIEWS];
-static uint8_t view_enabled_seen[SHIM_MAX_VIEWS]; /* atomic: the daemon enabled it once */
+static uint8_t view_enabled_seen[SHIM_MAX_VIEWS]; /* atomic: scry enabled it once */
 static int view_fd[SHIM_MAX_VIEWS];               /* the ring's fd kept for reclaim, or -1 */
 static shim_ring_view_t *active_view;             /* atomic */
 static uint64_t inflight;                         /* atomic: threads using a view */
@@ -128,9 +128,9 @@ static int reclaim(void)
     return 0;
 }
 
-/* Nonzero when V may be written now; otherwise (disabled, daemon gone, finalizing) the
- * caller passes through. A ring the daemon enabled once and then disabled, or whose
- * heartbeat stopped for SCRY_RING_RETIRE_NS (daemon dead), is retired: the shim lets go of
+/* Nonzero when V may be written now; otherwise (disabled, scry gone, finalizing) the
+ * caller passes through. A ring scry enabled once and then disabled, or whose
+ * heartbeat stopped for SCRY_RING_RETIRE_NS (scry dead), is retired: the shim lets go of
  * it and of its hooks (shim__teardown). */
 static int usable(const shim_ring_view_t *v, uint64_t now)
 {
@@ -140,7 +140,7 @@ static int usable(const shim_ring_view_t *v, uint64_t now)
     unsigned idx = (unsigned)(v - views);
     /* A heartbeat a little in the future is normal (NOW was taken before it was read and
      * the thread may have been preempted in between); only a far-future one (a garbage
-     * header) is refused, so a dead daemon is still noticed. */
+     * header) is refused, so a dead scry is still noticed. */
     uint64_t hb = __atomic_load_n(&h->heartbeat_ns, __ATOMIC_ACQUIRE);
     int enabled = __atomic_load_n(&h->enabled, __ATOMIC_ACQUIRE) != 0;
     int64_t age = (int64_t)(now - hb);

@@ -34,7 +34,7 @@
  * progress flags it to be redone and returns (never blocks). Nothing here calls malloc.
  *
  * GOTs stay redirected for the life of the process (the library is linked -z nodelete);
- * when the daemon goes away the hooks are cheap pass-throughs.
+ * when scry goes away the hooks are cheap pass-throughs.
  */
 #include "shim_so.h"
 

@@ -70,7 +70,7 @@ void shim__live_reset(void);
 /* ---- shim_ring.c: producer side of the ring ------------------------------------------- */
 
 /* A validated view of a mapped ring: geometry copied once so that later header writes
- * by a hostile or confused daemon cannot make the producer write out of bounds. */
+ * by a hostile or confused scry cannot make the producer write out of bounds. */
 typedef struct shim_ring_view {
     struct scry_ring_header *hdr;
     struct scry_ring_record *recs;

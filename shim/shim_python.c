@@ -11,7 +11,7 @@
  * pymalloc fall-through to malloc is counted once, as python.
  *
  * Stacks: frames are read in-process, directly, from the calling thread's own tstate
- * (PyGILState_GetThisThreadState), with the offsets the daemon published in the ring
+ * (PyGILState_GetThisThreadState), with the offsets scry published in the ring
  * header. Only the thread itself pushes and pops its frames, and it is busy in the shim,
  * so its chain is stable whether or not it holds the GIL (NOGIL flag when not). Before trusting
  * those offsets, the first walks read through process_vm_readv on ourselves (a bad pointer gives
@@ -441,7 +441,7 @@ unsigned shim__py_stack(const shim_ring_view_t *v, uint64_t *code, int32_t *inst
         return 0;
     if (py.tstate_current() != ts)
         *flags |= SCRY_RING_REC_NOGIL;
-    struct scry_ring_layout L = v->hdr->layout; /* one copy: the daemon may not change it */
+    struct scry_ring_layout L = v->hdr->layout; /* one copy: scry may not change it */
     if (L.py_major != py.major || L.py_minor != py.minor || L.frame_style < 0 ||
         L.frame_style > 3) {
         py.stacks = -1;
