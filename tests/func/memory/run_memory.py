@@ -63,7 +63,7 @@ class Ctx(st.Ctx):
     def __init__(self, interp, scry, name, verbose, parent=None):
         st.Ctx.__init__(self, name, interp, scry, verbose, prefix="scry-mem", parent=parent,
                         scry_timeout=SCRY_TIMEOUT, ready_timeout=READY_TIMEOUT)
-        self.workload = os.path.join(self.stage(os.path.dirname(WORKLOAD)),
+        self.workload = os.path.join(self.stage_workloads(os.path.dirname(WORKLOAD)),
                                      os.path.basename(WORKLOAD))
 
     def workload_args(self, case, truth, extra=()):
