@@ -379,10 +379,24 @@ static int parse(core_t *c, const core_opts_t *opts, char *errbuf, size_t errlen
     return 0;
 }
 
-static core_t *open_common(core_t *c, const core_opts_t *opts, int *err, char *errbuf,
-                           size_t errlen)
+/* The open of an image of LEN bytes at DATA; OWNED: DATA's mapping, munmap'd by core_free
+ * (or here on failure), or NULL when the caller keeps DATA. */
+static core_t *open_common(const void *data, size_t len, void *owned, const core_opts_t *opts,
+                           int *err, char *errbuf, size_t errlen)
 {
     int rc = 0;
+    core_t *c = calloc(1, sizeof *c);
+    if (!c) {
+        if (owned)
+            munmap(owned, len);
+        rc = SCRY_E_NOMEM;
+        goto fail;
+    }
+    c->data = data;
+    c->len = len;
+    c->owned = owned;
+    c->owned_len = owned ? len : 0;
+    c->rootfd = -1;
     if (opts && opts->sysroot) {
         size_t l = strlen(opts->sysroot);
         while (l > 0 && opts->sysroot[l - 1] == '/')
@@ -419,17 +433,7 @@ fail:
 core_t *core_open_mem(const void *data, size_t len, const core_opts_t *opts, int *err, char *errbuf,
                       size_t errlen)
 {
-    core_t *c = calloc(1, sizeof *c);
-    if (!c) {
-        if (err)
-            *err = SCRY_E_NOMEM;
-        snprintf(errbuf, errlen, "out of memory");
-        return NULL;
-    }
-    c->data = data;
-    c->len = len;
-    c->rootfd = -1;
-    return open_common(c, opts, err, errbuf, errlen);
+    return open_common(data, len, NULL, opts, err, errbuf, errlen);
 }
 
 core_t *core_open(const char *path, const core_opts_t *opts, int *err, char *errbuf, size_t errlen)
@@ -444,20 +448,7 @@ core_t *core_open(const char *path, const core_opts_t *opts, int *err, char *err
             *err = rc;
         return NULL;
     }
-    core_t *c = calloc(1, sizeof *c);
-    if (!c) {
-        munmap(map, len);
-        if (err)
-            *err = SCRY_E_NOMEM;
-        snprintf(errbuf, errlen, "out of memory");
-        return NULL;
-    }
-    c->data = map;
-    c->len = len;
-    c->owned = map;
-    c->owned_len = len;
-    c->rootfd = -1;
-    return open_common(c, opts, err, errbuf, errlen);
+    return open_common(map, len, map, opts, err, errbuf, errlen);
 }
 
 void core_free(core_t *c)

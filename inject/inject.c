@@ -240,6 +240,18 @@ static void fill_data(inject_session_t *s, inject__stub_data_t *d, raddr_t func,
     d->sigmask_ok = (uint64_t)s->sigmask_saved;
 }
 
+/* Waits up to RELEASE_WAIT_MS for the thread's next stop, into *ST. Returns 0, SCRY_E_GONE
+ * when it exited (the session is then released), or proc_wait's error. */
+static int wait_next_stop(inject_session_t *s, proc_stop_t *st)
+{
+    int rc = proc_wait(s->tid, RELEASE_WAIT_MS, st);
+    if (rc == 0 && st->kind == PROC_EXITED) {
+        s->state = INJECT__RELEASED;
+        return SCRY_E_GONE;
+    }
+    return rc;
+}
+
 /* The call has to stop now (timeout or abort): stop the thread and decide. Returns 1 when
  * it turned out to have reached the marker (result in *RET), 0 when released, <0 on error. */
 static int stop_running_call(inject_session_t *s, raddr_t marker, uint64_t *ret, int restore)
@@ -247,13 +259,9 @@ static int stop_running_call(inject_session_t *s, raddr_t marker, uint64_t *ret,
     int rc = proc_interrupt(s->tid);
     for (int guard = 0; rc == 0 && guard < 1000; guard++) {
         proc_stop_t st;
-        rc = proc_wait(s->tid, RELEASE_WAIT_MS, &st);
+        rc = wait_next_stop(s, &st);
         if (rc)
             break;
-        if (st.kind == PROC_EXITED) {
-            s->state = INJECT__RELEASED;
-            return SCRY_E_GONE;
-        }
         struct user_regs_struct g;
         if (ptr_gpr_read(s->tid, &g) != 0)
             break;
@@ -303,13 +311,9 @@ static int park_after_marker(inject_session_t *s)
     int rc = proc_cont_syscall(s->tid, 0);
     for (int guard = 0; rc == 0 && guard < 64; guard++) {
         proc_stop_t st;
-        rc = proc_wait(s->tid, RELEASE_WAIT_MS, &st);
+        rc = wait_next_stop(s, &st);
         if (rc)
             break;
-        if (st.kind == PROC_EXITED) {
-            s->state = INJECT__RELEASED;
-            return SCRY_E_GONE;
-        }
         if (st.kind == PROC_STOP_SYSCALL)
             return 0;
         siginfo_t si;

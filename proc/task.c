@@ -19,45 +19,35 @@ int proc_read_task_state(pid_t pid, pid_t tid, char *state)
 {
     char buf[TASK_FILE_MAX];
     long n = proc_read_file(pid, tid, "stat", buf, sizeof buf);
-    if (n < 0)
-        return (int)n;
-    return proc_parse_stat_state(buf, (size_t)n, state);
+    return n < 0 ? (int)n : proc_parse_stat_state(buf, (size_t)n, state);
 }
 
 int proc_read_task_syscall(pid_t pid, pid_t tid, proc_syscall_t *out)
 {
     char buf[TASK_FILE_MAX];
     long n = proc_read_file(pid, tid, "syscall", buf, sizeof buf);
-    if (n < 0)
-        return (int)n;
-    return proc_parse_syscall(buf, (size_t)n, out);
+    return n < 0 ? (int)n : proc_parse_syscall(buf, (size_t)n, out);
 }
 
 int proc_read_task_schedstat(pid_t pid, pid_t tid, uint64_t *run_ns, uint64_t *wait_ns)
 {
     char buf[TASK_FILE_MAX];
     long n = proc_read_file(pid, tid, "schedstat", buf, sizeof buf);
-    if (n < 0)
-        return (int)n;
-    return proc_parse_schedstat(buf, (size_t)n, run_ns, wait_ns, NULL);
+    return n < 0 ? (int)n : proc_parse_schedstat(buf, (size_t)n, run_ns, wait_ns, NULL);
 }
 
 int proc_read_task_nspid(pid_t pid, pid_t tid, pid_t *ids, size_t cap, size_t *n)
 {
     char buf[4096]; /* status is about 1.5 KiB */
     long got = proc_read_file(pid, tid, "status", buf, sizeof buf);
-    if (got < 0)
-        return (int)got;
-    return proc_parse_status_nspid(buf, (size_t)got, ids, cap, n);
+    return got < 0 ? (int)got : proc_parse_status_nspid(buf, (size_t)got, ids, cap, n);
 }
 
 int proc_read_task_switches(pid_t pid, pid_t tid, uint64_t *vol, uint64_t *nonvol)
 {
     char buf[4096]; /* status is about 1.5 KiB */
     long got = proc_read_file(pid, tid, "status", buf, sizeof buf);
-    if (got < 0)
-        return (int)got;
-    return proc_parse_status_switches(buf, (size_t)got, vol, nonvol);
+    return got < 0 ? (int)got : proc_parse_status_switches(buf, (size_t)got, vol, nonvol);
 }
 
 static int cmp_tid(const void *a, const void *b)

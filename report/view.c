@@ -192,53 +192,78 @@ static uint32_t func_of(report__view_t *v, func_table_t *t, uint32_t *cap, const
     return v->nfuncs - 1;
 }
 
-static int build_funcs(report__view_t *v)
+/* One frame of a stack with CPU samples (see each_cpu_frame): stack SI, frame id FID, SELF
+ * when it is the stack's attribution frame, CNT samples and VAL CPU time of the stack. */
+typedef int (*cpu_frame_fn)(report__view_t *v, uint32_t si, uint32_t fid, int self, uint64_t cnt,
+                            uint64_t val, void *ctx);
+
+/* Calls FN(.., CTX) on every Python frame, and the attribution frame (the stack's uattr when
+ * UATTR, else its attr), of every stack with CPU samples, leaf first. Returns 0 or FN's
+ * first non-zero return. */
+static int each_cpu_frame(report__view_t *v, int uattr, cpu_frame_fn fn, void *ctx)
 {
     const report_profile_t *p = v->p;
-    func_table_t t = {0};
-    uint32_t cap = 64;
-    /* at most one function per frame: size the table for every frame */
-    t.cap = 64;
-    while (t.cap < p->nframes * 2 + 2)
-        t.cap *= 2;
-    t.slots = calloc(t.cap, sizeof *t.slots);
-    v->funcs = malloc(cap * sizeof *v->funcs);
-    if (!t.slots || !v->funcs) {
-        free(t.slots);
-        return SCRY_E_NOMEM;
-    }
-    int rc = 0;
     for (uint32_t si = 0; si < p->nstacks; si++) {
         const report__stack_t *st = &p->stacks[si];
+        uint32_t attr = uattr ? st->uattr : st->attr;
         uint64_t cnt, val;
         const uint32_t *ids = cpu_stack(v, si, &cnt, &val);
         if (!ids)
             continue;
         for (uint32_t i = 0; i < st->depth; i++) {
-            const report__frame_t *f = &p->frames[ids[i]];
-            if (f->kind != SCRY_FRAME_PYTHON && i != st->attr)
+            if (p->frames[ids[i]].kind != SCRY_FRAME_PYTHON && i != attr)
                 continue;
-            uint32_t fid = func_of(v, &t, &cap, f);
-            if (fid == REPORT__NONE) {
-                rc = SCRY_E_NOMEM;
-                goto out;
-            }
-            report__func_t *fn = &v->funcs[fid];
-            if (i == st->attr) {
-                for (int c = 0; c < REPORT__NCLASS; c++) {
-                    fn->self_count[c] += stack_count(v, si, c);
-                    fn->self_value[c] += stack_cpu_value(v, si, c);
-                }
-            }
-            if (fn->stamp != si) { /* count a recursive function once per stack */
-                fn->stamp = si;
-                fn->total_count += cnt;
-                fn->total_value += val;
-            }
+            int rc = fn(v, si, ids[i], i == attr, cnt, val, ctx);
+            if (rc)
+                return rc;
         }
     }
-out:
-    free(t.slots);
+    return 0;
+}
+
+typedef struct funcs_build {
+    func_table_t t;
+    uint32_t cap; /* of v->funcs */
+} funcs_build_t;
+
+static int add_func_frame(report__view_t *v, uint32_t si, uint32_t fid, int self, uint64_t cnt,
+                          uint64_t val, void *ctx)
+{
+    funcs_build_t *b = ctx;
+    uint32_t k = func_of(v, &b->t, &b->cap, &v->p->frames[fid]);
+    if (k == REPORT__NONE)
+        return SCRY_E_NOMEM;
+    report__func_t *fn = &v->funcs[k];
+    if (self) {
+        for (int c = 0; c < REPORT__NCLASS; c++) {
+            fn->self_count[c] += stack_count(v, si, c);
+            fn->self_value[c] += stack_cpu_value(v, si, c);
+        }
+    }
+    if (fn->stamp != si) { /* count a recursive function once per stack */
+        fn->stamp = si;
+        fn->total_count += cnt;
+        fn->total_value += val;
+    }
+    return 0;
+}
+
+static int build_funcs(report__view_t *v)
+{
+    const report_profile_t *p = v->p;
+    funcs_build_t b = {{0}, 64};
+    /* at most one function per frame: size the table for every frame */
+    b.t.cap = 64;
+    while (b.t.cap < p->nframes * 2 + 2)
+        b.t.cap *= 2;
+    b.t.slots = calloc(b.t.cap, sizeof *b.t.slots);
+    v->funcs = malloc(b.cap * sizeof *v->funcs);
+    if (!b.t.slots || !v->funcs) {
+        free(b.t.slots);
+        return SCRY_E_NOMEM;
+    }
+    int rc = each_cpu_frame(v, 0, add_func_frame, &b);
+    free(b.t.slots);
     return rc;
 }
 
@@ -348,6 +373,25 @@ oom:
     return SCRY_E_NOMEM;
 }
 
+/* each_cpu_frame's visitor of report__view_build_frames; CTX: the stamp per frame. */
+static int add_line_frame(report__view_t *v, uint32_t si, uint32_t fid, int self, uint64_t cnt,
+                          uint64_t val, void *ctx)
+{
+    uint32_t *stamp = ctx;
+    if (self) { /* the line views' attribution */
+        for (int c = 0; c < REPORT__NCLASS; c++) {
+            v->frame_self[(size_t)fid * REPORT__NCLASS + (size_t)c] += stack_cpu_value(v, si, c);
+            v->frame_self_count[fid] += stack_count(v, si, c);
+        }
+    }
+    if (stamp[fid] != si) { /* a recursive line counts once per stack */
+        stamp[fid] = si;
+        v->frame_total[fid] += val;
+        v->frame_total_count[fid] += cnt;
+    }
+    return 0;
+}
+
 int report__view_build_frames(report__view_t *v)
 {
     const report_profile_t *p = v->p;
@@ -368,30 +412,7 @@ int report__view_build_frames(report__view_t *v)
     }
     for (size_t i = 0; i < n; i++)
         stamp[i] = REPORT__NONE;
-    for (uint32_t si = 0; si < p->nstacks; si++) {
-        const report__stack_t *st = &p->stacks[si];
-        uint64_t cnt, val;
-        const uint32_t *ids = cpu_stack(v, si, &cnt, &val);
-        if (!ids)
-            continue;
-        for (uint32_t i = 0; i < st->depth; i++) {
-            uint32_t fid = ids[i];
-            if (p->frames[fid].kind != SCRY_FRAME_PYTHON && i != st->uattr)
-                continue;
-            if (i == st->uattr) { /* the line views' attribution */
-                for (int c = 0; c < REPORT__NCLASS; c++) {
-                    v->frame_self[(size_t)fid * REPORT__NCLASS + (size_t)c] +=
-                        stack_cpu_value(v, si, c);
-                    v->frame_self_count[fid] += stack_count(v, si, c);
-                }
-            }
-            if (stamp[fid] != si) { /* a recursive line counts once per stack */
-                stamp[fid] = si;
-                v->frame_total[fid] += val;
-                v->frame_total_count[fid] += cnt;
-            }
-        }
-    }
+    each_cpu_frame(v, 1, add_line_frame, stamp);
     free(stamp);
     return 0;
 }

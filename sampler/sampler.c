@@ -483,6 +483,15 @@ int sampler__stack_wanted(const sampler_t *s, const pystate_thread_t *th)
     return th->nframes > 0 || th->truncated; /* none: a thread starting or finishing */
 }
 
+int sampler__snapshot_gil(sampler_t *s)
+{
+    int any_gil = 0;
+    s->stats.finalizing = pystate_snapshot_finalizing(s->snap);
+    for (size_t i = 0; i < pystate_snapshot_count(s->snap); i++)
+        any_gil |= pystate_snapshot_thread(s->snap, i)->gil;
+    return any_gil;
+}
+
 int sampler__sample_threads(sampler_t *s, pystate_thread_filter_fn fn, void *ctx)
 {
     pystate_set_thread_filter(s->target, fn, ctx);
@@ -537,11 +546,9 @@ int sampler_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
         return err == SCRY_E_PERM || err == SCRY_E_NOMEM ? err : 0;
     }
     size_t n = pystate_snapshot_count(s->snap);
-    int any_gil = 0;
-    s->stats.finalizing = pystate_snapshot_finalizing(s->snap);
+    int any_gil = sampler__snapshot_gil(s);
     for (size_t i = 0; i < n; i++) {
         const pystate_thread_t *th = pystate_snapshot_thread(s->snap, i);
-        any_gil |= th->gil;
         proc_task_t *task = proc_tasks_find(s->tasks, th->tid);
         if (!task && th->tid > 0)
             proc_tasks_mark_stale(s->tasks); /* a new thread: list them again next tick */

@@ -106,6 +106,10 @@ int sampler__reused(sampler_t *s);
  * not reading the stacks of threads that will not be sampled. Returns as pystate_sample. */
 int sampler__sample_threads(sampler_t *s, pystate_thread_filter_fn fn, void *ctx);
 
+/* After a sample into s->snap: records in s->stats whether the target is finalizing and
+ * returns 1 when some thread of the snapshot holds the GIL, else 0. */
+int sampler__snapshot_gil(sampler_t *s);
+
 /* 1 when thread TH of the last snapshot is emitted: it has Python frames (or the depth
  * bound cut them), or it stayed torn and S emits partial stacks (sampler_opts_t.partial). */
 int sampler__stack_wanted(const sampler_t *s, const pystate_thread_t *th);

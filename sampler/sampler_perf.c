@@ -565,10 +565,9 @@ static int read_held(sampler_t *s, uint64_t t0, sampler_emit_fn emit, void *ctx)
         if (err)
             return read_failed(s, err, t0);
         size_t n = pystate_snapshot_count(s->snap);
-        s->stats.finalizing = pystate_snapshot_finalizing(s->snap);
+        any_gil = sampler__snapshot_gil(s);
         for (size_t i = 0; i < n; i++) {
             const pystate_thread_t *th = pystate_snapshot_thread(s->snap, i);
-            any_gil |= th->gil;
             if (th->tid > 0 && !perfev_has_thread(p->ev, th->tid))
                 p->stale = 1;
             perf_thread_t *t = lookup(p, th->tid, 0);
@@ -625,11 +624,9 @@ static int perf_read(sampler_t *s, int tick, uint64_t t0, sampler_emit_fn emit, 
     if (err)
         return read_failed(s, err, t0);
     size_t n = pystate_snapshot_count(s->snap);
-    int any_gil = 0;
-    s->stats.finalizing = pystate_snapshot_finalizing(s->snap);
+    int any_gil = sampler__snapshot_gil(s);
     for (size_t i = 0; i < n; i++) {
         const pystate_thread_t *th = pystate_snapshot_thread(s->snap, i);
-        any_gil |= th->gil;
         if (th->tid > 0 && !perfev_has_thread(p->ev, th->tid))
             p->stale = 1; /* a new thread: list them again next tick */
         if (s->opts.gil && !th->gil)

@@ -60,14 +60,9 @@ static int cmp_seq(const void *a, const void *b)
 static int spool_list(int dfd, spool_ent_t **out, uint64_t *max_seq)
 {
     *out = NULL;
-    int fd = dup(dfd);
-    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-    if (!d) {
-        if (fd >= 0)
-            close(fd);
+    DIR *d = serve_dir_stream(dup(dfd));
+    if (!d)
         return SCRY_E_IO;
-    }
-    rewinddir(d);
     spool_ent_t *list = NULL;
     size_t n = 0, cap = 0;
     struct dirent *de;
@@ -78,9 +73,9 @@ static int spool_list(int dfd, spool_ent_t **out, uint64_t *max_seq)
         if (!isdigit((unsigned char)de->d_name[0])) {
             if (strncmp(de->d_name, ".tmp-", 5) == 0) {
                 struct stat st;
-                if (fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
                     st.st_mtime < now - 60)
-                    unlinkat(fd, de->d_name, 0);
+                    unlinkat(dfd, de->d_name, 0);
             }
             continue;
         }
@@ -91,10 +86,10 @@ static int spool_list(int dfd, spool_ent_t **out, uint64_t *max_seq)
             continue;
         struct stat qs, ps;
         snprintf(path, sizeof path, "%llu.pb.gz", (unsigned long long)seq);
-        if (fstatat(fd, path, &ps, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(ps.st_mode))
+        if (fstatat(dfd, path, &ps, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(ps.st_mode))
             continue;
         snprintf(path, sizeof path, "%llu.query", (unsigned long long)seq);
-        if (fstatat(fd, path, &qs, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(qs.st_mode))
+        if (fstatat(dfd, path, &qs, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(qs.st_mode))
             continue;
         if (n >= PUSH_MAX_ENTRIES)
             break;

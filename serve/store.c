@@ -65,6 +65,18 @@ static int splice_link(char *rest, size_t restlen, const char *p, const char *ta
     return 0;
 }
 
+DIR *serve_dir_stream(int fd)
+{
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return NULL;
+    }
+    rewinddir(d); /* a dup'ed descriptor shares its offset with the original */
+    return d;
+}
+
 int serve_dir_open(const char *path, mode_t mode, gid_t gid, char *msg, size_t msglen)
 {
     char rest[4096], comp[256], target[4096], last[256] = "/";
@@ -402,13 +414,10 @@ static int scan_service(serve_store_t *s, const char *service, window_ent_t **li
     file_ent_t *files = NULL;
     size_t nf = 0, fcap = 0;
     int err = 0;
-    int fd = service_fd(s, service);
-    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-    if (!d) {
-        if (fd >= 0)
-            close(fd);
+    DIR *d = serve_dir_stream(service_fd(s, service));
+    if (!d)
         return 0;
-    }
+    int fd = dirfd(d);
     struct dirent *de;
     while ((de = readdir(d)) != NULL && nf < STORE_MAX_WINDOWS * 4) {
         struct stat st;
@@ -504,14 +513,9 @@ int serve_store_prune(serve_store_t *s, int64_t now)
     window_ent_t *list = NULL;
     size_t n = 0, cap = 0, services = 0;
     int err = 0;
-    int fd = dup(s->dfd);
-    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-    if (!d) {
-        if (fd >= 0)
-            close(fd);
+    DIR *d = serve_dir_stream(dup(s->dfd));
+    if (!d)
         return SCRY_E_IO;
-    }
-    rewinddir(d);
     struct dirent *de;
     while ((de = readdir(d)) != NULL && services < STORE_MAX_SERVICES) {
         if (!name_ok(de->d_name, 64) || strcmp(de->d_name, "spool") == 0)

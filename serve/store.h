@@ -13,6 +13,7 @@
 
 #include <json-c/json.h>
 
+#include <dirent.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -78,6 +79,10 @@ const serve_store_stats_t *serve_store_stats(const serve_store_t *s);
  * walked by the same rules. '..' is refused. A missing last component is created with MODE
  * (and group GID unless (gid_t)-1), missing ones above it with 0755. */
 int serve_dir_open(const char *path, mode_t mode, gid_t gid, char *msg, size_t msglen);
+
+/* Returns a directory stream over descriptor FD (which it takes: closed by closedir, or
+ * at once on failure), rewound to the first entry, or NULL (FD < 0 included). */
+DIR *serve_dir_stream(int fd);
 
 /* Writes LEN bytes of DATA to NAME (no '/') in directory DFD atomically: a new temporary
  * file with a random name (O_EXCL | O_NOFOLLOW), mode MODE and group GID (unless

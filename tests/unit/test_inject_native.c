@@ -47,21 +47,24 @@ static const char regs_src[] =
     "    return bad;\n"
     "}\n";
 
+/* The rest of main() of sleep_src's program: a 1.5 s nanosleep, its result and duration. */
+#define SLEEP_BODY                                                                                 \
+    "    struct timespec a, b, d = {1, 500000000};\n"                                              \
+    "    printf(\"ready\\n\"); fflush(stdout);\n"                                                  \
+    "    clock_gettime(CLOCK_MONOTONIC, &a);\n"                                                    \
+    "    int r = nanosleep(&d, NULL);\n"                                                           \
+    "    int e = errno;\n"                                                                         \
+    "    clock_gettime(CLOCK_MONOTONIC, &b);\n"                                                    \
+    "    printf(\"rc %d errno %d slept %.3f\\n\", r, r ? e : 0,\n"                                 \
+    "           b.tv_sec - a.tv_sec + (b.tv_nsec - a.tv_nsec) / 1e9);\n"                           \
+    "    return r != 0;\n"                                                                         \
+    "}\n"
+
 static const char sleep_src[] = "#include <errno.h>\n"
                                 "#include <stdio.h>\n"
                                 "#include <string.h>\n"
                                 "#include <time.h>\n"
-                                "int main(void) {\n"
-                                "    struct timespec a, b, d = {1, 500000000};\n"
-                                "    printf(\"ready\\n\"); fflush(stdout);\n"
-                                "    clock_gettime(CLOCK_MONOTONIC, &a);\n"
-                                "    int r = nanosleep(&d, NULL);\n"
-                                "    int e = errno;\n"
-                                "    clock_gettime(CLOCK_MONOTONIC, &b);\n"
-                                "    printf(\"rc %d errno %d slept %.3f\\n\", r, r ? e : 0,\n"
-                                "           b.tv_sec - a.tv_sec + (b.tv_nsec - a.tv_nsec) / 1e9);\n"
-                                "    return r != 0;\n"
-                                "}\n";
+                                "int main(void) {\n" SLEEP_BODY;
 
 /* sleep_src's program under a seccomp filter: syscall -1 (what a tracer's skipped syscall
  * becomes) refused with ENOSYS, everything else allowed. */
@@ -82,17 +85,7 @@ static const char seccomp_sleep_src[] =
     "    struct sock_fprog prog = {sizeof f / sizeof f[0], f};\n"
     "    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, "
     "SECCOMP_MODE_FILTER, &prog))\n"
-    "        return 3;\n"
-    "    struct timespec a, b, d = {1, 500000000};\n"
-    "    printf(\"ready\\n\"); fflush(stdout);\n"
-    "    clock_gettime(CLOCK_MONOTONIC, &a);\n"
-    "    int r = nanosleep(&d, NULL);\n"
-    "    int e = errno;\n"
-    "    clock_gettime(CLOCK_MONOTONIC, &b);\n"
-    "    printf(\"rc %d errno %d slept %.3f\\n\", r, r ? e : 0,\n"
-    "           b.tv_sec - a.tv_sec + (b.tv_nsec - a.tv_nsec) / 1e9);\n"
-    "    return r != 0;\n"
-    "}\n";
+    "        return 3;\n" SLEEP_BODY;
 
 static int build(const char *src, const char *name, char *exe, size_t size)
 {

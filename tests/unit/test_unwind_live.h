@@ -162,18 +162,8 @@ __attribute__((unused)) static int find_frame(const unwind_frame_t *f, size_t n,
 /* Thread state character from /proc. */
 __attribute__((unused)) static char thread_state(pid_t pid, pid_t tid)
 {
-    char path[96], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)pid, (int)tid);
-    int fd = open(path, O_RDONLY);
-    if (fd < 0)
-        return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
-    char *p = strrchr(buf, ')');
-    return p && p[1] == ' ' ? p[2] : 0;
+    char state;
+    return proc_read_task_state(pid, tid, &state) == 0 ? state : 0;
 }
 
 #endif

@@ -7,17 +7,12 @@ First program: writes READY ({"pid"}), idles 0.5 s (scry attaches), burns in
 first_phase() for 1.0 s of CPU, then execs itself with "second". Second program: burns in second_phase() for 1.5 s of
 CPU, writes OUT ({"pid", "first_s", "second_s"}) and exits.
 """
-import json
 import os
 import sys
 import time
 
-
-def write_json(path, obj):
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(obj, f)
-    os.rename(tmp, path)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "workloads"))
+from _wl import write_json  # noqa: E402  (beside this file in a root)
 
 
 def burn(quota):

@@ -135,7 +135,7 @@ def start_container(c, work=None, extra=()):
     its namespaces, in the engine's cgroup /docker/<id>. Sets c.cid (the container's id)
     and c.wrapper (the attached `docker run` client, which exits with the container).
     Returns (host pid, truth)."""
-    script = c.stage(work or WORK)
+    script = c.stage_workloads(work or WORK)  # ctr_exec.py imports _wl
     ready, out = c.path("ready.json"), c.path("out.json")
     p = ENGINE.run(c, [EXE, script, c.tpath(ready), c.tpath(out)], extra)
     c.targets.append(("container", p))
@@ -152,7 +152,7 @@ def start_emulated(c, cgroup, work=None):
     chrooted into the sid root with its own /proc, in cgroup CGROUP (a directory). Returns
     (host pid, truth)."""
     root = c.interp.root
-    script = c.stage(work or WORK)
+    script = c.stage_workloads(work or WORK)  # ctr_exec.py imports _wl
     ready, out = c.path("ready.json"), c.path("out.json")
     inner = ["unshare", "--pid", "--mount", "--uts", "--ipc", "--net", "--fork",
              "--mount-proc=%s" % os.path.join(root, "proc")] + c.interp.argv(

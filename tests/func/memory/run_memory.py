@@ -63,12 +63,22 @@ class Ctx(st.Ctx):
     def __init__(self, interp, scry, name, verbose, parent=None):
         st.Ctx.__init__(self, name, interp, scry, verbose, prefix="scry-mem", parent=parent,
                         scry_timeout=SCRY_TIMEOUT, ready_timeout=READY_TIMEOUT)
-        self.workload = os.path.join(self.stage(os.path.dirname(WORKLOAD)),
+        self.workload = os.path.join(self.stage_workloads(os.path.dirname(WORKLOAD)),
                                      os.path.basename(WORKLOAD))
 
     def workload_args(self, case, truth, extra=()):
         return self.interp.argv(self.workload, case, "--truth", self.tpath(truth),
                                 "--wait-ring", RING_WAIT, "--max-seconds", 100, *extra)
+
+    def start_ready(self, case):
+        """Starts the workload CASE (its truth CASE-truth.json in the test's directory) and
+        waits until it is ready; returns (process, its pid on the host, truth path)."""
+        truth = os.path.join(self.tmp, "%s-truth.json" % case)
+        ready = os.path.join(self.tmp, "%s-ready.json" % case)
+        p = self.spawn(self.workload_args(case, truth, ["--ready", self.tpath(ready)]),
+                       log_name="%s.log" % case)
+        info = self.wait_json(ready, p, "workload %s ready" % case)
+        return p, self.interp.host_pid(p.pid) if self.interp.isolation else info["pid"], truth
 
     def run_case(self, case, mode, fmt="json", scry_extra=(), extra=(), name="out"):
         """Runs the workload CASE under `scry record --memory` in MODE ('launch' or
@@ -192,11 +202,27 @@ def note_attach(run):
         run.mode == "attach") else ""
 
 
+def marked_line(c, case, mode, mark, truth_key):
+    """(run, line, want): CASE's cached run in MODE, its line MARK, and the truth's
+    TRUTH_KEY bytes in MB."""
+    run = cached(c, case, mode)
+    return run, run.line(mark), run.truth[truth_key] / MB
+
+
+def copy_line(c, case, mode, mark, truth_key):
+    """(run, line, verdict): marked_line's run and line, and that line's copies checked
+    against the truth (with the attach note on failure)."""
+    run, e, want = marked_line(c, case, mode, mark, truth_key)
+    try:
+        d = within(e.get("copy_mb", 0), want, TOL_COPY, "copy")
+    except Fail as f:
+        raise Fail(str(f) + note_attach(run))
+    return run, e, d
+
+
 @test("keep_200mb")
 def t_keep(c, mode):
-    run = cached(c, "known", mode)
-    e = run.line("keep")
-    want = run.truth["keep_bytes"] / MB
+    run, e, want = marked_line(c, "known", mode, "keep", "keep_bytes")
     d = within(e["net_mb"], want, TOL_KEEP, "net")
     d2 = within(e["alloc_mb"], want, TOL_KEEP, "alloc")
     # the ring never has a name in a file system (nothing can be left behind in /dev/shm)
@@ -209,9 +235,7 @@ def t_keep(c, mode):
 
 @test("churn_2gb")
 def t_churn(c, mode):
-    run = cached(c, "known", mode)
-    e = run.line("churn")
-    want = run.truth["churn_bytes"] / MB
+    run, e, want = marked_line(c, "known", mode, "churn", "churn_bytes")
     d = within(e["alloc_mb"], want, TOL_ALLOC, "alloc")
     check(abs(e["net_mb"]) < NET_OF_ALLOC * max(e["alloc_mb"], 1),
           "%s but net %.1f MB (want |net| < %d%% of alloc)" % (d, e["net_mb"],
@@ -223,13 +247,7 @@ def t_churn(c, mode):
 
 @test("copy_2gb")
 def t_copy(c, mode):
-    run = cached(c, "known", mode)
-    e = run.line("copy")
-    want = run.truth["copy_bytes"] / MB
-    try:
-        d = within(e.get("copy_mb", 0), want, TOL_COPY, "copy")
-    except Fail as f:
-        raise Fail(str(f) + note_attach(run))
+    _, e, d = copy_line(c, "known", mode, "copy", "copy_bytes")
     return "%s; %.0f MB/s" % (d, e.get("copy_mb_s", 0))
 
 
@@ -276,9 +294,7 @@ def t_lines(c, mode):
 
 @test("np_keep_300mb", numpy=True)
 def t_np_keep(c, mode):
-    run = cached(c, "numpy", mode)
-    e = run.line("np_keep")
-    want = run.truth["np_keep_bytes"] / MB
+    run, e, want = marked_line(c, "numpy", mode, "np_keep", "np_keep_bytes")
     try:
         d = within(e["net_mb"], want, TOL_KEEP, "net")
         check(e["alloc_python_pct"] < 20, "%s; alloc_python_pct %.1f (numpy's data buffers "
@@ -291,22 +307,14 @@ def t_np_keep(c, mode):
 
 @test("np_copy_2gb", numpy=True)
 def t_np_copy(c, mode):
-    run = cached(c, "numpy", mode)
-    e = run.line("np_copy")
-    want = run.truth["np_copy_bytes"] / MB
-    try:
-        d = within(e.get("copy_mb", 0), want, TOL_COPY, "copy")
-    except Fail as f:
-        raise Fail(str(f) + note_attach(run))
+    run, e, d = copy_line(c, "numpy", mode, "np_copy", "np_copy_bytes")
     check(e["function"] == run.truth["marks"]["np_copy"][1], "function %r" % e["function"])
     return "%s; alloc %.1f MB" % (d, e.get("alloc_mb", 0))
 
 
 @test("threads4")
 def t_threads(c, mode):
-    run = cached(c, "threads", mode)
-    e = run.line("thread_keep")
-    want = run.truth["thread_keep_bytes"] / MB
+    run, e, want = marked_line(c, "threads", mode, "thread_keep", "thread_keep_bytes")
     d = within(e["alloc_mb"], want, TOL_ALLOC, "alloc")
     d2 = within(e["net_mb"], want, TOL_KEEP, "net")
     check(e["function"] == "thread_keep", "function %r" % e["function"])
@@ -319,12 +327,7 @@ def t_reattach(c, mode):
     first session are all sampled in a second: the line they keep memory on has its bytes
     (within 15%), and every worker thread has memory samples."""
     out1, out2 = os.path.join(c.tmp, "reattach1.json"), os.path.join(c.tmp, "reattach2.json")
-    truth = os.path.join(c.tmp, "reattach-truth.json")
-    ready = os.path.join(c.tmp, "reattach-ready.json")
-    p = c.spawn(c.workload_args("reattach", truth, ["--ready", c.tpath(ready)]),
-                log_name="reattach.log")
-    info = c.wait_json(ready, p, "workload reattach ready")
-    pid = c.interp.host_pid(p.pid) if c.interp.isolation else info["pid"]
+    p, pid, truth = c.start_ready("reattach")
     r1 = c.scry(["record", "--memory", "-q", "-d", "1.5", "-f", "json", "-o", out1, "--pid", pid])
     check(r1.rc == 0, "first session: scry exited %d: %s" % (r1.rc, short(r1.err)))
     r2 = c.scry(["record", "--memory", "-f", "json", "-o", out2, "--pid", pid])
@@ -356,12 +359,7 @@ def t_twice(c, mode):
     record its imports; the second session's script calls the loaded shim where it is)."""
     if c.interp.version < (3, 14) and c.interp.label != "3.12":
         raise Skip("before 3.14 both sessions take the ptrace path: run on 3.12 only")
-    truth = os.path.join(c.tmp, "twice-truth.json")
-    ready = os.path.join(c.tmp, "twice-ready.json")
-    p = c.spawn(c.workload_args("twice", truth, ["--ready", c.tpath(ready)]),
-                log_name="twice.log")
-    info = c.wait_json(ready, p, "workload twice ready")
-    pid = c.interp.host_pid(p.pid) if c.interp.isolation else info["pid"]
+    p, pid, truth = c.start_ready("twice")
     outs = [os.path.join(c.tmp, "twice%d.json" % i) for i in (1, 2)]
     env = dict(c.env(), SCRY_REMOTE_EXEC_WAIT_MS="200")
     common = ["record", "--memory", "--memory-sample-bytes", 4096, "-f", "json", "--pid", pid]

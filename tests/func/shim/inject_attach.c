@@ -29,6 +29,7 @@
 #include "ring_consumer.h"
 #include "tally.h"
 #include "scry_err.h"
+#include "scry_proc.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -63,18 +64,8 @@ static void account(const ringc_event_t *e)
 /* Nonzero while PID exists and is not a zombie. */
 static int alive(pid_t pid)
 {
-    char path[64], buf[256];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    int fd = open(path, O_RDONLY);
-    if (fd < 0)
-        return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = 0;
-    const char *p = strrchr(buf, ')');
-    return p && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
+    char state;
+    return proc_read_task_state(pid, 0, &state) == 0 && state != 'Z' && state != 'X';
 }
 
 static void json_string(const char *s)

@@ -60,6 +60,18 @@ def write_json(path, obj):
     os.rename(tmp, path)
 
 
+def run_threads(target, n):
+    """Runs TARGET(out, i) in N threads (i = 0..N-1) to their end; returns out, N slots
+    (None) the threads may fill."""
+    out = [None] * n
+    ts = [threading.Thread(target=target, args=(out, i)) for i in range(n)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return out
+
+
 def native_tid():
     """The calling thread's kernel tid (threading.get_native_id appeared in 3.8)."""
     get = getattr(threading, "get_native_id", None)

@@ -26,6 +26,8 @@ import time
 
 MB = 1 << 20
 FILE = os.path.abspath(__file__)
+sys.path.insert(0, os.path.join(os.path.dirname(FILE), "..", "..", "workloads"))  # _wl
+from _wl import run_threads, write_json  # noqa: E402
 
 # common/scry_ring.h: offsets in struct scry_ring_header (checked by run_memory.py's self-test)
 RING_MAGIC = 0x474E495259524353
@@ -383,15 +385,6 @@ def scribble(path, stop_at, stats):
 # --- driver ------------------------------------------------------------------------------
 
 
-def write_json(path, obj):
-    if not path:
-        return
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(obj, f)
-    os.rename(tmp, path)
-
-
 def opt(name, default=None):
     if name in sys.argv:
         return sys.argv[sys.argv.index(name) + 1]
@@ -442,12 +435,7 @@ def main():
         keep.append(kept)
         truth["np_copy_bytes"] = np_copy_2g(np)
     elif case == "threads":
-        out = [None] * 4
-        ts = [threading.Thread(target=thread_keep, args=(out, i)) for i in range(4)]
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join()
+        out = run_threads(thread_keep, 4)
         keep.append(out)
         truth["thread_keep_bytes"] = sum(sys.getsizeof(b) for o in out for b in o)
     elif case == "fork":
@@ -488,17 +476,11 @@ def main():
     elif case == "flood":
         n_threads = int(opt("--threads", "4"))
         stop_at = time.monotonic() + float(opt("--seconds", "2"))
-        res = [0] * n_threads
 
-        def run(i):
+        def run(res, i):
             res[i] = flood(stop_at)
 
-        ts = [threading.Thread(target=run, args=(i,)) for i in range(n_threads)]
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join()
-        truth["objects"] = sum(res)
+        truth["objects"] = sum(run_threads(run, n_threads))
     elif case == "hostile":
         stats = {"writes": 0}
         ring = truth.get("ring")

@@ -10,7 +10,6 @@ process's CPU time, in --truth PATH, rewritten (atomically) every 0.25 s with a 
 [unix time, process CPU, {function: CPU}] so a test can take the truth of any window.
 --ready PATH gets {"pid", "version"} once running; --name is there to be matched by rules.
 """
-import argparse
 import concurrent.futures
 import hashlib
 import json
@@ -19,6 +18,8 @@ import signal
 import sys
 import threading
 import time
+
+import _svc
 
 lock = threading.Lock()
 cpu = {}
@@ -56,13 +57,7 @@ def handle(doc, blob):
 
 
 def main_work(quota):
-    t0 = time.thread_time()
-    end = t0 + quota
-    x = 0
-    while time.thread_time() < end:
-        for i in range(300):
-            x += i
-    charge("main_work", t0)
+    burst("main_work", quota)
 
 
 def run_pool():
@@ -120,25 +115,14 @@ def run_many():
         time.sleep(1)
 
 
-def write_json(path, obj):
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(obj, f)
-    os.rename(tmp, path)
-
-
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--mode", default="pool")
-    ap.add_argument("--name", default="pool")
-    ap.add_argument("--ready")
-    ap.add_argument("--truth")
+    ap = _svc.options("pool", "pool")
     a = ap.parse_args()
     signal.alarm(300)
     body = run_pool if a.mode == "pool" else run_many
     threading.Thread(target=body, daemon=True).start()
     if a.ready:
-        write_json(a.ready, {"pid": os.getpid(), "version": sys.version.split()[0]})
+        _svc.write_json(a.ready, {"pid": os.getpid(), "version": sys.version.split()[0]})
     history = []
     while True:
         time.sleep(0.25)
@@ -146,7 +130,7 @@ def main():
             snap = dict(cpu)
         history.append([time.time(), time.process_time(), snap])
         if a.truth:
-            write_json(a.truth, {"history": history[-2000:]})
+            _svc.write_json(a.truth, {"history": history[-2000:]})
 
 
 if __name__ == "__main__":

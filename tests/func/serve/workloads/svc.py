@@ -11,12 +11,12 @@
 --ready PATH gets {"pid", "version"} once running; --truth PATH is rewritten (atomically)
 every second with the totals per function. --name is only there to be matched by rules.
 """
-import argparse
-import json
 import os
 import signal
 import sys
 import time
+
+import _svc
 
 ROUND = 0.0473
 SPLIT = {"fa": 0.5, "fb": 0.3, "fc": 0.2}
@@ -37,19 +37,13 @@ def alloc_small():
 
 
 def burn(name, quota):
-    clock = time.process_time
-    w0 = time.perf_counter()
-    t0 = clock()
-    end = t0 + quota
+    w0, t0 = time.perf_counter(), time.process_time()
     x = 0
-    while True:
+    while time.process_time() < t0 + quota:
         for i in range(200):
             x += i
-        t = clock()
-        if t >= end:
-            totals[name][0] += t - t0
-            totals[name][1] += time.perf_counter() - w0
-            return
+    totals[name][0] += time.process_time() - t0
+    totals[name][1] += time.perf_counter() - w0
 
 
 def fa(q):
@@ -64,19 +58,8 @@ def fc(q):
     burn("fc", q)
 
 
-def write_json(path, obj):
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(obj, f)
-    os.rename(tmp, path)
-
-
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--mode", default="idle")
-    ap.add_argument("--name", default="svc")
-    ap.add_argument("--ready")
-    ap.add_argument("--truth")
+    ap = _svc.options("idle", "svc")
     ap.add_argument("--exit-after", type=float, default=0)
     ap.add_argument("--exec-after", type=float, default=0)
     ap.add_argument("--idle-sleep", type=float, default=0.2)
@@ -84,7 +67,7 @@ def main():
     signal.alarm(180)
     start = time.monotonic()
     if a.ready:
-        write_json(a.ready, {"pid": os.getpid(), "version": sys.version.split()[0],
+        _svc.write_json(a.ready, {"pid": os.getpid(), "version": sys.version.split()[0],
                              "script": os.path.basename(__file__)})
     last = start
     while True:
@@ -111,7 +94,7 @@ def main():
             time.sleep(a.idle_sleep)
         if a.truth and (now - last >= 1.0 or a.mode == "alloc" and now - last >= 0.1):
             last = now
-            write_json(a.truth, {"cpu": dict((k, v[0]) for k, v in totals.items()),
+            _svc.write_json(a.truth, {"cpu": dict((k, v[0]) for k, v in totals.items()),
                                  "wall": dict((k, v[1]) for k, v in totals.items()),
                                  "process_cpu": time.process_time(), "alive_s": now - start,
                                  "alloc": allocated})
