@@ -26,7 +26,7 @@ trap '"$here/scripts/dockerd.sh" stop $$' EXIT
 # and LeakSanitizer against real interpreters, and the fault suite's cycles.
 (cd "$here/build-asan" && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure --timeout 900 \
     --repeat until-pass:2 -L asan) || status=1
-# libFuzzer targets of every parser of target-controlled input, 10 s each (about 3 min with
+# libFuzzer targets of every parser of target-controlled input, 5 s each (about 2 min with
 # the clang build: the CI run stays within its hour); bench/fuzz_long.sh runs them longer.
-"$here/scripts/fuzz.sh" 10 || status=1
+"$here/scripts/fuzz.sh" 5 || status=1
 exit $status
