@@ -111,8 +111,7 @@ static int lookup_as(pid_t pid, const elfsym_maps_t *maps, size_t i, const char 
     elfsym_obj_t *obj = mem ? elfsym_obj_open(alt, NULL) : NULL;
     elfsym_sym_t sym;
     raddr_t bias = 0;
-    if (obj && elfsym_map_matches(mem, base, obj) &&
-        elfsym_module_bias(obj, maps, i, &bias) == 0 &&
+    if (obj && elfsym_map_matches(mem, base, obj) && elfsym_module_bias(obj, maps, i, &bias) == 0 &&
         elfsym_obj_lookup(obj, symbol, &sym) == 0 && sym.value != 0 &&
         (sym.type == STT_FUNC || sym.type == STT_OBJECT)) {
         *addr = sym.value + bias;
