@@ -578,9 +578,13 @@ def memory_attach(c, how):
     p = ENGINE.run(c, [EXE, c.tpath(script), 30])  # outlives the recording
     c.targets.append(("container", p))
     hpid = ENGINE.host_pid(c)
-    # until its interpreter has a main thread (a dump works): PEP 768 needs it
+    # until the script runs (its frame in a dump): PEP 768 needs the interpreter's main
+    # thread, which is set after the first thread state, just before the script starts
     d = st.Deadline(20)
-    while c.scry(["dump", "--pid", hpid]).rc != 0 and not d.expired():
+    while not d.expired():
+        r = c.scry(["dump", "--pid", hpid])
+        if r.rc == 0 and "keep.py" in r.out:
+            break
         time.sleep(0.1)
     out = c.path("attach.json")
     res = c.scry_ok(["record", "--memory", "--inject", how, "-d", "4", "-f", "json", "-o", out,
