@@ -478,6 +478,16 @@ int perfev_thread_preempted(const perfev_t *p, pid_t tid, uint64_t *at_ns)
     return t ? t->preempted : -1;
 }
 
+int perfev_thread_off_cpu_at(const perfev_t *p, pid_t tid, uint64_t at_ns)
+{
+    const perfev_thread_t *t = p && p->opts.switches ? find(p, tid) : NULL;
+    if (!t || t->preempted < 0)
+        return -1;
+    if (t->switch_ns > at_ns) /* it left after AT_NS: on a CPU then if it came before */
+        return t->in_ns && t->in_ns <= at_ns ? 0 : -1;
+    return t->in_ns <= t->switch_ns || t->in_ns > at_ns;
+}
+
 int perfev_set_rate(perfev_t *p, double rate_hz)
 {
     if (!p || !(rate_hz >= 0.01 && rate_hz <= 100000))

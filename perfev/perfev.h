@@ -183,6 +183,11 @@ int perfev_thread_clock(const perfev_t *p, pid_t tid, uint64_t *ns);
  * not say); when known, *AT_NS (may be NULL) is when (CLOCK_MONOTONIC). */
 int perfev_thread_preempted(const perfev_t *p, pid_t tid, uint64_t *at_ns);
 
+/* With opts.switches: whether thread TID was off its CPU at AT_NS (CLOCK_MONOTONIC), as of
+ * the last read of the rings: 1 off (its last switch out came before AT_NS and it was not
+ * back on a CPU at AT_NS), 0 on, -1 unknown (no switch read yet, or one read after AT_NS). */
+int perfev_thread_off_cpu_at(const perfev_t *p, pid_t tid, uint64_t at_ns);
+
 /* Makes the sampling rate RATE_HZ (0.01 to 100000: period 1e9/RATE_HZ ns) for every open
  * event (PERF_EVENT_IOC_PERIOD; the kernel restarts each thread's clock) and the events
  * opened from now on. Returns 0, SCRY_E_INVAL (rate out of range) or the code of the first

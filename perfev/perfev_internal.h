@@ -22,6 +22,7 @@ typedef struct perfev_thread {
     uint8_t mark;       /* scratch for perfev_set_threads */
     int8_t preempted;   /* opts.switches: how it last left its CPU (perfev_thread_preempted), */
     uint64_t switch_ns; /* and when */
+    uint64_t in_ns;     /* opts.switches: when it last came onto a CPU (0: not seen) */
 } perfev_thread_t;
 
 struct perfev {

@@ -157,10 +157,15 @@ int perfev__drain(struct perfev *p, perfev_thread_t *t, perfev_sample_fn cb, voi
         } else if (h.type == PERF_RECORD_SWITCH) {
             /* a thread's own switches (opts.switches): on 4.17 and later a switch out while
              * runnable says so; sample_id_all: u32 pid, tid; u64 time; u32 cpu, res */
-            if ((h.misc & PERF_RECORD_MISC_SWITCH_OUT) && !p->opts.cpu_wide &&
-                h.size >= sizeof h + 16) {
-                t->preempted = (h.misc & PERF_RECORD_MISC_SWITCH_OUT_PREEMPT) ? 1 : 0;
-                memcpy(&t->switch_ns, rec + sizeof h + 8, 8);
+            if (!p->opts.cpu_wide && h.size >= sizeof h + 16) {
+                uint64_t at;
+                memcpy(&at, rec + sizeof h + 8, 8);
+                if (h.misc & PERF_RECORD_MISC_SWITCH_OUT) {
+                    t->preempted = (h.misc & PERF_RECORD_MISC_SWITCH_OUT_PREEMPT) ? 1 : 0;
+                    t->switch_ns = at;
+                } else {
+                    t->in_ns = at;
+                }
             }
         } else if (h.type == PERF_RECORD_THROTTLE) {
             p->st.throttled++;

@@ -9,9 +9,9 @@
  *  2. only when some thread ran (or with --idle), one pystate_sample reads the Python
  *     stacks, right after: of the threads that ran (with --idle, of every thread);
  *  3. each Python thread that ran gets one sample per record with a native stack (merged),
- *     or one per class with the CPU time its records add up to; with --idle, each thread's
- *     wall time that was not CPU time is carried until a tick finds it off a CPU, and
- *     charged there (idle_charge; docs/accuracy.md, "Wall time").
+ *     or one per class with the CPU time its records add up to; with --idle, a thread
+ *     that a tick finds off its CPU gets a sample of the wall time since its previous
+ *     tick where it waits (idle_charge; docs/accuracy.md, "Wall time").
  * Without --idle no /proc file is read per thread per tick: the thread list
  * (/proc/PID/task) is read every 200 ms (every 20 ticks, at most 1 s, at rates under 100 Hz) or
  * when a Python thread without an event shows up. Nothing is stopped.
@@ -44,9 +44,9 @@ typedef struct perf_thread {
     uint64_t w[PERF_KINDS];      /* CPU ns this read per IP kind, records without stack */
     uint64_t cpu;                /* CPU ns this tick, all records */
     uint64_t last_wall;          /* --idle: time of the previous tick that looked at it, */
-    uint64_t idle_cpu;           /* and its CPU clock then, */
-    uint64_t idle_probe;         /* and at this tick, before the stacks were read (0: unread), */
-    uint64_t idle_carry;         /* its wall time off a CPU not charged yet (idle_charge), */
+    uint64_t idle_probe;         /* its CPU clock at this tick, before the stacks were read
+                                  * (0: unread), */
+    uint64_t idle_span;          /* the wall time from its previous tick to this one, */
     scry_frame_t rec_leaf;       /* the leaf Python frame of its latest records' read, */
     uint8_t rec_kind;            /* and the IP kind that carried most of their CPU */
     uint64_t held[PERF_KINDS];   /* tick_charge: CPU ns per IP kind not charged yet, */
@@ -359,9 +359,9 @@ static void emit_cpu(sampler_t *s, const pystate_thread_t *th, perf_thread_t *t,
     }
 }
 
-/* --idle, before the rings are drained: every listed thread's CPU clock (idle_probe), and
- * its wall time since its previous tick that was not CPU time added to its carry (at most
- * SAMPLER_HELD_INTERVALS intervals of it). Exact: the clock is its task-clock event's count. */
+/* --idle, before the rings are drained: every listed thread's CPU clock (idle_probe; its
+ * task-clock event's count, exact) and the wall time since its previous tick (one interval
+ * for a thread new to the list, at most SAMPLER_HELD_INTERVALS of them). */
 static void idle_probe(sampler_t *s, uint64_t now)
 {
     struct sampler_perf *p = s->perf;
@@ -375,40 +375,38 @@ static void idle_probe(sampler_t *s, uint64_t now)
         if (perfev_thread_clock(p->ev, t->tid, &c) != 0)
             continue;
         t->idle_probe = c ? c : 1;
-        if (t->last_wall && now > t->last_wall && c >= t->idle_cpu) {
-            uint64_t wall = now - t->last_wall, cpu = c - t->idle_cpu;
-            if (wall > cpu)
-                t->idle_carry += wall - cpu;
-            if (t->idle_carry > cap)
-                t->idle_carry = cap;
-        }
+        t->idle_span = t->last_wall && now > t->last_wall ? now - t->last_wall : s->interval_ns;
+        if (t->idle_span > cap)
+            t->idle_span = cap;
         t->last_wall = now;
-        t->idle_cpu = c;
     }
 }
 
-/* --idle, after the stacks were read: when thread TH (entry T) carries wall time and did not
- * run from its probe to now, its stack is where it waits, and the carry is charged there: a
- * tick falls at a moment that has nothing to do with what the thread does, so the lines it
- * finds a thread on while off a CPU are a fair sample of where its time off a CPU went.
+/* --idle, after the stacks were read: when thread TH (entry T) was off its CPU at the tick's
+ * moment, its stack is where it waits, and it gets a sample of the wall time since its
+ * previous tick there. A tick falls at a moment that has nothing to do with what the thread
+ * does: the share of ticks that find it waiting on a line, each weighing its interval, is an
+ * unbiased estimate of its time off a CPU there (its CPU time is in its records). Off at
+ * the moment: its switch records (read by the drain that followed its probe) say so; without
+ * any, it did not run from its probe to now. Its stack may have been read after it ran
+ * again for a moment, as a record's is.
  * Sleeping, blocked or waiting for the GIL (not runnable), or runnable but woken from such a
  * wait and not yet on a CPU: system. Runnable after a preemption (its last switch off a CPU
- * said so, read by the drain that followed its probe): the class of the code it was
- * preempted in, as if it ran (time waiting for a CPU is wall time of the line that was
- * running): the class most of its latest records had when they were read on the same line,
- * else C code when it let go of the GIL or its leaf instruction is a call, else Python. A
- * thread that ran keeps its carry for a later tick. One pread of its stat file. */
+ * said so): the class of the code it was preempted in, as if it ran (time waiting for a CPU
+ * is wall time of the line that was running): the class most of its latest records had when
+ * they were read on the same line, else C code when it let go of the GIL or its leaf
+ * instruction is a call, else Python. One pread of its stat file. */
 static void idle_charge(sampler_t *s, const pystate_thread_t *th, perf_thread_t *t, uint64_t now,
                         sampler_emit_fn emit, void *ctx)
 {
     uint64_t c = 0;
-    if (!t->idle_probe || !t->idle_carry || perfev_thread_clock(s->perf->ev, th->tid, &c) != 0 ||
-        (c ? c : 1) != t->idle_probe)
+    if (!t->idle_probe || !t->idle_span || perfev_thread_clock(s->perf->ev, th->tid, &c) != 0)
         return;
-    uint64_t out_ns = 0, moment = s->tick_due && s->tick_due < now ? s->tick_due : now;
-    int preempted = perfev_thread_preempted(s->perf->ev, th->tid, &out_ns);
-    if (preempted >= 0 && out_ns > moment)
+    uint64_t moment = s->tick_due && s->tick_due < now ? s->tick_due : now;
+    int off = perfev_thread_off_cpu_at(s->perf->ev, th->tid, moment);
+    if (off == 0 || (off < 0 && (c ? c : 1) != t->idle_probe))
         return; /* on a CPU at the tick's moment (often taken off it by scry's own wake-up) */
+    int preempted = perfev_thread_preempted(s->perf->ev, th->tid, NULL);
     char state = proc_threads_state(s->perf->states, th->tid, NULL);
     if (state == 0)
         return;
@@ -426,8 +424,8 @@ static void idle_charge(sampler_t *s, const pystate_thread_t *th, perf_thread_t 
             ut.gil = th->gil ? UNWIND_GIL_HELD : UNWIND_GIL_RELEASED;
         unwind_classify(&ut, NULL, 0, th->leaf_opclass, &cls);
     }
-    sampler__emit(s, th, NULL, 0, cls.cls, 0, t->idle_carry, 0, now, emit, ctx);
-    t->idle_carry = 0;
+    sampler__emit(s, th, NULL, 0, cls.cls, 0, t->idle_span, 0, now, emit, ctx);
+    t->idle_span = 0;
 }
 
 /* Counts this read's records in the stats, with how stale the stacks they get are (read at

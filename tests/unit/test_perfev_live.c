@@ -447,12 +447,22 @@ int main(void)
         /* the hasher is preempted, or waits for the GIL the other Python threads hold */
         CHECK(ph == -1 || (ph >= 0 && at_h >= t0));
         CHECK(perfev_thread_preempted(p, 999999999, NULL) == -1);
+        /* off a CPU at a moment: the sleeper (asleep almost all the time) now, after its
+         * switch out; at a moment before any switch read, unknown */
+        uint64_t now = scry_now_ns();
+        perfev_read(p, NULL, NULL);
+        int off = perfev_thread_off_cpu_at(p, s, now);
+        fprintf(stderr, "  sleeping off a CPU now: %d\n", off);
+        CHECK(off == 1 || off == -1); /* -1: it switched out again since NOW */
+        CHECK(perfev_thread_off_cpu_at(p, 999999999, now) == -1);
+        CHECK(perfev_thread_off_cpu_at(p, s, t0 - 1) <= 0);
         perfev_free(p);
         o.switches = 0;
         CHECK(perfev_open(&o, &p) == 0 && perfev_set_threads(p, ids, 2, NULL, NULL) == 2);
         sleep_ms(50);
         perfev_read(p, NULL, NULL);
         CHECK(perfev_thread_preempted(p, s, NULL) == -1);
+        CHECK(perfev_thread_off_cpu_at(p, s, scry_now_ns()) == -1);
         perfev_free(p);
     }
 
