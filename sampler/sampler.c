@@ -377,44 +377,17 @@ void sampler__emit_split(sampler_t *s, const pystate_thread_t *th, uint8_t cls, 
 }
 
 /* tick_charge (scry serve), called by pystate once the target's memory was read and before
- * runnable thread TASK's stack is walked: its CPU since its last read joins its carry (at
- * most SAMPLER_HELD_INTERVALS intervals; the rest counted in stats.held_dropped_ns), and 1
- * is returned when it was on a CPU, without a break, from the read of its CPU time (the
- * tick's task list, before the target's memory was read) to now (tasks_on_cpu): the stack
- * read between is where it ran. Else 0 (its stack is not used): a thread woken up from a
- * wait and not on a CPU yet, or waiting again, has its stack where it waits. */
+ * runnable thread TASK's stack is walked: 1 when it was on a CPU, without a break, from the
+ * read of its CPU time (the tick's task list, before the target's memory was read) to now
+ * (tasks_on_cpu): the stack read between is where it ran. Else 0 (its stack is not used):
+ * a thread woken up from a wait and not on a CPU yet, or waiting again, has its stack where
+ * it waits. */
 static int on_cpu_while_read(sampler_t *s, proc_task_t *task)
 {
-    if (task->cpu_delta != PROC_NO_DELTA) {
-        uint64_t cap = SAMPLER_HELD_INTERVALS * s->interval_ns, w = task->cpu_delta;
-        uint64_t room = task->carry_ns < cap ? cap - task->carry_ns : 0;
-        if (w > room) {
-            s->stats.held_dropped_ns += w - room;
-            w = room;
-        }
-        task->carry_ns += w;
-        task->cpu_delta = PROC_NO_DELTA; /* taken (a stack read again asks again) */
-    }
     task->on_cpu = (uint8_t)proc_tasks_on_cpu(s->tasks, task);
     if (!task->on_cpu)
         s->stats.held++;
     return task->on_cpu;
-}
-
-/* tick_charge: charges thread TH's carry (task TASK, found on a CPU while its stack was
- * read), in samples of about an interval each, at that stack: at most sampler__charge_count
- * of the intervals it holds; under half an interval stays carried. */
-static void charge_carry(sampler_t *s, const pystate_thread_t *th, proc_task_t *task, uint8_t cls,
-                         uint64_t now, sampler_emit_fn emit, void *ctx)
-{
-    uint64_t iv = s->interval_ns, carry = task->carry_ns;
-    uint32_t n = (uint32_t)((carry + iv / 2) / iv); /* carry <= SAMPLER_HELD_INTERVALS * iv */
-    if (!n)
-        return;
-    uint32_t k = sampler__charge_count(s, n, carry);
-    uint64_t amount = k == n ? carry : iv * k;
-    sampler__emit_split(s, th, cls, amount, k, now, emit, ctx);
-    task->carry_ns = carry - amount;
 }
 
 static void emit_thread(sampler_t *s, const pystate_thread_t *th, proc_task_t *task, uint64_t now,
@@ -435,11 +408,15 @@ static void emit_thread(sampler_t *s, const pystate_thread_t *th, proc_task_t *t
         ut.sc.nr = PROC_SYSCALL_UNKNOWN;
     unwind_classification_t cls = {.cls = SCRY_CLASS_PYTHON};
     unwind_classify(&ut, nn ? s->native : NULL, nn, th->leaf_opclass, &cls);
+    int running = state == 'R' || state == 0;
     if (task && task->on_cpu) {
-        charge_carry(s, th, task, cls.cls, now, emit, ctx);
+        /* tick_charge: a tick falls at a moment that has nothing to do with what the
+         * target does, so a thread found on a CPU stands for an interval there (not the
+         * time since it was last looked at: a target that used no CPU is looked at again
+         * only a second later; docs/daemon.md, "Where the CPU is charged") */
+        sampler__emit(s, th, NULL, 0, cls.cls, cls.flags, s->interval_ns, 1, now, emit, ctx);
         return;
     }
-    int running = state == 'R' || state == 0;
     /* --idle: every thread stands for the wall time since its previous tick, charged where
      * the tick finds it, running, runnable or waiting (docs/accuracy.md, "Wall time") */
     uint64_t weight = sample_weight(s, running && !s->opts.idle, task);

@@ -496,6 +496,8 @@ def t_idle_weight(c):
 
 IDLE_WALL_VERSIONS = ("3.9", "3.12", "debian3.11")
 IDLE_WALL_SECONDS = 4
+IDLE_WALL_WAITS_MAX = 8.0  # points of a CPU line in system (GIL waits)
+IDLE_WALL_OTHER_CPU_MAX = 4.0  # points of a CPU line in the other CPU class
 
 
 @test("idle_wall", smoke=True)
@@ -503,9 +505,13 @@ def t_idle_wall(c):
     """`record --idle` splits every thread's wall time where it went (issue 25): a loop of a
     Python line, a sha256 line and time.sleep(0.004), timed by the program itself, with two
     threads hashing all the time and two spinning processes of the workload loading the
-    machine. Each line's share of the loop, and its share in its class, within 5 points of
-    the program's own timing; the busy threads' wall time (most of it runnable: waiting for
-    a CPU) within 10% of the sampled time."""
+    machine. Each line's share of the loop within 5 points of the program's own timing; the
+    sleep line's share in its class (system) too; on the CPU lines at most 4 points in the
+    other CPU class (python <-> native) and at most IDLE_WALL_WAITS_MAX in system: the
+    Python line's waits for the GIL, which each busy thread asks for after each hash, are
+    system (with the time the main thread then waits for a CPU: 0.5-5 points in our runs);
+    the busy threads' wall time (most of it runnable: waiting for a CPU) within 10% of the
+    sampled time."""
     if c.sampler == "ptrace" or c.interp.label not in IDLE_WALL_VERSIONS:
         raise Skip("checked with scry's choice of sampler on %s" % ", ".join(IDLE_WALL_VERSIONS))
     out = c.path("idle_wall.json")
@@ -535,7 +541,13 @@ def t_idle_wall(c):
         rows.append("%s %.1f/%.1f%s vs %.1f (P %.1f N %.1f S %.1f)" % (
             n, s_all, s_cls, cls[0].upper(), share, 100.0 * got[n]["python"] / s_total,
             100.0 * got[n]["native"] / s_total, 100.0 * got[n]["system"] / s_total))
-        if abs(s_all - share) > TOLERANCE or abs(s_cls - share) > TOLERANCE:
+        other = {"python": "native", "native": "python"}.get(cls)
+        if abs(s_all - share) > TOLERANCE:
+            errs.append(rows[-1])
+        elif not other and abs(s_cls - share) > TOLERANCE:
+            errs.append(rows[-1])
+        elif other and (100.0 * got[n][other] / s_total > IDLE_WALL_OTHER_CPU_MAX or
+                        100.0 * got[n]["system"] / s_total > IDLE_WALL_WAITS_MAX):
             errs.append(rows[-1])
     busy_s = sum(got["busy"].values()) / 100.0 * rep["cpu_s"]
     want = ready["busy"] * rep["duration_s"]
