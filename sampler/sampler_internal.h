@@ -72,8 +72,9 @@ void sampler__emit(sampler_t *s, const pystate_thread_t *th, const unwind_frame_
                    uint8_t cls, uint8_t flags, uint64_t weight, int running, uint64_t time_ns,
                    sampler_emit_fn emit, void *ctx);
 
-/* tick_charge (scry serve; both back ends): a thread's CPU is carried until a tick finds it
- * on a CPU while its stack is read, and charged to that stack then. A carry holds at most
+/* tick_charge (scry serve), perf back end: a thread's CPU (its records) is carried until a
+ * tick finds it on a CPU while its stack is read, and charged to that stack then (the
+ * ptrace back end samples instead: an interval for each tick that finds it on a CPU). A carry holds at most
  * SAMPLER_HELD_INTERVALS intervals of CPU (the rest is counted in stats.held_dropped_ns),
  * and one finding charges at most sampler__charge_count of the intervals (records) carried:
  * a carry built up while the thread was not found is spread over its next findings, so a
