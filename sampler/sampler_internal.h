@@ -74,12 +74,12 @@ void sampler__emit(sampler_t *s, const pystate_thread_t *th, const unwind_frame_
 
 /* tick_charge (scry serve), perf back end: a thread's CPU (its records) is carried until a
  * tick finds it on a CPU while its stack is read, and charged to that stack then (the
- * ptrace back end samples instead: an interval for each tick that finds it on a CPU). A carry holds at most
- * SAMPLER_HELD_INTERVALS intervals of CPU (the rest is counted in stats.held_dropped_ns),
- * and one finding charges at most sampler__charge_count of the intervals (records) carried:
- * a carry built up while the thread was not found is spread over its next findings, so a
- * short window's share of a thread follows its CPU in that window, not a bunch of seconds
- * of it. */
+ * ptrace back end samples instead: an interval for each tick that finds it on a CPU). A
+ * carry holds at most SAMPLER_HELD_INTERVALS intervals of CPU (the rest is counted in
+ * stats.held_dropped_ns), and one finding charges at most sampler__charge_count of the intervals
+ * (records) carried: a carry built up while the thread was not found is spread over its next
+ * findings, so a short window's share of a thread follows its CPU in that window, not a bunch of
+ * seconds of it. */
 #define SAMPLER_HELD_INTERVALS 100
 #define SAMPLER_CHARGE_MIN     4            /* intervals a finding charges whole, */
 #define SAMPLER_CHARGE_WHOLE   250000000ull /* or this much CPU when that is more */
