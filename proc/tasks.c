@@ -99,10 +99,13 @@ int proc_tasks_refresh(proc_tasks_t *t)
             ti->utime0 = ti->utime;
             ti->stime0 = ti->stime;
         }
-        if (ti->state == 'R')
-            proc_threads_cpu(t->files, ti->tid, &ti->cpu_delta);
         alive += ti->state != 0;
     }
+    /* The runnable ones' CPU times last and together: each read starts the span that
+     * proc_tasks_on_cpu judges, kept short so a short burst on a CPU is not missed. */
+    for (size_t i = 0; i < t->n; i++)
+        if (t->list[i].state == 'R')
+            proc_threads_cpu(t->files, t->list[i].tid, &t->list[i].cpu_delta);
     if (alive == 0) {
         /* Every thread gone: the process may have exited (or exec'd with new tids). */
         int err = list_tasks(t);
@@ -142,7 +145,7 @@ int proc_tasks_on_cpu(proc_tasks_t *t, const proc_task_t *task)
     int on = proc_threads_on_cpu(t->files, task->tid);
     if (on == SCRY_E_NOSYS || on == SCRY_E_INVAL)
         return proc_threads_state(t->files, task->tid, NULL) == 'R';
-    return on == 1;
+    return on == 1 || on == 2;
 }
 
 int proc_tasks_stop(proc_tasks_t *t, proc_task_t *task)

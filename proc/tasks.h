@@ -31,7 +31,7 @@ typedef struct proc_task {
     uint32_t stops_running;  /* stops of it asked while it ran */
     uint32_t syscall_kept;   /* of those, taken at a system call's exit and counted */
     uint64_t carry_ns;       /* weight of its stops not counted, for its next sample */
-    uint8_t on_cpu;          /* tick_charge: on a CPU while its stack was read, this tick */
+    uint8_t on_cpu;          /* on a CPU while its stack was read, this tick (ptrace) */
 } proc_task_t;
 
 /* Creates the table for process PID. NULL when out of memory. */
@@ -56,7 +56,10 @@ proc_task_t *proc_tasks_at(proc_tasks_t *t, size_t i);
 /* Whether thread TASK, runnable at the last refresh, has been on a CPU without a break
  * since its CPU time was read then (proc_threads_on_cpu: one pread). Where the kernel
  * counts no arrivals on a CPU, whether it is runnable now (its state read again), which a
- * thread woken up that still waits for a CPU is too. */
+ * thread woken up that still waits for a CPU is too. Also 1 when it was put off its CPU
+ * (by another thread, or by the caller's own wake-up: on a 1-CPU machine it is never on one
+ * while the caller looks) after it ran, without a wait since the previous call for it
+ * (proc_threads_on_cpu's 2). */
 int proc_tasks_on_cpu(proc_tasks_t *t, const proc_task_t *task);
 
 /* Stops thread TID (PTRACE_SEIZE + PTRACE_INTERRUPT, bounded wait). Returns 0 or a

@@ -277,11 +277,10 @@ const char *sampler_thread_name(sampler_t *s, pid_t tid)
     return thread_label(s, tid, th ? th->ns_tid : 0, th ? th->name : NULL, now)->name;
 }
 
-/* What a sample stands for: when the thread is running, the CPU time it really used
- * since it was last seen running (so CPU shares are real shares, also when more threads
- * are runnable than there are CPUs, and the total is kept when it is not running at every
- * tick); when it is off CPU (--idle), the wall time since its previous tick (so late or
- * skipped ticks lose no waiting time). Both capped, so one long pause claims no more than
+/* What a sample not judged by on_cpu_while_read stands for: when the thread is running
+ * (--blocking, where every thread is stopped), the CPU time it really used since it was last
+ * seen running; when it is off CPU (--idle), the wall time since its previous tick (so late
+ * or skipped ticks lose no waiting time). Both capped, so one long pause claims no more than
  * ten intervals. */
 static uint64_t sample_weight(const sampler_t *s, int running, const proc_task_t *task)
 {
@@ -376,12 +375,11 @@ void sampler__emit_split(sampler_t *s, const pystate_thread_t *th, uint8_t cls, 
                       emit, ctx);
 }
 
-/* tick_charge (scry serve), called by pystate once the target's memory was read and before
- * runnable thread TASK's stack is walked: 1 when it was on a CPU, without a break, from the
- * read of its CPU time (the tick's task list, before the target's memory was read) to now
- * (tasks_on_cpu): the stack read between is where it ran. Else 0 (its stack is not used):
- * a thread woken up from a wait and not on a CPU yet, or waiting again, has its stack where
- * it waits. */
+/* The ptrace back end's test of a thread runnable at this tick's task list: 1 when it was on
+ * a CPU, without a break, from the read of its CPU time (the tick's task list) to now
+ * (proc_tasks_on_cpu): the stack read next (or, with --native, the stop that comes next)
+ * is where it ran. Else 0 (its stack is not used): a thread woken up from a wait and not on
+ * a CPU yet, or waiting again, has its stack where it waits. */
 static int on_cpu_while_read(sampler_t *s, proc_task_t *task)
 {
     task->on_cpu = (uint8_t)proc_tasks_on_cpu(s->tasks, task);
@@ -410,11 +408,11 @@ static void emit_thread(sampler_t *s, const pystate_thread_t *th, proc_task_t *t
     unwind_classify(&ut, nn ? s->native : NULL, nn, th->leaf_opclass, &cls);
     int running = state == 'R' || state == 0;
     if (task && task->on_cpu) {
-        /* tick_charge: a tick falls at a moment that has nothing to do with what the
-         * target does, so a thread found on a CPU stands for an interval there (not the
-         * time since it was last looked at: a target that used no CPU is looked at again
-         * only a second later; docs/daemon.md, "Where the CPU is charged") */
-        sampler__emit(s, th, NULL, 0, cls.cls, cls.flags, s->interval_ns, 1, now, emit, ctx);
+        /* a tick falls at a moment that has nothing to do with what the target does, so a
+         * thread found on a CPU stands for an interval there (not its CPU since it was last
+         * looked at, charged where it is now: docs/accuracy.md, "The ptrace sampler") */
+        sampler__emit(s, th, s->native, nn, cls.cls, cls.flags, s->interval_ns, 1, now, emit,
+                      ctx);
         return;
     }
     /* --idle: every thread stands for the wall time since its previous tick, charged where
@@ -433,23 +431,33 @@ static int wanted(const sampler_t *s, char state)
     return s->opts.idle || state == 'R';
 }
 
-/* Whether this tick judges running threads by on_cpu_while_read (scry serve's ticks, when no
- * thread is stopped: a stopped thread runs no CPU). */
+/* Whether this tick judges running threads by on_cpu_while_read: always but with --blocking
+ * (every thread stopped: each stop weighs the CPU since the previous one, proc_tasks_stop_counts)
+ * and --idle (every thread weighs its wall time). */
 static int charge_on_cpu(const sampler_t *s)
 {
-    return s->opts.tick_charge && !s->opts.blocking && !s->opts.native && !s->opts.idle;
+    return !s->opts.blocking && !s->opts.idle;
+}
+
+/* Whether runnable thread TASK is sampled this tick: on a CPU while read (charge_on_cpu), or
+ * always. With --native the test was made before the thread was stopped (a stop takes it
+ * off its CPU), and only those on a CPU were stopped. */
+static int runnable_sampled(sampler_t *s, proc_task_t *task)
+{
+    if (!charge_on_cpu(s))
+        return 1;
+    return s->opts.native ? task->on_cpu : on_cpu_while_read(s, task);
 }
 
 /* pystate's thread filter without --idle: only the threads that are running (as this
- * tick's task list has them; with tick_charge, and on a CPU while read); the others would
- * not be emitted. */
+ * tick's task list has them, and on a CPU while read); the others would not be emitted. */
 static int running_now(void *ctx, int32_t tid)
 {
     sampler_t *s = ctx;
     proc_task_t *task = proc_tasks_find(s->tasks, tid);
     if (!task || !wanted(s, task->state))
         return 0;
-    return !charge_on_cpu(s) || task->state != 'R' || on_cpu_while_read(s, task);
+    return task->state != 'R' || runnable_sampled(s, task);
 }
 
 int sampler__stack_wanted(const sampler_t *s, const pystate_thread_t *th)
@@ -501,7 +509,8 @@ int sampler_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
             proc_task_t *ti = proc_tasks_at(s->tasks, i);
             if (!ti)
                 break;
-            if (wanted(s, ti->state))
+            if (wanted(s, ti->state) &&
+                (ti->state != 'R' || !charge_on_cpu(s) || on_cpu_while_read(s, ti)))
                 proc_tasks_stop(s->tasks, ti);
         }
     }
@@ -538,8 +547,8 @@ int sampler_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
             continue;
         if (task && !proc_tasks_stop_counts(task)) {
             uint64_t w = sample_weight(s, 1, task);
-            if (task->carry_ns < 100 * s->interval_ns)
-                task->carry_ns += w;
+            if (!task->on_cpu && task->carry_ns < 100 * s->interval_ns)
+                task->carry_ns += w; /* a sample found on a CPU weighs an interval: no carry */
             s->stats.syscall_stops++;
             continue;
         }

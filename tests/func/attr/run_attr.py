@@ -252,6 +252,45 @@ def t_split_native(c):
     return split_check(c, native=True)
 
 
+ONE_CPU_SECONDS = 3
+ONE_CPU_RATE = 200
+
+
+@test("one_cpu")
+def t_one_cpu(c):
+    """The ptrace sampler when scry and its target share one CPU (both pinned to it, as on a
+    1-CPU machine or in a container with one CPU in its cpuset): whenever scry runs the
+    target is off its CPU, so a running thread is told by its runnable state, not by being
+    on a CPU while read (which would find none). fa/fb of tests/func/bpf's two_funcs.py
+    (1:2 of the CPU, timed by the thread's own clock): each within TOLERANCE, and samples
+    for at least half the CPU time."""
+    if c.sampler != "ptrace":
+        raise Skip("a property of the ptrace sampler (run with --sampler ptrace)")
+    staged = c.stage(os.path.join(HERE, "..", "bpf", "workloads"))
+    truth_path = c.path("truth.json")
+    mask = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(mask)})  # scry and the target it launches inherit it
+    try:
+        res, text = st.Ctx.record(c, ["--rate", ONE_CPU_RATE, "--"] + c.interp.argv(
+            os.path.join(staged, "two_funcs.py"), str(ONE_CPU_SECONDS), c.tpath(truth_path)),
+            "collapsed")
+    finally:
+        os.sched_setaffinity(0, mask)
+    cpu = st.load_json(truth_path, "truth")["cpu_s"]
+    got = dict((k, 0) for k in cpu)
+    for frames, n in st.parse_collapsed(text):
+        leaf = parse_frame(frames[-1]).function
+        if leaf in got:
+            got[leaf] += n
+    n = sum(got.values())
+    want = 0.5 * sum(cpu.values()) * ONE_CPU_RATE
+    check(n >= want, "%d samples of fa/fb for %.2f s of their CPU at %d Hz: %s" % (
+        n, sum(cpu.values()), ONE_CPU_RATE, short(res.err)))
+    truth = dict((k, 100.0 * v / sum(cpu.values())) for k, v in cpu.items())
+    return st.compare_shares(dict((k, 100.0 * v / n) for k, v in got.items()), truth, n,
+                             "leaf fa/fb %", TOLERANCE)
+
+
 def build_ext(c):
     cache = EXT_DIRS.get(c.interp.label)
     if cache:
