@@ -411,8 +411,7 @@ static void emit_thread(sampler_t *s, const pystate_thread_t *th, proc_task_t *t
         /* a tick falls at a moment that has nothing to do with what the target does, so a
          * thread found on a CPU stands for an interval there (not its CPU since it was last
          * looked at, charged where it is now: docs/accuracy.md, "The ptrace sampler") */
-        sampler__emit(s, th, s->native, nn, cls.cls, cls.flags, s->interval_ns, 1, now, emit,
-                      ctx);
+        sampler__emit(s, th, s->native, nn, cls.cls, cls.flags, s->interval_ns, 1, now, emit, ctx);
         return;
     }
     /* --idle: every thread stands for the wall time since its previous tick, charged where

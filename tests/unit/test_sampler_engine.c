@@ -7,9 +7,9 @@
  * loaded machine not every tick: ticks go on until it was sampled 10 times) and never the
  * napper; with idle on, both, the napper in nap(); --threads puts "thread TID (NAME)" at the
  * root; a run of 0.6 s at 100 Hz takes at most 60 (+2) rounds, whose samples are the spinner
- * in spin() (a loaded machine skips late rounds, so the lower bound is loose); the options struct chooses the
- * back end (ptrace, instant -> ptrace, refused perf); sampler_open_target refuses a missing and a
- * non-Python process; ticks after the target exited say SCRY_E_GONE.
+ * in spin() (a loaded machine skips late rounds, so the lower bound is loose); the options struct
+ * chooses the back end (ptrace, instant -> ptrace, refused perf); sampler_open_target refuses a
+ * missing and a non-Python process; ticks after the target exited say SCRY_E_GONE.
  */
 #include "python_child.h"
 
