@@ -110,12 +110,9 @@ int proc_threads_cpu(proc_threads_t *p, pid_t tid, uint64_t *cpu_delta_ns);
  * field, read then) and each departure (its voluntary and involuntary context switches,
  * read now from its status file: one pread), so arrivals then minus departures now is 1
  * exactly when it was on one then and has not left it since. The scheduler state says
- * less: 'R' is also a thread woken up that waits for a CPU. Returns 1 then; else 2 when it
- * arrived on a CPU between the proc_threads_cpu reads before the previous call and this one
- * and made no voluntary switch (a wait) since the previous call: off a CPU now but put off
- * it (by another thread, or by the caller's own wake-up), not waiting, so where it is is
- * where it ran; else 0. SCRY_E_NOSYS (the kernel keeps no such counts), SCRY_E_INVAL (no
- * proc_threads_cpu read yet) or SCRY_E_GONE. */
+ * less: 'R' is also a thread woken up that waits for a CPU. Returns 1, 0, SCRY_E_NOSYS (the
+ * kernel keeps no such counts), SCRY_E_INVAL (no proc_threads_cpu read yet) or
+ * SCRY_E_GONE. */
 int proc_threads_on_cpu(proc_threads_t *p, pid_t tid);
 
 /* ---- thread ids across PID namespaces (tidmap.c) --------------------------------------

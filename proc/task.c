@@ -97,9 +97,6 @@ typedef struct thread_files {
     int status_fd;         /* opened by the first proc_threads_on_cpu (-1: not yet) */
     uint64_t last_cpu_ns;  /* 0 = not read yet */
     uint64_t last_slices;  /* its arrivals on a CPU at that read (schedstat) */
-    uint64_t look_slices;  /* its arrivals at the end of the last proc_threads_on_cpu (0:
-                            * none), */
-    uint64_t look_vol;     /* and its voluntary context switches read then */
     uint64_t last_seen_ns; /* CLOCK_MONOTONIC of the last state read asking for it */
 } thread_files_t;
 
@@ -154,8 +151,6 @@ static thread_files_t *thread_slot(proc_threads_t *p, pid_t tid)
     s->status_fd = -1;
     s->last_cpu_ns = 0;
     s->last_slices = 0;
-    s->look_slices = 0;
-    s->look_vol = 0;
     s->last_seen_ns = 0;
     return s;
 }
@@ -239,14 +234,5 @@ int proc_threads_on_cpu(proc_threads_t *p, pid_t tid)
         return err == SCRY_E_NOTFOUND ? SCRY_E_NOSYS : err;
     /* arrivals then minus departures now: 1 only when it was on a CPU then and has not
      * left it since (it cannot have arrived again without leaving first) */
-    int on = s->last_slices == vol + nonvol + 1;
-    /* else: it arrived on a CPU since the previous look and never waited since then */
-    int ran = s->look_slices && s->last_slices > s->look_slices && vol == s->look_vol;
-    uint64_t cpu = 0, slices = 0;
-    n = pread(s->sched_fd, buf, sizeof buf - 1, 0);
-    if (n > 0 && proc_parse_schedstat(buf, (size_t)n, &cpu, NULL, &slices) == 0) {
-        s->look_slices = slices; /* its arrivals from now on are since this look */
-        s->look_vol = vol;
-    }
-    return on ? 1 : ran ? 2 : 0;
+    return s->last_slices == vol + nonvol + 1;
 }

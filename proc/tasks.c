@@ -4,6 +4,7 @@
 #include "scry_proc.h"
 #include "scry_time.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@ struct proc_tasks {
     uint64_t listed_ns;
     int stale;
     int stops; /* proc_tasks_stop was called: from then on each refresh reads the CPU times */
+    int one_cpu_shared; /* the process may run on one CPU only, the only one scry may use */
     size_t n;
     proc_task_t list[PROC_TASKS_MAX];
     proc_task_t old[PROC_TASKS_MAX]; /* the previous listing, while a new one is merged */
@@ -46,6 +48,18 @@ void proc_tasks_free(proc_tasks_t *t)
     free(t);
 }
 
+/* Whether process PID may run on one CPU only and that CPU is the only one the calling
+ * thread may use (affinity masks, which a cpuset cgroup narrows too): then whenever scry
+ * runs, the process does not. 0 when either mask cannot be read. */
+static int one_cpu_shared(pid_t pid)
+{
+    cpu_set_t theirs, ours;
+    if (sched_getaffinity(pid, sizeof theirs, &theirs) != 0 ||
+        sched_getaffinity(0, sizeof ours, &ours) != 0)
+        return 0;
+    return CPU_COUNT(&theirs) == 1 && CPU_EQUAL(&theirs, &ours);
+}
+
 /* Lists /proc/PID/task into T->list (states not read yet). */
 static int list_tasks(proc_tasks_t *t)
 {
@@ -68,6 +82,7 @@ static int list_tasks(proc_tasks_t *t)
     }
     t->listed_ns = scry_now_ns();
     t->stale = 0;
+    t->one_cpu_shared = one_cpu_shared(t->pid);
     return 0;
 }
 
@@ -142,10 +157,12 @@ proc_task_t *proc_tasks_at(proc_tasks_t *t, size_t i)
 
 int proc_tasks_on_cpu(proc_tasks_t *t, const proc_task_t *task)
 {
+    if (t->one_cpu_shared) /* scry runs: the thread was put off the CPU, or waits for it */
+        return task->state == 'R';
     int on = proc_threads_on_cpu(t->files, task->tid);
     if (on == SCRY_E_NOSYS || on == SCRY_E_INVAL)
         return proc_threads_state(t->files, task->tid, NULL) == 'R';
-    return on == 1 || on == 2;
+    return on == 1;
 }
 
 int proc_tasks_stop(proc_tasks_t *t, proc_task_t *task)

@@ -56,10 +56,11 @@ proc_task_t *proc_tasks_at(proc_tasks_t *t, size_t i);
 /* Whether thread TASK, runnable at the last refresh, has been on a CPU without a break
  * since its CPU time was read then (proc_threads_on_cpu: one pread). Where the kernel
  * counts no arrivals on a CPU, whether it is runnable now (its state read again), which a
- * thread woken up that still waits for a CPU is too. Also 1 when it was put off its CPU
- * (by another thread, or by the caller's own wake-up: on a 1-CPU machine it is never on one
- * while the caller looks) after it ran, without a wait since the previous call for it
- * (proc_threads_on_cpu's 2). */
+ * thread woken up that still waits for a CPU is too. Where the process may run only on the
+ * one CPU the caller runs on (a 1-CPU machine, or both pinned to one CPU: checked at each
+ * listing), it is never on a CPU while the caller looks: whether it was runnable at the
+ * last refresh (put off the CPU by the caller, its stack where it ran; or woken up and not
+ * run yet). */
 int proc_tasks_on_cpu(proc_tasks_t *t, const proc_task_t *task);
 
 /* Stops thread TID (PTRACE_SEIZE + PTRACE_INTERRUPT, bounded wait). Returns 0 or a

@@ -379,13 +379,34 @@ void sampler__emit_split(sampler_t *s, const pystate_thread_t *th, uint8_t cls, 
  * a CPU, without a break, from the read of its CPU time (the tick's task list) to now
  * (proc_tasks_on_cpu): the stack read next (or, with --native, the stop that comes next)
  * is where it ran. Else 0 (its stack is not used): a thread woken up from a wait and not on
- * a CPU yet, or waiting again, has its stack where it waits. */
+ * a CPU yet, or waiting again, has its stack where it waits; scry record carries the CPU it
+ * used since its previous read to its next sample (on_cpu_weight). */
 static int on_cpu_while_read(sampler_t *s, proc_task_t *task)
 {
     task->on_cpu = (uint8_t)proc_tasks_on_cpu(s->tasks, task);
-    if (!task->on_cpu)
+    if (!task->on_cpu) {
         s->stats.held++;
+        if (!s->opts.tick_charge && task->cpu_delta != PROC_NO_DELTA)
+            task->carry_ns += task->cpu_delta;
+    }
     return task->on_cpu;
+}
+
+/* What a thread found on a CPU while read stands for. scry record: the CPU it used since its
+ * previous sample (carried while it was not found), so each thread's samples add up to its
+ * CPU time however often it is found (a thread that shares a CPU with scry, or runs in short
+ * bursts, is found less often than one that spins), and a tick finds it at a moment that has
+ * nothing to do with its lines, so within the thread no line is favoured. scry serve
+ * (tick_charge): one interval, so a window holds only what was found in it
+ * (docs/daemon.md, "Where the CPU is charged"). */
+static uint64_t on_cpu_weight(sampler_t *s, proc_task_t *task)
+{
+    if (s->opts.tick_charge)
+        return s->interval_ns;
+    uint64_t w =
+        task->carry_ns + (task->cpu_delta == PROC_NO_DELTA ? s->interval_ns : task->cpu_delta);
+    task->carry_ns = 0;
+    return w;
 }
 
 static void emit_thread(sampler_t *s, const pystate_thread_t *th, proc_task_t *task, uint64_t now,
@@ -407,11 +428,14 @@ static void emit_thread(sampler_t *s, const pystate_thread_t *th, proc_task_t *t
     unwind_classification_t cls = {.cls = SCRY_CLASS_PYTHON};
     unwind_classify(&ut, nn ? s->native : NULL, nn, th->leaf_opclass, &cls);
     int running = state == 'R' || state == 0;
-    if (task && task->on_cpu) {
-        /* a tick falls at a moment that has nothing to do with what the target does, so a
-         * thread found on a CPU stands for an interval there (not its CPU since it was last
-         * looked at, charged where it is now: docs/accuracy.md, "The ptrace sampler") */
-        sampler__emit(s, th, s->native, nn, cls.cls, cls.flags, s->interval_ns, 1, now, emit, ctx);
+    if (task && task->on_cpu) { /* docs/accuracy.md, "Where the ptrace sampler charges CPU" */
+        /* as many samples as intervals it stands for, so the formats that count samples
+         * (collapsed, flame graphs) agree with those that sum CPU time */
+        uint64_t w = on_cpu_weight(s, task), k = (w + s->interval_ns / 2) / s->interval_ns;
+        k = k < 1 ? 1 : k > SAMPLER_CARRY_MAX_SAMPLES ? SAMPLER_CARRY_MAX_SAMPLES : k;
+        for (uint64_t i = 0; i < k; i++)
+            sampler__emit(s, th, s->native, nn, cls.cls, cls.flags,
+                          i + 1 < k ? w / k : w - w / k * (k - 1), 1, now, emit, ctx);
         return;
     }
     /* --idle: every thread stands for the wall time since its previous tick, charged where
@@ -545,9 +569,10 @@ int sampler_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
         if (!sampler__stack_wanted(s, th))
             continue;
         if (task && !proc_tasks_stop_counts(task)) {
-            uint64_t w = sample_weight(s, 1, task);
-            if (!task->on_cpu && task->carry_ns < 100 * s->interval_ns)
-                task->carry_ns += w; /* a sample found on a CPU weighs an interval: no carry */
+            if (task->on_cpu)
+                task->carry_ns = on_cpu_weight(s, task); /* all of it, to the next sample */
+            else if (task->carry_ns < 100 * s->interval_ns)
+                task->carry_ns += sample_weight(s, 1, task);
             s->stats.syscall_stops++;
             continue;
         }

@@ -16,6 +16,10 @@
 
 #define SAMPLER_MAX_FRAMES (PYSTATE_MAX_DEPTH + UNWIND_MAX_DEPTH + 3 + PYSTATE_ASYNC_LABEL_DEPTH)
 #define SAMPLER_LABELS     1024
+/* The most samples one finding of a thread on a CPU is emitted as (ptrace back end, scry
+ * record: the CPU carried since its previous sample, one sample per interval; the last one
+ * takes the rest). */
+#define SAMPLER_CARRY_MAX_SAMPLES 1000
 /* The longest wait of the perf back end for a record, without --idle (sampler_run). */
 #define SAMPLER_QUIET_WAIT_NS 20000000ull
 

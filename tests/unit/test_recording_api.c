@@ -57,7 +57,7 @@ static void launched(const char *py)
     FILE *out = open_memstream(&text, &len);
     recording_opts_t o = {.argv = argv,
                           .duration_s = 0.4,
-                          .sampler = {.rate_hz = 50, .backend = "ptrace"},
+                          .sampler = {.rate_hz = 200, .backend = "ptrace"},
                           .quiet = 1,
                           .log = log};
     recording_t *r = recording_new(&o);
@@ -74,7 +74,7 @@ static void launched(const char *py)
     fclose(out);
     fclose(log);
     CHECK(text && strstr(text, "spin"), "the profile has spin(): %.300s", text ? text : "");
-    CHECK(logtext && strstr(logtext, " at 50 Hz ") && strstr(logtext, "wrote x.txt"),
+    CHECK(logtext && strstr(logtext, " at 200 Hz ") && strstr(logtext, "wrote x.txt"),
           "the summary: %.600s", logtext ? logtext : "");
     CHECK(logtext && strstr(logtext, "--duration 0.4 s elapsed: ending the launched program"),
           "the program was ended, said in the log: %.600s", logtext ? logtext : "");

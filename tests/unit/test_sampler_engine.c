@@ -113,7 +113,7 @@ int main(void)
     sampler_opts_t o = {.rate_hz = 100, .backend = "ptrace"};
     /* a running thread is sampled when it is on a CPU while its stack is read: on a loaded
      * machine not at every tick */
-    tally_t a = ticks(t, strings, &o, 2000, 10, c.pid, &backend);
+    tally_t a = ticks(t, strings, &o, 5000, 10, c.pid, &backend);
     CHECK_INT(backend, ==, SAMPLER_PTRACE, "backend ptrace");
     CHECK_INT(a.main_spin, ==, 10, "on-CPU only: the spinner in spin() (%d samples)", a.samples);
     CHECK_INT(a.main_spin, ==, a.samples, "on-CPU only: every sample the spinner in spin()");
