@@ -9,7 +9,9 @@
  * header (at most BPFSAMP_FRAME_HDR_MAX bytes) each.
  * Shim frames (the owner says) are written too and skipped in user space.
  * A read that fails (a page the kernel cannot fault in here) ends the walk with
- * BPFSAMP_FAULT: user space reads that sample itself. Returning 0 keeps the perf record
+ * BPFSAMP_FAULT: user space reads that sample itself. With --native (cfg.native) a
+ * user-mode sample's record also carries the user registers and up to 32 KiB of the
+ * user stack (emit_native), unwound in user space. Returning 0 keeps the perf record
  * out of the event's own ring (only this program's record is written).
  * CO-RE-free: it reads only the perf context (UAPI bpf_perf_event_data) and user memory.
  */
@@ -58,6 +60,16 @@ struct {
     __type(value, __u64); /* records the ring had no room for */
 } lost SEC(".maps");
 
+/* --native: the record and its user registers and stack top, one entry per CPU (the
+ * program does not nest on a CPU); more than a per-CPU map's 32 KiB value. User space sets
+ * max_entries to the number of possible CPUs (1 without --native). */
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, struct bpfsamp_native_record);
+} nscratch SEC(".maps");
+
 /* The 8-byte field at OFF of the frame header H (user space checked OFF: 8-aligned, within). */
 static __always_inline __u64 field(const __u8 *h, __s64 off)
 {
@@ -69,6 +81,61 @@ static __always_inline int read_u64(__u64 *out, __u64 addr, __s64 off)
     if (off < 0)
         return -1;
     return bpf_probe_read_user(out, sizeof *out, (const void *)(addr + (__u64)off));
+}
+
+/* 3.11: BPFSAMP_OWNER_ENTRY when frame header H has is_entry set, else 0. */
+static __always_inline __u32 entry_bit(const __u8 *h, const struct bpfsamp_cfg *c)
+{
+    if (c->iframe_is_entry < 0)
+        return 0;
+    return h[(__u32)c->iframe_is_entry & (BPFSAMP_FRAME_HDR_MAX - 1)] ? BPFSAMP_OWNER_ENTRY : 0;
+}
+
+/* --native: writes R (LEN bytes) with the user registers and up to BPFSAMP_STACK_PAGES pages
+ * of the user stack from sp's page (whole pages, up to the first not readable now: the
+ * program cannot fault one in) as one bpfsamp_native_record. Returns 0, or -1 when it
+ * could not (no room in the ring for it: R is then written alone). User-mode samples
+ * only: in the kernel the context holds the kernel's registers. */
+static __always_inline int emit_native(struct bpf_perf_event_data *ctx,
+                                       const struct bpfsamp_record *r, __u64 len)
+{
+    __u32 cpu = bpf_get_smp_processor_id();
+    struct bpfsamp_native_record *nr = bpf_map_lookup_elem(&nscratch, &cpu);
+    if (!nr || len > sizeof *r)
+        return -1;
+    if (bpf_probe_read_kernel(&nr->r, len, r) != 0)
+        return -1;
+    nr->r.flags |= BPFSAMP_NATIVE;
+    struct bpfsamp_native *n = &nr->n;
+    const struct pt_regs *g = &ctx->regs;
+    n->regs[0] = g->rax;
+    n->regs[1] = g->rbx;
+    n->regs[2] = g->rcx;
+    n->regs[3] = g->rdx;
+    n->regs[4] = g->rsi;
+    n->regs[5] = g->rdi;
+    n->regs[6] = g->rbp;
+    n->regs[7] = g->rsp;
+    n->regs[8] = g->rip;
+    n->regs[9] = g->r8;
+    n->regs[10] = g->r9;
+    n->regs[11] = g->r10;
+    n->regs[12] = g->r11;
+    n->regs[13] = g->r12;
+    n->regs[14] = g->r13;
+    n->regs[15] = g->r14;
+    n->regs[16] = g->r15;
+    __u64 base = g->rsp & ~4095ull;
+    n->stack_addr = base;
+    __u32 i = 0;
+    for (; i < BPFSAMP_STACK_PAGES; i++)
+        if (bpf_probe_read_user(n->stack + i * 4096, 4096, (const void *)(base + i * 4096ull)) != 0)
+            break;
+    n->stack_len = i * 4096;
+    __u64 out = sizeof nr->r + __builtin_offsetof(struct bpfsamp_native, stack) + n->stack_len;
+    if (out > sizeof *nr)
+        return -1;
+    return bpf_ringbuf_output(&events, nr, out, 0) == 0 ? 0 : -1;
 }
 
 SEC("perf_event")
@@ -129,7 +196,7 @@ int scry_walk(struct bpf_perf_event_data *ctx)
             __u32 u = lasti < 0 ? 0 : (__u32)lasti;
             r->frames[n].offset = c->instr_kind == BPFSAMP_INSTR_LASTI_UNITS ? u * 2 : u;
         }
-        r->frames[n].owner = owner;
+        r->frames[n].owner = owner | entry_bit(sc->hdr, c);
     }
     if (f)
         r->flags |= BPFSAMP_TRUNCATED;
@@ -138,7 +205,8 @@ out:;
     __u64 len = sizeof *r - sizeof r->frames + (__u64)r->nframes * sizeof r->frames[0];
     if (len > sizeof *r)
         len = sizeof *r;
-    if (bpf_ringbuf_output(&events, r, len, 0) != 0) {
+    int nat = c->native && !(r->flags & BPFSAMP_KERNEL) ? emit_native(ctx, r, len) : -1;
+    if (nat != 0 && bpf_ringbuf_output(&events, r, len, 0) != 0) {
         __u64 *l = bpf_map_lookup_elem(&lost, &zero);
         if (l)
             (*l)++;
