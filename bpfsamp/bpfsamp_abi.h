@@ -77,8 +77,8 @@ struct bpfsamp_record {
 };
 
 /* --native: the user registers and a copy of the user stack, taken by the program with each
- * user-mode sample (a sample in the kernel has the kernel's registers in its context, and
- * the task's user registers need a newer helper: those samples carry none). */
+ * sample (in the kernel: the registers the task entered it with, from Linux 5.15's
+ * bpf_task_pt_regs; before, those samples carry none). */
 /* Pages copied from the page of sp upward: the perf back end's 32 KiB (PERF_STACK_BYTES),
  * page-aligned. */
 #define BPFSAMP_STACK_PAGES 8

@@ -8,6 +8,9 @@
  *  1. the ring is drained; each record's code objects are resolved through pystate's code
  *     cache (pystate_resolve_code) and the sample is emitted as the perf back end's are,
  *     classified from its IP (kernel -> system; outside CPython -> native; else Python);
+ *     with --native the record's copy of the user registers and stack top is unwound
+ *     (unwind_copied) and merged with the Python frames (sampler__emit), as the perf back
+ *     end's copies are;
  *  2. the records the kernel could not walk (a page not present at that instant, or a
  *     thread whose thread state it does not know yet) are read in user space the ordinary
  *     way, right after, with the CPU time they stand for (counted in the summary);
@@ -199,8 +202,8 @@ static int resolve(struct sampler_bpf *p, const struct bpfsamp_record *r)
 
 /* --native: unwinds the user registers and stack copy of R into P->nat with the unwinder
  * and the copy rules of the perf back end (unwind_copied). Returns the frame count: 0 for
- * a sample without a copy (in the kernel, or no room in the ring then) or whose copy does
- * not hold sp; such a sample has its Python stack only. */
+ * a sample without a copy (no room in the ring then, or in the kernel before Linux 5.15)
+ * or whose copy does not hold sp; such a sample has its Python stack only. */
 static size_t unwind_record(struct sampler_bpf *p, const struct bpfsamp_record *r)
 {
     const struct bpfsamp_native *n = bpfsamp_record_native(r);
