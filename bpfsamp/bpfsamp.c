@@ -219,8 +219,7 @@ static int load_error(int e, char *why, size_t whylen)
     return e == ENOMEM ? SCRY_E_NOMEM : SCRY_E_IO;
 }
 
-/* --native (CFG->native): one native scratch entry per possible CPU, a ring of
- * BPFSAMP_NATIVE_RING bytes, and whether the kernel gives a kernel-mode sample's user
+/* --native (CFG->native): a ring of BPFSAMP_NATIVE_RING bytes, and whether the kernel gives a kernel-mode sample's user
  * registers, before the program is loaded. Returns 0, or -1 with errno. */
 static int size_native(struct scry_walk *skel, const struct bpfsamp_cfg *cfg)
 {
@@ -229,15 +228,7 @@ static int size_native(struct scry_walk *skel, const struct bpfsamp_cfg *cfg)
     /* samples in the kernel: their user registers (else they carry no stack copy) */
     skel->rodata->have_task_regs =
         libbpf_probe_bpf_helper(BPF_PROG_TYPE_PERF_EVENT, BPF_FUNC_task_pt_regs, NULL) > 0;
-    int ncpu = libbpf_num_possible_cpus();
-    if (ncpu <= 0 || ncpu > BPFSAMP_MAX_CPUS) {
-        errno = EINVAL;
-        return -1;
-    }
-    if (bpf_map__set_max_entries(skel->maps.nscratch, (uint32_t)ncpu) != 0 ||
-        bpf_map__set_max_entries(skel->maps.events, BPFSAMP_NATIVE_RING) != 0)
-        return -1;
-    return 0;
+    return bpf_map__set_max_entries(skel->maps.events, BPFSAMP_NATIVE_RING) != 0 ? -1 : 0;
 }
 
 int bpfsamp_open(const struct bpfsamp_cfg *cfg, bpfsamp_t **out, char *why, size_t whylen)

@@ -37,8 +37,7 @@ int bpfsamp_cfg_for(const pystate_layout_t *L, struct bpfsamp_cfg *out, char *wh
  * code after writing why into WHY: SCRY_E_NOSYS (not built in, or the kernel lacks BPF
  * ring buffers or perf-event programs), SCRY_E_PERM (needs root, or CAP_BPF and
  * CAP_PERFMON), SCRY_E_NOMEM, another code when the kernel refused it. With CFG->native
- * the ring is BPFSAMP_NATIVE_RING bytes and each possible CPU has a 36 KiB scratch entry
- * for the stack copies (kernel memory held while B is open). */
+ * the ring is BPFSAMP_NATIVE_RING bytes (kernel memory held while B is open). */
 int bpfsamp_open(const struct bpfsamp_cfg *cfg, bpfsamp_t **out, char *why, size_t whylen);
 
 /* Unloads the program (events it is attached to stop running it once closed). NULL is a

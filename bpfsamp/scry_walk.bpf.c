@@ -60,16 +60,6 @@ struct {
     __type(value, __u64); /* records the ring had no room for */
 } lost SEC(".maps");
 
-/* --native: the record and its user registers and stack top, one entry per CPU (the
- * program does not nest on a CPU); more than a per-CPU map's 32 KiB value. User space sets
- * max_entries to the number of possible CPUs (1 without --native). */
-struct {
-    __uint(type, BPF_MAP_TYPE_ARRAY);
-    __uint(max_entries, 1);
-    __type(key, __u32);
-    __type(value, struct bpfsamp_native_record);
-} nscratch SEC(".maps");
-
 /* The 8-byte field at OFF of the frame header H (user space checked OFF: 8-aligned, within). */
 static __always_inline __u64 field(const __u8 *h, __s64 off)
 {
@@ -134,24 +124,27 @@ static __always_inline __u32 entry_bit(const __u8 *h, const struct bpfsamp_cfg *
 
 /* --native: writes R (LEN bytes) with the user registers and up to BPFSAMP_STACK_PAGES pages
  * of the user stack from sp's page (whole pages, up to the first not readable now: the
- * program cannot fault one in) as one bpfsamp_native_record. Returns 0, or -1 when it
+ * program cannot fault one in) as one bpfsamp_native_record, whole-size in the ring (its
+ * size must be known to reserve it) however much was copied. Returns 0, or -1 when it
  * could not (no room in the ring for it, or a sample in the kernel before Linux 5.15: R is
  * then written alone). */
 static __always_inline int emit_native(struct bpf_perf_event_data *ctx,
                                        const struct bpfsamp_record *r, __u64 len)
 {
-    __u32 cpu = bpf_get_smp_processor_id();
-    struct bpfsamp_native_record *nr = bpf_map_lookup_elem(&nscratch, &cpu);
-    if (!nr || len > sizeof *r)
+    if (len > sizeof *r)
         return -1;
-    if (bpf_probe_read_kernel(&nr->r, len, r) != 0)
+    /* written in place: the stack is copied once, into the ring */
+    struct bpfsamp_native_record *nr = bpf_ringbuf_reserve(&events, sizeof *nr, 0);
+    if (!nr)
         return -1;
-    nr->r.flags |= BPFSAMP_NATIVE;
     struct bpfsamp_native *n = &nr->n;
     if (!(r->flags & BPFSAMP_KERNEL))
         copy_regs(n->regs, &ctx->regs);
     else if (kernel_sample_regs(n->regs) != 0)
-        return -1;
+        goto discard;
+    if (bpf_probe_read_kernel(&nr->r, len, r) != 0)
+        goto discard;
+    nr->r.flags |= BPFSAMP_NATIVE;
     __u64 base = n->regs[7] & ~4095ull; /* sp */
     n->stack_addr = base;
     __u32 i = 0;
@@ -159,10 +152,11 @@ static __always_inline int emit_native(struct bpf_perf_event_data *ctx,
         if (bpf_probe_read_user(n->stack + i * 4096, 4096, (const void *)(base + i * 4096ull)) != 0)
             break;
     n->stack_len = i * 4096;
-    __u64 out = sizeof nr->r + __builtin_offsetof(struct bpfsamp_native, stack) + n->stack_len;
-    if (out > sizeof *nr)
-        return -1;
-    return bpf_ringbuf_output(&events, nr, out, 0) == 0 ? 0 : -1;
+    bpf_ringbuf_submit(nr, 0);
+    return 0;
+discard:
+    bpf_ringbuf_discard(nr, 0);
+    return -1;
 }
 
 SEC("perf_event")
