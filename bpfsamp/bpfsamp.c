@@ -219,8 +219,9 @@ static int load_error(int e, char *why, size_t whylen)
     return e == ENOMEM ? SCRY_E_NOMEM : SCRY_E_IO;
 }
 
-/* --native (CFG->native): a ring of BPFSAMP_NATIVE_RING bytes, and whether the kernel gives a kernel-mode sample's user
- * registers, before the program is loaded. Returns 0, or -1 with errno. */
+/* --native (CFG->native), before the program is loaded: a ring of BPFSAMP_NATIVE_RING
+ * bytes, and whether the kernel gives a kernel-mode sample's user registers. Returns 0, or
+ * -1 with errno. */
 static int size_native(struct scry_walk *skel, const struct bpfsamp_cfg *cfg)
 {
     if (!cfg || !cfg->native)
