@@ -394,7 +394,7 @@ const char *sampler__bpf_desc(sampler_t *s)
     if (bpfsamp_kernel_time(p->b, &runs, &ns) == 0 && runs)
         k = snprintf(kt, sizeof kt, ", %.1f us of the target's CPU per run", ns / 1e3 / runs);
     if (s->opts.native && k >= 0 && (size_t)k < sizeof kt)
-        snprintf(kt + k, sizeof kt - (size_t)k, ", native stacks of %llu (%llu without a copy)",
+        snprintf(kt + k, sizeof kt - (size_t)k, ", native stacks of %llu (%llu without one)",
                  (unsigned long long)p->nat_unwound, (unsigned long long)p->nat_none);
     int n =
         snprintf(s->desc, sizeof s->desc,

@@ -139,7 +139,7 @@ def t_native(c):
     total = g["python"] + g["native"] + g["system"]
     check(g["samples"] >= 20 and g["native"] >= 0.9 * total,
           "the call_ext line: %s" % g)
-    m = re.search(r"native stacks of (\d+) \((\d+) without a copy\)", res.err)
+    m = re.search(r"native stacks of (\d+) \((\d+) without one\)", res.err)
     check(m and int(m.group(1)) >= 4 * int(m.group(2)),
           "the summary counts too few native stacks: %s" % res.err)
     return "%s; the line %.0f%% native of %d samples" % (detail, 100.0 * g["native"] / total,
