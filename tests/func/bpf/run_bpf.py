@@ -158,14 +158,16 @@ def native_in_kernel(c):
     """--native for samples taken in the kernel: a loop of small writes spends about half
     its CPU in write(2), and those samples end in the C library's write wrapper (the
     registers the thread entered the kernel with). Without them only the rare user-mode
-    sample on the wrapper's few instructions would."""
+    sample on the wrapper's few instructions would (9% against 51-60% here)."""
     _, text = st.Ctx.record(c, ["--sampler", "bpf", "--native", "--rate", 500, "--",
                                 *c.interp.argv("-c", WRITE_LOOP)], "collapsed", "write.txt")
     stacks = run_attr.parse_collapsed(text)
     total = sum(n for _, n in stacks)
-    libc = sum(n for fr, n in stacks
-               if fr and fr[-1].native and (fr[-1].file or "").startswith("libc")
-               and "write" in (fr[-1].function or ""))
+    def in_write(frames):  # below the last Python frame (sid's libc: write -> an unnamed one)
+        py = [i for i, f in enumerate(frames) if not f.native]
+        return any((f.file or "").startswith("libc") and "write" in (f.function or "")
+                   for f in frames[py[-1] + 1 if py else 0:])
+    libc = sum(n for fr, n in stacks if in_write(fr))
     check(total >= 50 and libc >= 0.2 * total,
           "%d of %d samples of the write loop end in libc's write: %s" % (
               libc, total, st.short(text, 800)))
