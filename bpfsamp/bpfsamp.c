@@ -33,6 +33,7 @@ static void family_cfg(const pystate_layout_t *L, struct bpfsamp_cfg *c)
         .instr_kind = !objects         ? BPFSAMP_INSTR_POINTER
                       : L->minor == 10 ? BPFSAMP_INSTR_LASTI_UNITS
                                        : BPFSAMP_INSTR_LASTI,
+        .iframe_is_entry = objects ? -1 : L->iframe_is_entry,
     };
 }
 
@@ -47,10 +48,11 @@ int bpfsamp_cfg_for(const pystate_layout_t *L, struct bpfsamp_cfg *out, char *wh
     /* The program copies each frame's header once and takes the fields from the copy:
      * pointers 8-aligned, f_lasti 4-aligned, all within BPFSAMP_FRAME_HDR_MAX bytes. */
     int lasti = c.instr_kind != BPFSAMP_INSTR_POINTER;
-    int64_t f[4] = {c.iframe_code, c.iframe_previous, c.iframe_instr, c.iframe_owner};
-    int64_t size[4] = {8, 8, lasti ? 4 : 8, 1};
+    int64_t f[5] = {c.iframe_code, c.iframe_previous, c.iframe_instr, c.iframe_owner,
+                    c.iframe_is_entry >= 0 ? c.iframe_is_entry : 0};
+    int64_t size[5] = {8, 8, lasti ? 4 : 8, 1, 1};
     int64_t end = 0;
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 5; i++) {
         if (f[i] < 0 || f[i] % size[i] || f[i] + size[i] > BPFSAMP_FRAME_HDR_MAX) {
             snprintf(why, whylen,
                      "the frame layout of Python %d.%d does not fit the bpf sampler's frame "
@@ -76,6 +78,13 @@ int bpfsamp_cfg_for(const pystate_layout_t *L, struct bpfsamp_cfg *out, char *wh
     }
     *out = c;
     return 0;
+}
+
+const struct bpfsamp_native *bpfsamp_record_native(const struct bpfsamp_record *r)
+{
+    if (!r || !(r->flags & BPFSAMP_NATIVE))
+        return NULL;
+    return &((const struct bpfsamp_native_record *)(const void *)r)->n;
 }
 
 #ifndef SCRY_HAVE_BPF
@@ -162,6 +171,14 @@ static int quiet(enum libbpf_print_level level, const char *fmt, va_list ap)
     return 0;
 }
 
+/* 1 when a BPFSAMP_NATIVE record of LEN bytes holds its native part to stack_len. */
+static int native_fits(const void *data, size_t len)
+{
+    const struct bpfsamp_native_record *nr = data;
+    size_t head = offsetof(struct bpfsamp_native_record, n.stack);
+    return len >= head && nr->n.stack_len <= BPFSAMP_STACK_BYTES && len >= head + nr->n.stack_len;
+}
+
 static int on_ring(void *ctx, void *data, size_t len)
 {
     bpfsamp_t *b = ctx;
@@ -169,6 +186,10 @@ static int on_ring(void *ctx, void *data, size_t len)
     size_t head = offsetof(struct bpfsamp_record, frames);
     if (len < head || r->nframes > BPFSAMP_MAX_DEPTH ||
         len < head + (size_t)r->nframes * sizeof r->frames[0]) {
+        b->bad++;
+        return 0;
+    }
+    if ((r->flags & BPFSAMP_NATIVE) && !native_fits(data, len)) {
         b->bad++;
         return 0;
     }
@@ -198,6 +219,19 @@ static int load_error(int e, char *why, size_t whylen)
     return e == ENOMEM ? SCRY_E_NOMEM : SCRY_E_IO;
 }
 
+/* --native (CFG->native), before the program is loaded: a ring of BPFSAMP_NATIVE_RING
+ * bytes, and whether the kernel gives a kernel-mode sample's user registers. Returns 0, or
+ * -1 with errno. */
+static int size_native(struct scry_walk *skel, const struct bpfsamp_cfg *cfg)
+{
+    if (!cfg || !cfg->native)
+        return 0;
+    /* samples in the kernel: their user registers (else they carry no stack copy) */
+    skel->rodata->have_task_regs =
+        libbpf_probe_bpf_helper(BPF_PROG_TYPE_PERF_EVENT, BPF_FUNC_task_pt_regs, NULL) > 0;
+    return bpf_map__set_max_entries(skel->maps.events, BPFSAMP_NATIVE_RING) != 0 ? -1 : 0;
+}
+
 int bpfsamp_open(const struct bpfsamp_cfg *cfg, bpfsamp_t **out, char *why, size_t whylen)
 {
     *out = NULL;
@@ -207,8 +241,8 @@ int bpfsamp_open(const struct bpfsamp_cfg *cfg, bpfsamp_t **out, char *why, size
         return SCRY_E_NOMEM;
     b->stats_fd = -1;
     int err;
-    b->skel = scry_walk__open_and_load();
-    if (!b->skel) {
+    b->skel = scry_walk__open();
+    if (!b->skel || size_native(b->skel, cfg) != 0 || scry_walk__load(b->skel) != 0) {
         err = load_error(errno, why, whylen);
         goto fail;
     }

@@ -22,6 +22,9 @@
 #include <sys/types.h>
 
 #define BPFSAMP_MAX_CPUS 4096 /* possible CPUs whose lost counts are summed */
+/* The ring with --native (else 2 MiB): about 240 records of 32 KiB stack, 12 threads
+ * busy at 1 kHz between two drains (20 ms); a power of two. */
+#define BPFSAMP_NATIVE_RING (8u << 20)
 
 typedef struct bpfsamp bpfsamp_t;
 
@@ -33,7 +36,8 @@ int bpfsamp_cfg_for(const pystate_layout_t *L, struct bpfsamp_cfg *out, char *wh
 /* Loads the program with CFG. Returns 0 and *OUT (free with bpfsamp_free), or a negative
  * code after writing why into WHY: SCRY_E_NOSYS (not built in, or the kernel lacks BPF
  * ring buffers or perf-event programs), SCRY_E_PERM (needs root, or CAP_BPF and
- * CAP_PERFMON), SCRY_E_NOMEM, another code when the kernel refused it. */
+ * CAP_PERFMON), SCRY_E_NOMEM, another code when the kernel refused it. With CFG->native
+ * the ring is BPFSAMP_NATIVE_RING bytes (kernel memory held while B is open). */
 int bpfsamp_open(const struct bpfsamp_cfg *cfg, bpfsamp_t **out, char *why, size_t whylen);
 
 /* Unloads the program (events it is attached to stop running it once closed). NULL is a
@@ -54,6 +58,11 @@ int bpfsamp_set_threads(bpfsamp_t *b, const pid_t *tids, const uint64_t *tstates
 /* One record, checked: NFRAMES frames fit in what the kernel wrote. Valid only during the
  * callback. */
 typedef void (*bpfsamp_record_fn)(const struct bpfsamp_record *r, void *ctx);
+
+/* --native: the user registers and stack copy of record R (checked: stack_len bytes of
+ * stack are there), or NULL when R has none (cfg.native off, a sample in the kernel, or
+ * no room in the ring for it then). Valid as R is. */
+const struct bpfsamp_native *bpfsamp_record_native(const struct bpfsamp_record *r);
 
 /* Delivers every record waiting in the ring to CB, oldest first. Returns the count (>= 0)
  * or a negative code. No record is lost by reading; records the ring had no room for

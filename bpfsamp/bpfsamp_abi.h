@@ -30,9 +30,16 @@ struct bpfsamp_cfg {
     __u32 pad;
     __u64 pidns_dev, pidns_ino; /* scry's PID namespace (/proc/self/ns/pid): the map's tids
                                    are the ones scry sees; 0: the kernel's own ids */
+    /* --native (bpfsamp_native_record): */
+    __s64 iframe_is_entry; /* frame -> is_entry (bool, 3.11: the frame a C call entered the
+                              eval loop with; BPFSAMP_OWNER_ENTRY), else -1 */
+    __u32 native;          /* 1: copy each user-mode sample's registers and stack top */
+    __u32 pad2;
 };
 
 #define BPFSAMP_NO_OWNER 0x100u /* no owner byte equals it */
+/* Or'ed into a frame's owner on 3.11 (bpfsamp_cfg.iframe_is_entry): its is_entry is set. */
+#define BPFSAMP_OWNER_ENTRY 0x200u
 
 /* The frame families: where a frame says which instruction it runs. */
 enum bpfsamp_instr {
@@ -46,6 +53,8 @@ enum bpfsamp_flag {
     BPFSAMP_NO_TSTATE = 2, /* no thread state known for the thread: not walked */
     BPFSAMP_FAULT = 4,     /* a read failed (page not present): frames not trusted */
     BPFSAMP_TRUNCATED = 8, /* the depth bound cut the stack */
+
+    BPFSAMP_NATIVE = 0x400, /* a bpfsamp_native_record: registers and stack top follow */
 };
 
 struct bpfsamp_frame {
@@ -65,6 +74,29 @@ struct bpfsamp_record {
     __u64 time_ns;   /* CLOCK_MONOTONIC */
     __u64 ip;        /* instruction pointer at the sample (user or kernel) */
     struct bpfsamp_frame frames[BPFSAMP_MAX_DEPTH];
+};
+
+/* --native: the user registers and a copy of the user stack, taken by the program with each
+ * sample (in the kernel: the registers the task entered it with, from Linux 5.15's
+ * bpf_task_pt_regs; before, those samples carry none). */
+/* Pages copied from the page of sp upward: the perf back end's 32 KiB (PERF_STACK_BYTES),
+ * page-aligned. */
+#define BPFSAMP_STACK_PAGES 8
+#define BPFSAMP_STACK_BYTES (BPFSAMP_STACK_PAGES * 4096)
+
+struct bpfsamp_native {
+    __u64 regs[17];   /* ax, bx, cx, dx, si, di, bp, sp, ip, r8-r15 (unwind_regs_t's order) */
+    __u64 stack_addr; /* user address of stack[0]: sp's page */
+    __u32 stack_len;  /* bytes copied: whole pages up to the first one not readable then */
+    __u32 pad;
+    __u8 stack[BPFSAMP_STACK_BYTES];
+};
+
+/* A record with BPFSAMP_NATIVE: the whole record (every frame slot, so the native part has
+ * a fixed place), then the native part up to stack[stack_len]. */
+struct bpfsamp_native_record {
+    struct bpfsamp_record r;
+    struct bpfsamp_native n;
 };
 
 #endif

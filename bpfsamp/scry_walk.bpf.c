@@ -9,7 +9,9 @@
  * header (at most BPFSAMP_FRAME_HDR_MAX bytes) each.
  * Shim frames (the owner says) are written too and skipped in user space.
  * A read that fails (a page the kernel cannot fault in here) ends the walk with
- * BPFSAMP_FAULT: user space reads that sample itself. Returning 0 keeps the perf record
+ * BPFSAMP_FAULT: user space reads that sample itself. With --native (cfg.native) each
+ * record also carries the user registers and up to 32 KiB of the
+ * user stack (emit_native), unwound in user space. Returning 0 keeps the perf record
  * out of the event's own ring (only this program's record is written).
  * CO-RE-free: it reads only the perf context (UAPI bpf_perf_event_data) and user memory.
  */
@@ -71,6 +73,92 @@ static __always_inline int read_u64(__u64 *out, __u64 addr, __s64 off)
     return bpf_probe_read_user(out, sizeof *out, (const void *)(addr + (__u64)off));
 }
 
+/* Set by user space before the load: the kernel has bpf_task_pt_regs (5.15+), so a sample
+ * taken in the kernel gets the task's user registers too. Read-only data: where it is 0
+ * the verifier drops the branch that calls it, so older kernels load the program. */
+const volatile __u32 have_task_regs = 0;
+
+/* The unwinder's registers (unwind_regs_t's order) from G. */
+static __always_inline void copy_regs(__u64 *o, const struct pt_regs *g)
+{
+    o[0] = g->rax;
+    o[1] = g->rbx;
+    o[2] = g->rcx;
+    o[3] = g->rdx;
+    o[4] = g->rsi;
+    o[5] = g->rdi;
+    o[6] = g->rbp;
+    o[7] = g->rsp;
+    o[8] = g->rip;
+    o[9] = g->r8;
+    o[10] = g->r9;
+    o[11] = g->r10;
+    o[12] = g->r11;
+    o[13] = g->r12;
+    o[14] = g->r13;
+    o[15] = g->r14;
+    o[16] = g->r15;
+}
+
+/* The user registers of a sample taken in the kernel (those the task entered it with) into
+ * O. Returns 0, or -1 where the kernel cannot say (before 5.15). */
+static __always_inline int kernel_sample_regs(__u64 *o)
+{
+    struct pt_regs u;
+    if (!have_task_regs)
+        return -1;
+    struct task_struct *task = bpf_get_current_task_btf();
+    if (bpf_probe_read_kernel(&u, sizeof u, (const void *)bpf_task_pt_regs(task)) != 0)
+        return -1;
+    copy_regs(o, &u);
+    return 0;
+}
+
+/* 3.11: BPFSAMP_OWNER_ENTRY when frame header H has is_entry set, else 0. */
+static __always_inline __u32 entry_bit(const __u8 *h, const struct bpfsamp_cfg *c)
+{
+    if (c->iframe_is_entry < 0)
+        return 0;
+    return h[(__u32)c->iframe_is_entry & (BPFSAMP_FRAME_HDR_MAX - 1)] ? BPFSAMP_OWNER_ENTRY : 0;
+}
+
+/* --native: writes R (LEN bytes) with the user registers and up to BPFSAMP_STACK_PAGES pages
+ * of the user stack from sp's page (whole pages, up to the first not readable now: the
+ * program cannot fault one in) as one bpfsamp_native_record, whole-size in the ring (its
+ * size must be known to reserve it) however much was copied. Returns 0, or -1 when it
+ * could not (no room in the ring for it, or a sample in the kernel before Linux 5.15: R is
+ * then written alone). */
+static __always_inline int emit_native(struct bpf_perf_event_data *ctx,
+                                       const struct bpfsamp_record *r, __u64 len)
+{
+    if (len > sizeof *r)
+        return -1;
+    /* written in place: the stack is copied once, into the ring */
+    struct bpfsamp_native_record *nr = bpf_ringbuf_reserve(&events, sizeof *nr, 0);
+    if (!nr)
+        return -1;
+    struct bpfsamp_native *n = &nr->n;
+    if (!(r->flags & BPFSAMP_KERNEL))
+        copy_regs(n->regs, &ctx->regs);
+    else if (kernel_sample_regs(n->regs) != 0)
+        goto discard;
+    if (bpf_probe_read_kernel(&nr->r, len, r) != 0)
+        goto discard;
+    nr->r.flags |= BPFSAMP_NATIVE;
+    __u64 base = n->regs[7] & ~4095ull; /* sp */
+    n->stack_addr = base;
+    __u32 i = 0;
+    for (; i < BPFSAMP_STACK_PAGES; i++)
+        if (bpf_probe_read_user(n->stack + i * 4096, 4096, (const void *)(base + i * 4096ull)) != 0)
+            break;
+    n->stack_len = i * 4096;
+    bpf_ringbuf_submit(nr, 0);
+    return 0;
+discard:
+    bpf_ringbuf_discard(nr, 0);
+    return -1;
+}
+
 SEC("perf_event")
 int scry_walk(struct bpf_perf_event_data *ctx)
 {
@@ -129,7 +217,7 @@ int scry_walk(struct bpf_perf_event_data *ctx)
             __u32 u = lasti < 0 ? 0 : (__u32)lasti;
             r->frames[n].offset = c->instr_kind == BPFSAMP_INSTR_LASTI_UNITS ? u * 2 : u;
         }
-        r->frames[n].owner = owner;
+        r->frames[n].owner = owner | entry_bit(sc->hdr, c);
     }
     if (f)
         r->flags |= BPFSAMP_TRUNCATED;
@@ -138,7 +226,8 @@ out:;
     __u64 len = sizeof *r - sizeof r->frames + (__u64)r->nframes * sizeof r->frames[0];
     if (len > sizeof *r)
         len = sizeof *r;
-    if (bpf_ringbuf_output(&events, r, len, 0) != 0) {
+    int nat = c->native ? emit_native(ctx, r, len) : -1;
+    if (nat != 0 && bpf_ringbuf_output(&events, r, len, 0) != 0) {
         __u64 *l = bpf_map_lookup_elem(&lost, &zero);
         if (l)
             (*l)++;

@@ -8,6 +8,9 @@
  *  1. the ring is drained; each record's code objects are resolved through pystate's code
  *     cache (pystate_resolve_code) and the sample is emitted as the perf back end's are,
  *     classified from its IP (kernel -> system; outside CPython -> native; else Python);
+ *     with --native the record's copy of the user registers and stack top is unwound
+ *     (unwind_copied) and merged with the Python frames (sampler__emit), as the perf back
+ *     end's copies are;
  *  2. the records the kernel could not walk (a page not present at that instant, or a
  *     thread whose thread state it does not know yet) are read in user space the ordinary
  *     way, right after, with the CPU time they stand for (counted in the summary);
@@ -76,6 +79,11 @@ struct sampler_bpf {
     /* counted for the summary */
     uint64_t walked, fallback, faults, unknown, unresolved, midcall;
     uint64_t dropped; /* fallbacks beyond BPF_FALLBACK_MAX threads in one tick */
+    /* --native: the sampler's unwinder (S->unwind) serves P->unw too */
+    int own_unw;
+    uint8_t entry[BPFSAMP_MAX_DEPTH]; /* per frame of P->th (pystate_thread_t.entry) */
+    unwind_frame_t nat[UNWIND_MAX_DEPTH];
+    uint64_t nat_unwound, nat_none; /* samples with a native stack, without (see on_record) */
 };
 
 /* TID's fallback entry this tick: found, or with INSERT added; NULL when the table is full
@@ -163,8 +171,12 @@ static int resolve(struct sampler_bpf *p, const struct bpfsamp_record *r)
         return SCRY_E_CORRUPT;
     for (uint32_t i = 0; i < r->nframes && i < BPFSAMP_MAX_DEPTH; i++) {
         uint32_t off = r->frames[i].offset;
-        if (r->frames[i].owner == p->owner_cstack)
+        if (r->frames[i].owner == p->owner_cstack) {
+            if (n > 0) /* the Python frame above a shim frame was entered from C */
+                p->entry[n - 1] = 1;
             continue; /* a shim frame (3.12+): no code of its own */
+        }
+        p->entry[n] = (r->frames[i].owner & BPFSAMP_OWNER_ENTRY) != 0; /* 3.11's is_entry */
         if (off == BPF_NO_OFFSET && n > 0)
             return SCRY_E_CORRUPT; /* a caller that has not started: not a real stack */
         if (pystate_resolve_code(t, r->frames[i].code, off == BPF_NO_OFFSET ? 0 : off,
@@ -172,6 +184,8 @@ static int resolve(struct sampler_bpf *p, const struct bpfsamp_record *r)
             return SCRY_E_FAULT;
         n++;
     }
+    if (n > 0) /* the root frame, as pystate has it */
+        p->entry[n - 1] = 1;
     bpf_known_t key = {.tid = (pid_t)r->tid};
     const bpf_known_t *k =
         p->nknown ? bsearch(&key, p->known, p->nknown, sizeof key, cmp_known) : NULL;
@@ -181,8 +195,34 @@ static int resolve(struct sampler_bpf *p, const struct bpfsamp_record *r)
                                .truncated = (r->flags & BPFSAMP_TRUNCATED) != 0,
                                .leaf_opclass = PYSTATE_OP_UNKNOWN,
                                .nframes = n,
-                               .frames = p->frames};
+                               .frames = p->frames,
+                               .entry = p->entry};
     return 0;
+}
+
+/* --native: unwinds the user registers and stack copy of R into P->nat with the unwinder
+ * and the copy rules of the perf back end (unwind_copied). Returns the frame count: 0 for
+ * a sample without a copy (no room in the ring then, or in the kernel before Linux 5.15)
+ * or whose copy does not hold sp; such a sample has its Python stack only. */
+static size_t unwind_record(struct sampler_bpf *p, const struct bpfsamp_record *r)
+{
+    const struct bpfsamp_native *n = bpfsamp_record_native(r);
+    _Static_assert(sizeof(unwind_regs_t) == sizeof n->regs, "unwind_regs_t is 17 registers");
+    unwind_regs_t regs;
+    size_t nn = 0;
+    if (n) {
+        memcpy(&regs, n->regs, sizeof regs);
+        uint64_t at = regs.sp - n->stack_addr;
+        if (regs.sp >= n->stack_addr && at < n->stack_len &&
+            unwind_copied(p->unw, (pid_t)r->tid, &regs, n->stack + at, n->stack_len - at, p->nat,
+                          UNWIND_MAX_DEPTH, &nn) != 0)
+            nn = 0;
+    }
+    if (nn)
+        p->nat_unwound++;
+    else
+        p->nat_none++;
+    return nn;
 }
 
 static void on_record(const struct bpfsamp_record *r, void *ctx)
@@ -214,7 +254,8 @@ static void on_record(const struct bpfsamp_record *r, void *ctx)
         return; /* no Python frame (starting or finishing) */
     unwind_classification_t cls;
     unwind_classify_ip(kind, PYSTATE_OP_UNKNOWN, &cls);
-    sampler__emit(s, &p->th, NULL, 0, cls.cls, 0, r->weight_ns, 1, r->time_ns, p->emit,
+    size_t nn = s->opts.native ? unwind_record(p, r) : 0;
+    sampler__emit(s, &p->th, p->nat, nn, cls.cls, 0, r->weight_ns, 1, r->time_ns, p->emit,
                   p->emit_ctx);
 }
 
@@ -251,6 +292,7 @@ static int bpf_open(sampler_t *s, struct sampler_bpf *p, char *why, size_t whyle
         return err;
     p->walk_ok = 1;
     p->owner_cstack = cfg.owner_cstack;
+    cfg.native = s->opts.native != 0;
     if ((err = bpfsamp_open(&cfg, &p->b, why, whylen)) != 0)
         return err;
     err = perfev_probe(p->pid, 0);
@@ -296,9 +338,9 @@ static int bpf_attach(sampler_t *s, char *why, size_t whylen)
 
 int sampler__bpf_new(sampler_t *s, char *why, size_t whylen)
 {
-    if (s->opts.native || s->opts.idle || s->opts.blocking || s->opts.gil || s->opts.async_labels ||
+    if (s->opts.idle || s->opts.blocking || s->opts.gil || s->opts.async_labels ||
         s->opts.instant) {
-        snprintf(why, whylen, "not with --native, --idle, --blocking, --gil or --async yet");
+        snprintf(why, whylen, "not with --idle, --blocking, --gil or --async yet");
         return SCRY_E_INVAL;
     }
     struct sampler_bpf *p = calloc(1, sizeof *p);
@@ -309,7 +351,8 @@ int sampler__bpf_new(sampler_t *s, char *why, size_t whylen)
     p->tstates = calloc(BPFSAMP_MAX_THREADS, sizeof *p->tstates);
     p->map_tids = calloc(BPFSAMP_MAX_THREADS, sizeof *p->map_tids);
     p->known = calloc(BPFSAMP_MAX_THREADS, sizeof *p->known);
-    p->unw = unwind_new(p->pid);
+    p->own_unw = !s->unwind;
+    p->unw = p->own_unw ? unwind_new(p->pid) : s->unwind;
     int err = SCRY_E_NOMEM;
     if (!p->tids || !p->tstates || !p->map_tids || !p->known || !p->unw ||
         (err = bpf_open(s, p, why, whylen))) {
@@ -333,7 +376,8 @@ void sampler__bpf_free(sampler_bpf_t *p)
         return;
     perfev_free(p->ev); /* the events first: then nothing runs the program */
     bpfsamp_free(p->b);
-    unwind_free(p->unw);
+    if (p->own_unw)
+        unwind_free(p->unw);
     free(p->tids);
     free(p->tstates);
     free(p->map_tids);
@@ -345,9 +389,13 @@ const char *sampler__bpf_desc(sampler_t *s)
 {
     const struct sampler_bpf *p = s->bpf;
     uint64_t runs = 0, ns = 0;
-    char kt[80] = "";
+    char kt[160] = "";
+    int k = 0;
     if (bpfsamp_kernel_time(p->b, &runs, &ns) == 0 && runs)
-        snprintf(kt, sizeof kt, ", %.1f us of the target's CPU per run", ns / 1e3 / runs);
+        k = snprintf(kt, sizeof kt, ", %.1f us of the target's CPU per run", ns / 1e3 / runs);
+    if (s->opts.native && k >= 0 && (size_t)k < sizeof kt)
+        snprintf(kt + k, sizeof kt - (size_t)k, ", native stacks of %llu (%llu without one)",
+                 (unsigned long long)p->nat_unwound, (unsigned long long)p->nat_none);
     int n =
         snprintf(s->desc, sizeof s->desc,
                  "bpf (frames walked in the kernel at each task-clock tick%s: %llu samples; "
@@ -435,11 +483,14 @@ void sampler__bpf_exec(sampler_t *s)
     struct bpfsamp_cfg cfg;
     char why[200];
     /* Another interpreter: its layout, or every record read in user space. */
-    p->walk_ok = bpfsamp_cfg_for(pystate_target_layout(s->target), &cfg, why, sizeof why) == 0 &&
-                 bpfsamp_set_cfg(p->b, &cfg) == 0;
+    p->walk_ok = bpfsamp_cfg_for(pystate_target_layout(s->target), &cfg, why, sizeof why) == 0;
+    cfg.native = s->opts.native != 0;
+    p->walk_ok = p->walk_ok && bpfsamp_set_cfg(p->b, &cfg) == 0;
     if (p->walk_ok)
         p->owner_cstack = cfg.owner_cstack;
-    unwind_t *u = unwind_new(p->pid);
+    unwind_t *u = p->own_unw ? unwind_new(p->pid) : NULL;
+    if (!p->own_unw)
+        p->unw = s->unwind; /* the sampler's, made anew for the new program */
     if (u) {
         unwind_free(p->unw);
         p->unw = u;

@@ -1,7 +1,8 @@
 /* test_bpfsamp_cfg.c - the BPF program's layout table from pystate's layouts: every
  * generated layout (3.6-3.13) gets its frame family's offsets, within the program's frame
  * copy; a layout that does not fit, and Python 2, are refused with a reason. Where BPF
- * programs can be loaded, the kernel's verifier accepts the program. */
+ * programs can be loaded, the kernel's verifier accepts the program, also with --native
+ * (the stack copy, and the task's user registers where the kernel has bpf_task_pt_regs). */
 #include <stdio.h>
 #include <string.h>
 
@@ -39,6 +40,11 @@ static void one_version(int minor)
         CHECK_UINT(c.owner_cstack, ==, minor >= 12 ? 3u : BPFSAMP_NO_OWNER);
         CHECK(c.frame_hdr_len >= (uint32_t)L->iframe_owner + 1);
     }
+    /* 3.11's is_entry (--native's merge), within the frame copy; none elsewhere */
+    CHECK_INT(c.iframe_is_entry, ==, minor == 11 ? L->iframe_is_entry : -1);
+    if (minor == 11)
+        CHECK(L->iframe_is_entry >= 0 && c.frame_hdr_len >= (uint32_t)L->iframe_is_entry + 1);
+    CHECK_UINT(c.native, ==, 0);
 }
 
 int main(void)
@@ -72,6 +78,9 @@ int main(void)
         uint64_t ts = 0x1000;
         CHECK_INT(bpfsamp_set_threads(b, &tid, &ts, 1), ==, 0);
         CHECK_INT(bpfsamp_set_threads(b, NULL, NULL, 0), ==, 0);
+        bpfsamp_free(b);
+        c.native = 1; /* the 8 MiB ring, the stack copy's path */
+        CHECK_INT(bpfsamp_open(&c, &b, why, sizeof why), ==, 0);
         bpfsamp_free(b);
     }
     return check_summary("test_bpfsamp_cfg");

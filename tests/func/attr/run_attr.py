@@ -376,29 +376,31 @@ def stack_result(mine, total, mode, judge, need):
     return detail
 
 
+def judge_ext(below):
+    """What is wrong with the frames BELOW call_ext (caller first), or None: scryext_deep,
+    DEPTH + 1 scry_native_recurse, scry_native_burn, then the C runtime only."""
+    names = [f.function for f in below]
+    if not below or names[0] != "scryext_deep":
+        return "first frame below the caller is %r, not scryext_deep" % (below[:1],)
+    k = 1
+    while k < len(names) and names[k] == "scry_native_recurse":
+        k += 1
+    if k - 1 != 3 + 1:  # stacks.DEPTH + 1 recursion frames
+        return "%d scry_native_recurse frames, expected 4" % (k - 1)
+    if k >= len(names) or names[k] != "scry_native_burn":
+        return "no scry_native_burn below the recursion"
+    if not all(f.runtime() for f in below[k + 1 :]):
+        return "non-runtime frames below scry_native_burn: %r" % below[k + 1 :]
+    if any(not f.native for f in below):
+        return "a Python frame inside the C chain"
+    return None
+
+
 @test("stack_ext", smoke=True)
 def t_stack_ext(c):
     d = ext_dir(c)
-
-    def judge(below):
-        names = [f.function for f in below]
-        if not below or names[0] != "scryext_deep":
-            return "first frame below the caller is %r, not scryext_deep" % (below[:1],)
-        k = 1
-        while k < len(names) and names[k] == "scry_native_recurse":
-            k += 1
-        if k - 1 != 3 + 1:  # stacks.DEPTH + 1 recursion frames
-            return "%d scry_native_recurse frames, expected 4" % (k - 1)
-        if k >= len(names) or names[k] != "scry_native_burn":
-            return "no scry_native_burn below the recursion"
-        if not all(f.runtime() for f in below[k + 1 :]):
-            return "non-runtime frames below scry_native_burn: %r" % below[k + 1 :]
-        if any(not f.native for f in below):
-            return "a Python frame inside the C chain"
-        return None
-
     mine, total = native_stacks(c, "ext", ["--ext-dir", d])
-    return stack_result(mine, total, "ext", judge, 90)
+    return stack_result(mine, total, "ext", judge_ext, 90)
 
 
 @test("stack_hashlib", smoke=True)
