@@ -116,7 +116,7 @@ const char *sampler_thread_name(sampler_t *s, pid_t tid);
 void sampler_free(sampler_t *s);
 
 /* Makes the sampler's rate RATE_HZ (0.01 to 100000) from now on: its ticks (sampler_run)
- * and, with the perf back end, the CPU time between two records of a thread. Returns 0,
+ * and, with the perf and bpf back ends, the CPU time between two records of a thread. Returns 0,
  * SCRY_E_INVAL, or the code of the kernel's refusal for some thread's event. */
 int sampler_set_rate(sampler_t *s, double rate_hz);
 

@@ -55,6 +55,9 @@ struct sampler_bpf {
     unwind_t *unw; /* describes the records' IPs */
     pid_t pid;
     int exclude_kernel;
+    uint64_t period_ns;     /* sampler__bpf_set_rate: the events' period now, */
+    uint64_t old_period_ns; /* the one before, */
+    uint64_t changed_ns;    /* and when it changed (CLOCK_MONOTONIC; 0: never) */
     int walk_ok;           /* the program knows this interpreter's layout (else all falls back) */
     uint32_t owner_cstack; /* the owner of shim frames (bpfsamp_cfg) */
     uint64_t last_list_ns;
@@ -185,6 +188,16 @@ static int resolve(struct sampler_bpf *p, const struct bpfsamp_record *r)
     return 0;
 }
 
+/* The CPU time record R stands for. The kernel hands the program the event's first period
+ * even after PERF_EVENT_IOC_PERIOD changed it (a task-clock event's last_period is set
+ * once), so after sampler__bpf_set_rate a record weighs the period of its time. */
+static uint64_t record_weight(const struct sampler_bpf *p, const struct bpfsamp_record *r)
+{
+    if (!p->changed_ns)
+        return r->weight_ns;
+    return r->time_ns < p->changed_ns ? p->old_period_ns : p->period_ns;
+}
+
 static void on_record(const struct bpfsamp_record *r, void *ctx)
 {
     struct sampler_bpf *p = ctx;
@@ -198,7 +211,7 @@ static void on_record(const struct bpfsamp_record *r, void *ctx)
             p->dropped++;
             return;
         }
-        fb->w[kind] += r->weight_ns;
+        fb->w[kind] += record_weight(p, r);
         p->fallback++;
         p->faults += (r->flags & BPFSAMP_FAULT) != 0;
         p->unresolved += err == SCRY_E_FAULT;
@@ -210,11 +223,12 @@ static void on_record(const struct bpfsamp_record *r, void *ctx)
         return;
     }
     p->walked++;
+    uint64_t weight = record_weight(p, r);
     if (p->th.nframes == 0 && !p->th.truncated)
         return; /* no Python frame (starting or finishing) */
     unwind_classification_t cls;
     unwind_classify_ip(kind, PYSTATE_OP_UNKNOWN, &cls);
-    sampler__emit(s, &p->th, NULL, 0, cls.cls, 0, r->weight_ns, 1, r->time_ns, p->emit,
+    sampler__emit(s, &p->th, NULL, 0, cls.cls, 0, weight, 1, r->time_ns, p->emit,
                   p->emit_ctx);
 }
 
@@ -264,6 +278,7 @@ static int bpf_open(sampler_t *s, struct sampler_bpf *p, char *why, size_t whyle
                        .ring_pages = 1, /* the program writes nothing there */
                        .exclude_kernel = p->exclude_kernel,
                        .bpf_prog_fd = bpfsamp_prog_fd(p->b)};
+    p->period_ns = (uint64_t)(1e9 / o.rate_hz);
     if (err || (err = perfev_open(&o, &p->ev)) != 0) {
         snprintf(why, whylen, "perf events: %s", scry_strerror(err));
         return err;
@@ -427,6 +442,17 @@ int sampler__bpf_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
     }
     s->stats.busy_ns += scry_now_ns() - t0;
     return 0;
+}
+
+int sampler__bpf_set_rate(sampler_bpf_t *p, double rate_hz)
+{
+    uint64_t period = (uint64_t)(1e9 / rate_hz);
+    if (period == p->period_ns)
+        return 0;
+    p->old_period_ns = p->period_ns;
+    p->period_ns = period;
+    p->changed_ns = scry_now_ns();
+    return perfev_set_rate(p->ev, rate_hz);
 }
 
 void sampler__bpf_exec(sampler_t *s)

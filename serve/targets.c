@@ -327,6 +327,35 @@ static int read_cpu_ticks(serve_target_t *t, uint64_t *ticks)
     return 0;
 }
 
+/* The sampler of target T, with the configured back end. Threads are picked up within a
+ * second, as targets are. The back end is named by a static string (the sampler keeps the
+ * pointer, a reload frees the configuration's). Where the bpf back end is refused (BPF not
+ * allowed or not built, a version it does not walk: sampler_new printed why), the target is
+ * sampled with perf events (or ptrace where those are refused too), and the log says so.
+ * Returns 0 or SCRY_E_NOMEM. */
+static int new_sampler(serve_state_t *st, serve_target_t *t)
+{
+    const char *want = st->cfg->sampler ? st->cfg->sampler : "auto";
+    const char *backend = !strcmp(want, "ptrace") ? "ptrace"
+                          : !strcmp(want, "perf") ? "perf"
+                          : !strcmp(want, "bpf")  ? "bpf"
+                                                  : NULL;
+    sampler_opts_t so = {.rate_hz = serve_target_rate(st, t),
+                         .list_every_s = 1.0,
+                         .tick_charge = 1,
+                         .backend = backend};
+    t->sampler = sampler_new(&so, t->py, t->strings);
+    if (!t->sampler && backend && !strcmp(backend, "bpf")) {
+        so.backend = NULL;
+        t->sampler = sampler_new(&so, t->py, t->strings);
+        if (t->sampler)
+            serve_log("target %d: sampler = bpf refused (the line above says why): %s instead",
+                      (int)t->pid, sampler_backend(t->sampler) == SAMPLER_PERF ? "perf events"
+                                                                               : "ptrace");
+    }
+    return t->sampler ? 0 : SCRY_E_NOMEM;
+}
+
 static int open_target(serve_state_t *st, serve_pending_t *pd, char *msg, size_t msglen)
 {
     proc_process_t *p = malloc(sizeof *p);
@@ -370,17 +399,7 @@ static int open_target(serve_state_t *st, serve_pending_t *pd, char *msg, size_t
         goto fail;
     }
     t->cpu_ticks_w0 = t->cpu_ticks;
-    /* threads are picked up within a second, as targets are; the back end named by a static
-     * string (the sampler keeps the pointer, a reload frees the configuration's) */
-    const char *backend = st->cfg->sampler && !strcmp(st->cfg->sampler, "ptrace") ? "ptrace"
-                          : st->cfg->sampler && !strcmp(st->cfg->sampler, "perf") ? "perf"
-                                                                                  : NULL;
-    sampler_opts_t so = {.rate_hz = serve_target_rate(st, t),
-                         .list_every_s = 1.0,
-                         .tick_charge = 1,
-                         .backend = backend};
-    err = SCRY_E_NOMEM;
-    if (!(t->sampler = sampler_new(&so, t->py, t->strings)))
+    if ((err = new_sampler(st, t)) != 0)
         goto fail;
     t->busy = 1; /* take a first sample at once */
     t->next_ns = 0;
