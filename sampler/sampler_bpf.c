@@ -16,6 +16,10 @@
  *     again, each new thread's event opened, and the program's tid -> thread state map
  *     made anew from one pystate_sample (thread states only, no frames).
  * Nothing is stopped, and no stack is read after the fact except for the fallbacks.
+ *
+ * Samplers given a sampler_bpf_share_t (scry serve's targets) share one loaded program, map
+ * and ring per interpreter layout: a tick drains the ring and hands each record to the
+ * sampler that listed its thread (a record of a thread nobody listed yet is lost, counted).
  */
 #include "sampler_internal.h"
 
@@ -42,6 +46,22 @@ typedef struct bpf_fallback {
     uint64_t w[BPF_KINDS];
 } bpf_fallback_t;
 
+#define BPF_SHARE_LOADS 32 /* interpreter layouts one share holds programs for */
+
+/* One loaded program of a share, and how many samplers use it. */
+typedef struct bpf_load {
+    struct bpfsamp_cfg cfg;
+    bpfsamp_t *b;
+    size_t users;
+} bpf_load_t;
+
+struct sampler_bpf_share {
+    bpf_load_t loads[BPF_SHARE_LOADS];
+    struct sampler_bpf **members;
+    size_t nmembers, cap;
+    uint64_t unowned; /* records of a thread no member had listed yet: lost */
+};
+
 /* A Python thread as the last read of the thread states saw it. */
 typedef struct bpf_known {
     pid_t tid;
@@ -51,7 +71,12 @@ typedef struct bpf_known {
 
 struct sampler_bpf {
     perfev_t *ev;
-    bpfsamp_t *b;
+    bpfsamp_t *b;               /* the sampler's own, or its share's (LOAD's) */
+    sampler_bpf_share_t *share; /* or NULL */
+    bpf_load_t *load;
+    pid_t *sorted; /* the thread list, sorted: the records that are this target's (a share) */
+    size_t nsorted;
+    pid_t *gone; /* refresh_states, a share: the map entries to drop */
     unwind_t *unw; /* describes the records' IPs */
     pid_t pid;
     int exclude_kernel;
@@ -116,7 +141,9 @@ static int refresh_states(sampler_t *s, pystate_thread_filter_fn filter)
     int err = sampler__sample_threads(s, filter, p);
     if (err)
         return err;
-    size_t n = pystate_snapshot_count(s->snap), k = 0;
+    size_t n = pystate_snapshot_count(s->snap), k = 0, nold = p->nknown;
+    for (size_t i = 0; i < nold; i++)
+        p->gone[i] = p->known[i].tid;
     for (size_t i = 0; i < n && k < BPFSAMP_MAX_THREADS; i++) {
         const pystate_thread_t *th = pystate_snapshot_thread(s->snap, i);
         if (th->tid <= 0 || !th->tstate)
@@ -125,11 +152,39 @@ static int refresh_states(sampler_t *s, pystate_thread_filter_fn filter)
         p->map_tids[k] = th->tid;
         p->tstates[k++] = th->tstate;
     }
-    if (bpfsamp_set_threads(p->b, p->map_tids, p->tstates, k) != 0)
-        s->stats.errors++;
     qsort(p->known, k, sizeof *p->known, cmp_known);
     p->nknown = k;
+    if (!p->share) {
+        if (bpfsamp_set_threads(p->b, p->map_tids, p->tstates, k) != 0)
+            s->stats.errors++;
+        return 0;
+    }
+    /* a shared map: only this target's entries change */
+    size_t ngone = 0;
+    for (size_t i = 0; i < nold; i++) {
+        bpf_known_t key = {.tid = p->gone[i]};
+        if (!k || !bsearch(&key, p->known, k, sizeof key, cmp_known))
+            p->gone[ngone++] = p->gone[i];
+    }
+    bpfsamp_drop_threads(p->b, p->gone, ngone);
+    if (bpfsamp_put_threads(p->b, p->map_tids, p->tstates, k) != 0)
+        s->stats.errors++;
     return 0;
+}
+
+static int cmp_tid(const void *a, const void *b)
+{
+    pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The first N entries of P->tids (just listed) become the sorted list of the target's
+ * threads. */
+static void set_sorted(struct sampler_bpf *p, int n)
+{
+    memcpy(p->sorted, p->tids, (size_t)n * sizeof *p->tids);
+    qsort(p->sorted, (size_t)n, sizeof *p->sorted, cmp_tid);
+    p->nsorted = (size_t)n;
 }
 
 /* The thread list of the target into P->tids: the count, or SCRY_E_GONE. */
@@ -232,6 +287,24 @@ static void on_record(const struct bpfsamp_record *r, void *ctx)
                   p->emit_ctx);
 }
 
+/* A record of a shared ring: handed to the sampler whose target listed the thread, through
+ * the emit function it was last ticked with. */
+static void on_shared(const struct bpfsamp_record *r, void *ctx)
+{
+    struct sampler_bpf *p = ctx;
+    sampler_bpf_share_t *sh = p->share;
+    pid_t tid = (pid_t)r->tid;
+    for (size_t i = 0; i < sh->nmembers; i++) {
+        struct sampler_bpf *m = sh->members[i];
+        if (m->load == p->load && m->emit && m->nsorted &&
+            bsearch(&tid, m->sorted, m->nsorted, sizeof tid, cmp_tid)) {
+            on_record(r, m);
+            return;
+        }
+    }
+    sh->unowned++;
+}
+
 /* Emits the samples the kernel could not walk, from one user-space read. */
 static int emit_fallbacks(sampler_t *s, uint64_t now, sampler_emit_fn emit, void *ctx)
 {
@@ -256,6 +329,74 @@ static int emit_fallbacks(sampler_t *s, uint64_t now, sampler_emit_fn emit, void
     return 0;
 }
 
+/* P joins share SH: the program loaded for CFG (loaded now when no member has it yet).
+ * Returns 0, or bpfsamp_open's code and WHY. */
+static int share_join(sampler_bpf_share_t *sh, struct sampler_bpf *p,
+                      const struct bpfsamp_cfg *cfg, char *why, size_t whylen)
+{
+    bpf_load_t *l = NULL;
+    for (size_t i = 0; i < BPF_SHARE_LOADS && !l; i++)
+        if (sh->loads[i].users && !memcmp(&sh->loads[i].cfg, cfg, sizeof *cfg))
+            l = &sh->loads[i];
+    for (size_t i = 0; i < BPF_SHARE_LOADS && !l; i++)
+        if (!sh->loads[i].users)
+            l = &sh->loads[i];
+    if (!l) {
+        snprintf(why, whylen, "%d interpreter layouts already sampled", BPF_SHARE_LOADS);
+        return SCRY_E_NOMEM;
+    }
+    if (sh->nmembers == sh->cap) {
+        size_t cap = sh->cap ? 2 * sh->cap : 16;
+        struct sampler_bpf **m = realloc(sh->members, cap * sizeof *m);
+        if (!m)
+            return SCRY_E_NOMEM;
+        sh->members = m;
+        sh->cap = cap;
+    }
+    if (!l->users) {
+        int err = bpfsamp_open(cfg, &l->b, why, whylen);
+        if (err)
+            return err;
+        l->cfg = *cfg;
+    }
+    l->users++;
+    p->share = sh;
+    p->load = l;
+    p->b = l->b;
+    sh->members[sh->nmembers++] = p;
+    return 0;
+}
+
+/* P leaves its share: its threads out of the map, the program unloaded with its last user.
+ * Its events must be closed already (nothing runs the program for it any more). */
+static void share_leave(struct sampler_bpf *p)
+{
+    sampler_bpf_share_t *sh = p->share;
+    bpfsamp_drop_threads(p->b, p->map_tids, p->nknown);
+    for (size_t i = 0; i < sh->nmembers; i++)
+        if (sh->members[i] == p)
+            sh->members[i] = sh->members[--sh->nmembers];
+    if (--p->load->users == 0) {
+        bpfsamp_free(p->load->b);
+        memset(p->load, 0, sizeof *p->load);
+    }
+}
+
+sampler_bpf_share_t *sampler_bpf_share_new(void)
+{
+    return calloc(1, sizeof(sampler_bpf_share_t));
+}
+
+void sampler_bpf_share_free(sampler_bpf_share_t *sh)
+{
+    if (!sh)
+        return;
+    for (size_t i = 0; i < BPF_SHARE_LOADS; i++)
+        bpfsamp_free(sh->loads[i].b);
+    free(sh->members);
+    free(sh);
+}
+
 /* Opens the events and the program; writes why not into WHY. */
 static int bpf_open(sampler_t *s, struct sampler_bpf *p, char *why, size_t whylen)
 {
@@ -265,7 +406,8 @@ static int bpf_open(sampler_t *s, struct sampler_bpf *p, char *why, size_t whyle
         return err;
     p->walk_ok = 1;
     p->owner_cstack = cfg.owner_cstack;
-    if ((err = bpfsamp_open(&cfg, &p->b, why, whylen)) != 0)
+    if ((err = s->opts.bpf_share ? share_join(s->opts.bpf_share, p, &cfg, why, whylen)
+                                 : bpfsamp_open(&cfg, &p->b, why, whylen)) != 0)
         return err;
     err = perfev_probe(p->pid, 0);
     if (err == SCRY_E_PERM && perfev_probe(p->pid, 1) == 0) {
@@ -304,6 +446,7 @@ static int bpf_attach(sampler_t *s, char *why, size_t whylen)
                  scry_strerror(err));
         return err;
     }
+    set_sorted(p, n);
     p->ntasks = n;
     p->last_list_ns = scry_now_ns();
     return 0;
@@ -324,9 +467,12 @@ int sampler__bpf_new(sampler_t *s, char *why, size_t whylen)
     p->tstates = calloc(BPFSAMP_MAX_THREADS, sizeof *p->tstates);
     p->map_tids = calloc(BPFSAMP_MAX_THREADS, sizeof *p->map_tids);
     p->known = calloc(BPFSAMP_MAX_THREADS, sizeof *p->known);
+    p->gone = calloc(BPFSAMP_MAX_THREADS, sizeof *p->gone);
+    p->sorted = calloc(PROC_TASKS_MAX, sizeof *p->sorted);
     p->unw = unwind_new(p->pid);
+    p->s = s;
     int err = SCRY_E_NOMEM;
-    if (!p->tids || !p->tstates || !p->map_tids || !p->known || !p->unw ||
+    if (!p->tids || !p->tstates || !p->map_tids || !p->known || !p->gone || !p->sorted || !p->unw ||
         (err = bpf_open(s, p, why, whylen))) {
         if (err == SCRY_E_NOMEM && !why[0])
             snprintf(why, whylen, "%s", scry_strerror(err));
@@ -347,8 +493,13 @@ void sampler__bpf_free(sampler_bpf_t *p)
     if (!p)
         return;
     perfev_free(p->ev); /* the events first: then nothing runs the program */
-    bpfsamp_free(p->b);
+    if (p->share)
+        share_leave(p);
+    else
+        bpfsamp_free(p->b);
     unwind_free(p->unw);
+    free(p->gone);
+    free(p->sorted);
     free(p->tids);
     free(p->tstates);
     free(p->map_tids);
@@ -381,7 +532,7 @@ const char *sampler__bpf_desc(sampler_t *s)
  * named a thread the map lacks: the thread list, each new thread's event, and the thread
  * states (one pystate_sample without frames, unless the fallbacks just read them), which
  * make the program's map anew. Returns 0 or a negative code (SCRY_E_GONE: exited). */
-static int relist(sampler_t *s, uint64_t now)
+static int relist(sampler_t *s, uint64_t now, int read_states)
 {
     struct sampler_bpf *p = s->bpf;
     int count = proc_count_tasks(p->pid);
@@ -398,8 +549,9 @@ static int relist(sampler_t *s, uint64_t now)
         return SCRY_E_GONE;
     if (sampler__follow_exec(s, 0))
         return 0; /* sampler__bpf_exec made the map anew; the next tick lists again */
+    set_sorted(p, n);
     /* the map before the new threads' events, as at the start (bpf_attach) */
-    int err = p->nfb ? 0 : refresh_states(s, wants_fallback);
+    int err = read_states ? refresh_states(s, wants_fallback) : 0;
     if (err)
         return err;
     int rc = perfev_set_threads(p->ev, p->tids, (size_t)n, NULL, NULL);
@@ -415,21 +567,23 @@ int sampler__bpf_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
     /* a drain stands for the rate's ticks since the last one (sampler_run's step) */
     s->stats.ticks +=
         s->interval_ns < SAMPLER_BPF_DRAIN_NS ? SAMPLER_BPF_DRAIN_NS / s->interval_ns : 1;
-    p->nfb = 0;
     p->s = s;
     p->emit = emit;
     p->emit_ctx = ctx;
-    int rc = bpfsamp_read(p->b, on_record, p);
+    /* with a share, other samplers' ticks may have left records to read in user space */
+    int rc = bpfsamp_read(p->b, p->share ? on_shared : on_record, p);
     if (rc < 0)
         s->stats.errors++;
     uint64_t bad = 0, lost = 0;
     bpfsamp_counts(p->b, NULL, &bad, &lost);
-    s->stats.lost = bad + lost + p->dropped;
+    s->stats.lost = bad + lost + p->dropped + (p->share ? p->share->unowned : 0);
     int err = s->gone ? SCRY_E_GONE : 0;
+    int had_fb = p->nfb != 0;
     if (!err && p->nfb)
         err = emit_fallbacks(s, t0, emit, ctx);
+    p->nfb = 0;
     if (!err)
-        err = relist(s, t0);
+        err = relist(s, t0, !had_fb);
     if (err) {
         if (err == SCRY_E_GONE || proc_exists(p->pid) != 0) {
             s->stats.target_exited = 1;
@@ -461,8 +615,12 @@ void sampler__bpf_exec(sampler_t *s)
     struct bpfsamp_cfg cfg;
     char why[200];
     /* Another interpreter: its layout, or every record read in user space. */
-    p->walk_ok = bpfsamp_cfg_for(pystate_target_layout(s->target), &cfg, why, sizeof why) == 0 &&
-                 bpfsamp_set_cfg(p->b, &cfg) == 0;
+    p->walk_ok = bpfsamp_cfg_for(pystate_target_layout(s->target), &cfg, why, sizeof why) == 0;
+    /* a shared program keeps its layout: another one's records are read in user space */
+    if (p->share)
+        p->walk_ok = p->walk_ok && !memcmp(&cfg, &p->load->cfg, sizeof cfg);
+    else
+        p->walk_ok = p->walk_ok && bpfsamp_set_cfg(p->b, &cfg) == 0;
     if (p->walk_ok)
         p->owner_cstack = cfg.owner_cstack;
     unwind_t *u = unwind_new(p->pid);

@@ -499,6 +499,7 @@ int serve_run(serve_config_t *cfg, int argc, char **argv)
 out:
     for (size_t i = 0; i < st->n_targets; i++)
         serve_target_free(st->targets[i]);
+    sampler_bpf_share_free(st->bpf_share);
     for (size_t i = 0; i < st->n_wins; i++) {
         serve_agg_free(st->wins[i]->agg);
         free(st->wins[i]);

@@ -329,9 +329,11 @@ static int read_cpu_ticks(serve_target_t *t, uint64_t *ticks)
 
 /* The sampler of target T, with the configured back end. Threads are picked up within a
  * second, as targets are. The back end is named by a static string (the sampler keeps the
- * pointer, a reload frees the configuration's). Where the bpf back end is refused (BPF not
- * allowed or not built, a version it does not walk: sampler_new printed why), the target is
- * sampled with perf events (or ptrace where those are refused too), and the log says so.
+ * pointer, a reload frees the configuration's). bpf: the targets share one loaded program
+ * per interpreter layout (st->bpf_share; one each would cost 2.5 MiB of kernel memory and a
+ * verifier run per target). Where the bpf back end is refused (BPF not allowed or not built,
+ * a version it does not walk: sampler_new printed why), the target is sampled with perf
+ * events (or ptrace where those are refused too), and the log says so.
  * Returns 0 or SCRY_E_NOMEM. */
 static int new_sampler(serve_state_t *st, serve_target_t *t)
 {
@@ -344,6 +346,10 @@ static int new_sampler(serve_state_t *st, serve_target_t *t)
                          .list_every_s = 1.0,
                          .tick_charge = 1,
                          .backend = backend};
+    if (backend && !strcmp(backend, "bpf") && !st->bpf_share &&
+        !(st->bpf_share = sampler_bpf_share_new()))
+        return SCRY_E_NOMEM;
+    so.bpf_share = st->bpf_share;
     t->sampler = sampler_new(&so, t->py, t->strings);
     if (!t->sampler && backend && !strcmp(backend, "bpf")) {
         so.backend = NULL;
