@@ -40,7 +40,8 @@ typedef struct sampler_opts {
                                     * the line where it waits); not with --native or --idle */
     double list_every_s;           /* perf back end: the thread list reread this often (<= 0: every
                                     * 20 ticks, 0.2 to 1 s; scry serve, which needs no new thread
-                                    * sooner than its targets, says 1) */
+                                    * sooner than its targets, says 1); bpf: likewise (<= 0: every
+                                    * 0.2 s; a changed thread count relists at once) */
     pystate_open_opts_t open_opts; /* how to open the program a target execs */
     sampler_bpf_share_t *bpf_share; /* bpf back end: the loaded programs the samplers of one
                                      * process share (scry serve), or NULL: its own */

@@ -36,7 +36,8 @@
 #include <string.h>
 
 #define BPF_FALLBACK_MAX 256u /* threads whose records fall back, per tick (the rest: lost) */
-#define BPF_LIST_NS      200000000ull /* the thread list reread at least this often */
+#define BPF_LIST_NS      200000000ull /* the thread list reread at least this often, unless
+                                        * sampler_opts.list_every_s says */
 #define BPF_KINDS        4            /* enum unwind_ip_kind + 1 */
 #define BPF_NO_OFFSET    0xffffffffu
 
@@ -62,6 +63,12 @@ struct sampler_bpf_share {
     uint64_t unowned; /* records of a thread no member had listed yet: lost */
 };
 
+/* An entry of a shared thread map: a thread and its thread state. */
+typedef struct bpf_entry {
+    pid_t tid;
+    uint64_t tstate;
+} bpf_entry_t;
+
 /* A Python thread as the last read of the thread states saw it. */
 typedef struct bpf_known {
     pid_t tid;
@@ -76,7 +83,10 @@ struct sampler_bpf {
     bpf_load_t *load;
     pid_t *sorted; /* the thread list, sorted: the records that are this target's (a share) */
     size_t nsorted;
-    pid_t *gone; /* refresh_states, a share: the map entries to drop */
+    pid_t *gone;       /* share_update: the map entries to drop, then to write, */
+    uint64_t *put_ts;  /* with their thread states, */
+    bpf_entry_t *prev; /* and the target's entries in the map, sorted by tid */
+    size_t nprev;
     unwind_t *unw; /* describes the records' IPs */
     pid_t pid;
     int exclude_kernel;
@@ -133,6 +143,43 @@ static int cmp_known(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+static int cmp_entry(const void *a, const void *b)
+{
+    pid_t x = ((const bpf_entry_t *)a)->tid, y = ((const bpf_entry_t *)b)->tid;
+    return (x > y) - (x < y);
+}
+
+/* A shared map: the K entries of P->map_tids/tstates replace the target's entries put before
+ * (P->prev), and only those that changed are written (a system call each). */
+static void share_update(sampler_t *s, size_t k)
+{
+    struct sampler_bpf *p = s->bpf;
+    size_t ngone = 0, nput = 0;
+    for (size_t i = 0; i < p->nprev; i++) {
+        bpf_known_t key = {.tid = p->prev[i].tid};
+        if (!k || !bsearch(&key, p->known, k, sizeof key, cmp_known))
+            p->gone[ngone++] = p->prev[i].tid;
+    }
+    bpfsamp_drop_threads(p->b, p->gone, ngone);
+    for (size_t i = 0; i < k; i++) {
+        bpf_entry_t key = {.tid = p->map_tids[i]};
+        const bpf_entry_t *e =
+            p->nprev ? bsearch(&key, p->prev, p->nprev, sizeof key, cmp_entry) : NULL;
+        if (!e || e->tstate != p->tstates[i]) {
+            p->gone[nput] = p->map_tids[i];
+            p->put_ts[nput++] = p->tstates[i];
+        }
+    }
+    for (size_t i = 0; i < k; i++)
+        p->prev[i] = (bpf_entry_t){p->map_tids[i], p->tstates[i]};
+    qsort(p->prev, k, sizeof *p->prev, cmp_entry);
+    p->nprev = k;
+    if (bpfsamp_put_threads(p->b, p->gone, p->put_ts, nput) != 0) {
+        s->stats.errors++;
+        p->nprev = 0; /* the map is full: all of them again next time */
+    }
+}
+
 /* Reads the thread states of every thread (frames only of those FILTER takes) and makes
  * them the program's map. Returns as pystate_sample. */
 static int refresh_states(sampler_t *s, pystate_thread_filter_fn filter)
@@ -141,9 +188,7 @@ static int refresh_states(sampler_t *s, pystate_thread_filter_fn filter)
     int err = sampler__sample_threads(s, filter, p);
     if (err)
         return err;
-    size_t n = pystate_snapshot_count(s->snap), k = 0, nold = p->nknown;
-    for (size_t i = 0; i < nold; i++)
-        p->gone[i] = p->known[i].tid;
+    size_t n = pystate_snapshot_count(s->snap), k = 0;
     for (size_t i = 0; i < n && k < BPFSAMP_MAX_THREADS; i++) {
         const pystate_thread_t *th = pystate_snapshot_thread(s->snap, i);
         if (th->tid <= 0 || !th->tstate)
@@ -159,16 +204,7 @@ static int refresh_states(sampler_t *s, pystate_thread_filter_fn filter)
             s->stats.errors++;
         return 0;
     }
-    /* a shared map: only this target's entries change */
-    size_t ngone = 0;
-    for (size_t i = 0; i < nold; i++) {
-        bpf_known_t key = {.tid = p->gone[i]};
-        if (!k || !bsearch(&key, p->known, k, sizeof key, cmp_known))
-            p->gone[ngone++] = p->gone[i];
-    }
-    bpfsamp_drop_threads(p->b, p->gone, ngone);
-    if (bpfsamp_put_threads(p->b, p->map_tids, p->tstates, k) != 0)
-        s->stats.errors++;
+    share_update(s, k);
     return 0;
 }
 
@@ -468,11 +504,14 @@ int sampler__bpf_new(sampler_t *s, char *why, size_t whylen)
     p->map_tids = calloc(BPFSAMP_MAX_THREADS, sizeof *p->map_tids);
     p->known = calloc(BPFSAMP_MAX_THREADS, sizeof *p->known);
     p->gone = calloc(BPFSAMP_MAX_THREADS, sizeof *p->gone);
+    p->put_ts = calloc(BPFSAMP_MAX_THREADS, sizeof *p->put_ts);
+    p->prev = calloc(BPFSAMP_MAX_THREADS, sizeof *p->prev);
     p->sorted = calloc(PROC_TASKS_MAX, sizeof *p->sorted);
     p->unw = unwind_new(p->pid);
     p->s = s;
     int err = SCRY_E_NOMEM;
-    if (!p->tids || !p->tstates || !p->map_tids || !p->known || !p->gone || !p->sorted || !p->unw ||
+    if (!p->tids || !p->tstates || !p->map_tids || !p->known || !p->gone || !p->put_ts ||
+        !p->prev || !p->sorted || !p->unw ||
         (err = bpf_open(s, p, why, whylen))) {
         if (err == SCRY_E_NOMEM && !why[0])
             snprintf(why, whylen, "%s", scry_strerror(err));
@@ -499,6 +538,8 @@ void sampler__bpf_free(sampler_bpf_t *p)
         bpfsamp_free(p->b);
     unwind_free(p->unw);
     free(p->gone);
+    free(p->put_ts);
+    free(p->prev);
     free(p->sorted);
     free(p->tids);
     free(p->tstates);
@@ -540,7 +581,8 @@ static int relist(sampler_t *s, uint64_t now, int read_states)
         p->ntasks = count;
         p->stale = 1;
     }
-    if (!p->stale && now - p->last_list_ns < BPF_LIST_NS)
+    uint64_t every = s->opts.list_every_s > 0 ? (uint64_t)(s->opts.list_every_s * 1e9) : BPF_LIST_NS;
+    if (!p->stale && now - p->last_list_ns < every)
         return 0;
     p->stale = 0;
     p->last_list_ns = now;
