@@ -96,6 +96,7 @@ struct sampler_bpf {
     int walk_ok;           /* the program knows this interpreter's layout (else all falls back) */
     uint32_t owner_cstack; /* the owner of shim frames (bpfsamp_cfg) */
     uint64_t last_list_ns;
+    uint64_t counted_ns; /* the ring's lost records last looked up */
     int stale;
     int ntasks;      /* the target's thread count at the last look (proc_count_tasks) */
     pid_t *tids;     /* the thread list (/proc) */
@@ -617,8 +618,11 @@ int sampler__bpf_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
     if (rc < 0)
         s->stats.errors++;
     uint64_t bad = 0, lost = 0;
-    bpfsamp_counts(p->b, NULL, &bad, &lost);
-    s->stats.lost = bad + lost + p->dropped + (p->share ? p->share->unowned : 0);
+    if (!p->share || t0 - p->counted_ns >= BPF_LIST_NS) { /* a share: a lookup less per tick */
+        p->counted_ns = t0;
+        bpfsamp_counts(p->b, NULL, &bad, &lost);
+        s->stats.lost = bad + lost + p->dropped + (p->share ? p->share->unowned : 0);
+    }
     int err = s->gone ? SCRY_E_GONE : 0;
     int had_fb = p->nfb != 0;
     if (!err && p->nfb)

@@ -47,6 +47,7 @@ typedef struct serve_target {
     double cpu_pct;         /* over the last window */
     int busy;               /* used CPU at the last check */
     uint64_t unsampled;     /* CPU ticks seen since the last sampled check */
+    uint64_t taken;         /* what its sampler took so far (sampler_taken) */
     uint64_t busy_until_ns; /* stays at its rate until then after it last used CPU */
     uint64_t last_sample_ns;
     uint64_t opened_ns;  /* when its opening began: an exec before it is the program read */

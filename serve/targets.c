@@ -540,6 +540,16 @@ static void follow_rate(serve_state_t *st, serve_target_t *t)
     }
 }
 
+/* How much T's sampler has taken: the perf back end's records read, the bpf back end's
+ * samples (its shared ring hands a target its records at any target's tick); a busy target
+ * whose count moved ran, without a look at /proc. 0 for the ptrace back end. */
+static uint64_t sampler_taken(const serve_target_t *t)
+{
+    const sampler_stats_t *ss = sampler_stats(t->sampler);
+    int be = sampler_backend(t->sampler);
+    return be == SAMPLER_PERF ? ss->read_records : be == SAMPLER_BPF ? ss->samples : 0;
+}
+
 static uint64_t align_up(uint64_t now, uint64_t period)
 {
     return (now / period + 1) * period;
@@ -568,11 +578,11 @@ uint64_t serve_targets_tick(serve_state_t *st, uint64_t now)
         }
         t->seen = 0;
         t->checked_ns = now;
-        /* A busy target sampled through perf events needs no look at /proc: its own
-         * task-clock records, drained by the tick, say whether it ran (its exit shows in
-         * the sampler's thread listing). */
+        /* A busy target sampled through perf events (perf or bpf back end) needs no look at
+         * /proc: its own task-clock records say whether it ran (its exit shows in the
+         * sampler's thread listing). */
         int used = -1;
-        if (!t->busy || sampler_backend(t->sampler) != SAMPLER_PERF) {
+        if (!t->busy || sampler_backend(t->sampler) == SAMPLER_PTRACE) {
             uint64_t ticks;
             if (read_cpu_ticks(t, &ticks) != 0) {
                 remove_target(st, i, "exited");
@@ -589,7 +599,6 @@ uint64_t serve_targets_tick(serve_state_t *st, uint64_t now)
                                  (t->unsampled >= 1 && now - t->last_sample_ns >= 10000000000ull);
         }
         if (used || t->busy) {
-            uint64_t records = sampler_stats(t->sampler)->read_records;
             t->unsampled = 0;
             t->last_sample_ns = now;
             if (!t->win) {
@@ -605,8 +614,10 @@ uint64_t serve_targets_tick(serve_state_t *st, uint64_t now)
             }
             if (err)
                 t->errors++;
+            uint64_t taken = sampler_taken(t);
             if (used < 0)
-                used = sampler_stats(t->sampler)->read_records != records;
+                used = taken != t->taken;
+            t->taken = taken;
         }
         /* CPU time moves in clock ticks (4-10 ms): a service on a third of a CPU often
          * shows none over one 20-50 ms period, so it stays at its rate for 1 s after it
