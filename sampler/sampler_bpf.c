@@ -470,7 +470,7 @@ static int bpf_open(sampler_t *s, struct sampler_bpf *p, char *why, size_t whyle
 static int bpf_attach(sampler_t *s, char *why, size_t whylen)
 {
     struct sampler_bpf *p = s->bpf;
-    int err = refresh_states(s, NULL);
+    int err = refresh_states(s, wants_fallback); /* thread states only: no fallback yet */
     if (err) {
         snprintf(why, whylen, "reading the thread states: %s", scry_strerror(err));
         return err;
