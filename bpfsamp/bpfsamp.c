@@ -120,9 +120,7 @@ int bpfsamp_put_threads(bpfsamp_t *b, const pid_t *tids, const uint64_t *tstates
     return SCRY_E_NOSYS;
 }
 
-void bpfsamp_drop_threads(bpfsamp_t *b, const pid_t *tids, size_t n)
-{
-}
+void bpfsamp_drop_threads(bpfsamp_t *b, const pid_t *tids, size_t n) {}
 
 int bpfsamp_read(bpfsamp_t *b, bpfsamp_record_fn cb, void *ctx)
 {

@@ -43,8 +43,9 @@ typedef struct sampler_opts {
                                     * sooner than its targets, says 1); bpf: likewise (<= 0: every
                                     * 0.2 s; a changed thread count relists at once) */
     pystate_open_opts_t open_opts; /* how to open the program a target execs */
-    sampler_bpf_share_t *bpf_share; /* bpf back end: the loaded programs the samplers of one
-                                     * process share (scry serve), or NULL: its own */
+    /* bpf back end: the loaded programs the samplers of one process share (scry serve), or
+     * NULL: its own */
+    sampler_bpf_share_t *bpf_share;
 } sampler_opts_t;
 
 /* What several bpf samplers of one process share (scry serve's targets): one loaded program,

@@ -36,8 +36,7 @@
 #include <string.h>
 
 #define BPF_FALLBACK_MAX 256u /* threads whose records fall back, per tick (the rest: lost) */
-#define BPF_LIST_NS      200000000ull /* the thread list reread at least this often, unless
-                                        * sampler_opts.list_every_s says */
+#define BPF_LIST_NS      200000000ull /* the thread list reread this often (or list_every_s) */
 #define BPF_KINDS        4            /* enum unwind_ip_kind + 1 */
 #define BPF_NO_OFFSET    0xffffffffu
 
@@ -93,8 +92,8 @@ struct sampler_bpf {
     uint64_t period_ns;     /* sampler__bpf_set_rate: the events' period now, */
     uint64_t old_period_ns; /* the one before, */
     uint64_t changed_ns;    /* and when it changed (CLOCK_MONOTONIC; 0: never) */
-    int walk_ok;           /* the program knows this interpreter's layout (else all falls back) */
-    uint32_t owner_cstack; /* the owner of shim frames (bpfsamp_cfg) */
+    int walk_ok;            /* the program knows this interpreter's layout (else all falls back) */
+    uint32_t owner_cstack;  /* the owner of shim frames (bpfsamp_cfg) */
     uint64_t last_list_ns;
     uint64_t counted_ns; /* the ring's lost records last looked up */
     int stale;
@@ -320,8 +319,7 @@ static void on_record(const struct bpfsamp_record *r, void *ctx)
         return; /* no Python frame (starting or finishing) */
     unwind_classification_t cls;
     unwind_classify_ip(kind, PYSTATE_OP_UNKNOWN, &cls);
-    sampler__emit(s, &p->th, NULL, 0, cls.cls, 0, weight, 1, r->time_ns, p->emit,
-                  p->emit_ctx);
+    sampler__emit(s, &p->th, NULL, 0, cls.cls, 0, weight, 1, r->time_ns, p->emit, p->emit_ctx);
 }
 
 /* A record of a shared ring: handed to the sampler whose target listed the thread, through
@@ -368,8 +366,8 @@ static int emit_fallbacks(sampler_t *s, uint64_t now, sampler_emit_fn emit, void
 
 /* P joins share SH: the program loaded for CFG (loaded now when no member has it yet).
  * Returns 0, or bpfsamp_open's code and WHY. */
-static int share_join(sampler_bpf_share_t *sh, struct sampler_bpf *p,
-                      const struct bpfsamp_cfg *cfg, char *why, size_t whylen)
+static int share_join(sampler_bpf_share_t *sh, struct sampler_bpf *p, const struct bpfsamp_cfg *cfg,
+                      char *why, size_t whylen)
 {
     bpf_load_t *l = NULL;
     for (size_t i = 0; i < BPF_SHARE_LOADS && !l; i++)
@@ -512,8 +510,7 @@ int sampler__bpf_new(sampler_t *s, char *why, size_t whylen)
     p->s = s;
     int err = SCRY_E_NOMEM;
     if (!p->tids || !p->tstates || !p->map_tids || !p->known || !p->gone || !p->put_ts ||
-        !p->prev || !p->sorted || !p->unw ||
-        (err = bpf_open(s, p, why, whylen))) {
+        !p->prev || !p->sorted || !p->unw || (err = bpf_open(s, p, why, whylen))) {
         if (err == SCRY_E_NOMEM && !why[0])
             snprintf(why, whylen, "%s", scry_strerror(err));
         sampler__bpf_free(p);
@@ -582,7 +579,8 @@ static int relist(sampler_t *s, uint64_t now, int read_states)
         p->ntasks = count;
         p->stale = 1;
     }
-    uint64_t every = s->opts.list_every_s > 0 ? (uint64_t)(s->opts.list_every_s * 1e9) : BPF_LIST_NS;
+    uint64_t every =
+        s->opts.list_every_s > 0 ? (uint64_t)(s->opts.list_every_s * 1e9) : BPF_LIST_NS;
     if (!p->stale && now - p->last_list_ns < every)
         return 0;
     p->stale = 0;

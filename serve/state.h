@@ -136,13 +136,14 @@ typedef struct serve_state {
     serve_record_t records[SERVE_MAX_RECORDS];
     size_t n_records;
     perfev_t *whoran;         /* one cpu-clock event per CPU: who ran (NULL: /proc every second) */
-    sampler_bpf_share_t *bpf_share; /* sampler = bpf: the targets' loaded programs (made at
-                                     * the first bpf target, freed after the last target) */
     pid_t ran[SERVE_MAX_RAN]; /* pids of the records read this tick (scratch) */
     size_t n_ran;
     uint64_t whoran_records, idle_checks_skipped;
     size_t trim_mark;      /* targets at the last malloc_trim, or the most since */
     uint64_t trim_last_ns; /* when it ran */
+    /* sampler = bpf: the targets' loaded programs (made at the first bpf target, freed after
+     * the last target) */
+    sampler_bpf_share_t *bpf_share;
 } serve_state_t;
 
 /* targets.c */

@@ -356,8 +356,8 @@ static int new_sampler(serve_state_t *st, serve_target_t *t)
         t->sampler = sampler_new(&so, t->py, t->strings);
         if (t->sampler)
             serve_log("target %d: sampler = bpf refused (the line above says why): %s instead",
-                      (int)t->pid, sampler_backend(t->sampler) == SAMPLER_PERF ? "perf events"
-                                                                               : "ptrace");
+                      (int)t->pid,
+                      sampler_backend(t->sampler) == SAMPLER_PERF ? "perf events" : "ptrace");
     }
     return t->sampler ? 0 : SCRY_E_NOMEM;
 }
