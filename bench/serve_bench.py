@@ -17,6 +17,9 @@
           tick of every target finds a record, as with 20 services on 20 cores at 19 Hz
           (busyscaled's services get a tenth of a CPU each, so nine of ten of its ticks
           find none; it has 20 targets' thread listings, this one 2)
+  mixed   --idle idle services (default 200) and 20 busy ones at 19 Hz together (issue 29's
+          case): the daemon's CPU share, its RSS, and the kernel memory of its BPF maps and
+          programs (the `memlock` of each in /proc/PID/fdinfo; 0 without the bpf back end)
   record  `scry record --pid` of one busy service at 19 Hz for the same duration: CPU per
           sample of the one-shot front end, side by side
   churn   services that start and exit all the time (one every 0.4 s, each living 2 s),
@@ -28,8 +31,10 @@
 
 Run as root: python3 bench/serve_bench.py --scry build/daemon/scry [--quick] [--sampler ptrace]
              [--churn-minutes 10] [--bursts 10 --burst-size 450]
-             [only: idle busy pool busyscaled busyfull record churn forkburst]
---sampler: the daemon's back end (its `sampler` option; default: perf where allowed).
+             [only: idle busy pool busyscaled busyfull mixed record churn forkburst]
+--sampler: the daemon's back end (its `sampler` option: perf, ptrace, bpf; default: perf where
+allowed); several, comma-separated (`--sampler perf,bpf`), run each case once with each, one
+after the other (interleaved: a change of the host's load hits both alike).
 Markdown on stdout, progress on stderr.
 """
 import json
@@ -73,10 +78,26 @@ def rss_kb(pid):
     return 0
 
 
+def bpf_kernel_kb(pid):
+    """The kernel memory of PID's BPF maps and programs (each one's memlock in fdinfo), kB."""
+    total, fds = 0, "/proc/%d/fd" % pid
+    for fd in os.listdir(fds):
+        try:
+            if not os.readlink(os.path.join(fds, fd)).startswith("anon_inode:bpf-"):
+                continue
+            with open("/proc/%d/fdinfo/%s" % (pid, fd)) as f:
+                for line in f:
+                    if line.startswith("memlock:"):
+                        total += int(line.split()[1])
+        except OSError:
+            pass
+    return total // 1024
+
+
 class Bench(object):
     def __init__(self, scry, sampler=None):
         self.scry = scry
-        self.sampler = ["--sampler", sampler] if sampler else []
+        self.set_sampler(sampler)
         self.tmp = tempfile.mkdtemp(prefix="scry-serve-bench-")
         os.chmod(self.tmp, 0o755)
         self.procs = []
@@ -86,6 +107,9 @@ class Bench(object):
                 self.interps.append(st.find(label))
             except st.Skip:
                 pass
+
+    def set_sampler(self, sampler):
+        self.sampler = ["--sampler", sampler] if sampler else []
 
     def spawn(self, args, **kw):
         p = subprocess.Popen([str(a) for a in args], stdin=subprocess.DEVNULL,
@@ -162,9 +186,41 @@ def bench_idle(b, n, seconds):
     share = measure(d.pid, seconds)
     rss = rss_kb(d.pid)
     b.stop_all()
-    return "| %d idle services (%s) | %.3f%% of a core, RSS %.1f MB | %d s measured after the " \
+    return "| %d idle services (%s)%s | %.3f%% of a core, RSS %.1f MB | %d s measured after the " \
            "%d targets were found; aim < 0.5%% |" % (n, "/".join(it.label for it in b.interps),
-                                                   100 * share, rss / 1024.0, seconds, got)
+                                                   " (%s)" % " ".join(b.sampler) if b.sampler
+                                                   else "", 100 * share, rss / 1024.0, seconds,
+                                                   got)
+
+
+def bench_mixed(b, n_idle, n_busy, seconds):
+    log("mixed: %d idle and %d busy services at 19 Hz" % (n_idle, n_busy))
+    for i in range(n_idle):
+        b.service(i, "idle", ("--idle-sleep", "1"))
+    for i in range(n_idle, n_idle + n_busy):
+        b.service(i, "busy")
+    time.sleep(3)
+    t0 = time.monotonic()
+    d = b.daemon()
+    got = b.wait_targets(d, n_idle + n_busy)
+    found = time.monotonic() - t0
+    time.sleep(5)
+    s0 = sum(t["samples"] for t in b.ctl_list(d)["targets"])
+    c0, t0 = cpu_s(d.pid), time.monotonic()
+    time.sleep(seconds)
+    c1, t1 = cpu_s(d.pid), time.monotonic()
+    lst = b.ctl_list(d)["targets"]
+    s1 = sum(t["samples"] for t in lst)
+    used = sorted(set(t.get("sampler", "?") for t in lst))
+    rss, kern = rss_kb(d.pid), bpf_kernel_kb(d.pid)
+    b.stop_all()
+    share = (c1 - c0) / (t1 - t0)
+    return "| %d idle + %d busy services at 19 Hz (%s) | %.3f%% of a core, RSS %.1f MB, BPF " \
+           "maps and programs %.1f MB | %.0f samples/s, %.0f us of CPU per sample; %d targets " \
+           "found in %.0f s; back end of the targets: %s |" % (
+               n_idle, n_busy, " ".join(b.sampler) or "default", 100 * share, rss / 1024.0,
+               kern / 1024.0, (s1 - s0) / (t1 - t0), (c1 - c0) / max(1, s1 - s0) * 1e6, got,
+               found, "/".join(used))
 
 
 def bench_busy(b, n, seconds, rate=19, mode="busy"):
@@ -264,7 +320,7 @@ def bench_forkburst(b, n_idle, bursts, size):
 def main():
     ap = benchlib.parser(__doc__)
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--sampler", choices=("perf", "ptrace"))
+    ap.add_argument("--sampler", help="perf, ptrace, bpf, or several comma-separated")
     ap.add_argument("--idle", type=int, default=200)
     ap.add_argument("--churn-minutes", type=float, default=10)
     ap.add_argument("--bursts", type=int, default=10)
@@ -273,33 +329,46 @@ def main():
     a = ap.parse_args()
     which = a.only or ["idle", "busy", "pool", "busyscaled", "busyfull", "record", "churn"]
     secs = 20 if a.quick else 60
-    b = Bench(os.path.abspath(a.scry), a.sampler)
+    samplers = a.sampler.split(",") if a.sampler else [None]
+    for sm in samplers:
+        if sm not in (None, "perf", "ptrace", "bpf"):
+            ap.error("--sampler: perf, ptrace or bpf, not %r" % sm)
+    b = Bench(os.path.abspath(a.scry))
     rows = []
+
+    def each(fn):
+        for sm in samplers:  # interleaved: each case with every back end in turn
+            b.set_sampler(sm)
+            rows.append(fn())
+        b.set_sampler(None)
+
     try:
         if "idle" in which:
-            rows.append(bench_idle(b, a.idle, secs))
-        per_busy = None
+            each(lambda: bench_idle(b, a.idle, secs))
         if "busy" in which:
-            _, per_busy, _, row = bench_busy(b, 20, secs)
-            rows.append(row)
+            each(lambda: bench_busy(b, 20, secs)[3])
         if "pool" in which:
-            rows.append(bench_busy(b, 20, secs, mode="pool")[3])
+            each(lambda: bench_busy(b, 20, secs, mode="pool")[3])
+        if "mixed" in which:
+            each(lambda: bench_mixed(b, a.idle, 20, secs))
         if "busyscaled" in which:
             rate = round(19.0 * 20 / (os.cpu_count() or 1))
-            _, _, _, row = bench_busy(b, 20, secs, rate)
-            rows.append(row[:-2] + "; scaled: %g Hz = 19 Hz x 20 services / %d CPUs |" % (
-                rate, os.cpu_count() or 1))
+            each(lambda: bench_busy(b, 20, secs, rate)[3][:-2] +
+                 "; scaled: %g Hz = 19 Hz x 20 services / %d CPUs |" % (rate, os.cpu_count() or 1))
         if "busyfull" in which:
             cpus = os.cpu_count() or 1
             rate = round(19.0 * 20 / cpus)
-            share, per, got, _ = bench_busy(b, cpus, secs, rate)
-            rows.append("| %d busy services, a core each, at %g Hz | %.3f%% of a core | %.0f "
-                        "samples/s, %.0f us of CPU per sample: the samples of 20 services on 20 "
-                        "cores at 19 Hz, each tick with a record; aim < 1%% |" % (
-                            cpus, rate, 100 * share, got, per))
+
+            def busyfull():
+                share, per, got, _ = bench_busy(b, cpus, secs, rate)
+                return "| %d busy services, a core each, at %g Hz%s | %.3f%% of a core | %.0f " \
+                    "samples/s, %.0f us of CPU per sample: the samples of 20 services on 20 " \
+                    "cores at 19 Hz, each tick with a record; aim < 1%% |" % (
+                        cpus, rate, " (%s)" % " ".join(b.sampler) if b.sampler else "",
+                        100 * share, got, per)
+            each(busyfull)
         if "record" in which:
-            per_rec, row = bench_record(b, secs)
-            rows.append(row)
+            rows.append(bench_record(b, secs)[1])
         if "churn" in which:
             rows.append(bench_churn(b, 1 if a.quick else a.churn_minutes))
         if "forkburst" in which:

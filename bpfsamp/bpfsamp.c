@@ -124,6 +124,13 @@ int bpfsamp_set_cfg(bpfsamp_t *b, const struct bpfsamp_cfg *cfg)
     return SCRY_E_NOSYS;
 }
 
+int bpfsamp_put_threads(bpfsamp_t *b, const pid_t *tids, const uint64_t *tstates, size_t n)
+{
+    return SCRY_E_NOSYS;
+}
+
+void bpfsamp_drop_threads(bpfsamp_t *b, const pid_t *tids, size_t n) {}
+
 int bpfsamp_read(bpfsamp_t *b, bpfsamp_record_fn cb, void *ctx)
 {
     return SCRY_E_NOSYS;
@@ -319,13 +326,28 @@ int bpfsamp_set_threads(bpfsamp_t *b, const pid_t *tids, const uint64_t *tstates
     }
     for (size_t i = 0; i < ngone; i++)
         bpf_map__delete_elem(m, &b->keys[i], sizeof b->keys[i], 0);
+    return bpfsamp_put_threads(b, tids, tstates, n);
+}
+
+int bpfsamp_put_threads(bpfsamp_t *b, const pid_t *tids, const uint64_t *tstates, size_t n)
+{
+    if (!b || n > BPFSAMP_MAX_THREADS)
+        return SCRY_E_INVAL;
     for (size_t i = 0; i < n; i++) {
         uint32_t k = (uint32_t)tids[i];
         uint64_t v = tstates[i];
-        if (bpf_map__update_elem(m, &k, sizeof k, &v, sizeof v, BPF_ANY) != 0)
+        if (bpf_map__update_elem(b->skel->maps.threads, &k, sizeof k, &v, sizeof v, BPF_ANY))
             return scry_err_from_errno(errno);
     }
     return 0;
+}
+
+void bpfsamp_drop_threads(bpfsamp_t *b, const pid_t *tids, size_t n)
+{
+    for (size_t i = 0; b && i < n; i++) {
+        uint32_t k = (uint32_t)tids[i];
+        bpf_map__delete_elem(b->skel->maps.threads, &k, sizeof k, 0);
+    }
 }
 
 int bpfsamp_read(bpfsamp_t *b, bpfsamp_record_fn cb, void *ctx)

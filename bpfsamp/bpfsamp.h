@@ -55,6 +55,15 @@ int bpfsamp_prog_fd(const bpfsamp_t *b);
  * every other entry. At most BPFSAMP_MAX_THREADS. Returns 0 or a negative code. */
 int bpfsamp_set_threads(bpfsamp_t *b, const pid_t *tids, const uint64_t *tstates, size_t n);
 
+/* For a program shared by several targets' threads (scry serve): adds or updates the
+ * entries TIDS[i] -> TSTATES[i] for i < N, leaving the others. Returns 0 or a negative code
+ * (SCRY_E_NOMEM-like codes when the map is full: those threads' records are then read in
+ * user space). */
+int bpfsamp_put_threads(bpfsamp_t *b, const pid_t *tids, const uint64_t *tstates, size_t n);
+
+/* Removes the entries of TIDS[i] for i < N (absent ones are ignored). */
+void bpfsamp_drop_threads(bpfsamp_t *b, const pid_t *tids, size_t n);
+
 /* One record, checked: NFRAMES frames fit in what the kernel wrote. Valid only during the
  * callback. */
 typedef void (*bpfsamp_record_fn)(const struct bpfsamp_record *r, void *ctx);

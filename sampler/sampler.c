@@ -210,6 +210,8 @@ int sampler_set_rate(sampler_t *s, double rate_hz)
         return SCRY_E_INVAL;
     s->opts.rate_hz = rate_hz;
     s->interval_ns = (uint64_t)(1e9 / rate_hz);
+    if (s->bpf)
+        return sampler__bpf_set_rate(s->bpf, rate_hz);
     return s->perf ? sampler__perf_set_rate(s->perf, rate_hz) : 0;
 }
 

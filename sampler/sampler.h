@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 typedef struct sampler sampler_t;
+typedef struct sampler_bpf_share sampler_bpf_share_t;
 
 /* What to sample and how; zero is a valid default (100 Hz, auto back end, on-CPU threads
  * only, nothing stopped). */
@@ -39,9 +40,22 @@ typedef struct sampler_opts {
                                     * the line where it waits); not with --native or --idle */
     double list_every_s;           /* perf back end: the thread list reread this often (<= 0: every
                                     * 20 ticks, 0.2 to 1 s; scry serve, which needs no new thread
-                                    * sooner than its targets, says 1) */
+                                    * sooner than its targets, says 1); bpf: likewise (<= 0: every
+                                    * 0.2 s; a changed thread count relists at once) */
     pystate_open_opts_t open_opts; /* how to open the program a target execs */
+    /* bpf back end: the loaded programs the samplers of one process share (scry serve), or
+     * NULL: its own */
+    sampler_bpf_share_t *bpf_share;
 } sampler_opts_t;
+
+/* What several bpf samplers of one process share (scry serve's targets): one loaded program,
+ * thread map and ring per interpreter layout instead of one per target (each costs about
+ * 2.5 MiB of kernel memory, the ring mapped in scry too, and a run of the verifier). A tick
+ * of any of them drains the ring and hands every record to the sampler whose target the
+ * thread belongs to, through the emit function that sampler was last ticked with. Returns
+ * NULL when out of memory. Free it after every sampler that used it. */
+sampler_bpf_share_t *sampler_bpf_share_new(void);
+void sampler_bpf_share_free(sampler_bpf_share_t *sh);
 
 typedef void (*sampler_emit_fn)(const scry_sample_t *sample, void *ctx);
 
@@ -117,7 +131,7 @@ const char *sampler_thread_name(sampler_t *s, pid_t tid);
 void sampler_free(sampler_t *s);
 
 /* Makes the sampler's rate RATE_HZ (0.01 to 100000) from now on: its ticks (sampler_run)
- * and, with the perf back end, the CPU time between two records of a thread. Returns 0,
+ * and, with the perf and bpf back ends, the CPU time between two records of a thread. Returns 0,
  * SCRY_E_INVAL, or the code of the kernel's refusal for some thread's event. */
 int sampler_set_rate(sampler_t *s, double rate_hz);
 

@@ -19,6 +19,10 @@
  *     again, each new thread's event opened, and the program's tid -> thread state map
  *     made anew from one pystate_sample (thread states only, no frames).
  * Nothing is stopped, and no stack is read after the fact except for the fallbacks.
+ *
+ * Samplers given a sampler_bpf_share_t (scry serve's targets) share one loaded program, map
+ * and ring per interpreter layout: a tick drains the ring and hands each record to the
+ * sampler that listed its thread (a record of a thread nobody listed yet is lost, counted).
  */
 #include "sampler_internal.h"
 
@@ -35,7 +39,7 @@
 #include <string.h>
 
 #define BPF_FALLBACK_MAX 256u /* threads whose records fall back, per tick (the rest: lost) */
-#define BPF_LIST_NS      200000000ull /* the thread list reread at least this often */
+#define BPF_LIST_NS      200000000ull /* the thread list reread this often (or list_every_s) */
 #define BPF_KINDS        4            /* enum unwind_ip_kind + 1 */
 #define BPF_NO_OFFSET    0xffffffffu
 
@@ -44,6 +48,28 @@ typedef struct bpf_fallback {
     pid_t tid;
     uint64_t w[BPF_KINDS];
 } bpf_fallback_t;
+
+#define BPF_SHARE_LOADS 32 /* interpreter layouts one share holds programs for */
+
+/* One loaded program of a share, and how many samplers use it. */
+typedef struct bpf_load {
+    struct bpfsamp_cfg cfg;
+    bpfsamp_t *b;
+    size_t users;
+} bpf_load_t;
+
+struct sampler_bpf_share {
+    bpf_load_t loads[BPF_SHARE_LOADS];
+    struct sampler_bpf **members;
+    size_t nmembers, cap;
+    uint64_t unowned; /* records of a thread no member had listed yet: lost */
+};
+
+/* An entry of a shared thread map: a thread and its thread state. */
+typedef struct bpf_entry {
+    pid_t tid;
+    uint64_t tstate;
+} bpf_entry_t;
 
 /* A Python thread as the last read of the thread states saw it. */
 typedef struct bpf_known {
@@ -54,13 +80,25 @@ typedef struct bpf_known {
 
 struct sampler_bpf {
     perfev_t *ev;
-    bpfsamp_t *b;
+    bpfsamp_t *b;               /* the sampler's own, or its share's (LOAD's) */
+    sampler_bpf_share_t *share; /* or NULL */
+    bpf_load_t *load;
+    pid_t *sorted; /* the thread list, sorted: the records that are this target's (a share) */
+    size_t nsorted;
+    pid_t *gone;       /* share_update: the map entries to drop, then to write, */
+    uint64_t *put_ts;  /* with their thread states, */
+    bpf_entry_t *prev; /* and the target's entries in the map, sorted by tid */
+    size_t nprev;
     unwind_t *unw; /* describes the records' IPs */
     pid_t pid;
     int exclude_kernel;
-    int walk_ok;           /* the program knows this interpreter's layout (else all falls back) */
-    uint32_t owner_cstack; /* the owner of shim frames (bpfsamp_cfg) */
+    uint64_t period_ns;     /* sampler__bpf_set_rate: the events' period now, */
+    uint64_t old_period_ns; /* the one before, */
+    uint64_t changed_ns;    /* and when it changed (CLOCK_MONOTONIC; 0: never) */
+    int walk_ok;            /* the program knows this interpreter's layout (else all falls back) */
+    uint32_t owner_cstack;  /* the owner of shim frames (bpfsamp_cfg) */
     uint64_t last_list_ns;
+    uint64_t counted_ns; /* the ring's lost records last looked up */
     int stale;
     int ntasks;      /* the target's thread count at the last look (proc_count_tasks) */
     pid_t *tids;     /* the thread list (/proc) */
@@ -113,6 +151,43 @@ static int cmp_known(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+static int cmp_entry(const void *a, const void *b)
+{
+    pid_t x = ((const bpf_entry_t *)a)->tid, y = ((const bpf_entry_t *)b)->tid;
+    return (x > y) - (x < y);
+}
+
+/* A shared map: the K entries of P->map_tids/tstates replace the target's entries put before
+ * (P->prev), and only those that changed are written (a system call each). */
+static void share_update(sampler_t *s, size_t k)
+{
+    struct sampler_bpf *p = s->bpf;
+    size_t ngone = 0, nput = 0;
+    for (size_t i = 0; i < p->nprev; i++) {
+        bpf_known_t key = {.tid = p->prev[i].tid};
+        if (!k || !bsearch(&key, p->known, k, sizeof key, cmp_known))
+            p->gone[ngone++] = p->prev[i].tid;
+    }
+    bpfsamp_drop_threads(p->b, p->gone, ngone);
+    for (size_t i = 0; i < k; i++) {
+        bpf_entry_t key = {.tid = p->map_tids[i]};
+        const bpf_entry_t *e =
+            p->nprev ? bsearch(&key, p->prev, p->nprev, sizeof key, cmp_entry) : NULL;
+        if (!e || e->tstate != p->tstates[i]) {
+            p->gone[nput] = p->map_tids[i];
+            p->put_ts[nput++] = p->tstates[i];
+        }
+    }
+    for (size_t i = 0; i < k; i++)
+        p->prev[i] = (bpf_entry_t){p->map_tids[i], p->tstates[i]};
+    qsort(p->prev, k, sizeof *p->prev, cmp_entry);
+    p->nprev = k;
+    if (bpfsamp_put_threads(p->b, p->gone, p->put_ts, nput) != 0) {
+        s->stats.errors++;
+        p->nprev = 0; /* the map is full: all of them again next time */
+    }
+}
+
 /* Reads the thread states of every thread (frames only of those FILTER takes) and makes
  * them the program's map. Returns as pystate_sample. */
 static int refresh_states(sampler_t *s, pystate_thread_filter_fn filter)
@@ -130,11 +205,30 @@ static int refresh_states(sampler_t *s, pystate_thread_filter_fn filter)
         p->map_tids[k] = th->tid;
         p->tstates[k++] = th->tstate;
     }
-    if (bpfsamp_set_threads(p->b, p->map_tids, p->tstates, k) != 0)
-        s->stats.errors++;
     qsort(p->known, k, sizeof *p->known, cmp_known);
     p->nknown = k;
+    if (!p->share) {
+        if (bpfsamp_set_threads(p->b, p->map_tids, p->tstates, k) != 0)
+            s->stats.errors++;
+        return 0;
+    }
+    share_update(s, k);
     return 0;
+}
+
+static int cmp_tid(const void *a, const void *b)
+{
+    pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The first N entries of P->tids (just listed) become the sorted list of the target's
+ * threads. */
+static void set_sorted(struct sampler_bpf *p, int n)
+{
+    memcpy(p->sorted, p->tids, (size_t)n * sizeof *p->tids);
+    qsort(p->sorted, (size_t)n, sizeof *p->sorted, cmp_tid);
+    p->nsorted = (size_t)n;
 }
 
 /* The thread list of the target into P->tids: the count, or SCRY_E_GONE. */
@@ -225,6 +319,16 @@ static size_t unwind_record(struct sampler_bpf *p, const struct bpfsamp_record *
     return nn;
 }
 
+/* The CPU time record R stands for. The kernel hands the program the event's first period
+ * even after PERF_EVENT_IOC_PERIOD changed it (a task-clock event's last_period is set
+ * once), so after sampler__bpf_set_rate a record weighs the period of its time. */
+static uint64_t record_weight(const struct sampler_bpf *p, const struct bpfsamp_record *r)
+{
+    if (!p->changed_ns)
+        return r->weight_ns;
+    return r->time_ns < p->changed_ns ? p->old_period_ns : p->period_ns;
+}
+
 static void on_record(const struct bpfsamp_record *r, void *ctx)
 {
     struct sampler_bpf *p = ctx;
@@ -238,7 +342,7 @@ static void on_record(const struct bpfsamp_record *r, void *ctx)
             p->dropped++;
             return;
         }
-        fb->w[kind] += r->weight_ns;
+        fb->w[kind] += record_weight(p, r);
         p->fallback++;
         p->faults += (r->flags & BPFSAMP_FAULT) != 0;
         p->unresolved += err == SCRY_E_FAULT;
@@ -250,13 +354,31 @@ static void on_record(const struct bpfsamp_record *r, void *ctx)
         return;
     }
     p->walked++;
+    uint64_t weight = record_weight(p, r);
     if (p->th.nframes == 0 && !p->th.truncated)
         return; /* no Python frame (starting or finishing) */
     unwind_classification_t cls;
     unwind_classify_ip(kind, PYSTATE_OP_UNKNOWN, &cls);
     size_t nn = s->opts.native ? unwind_record(p, r) : 0;
-    sampler__emit(s, &p->th, p->nat, nn, cls.cls, 0, r->weight_ns, 1, r->time_ns, p->emit,
-                  p->emit_ctx);
+    sampler__emit(s, &p->th, p->nat, nn, cls.cls, 0, weight, 1, r->time_ns, p->emit, p->emit_ctx);
+}
+
+/* A record of a shared ring: handed to the sampler whose target listed the thread, through
+ * the emit function it was last ticked with. */
+static void on_shared(const struct bpfsamp_record *r, void *ctx)
+{
+    struct sampler_bpf *p = ctx;
+    sampler_bpf_share_t *sh = p->share;
+    pid_t tid = (pid_t)r->tid;
+    for (size_t i = 0; i < sh->nmembers; i++) {
+        struct sampler_bpf *m = sh->members[i];
+        if (m->load == p->load && m->emit && m->nsorted &&
+            bsearch(&tid, m->sorted, m->nsorted, sizeof tid, cmp_tid)) {
+            on_record(r, m);
+            return;
+        }
+    }
+    sh->unowned++;
 }
 
 /* Emits the samples the kernel could not walk, from one user-space read. */
@@ -283,6 +405,74 @@ static int emit_fallbacks(sampler_t *s, uint64_t now, sampler_emit_fn emit, void
     return 0;
 }
 
+/* P joins share SH: the program loaded for CFG (loaded now when no member has it yet).
+ * Returns 0, or bpfsamp_open's code and WHY. */
+static int share_join(sampler_bpf_share_t *sh, struct sampler_bpf *p, const struct bpfsamp_cfg *cfg,
+                      char *why, size_t whylen)
+{
+    bpf_load_t *l = NULL;
+    for (size_t i = 0; i < BPF_SHARE_LOADS && !l; i++)
+        if (sh->loads[i].users && !memcmp(&sh->loads[i].cfg, cfg, sizeof *cfg))
+            l = &sh->loads[i];
+    for (size_t i = 0; i < BPF_SHARE_LOADS && !l; i++)
+        if (!sh->loads[i].users)
+            l = &sh->loads[i];
+    if (!l) {
+        snprintf(why, whylen, "%d interpreter layouts already sampled", BPF_SHARE_LOADS);
+        return SCRY_E_NOMEM;
+    }
+    if (sh->nmembers == sh->cap) {
+        size_t cap = sh->cap ? 2 * sh->cap : 16;
+        struct sampler_bpf **m = realloc(sh->members, cap * sizeof *m);
+        if (!m)
+            return SCRY_E_NOMEM;
+        sh->members = m;
+        sh->cap = cap;
+    }
+    if (!l->users) {
+        int err = bpfsamp_open(cfg, &l->b, why, whylen);
+        if (err)
+            return err;
+        l->cfg = *cfg;
+    }
+    l->users++;
+    p->share = sh;
+    p->load = l;
+    p->b = l->b;
+    sh->members[sh->nmembers++] = p;
+    return 0;
+}
+
+/* P leaves its share: its threads out of the map, the program unloaded with its last user.
+ * Its events must be closed already (nothing runs the program for it any more). */
+static void share_leave(struct sampler_bpf *p)
+{
+    sampler_bpf_share_t *sh = p->share;
+    bpfsamp_drop_threads(p->b, p->map_tids, p->nknown);
+    for (size_t i = 0; i < sh->nmembers; i++)
+        if (sh->members[i] == p)
+            sh->members[i] = sh->members[--sh->nmembers];
+    if (--p->load->users == 0) {
+        bpfsamp_free(p->load->b);
+        memset(p->load, 0, sizeof *p->load);
+    }
+}
+
+sampler_bpf_share_t *sampler_bpf_share_new(void)
+{
+    return calloc(1, sizeof(sampler_bpf_share_t));
+}
+
+void sampler_bpf_share_free(sampler_bpf_share_t *sh)
+{
+    if (!sh)
+        return;
+    for (size_t i = 0; i < BPF_SHARE_LOADS; i++)
+        bpfsamp_free(sh->loads[i].b);
+    free(sh->members);
+    free(sh);
+}
+
 /* Opens the events and the program; writes why not into WHY. */
 static int bpf_open(sampler_t *s, struct sampler_bpf *p, char *why, size_t whylen)
 {
@@ -293,7 +483,8 @@ static int bpf_open(sampler_t *s, struct sampler_bpf *p, char *why, size_t whyle
     p->walk_ok = 1;
     p->owner_cstack = cfg.owner_cstack;
     cfg.native = s->opts.native != 0;
-    if ((err = bpfsamp_open(&cfg, &p->b, why, whylen)) != 0)
+    if ((err = s->opts.bpf_share ? share_join(s->opts.bpf_share, p, &cfg, why, whylen)
+                                 : bpfsamp_open(&cfg, &p->b, why, whylen)) != 0)
         return err;
     err = perfev_probe(p->pid, 0);
     if (err == SCRY_E_PERM && perfev_probe(p->pid, 1) == 0) {
@@ -306,6 +497,7 @@ static int bpf_open(sampler_t *s, struct sampler_bpf *p, char *why, size_t whyle
                        .ring_pages = 1, /* the program writes nothing there */
                        .exclude_kernel = p->exclude_kernel,
                        .bpf_prog_fd = bpfsamp_prog_fd(p->b)};
+    p->period_ns = (uint64_t)(1e9 / o.rate_hz);
     if (err || (err = perfev_open(&o, &p->ev)) != 0) {
         snprintf(why, whylen, "perf events: %s", scry_strerror(err));
         return err;
@@ -318,7 +510,7 @@ static int bpf_open(sampler_t *s, struct sampler_bpf *p, char *why, size_t whyle
 static int bpf_attach(sampler_t *s, char *why, size_t whylen)
 {
     struct sampler_bpf *p = s->bpf;
-    int err = refresh_states(s, NULL);
+    int err = refresh_states(s, wants_fallback); /* thread states only: no fallback yet */
     if (err) {
         snprintf(why, whylen, "reading the thread states: %s", scry_strerror(err));
         return err;
@@ -331,6 +523,7 @@ static int bpf_attach(sampler_t *s, char *why, size_t whylen)
                  scry_strerror(err));
         return err;
     }
+    set_sorted(p, n);
     p->ntasks = n;
     p->last_list_ns = scry_now_ns();
     return 0;
@@ -351,11 +544,16 @@ int sampler__bpf_new(sampler_t *s, char *why, size_t whylen)
     p->tstates = calloc(BPFSAMP_MAX_THREADS, sizeof *p->tstates);
     p->map_tids = calloc(BPFSAMP_MAX_THREADS, sizeof *p->map_tids);
     p->known = calloc(BPFSAMP_MAX_THREADS, sizeof *p->known);
+    p->gone = calloc(BPFSAMP_MAX_THREADS, sizeof *p->gone);
+    p->put_ts = calloc(BPFSAMP_MAX_THREADS, sizeof *p->put_ts);
+    p->prev = calloc(BPFSAMP_MAX_THREADS, sizeof *p->prev);
+    p->sorted = calloc(PROC_TASKS_MAX, sizeof *p->sorted);
     p->own_unw = !s->unwind;
     p->unw = p->own_unw ? unwind_new(p->pid) : s->unwind;
+    p->s = s;
     int err = SCRY_E_NOMEM;
-    if (!p->tids || !p->tstates || !p->map_tids || !p->known || !p->unw ||
-        (err = bpf_open(s, p, why, whylen))) {
+    if (!p->tids || !p->tstates || !p->map_tids || !p->known || !p->gone || !p->put_ts ||
+        !p->prev || !p->sorted || !p->unw || (err = bpf_open(s, p, why, whylen))) {
         if (err == SCRY_E_NOMEM && !why[0])
             snprintf(why, whylen, "%s", scry_strerror(err));
         sampler__bpf_free(p);
@@ -375,9 +573,16 @@ void sampler__bpf_free(sampler_bpf_t *p)
     if (!p)
         return;
     perfev_free(p->ev); /* the events first: then nothing runs the program */
-    bpfsamp_free(p->b);
+    if (p->share)
+        share_leave(p);
+    else
+        bpfsamp_free(p->b);
     if (p->own_unw)
         unwind_free(p->unw);
+    free(p->gone);
+    free(p->put_ts);
+    free(p->prev);
+    free(p->sorted);
     free(p->tids);
     free(p->tstates);
     free(p->map_tids);
@@ -414,7 +619,7 @@ const char *sampler__bpf_desc(sampler_t *s)
  * named a thread the map lacks: the thread list, each new thread's event, and the thread
  * states (one pystate_sample without frames, unless the fallbacks just read them), which
  * make the program's map anew. Returns 0 or a negative code (SCRY_E_GONE: exited). */
-static int relist(sampler_t *s, uint64_t now)
+static int relist(sampler_t *s, uint64_t now, int read_states)
 {
     struct sampler_bpf *p = s->bpf;
     int count = proc_count_tasks(p->pid);
@@ -422,7 +627,9 @@ static int relist(sampler_t *s, uint64_t now)
         p->ntasks = count;
         p->stale = 1;
     }
-    if (!p->stale && now - p->last_list_ns < BPF_LIST_NS)
+    uint64_t every =
+        s->opts.list_every_s > 0 ? (uint64_t)(s->opts.list_every_s * 1e9) : BPF_LIST_NS;
+    if (!p->stale && now - p->last_list_ns < every)
         return 0;
     p->stale = 0;
     p->last_list_ns = now;
@@ -431,8 +638,9 @@ static int relist(sampler_t *s, uint64_t now)
         return SCRY_E_GONE;
     if (sampler__follow_exec(s, 0))
         return 0; /* sampler__bpf_exec made the map anew; the next tick lists again */
+    set_sorted(p, n);
     /* the map before the new threads' events, as at the start (bpf_attach) */
-    int err = p->nfb ? 0 : refresh_states(s, wants_fallback);
+    int err = read_states ? refresh_states(s, wants_fallback) : 0;
     if (err)
         return err;
     int rc = perfev_set_threads(p->ev, p->tids, (size_t)n, NULL, NULL);
@@ -448,21 +656,26 @@ int sampler__bpf_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
     /* a drain stands for the rate's ticks since the last one (sampler_run's step) */
     s->stats.ticks +=
         s->interval_ns < SAMPLER_BPF_DRAIN_NS ? SAMPLER_BPF_DRAIN_NS / s->interval_ns : 1;
-    p->nfb = 0;
     p->s = s;
     p->emit = emit;
     p->emit_ctx = ctx;
-    int rc = bpfsamp_read(p->b, on_record, p);
+    /* with a share, other samplers' ticks may have left records to read in user space */
+    int rc = bpfsamp_read(p->b, p->share ? on_shared : on_record, p);
     if (rc < 0)
         s->stats.errors++;
     uint64_t bad = 0, lost = 0;
-    bpfsamp_counts(p->b, NULL, &bad, &lost);
-    s->stats.lost = bad + lost + p->dropped;
+    if (!p->share || t0 - p->counted_ns >= BPF_LIST_NS) { /* a share: a lookup less per tick */
+        p->counted_ns = t0;
+        bpfsamp_counts(p->b, NULL, &bad, &lost);
+        s->stats.lost = bad + lost + p->dropped + (p->share ? p->share->unowned : 0);
+    }
     int err = s->gone ? SCRY_E_GONE : 0;
+    int had_fb = p->nfb != 0;
     if (!err && p->nfb)
         err = emit_fallbacks(s, t0, emit, ctx);
+    p->nfb = 0;
     if (!err)
-        err = relist(s, t0);
+        err = relist(s, t0, !had_fb);
     if (err) {
         if (err == SCRY_E_GONE || proc_exists(p->pid) != 0) {
             s->stats.target_exited = 1;
@@ -477,6 +690,17 @@ int sampler__bpf_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
     return 0;
 }
 
+int sampler__bpf_set_rate(sampler_bpf_t *p, double rate_hz)
+{
+    uint64_t period = (uint64_t)(1e9 / rate_hz);
+    if (period == p->period_ns)
+        return 0;
+    p->old_period_ns = p->period_ns;
+    p->period_ns = period;
+    p->changed_ns = scry_now_ns();
+    return perfev_set_rate(p->ev, rate_hz);
+}
+
 void sampler__bpf_exec(sampler_t *s)
 {
     struct sampler_bpf *p = s->bpf;
@@ -485,7 +709,11 @@ void sampler__bpf_exec(sampler_t *s)
     /* Another interpreter: its layout, or every record read in user space. */
     p->walk_ok = bpfsamp_cfg_for(pystate_target_layout(s->target), &cfg, why, sizeof why) == 0;
     cfg.native = s->opts.native != 0;
-    p->walk_ok = p->walk_ok && bpfsamp_set_cfg(p->b, &cfg) == 0;
+    /* a shared program keeps its layout: another one's records are read in user space */
+    if (p->share)
+        p->walk_ok = p->walk_ok && !memcmp(&cfg, &p->load->cfg, sizeof cfg);
+    else
+        p->walk_ok = p->walk_ok && bpfsamp_set_cfg(p->b, &cfg) == 0;
     if (p->walk_ok)
         p->owner_cstack = cfg.owner_cstack;
     unwind_t *u = p->own_unw ? unwind_new(p->pid) : NULL;

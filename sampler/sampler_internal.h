@@ -164,6 +164,9 @@ int sampler__bpf_tick(sampler_t *s, sampler_emit_fn emit, void *ctx);
 /* The process exec'd: the program walks the new interpreter's layout (or hands every
  * record to user space), the map is made anew. */
 void sampler__bpf_exec(sampler_t *s);
+/* The threads' events sample every 1/RATE_HZ s of CPU from now on (perfev_set_rate); the
+ * records drained later weigh the period of their time. */
+int sampler__bpf_set_rate(sampler_bpf_t *p, double rate_hz);
 /* The summary's description, with what was read in the kernel and in user space. */
 const char *sampler__bpf_desc(sampler_t *s);
 /* The ring batches the samples: the bpf back end's ticks come at most this often. */

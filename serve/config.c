@@ -48,8 +48,10 @@ static const opt_t opts[] = {
     {"rate", OPT_HZ, OFF(rate_hz), "HZ", "samples per second per target, 1 to 1000 (default 19)",
      SERVE_RATE_MIN_HZ, SERVE_RATE_MAX_HZ},
     {"sampler", OPT_STR, OFF(sampler), "HOW",
-     "perf (each thread's CPU clock: the default where the kernel allows it) or ptrace (/proc, "
-     "where perf events are refused; a reload applies to the targets found after it)",
+     "perf (each thread's CPU clock: the default where the kernel allows it), ptrace (/proc, "
+     "where perf events are refused) or bpf (perf's clock, the Python stack walked in the "
+     "kernel at each tick; perf where BPF is refused, logged); a reload applies to the targets "
+     "found after it",
      0, 0},
     {"max-cpu", OPT_PCT, OFF(max_cpu_pct), "PCT",
      "CPU budget, share of one core (\"1%\"); rates are lowered to keep it (default: none)", 0,
@@ -547,8 +549,8 @@ int serve_config_finish(serve_config_t *c, char *msg, size_t msglen)
         return SCRY_E_INVAL;
     }
     if (c->sampler && strcmp(c->sampler, "perf") != 0 && strcmp(c->sampler, "ptrace") != 0 &&
-        strcmp(c->sampler, "auto") != 0) {
-        set_msg(msg, msglen, "sampler is perf, ptrace or auto, not '%s'", c->sampler);
+        strcmp(c->sampler, "bpf") != 0 && strcmp(c->sampler, "auto") != 0) {
+        set_msg(msg, msglen, "sampler is perf, ptrace, bpf or auto, not '%s'", c->sampler);
         return SCRY_E_INVAL;
     }
     if (c->max_cpu_pct != 0 && c->max_cpu_pct < 0.01) {

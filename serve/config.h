@@ -48,7 +48,7 @@ typedef struct serve_config {
     char *socket_path;  /* socket */
     double rate_hz;     /* rate: per-target samples per second */
     double max_cpu_pct; /* max-cpu: share of one core scry serve may use (0: no budget) */
-    char *sampler;      /* sampler: "perf", "ptrace", "auto" or NULL (auto) */
+    char *sampler;      /* sampler: "perf", "ptrace", "bpf", "auto" or NULL (auto) */
     double retention_age_s;
     uint64_t retention_bytes;
     int fmt_collapsed, fmt_flamegraph, fmt_pprof; /* formats */

@@ -67,6 +67,11 @@ static void do_list(serve_state_t *st, const serve_ctl_peer_t *peer, json_object
         json_object_object_add(o, "rate", json_object_new_double(serve_target_rate(st, t)));
         json_object_object_add(o, "cpu_pct", json_object_new_double(t->cpu_pct));
         json_object_object_add(o, "busy", json_object_new_boolean(t->busy));
+        int be = sampler_backend(t->sampler);
+        json_object_object_add(o, "sampler",
+                               json_object_new_string(be == SAMPLER_BPF    ? "bpf"
+                                                      : be == SAMPLER_PERF ? "perf"
+                                                                           : "ptrace"));
         json_object_object_add(o, "samples", json_object_new_int64((int64_t)t->samples));
         json_object_object_add(o, "errors", json_object_new_int64((int64_t)t->errors));
         json_object_array_add(arr, o);

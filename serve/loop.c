@@ -362,8 +362,9 @@ static int run(serve_state_t *st)
                   st->cfg->scan_interval_s < 0.5 ? st->cfg->scan_interval_s : 0.5);
     }
     serve_whoran_open(st);
-    serve_log("started: out-dir %s, interval %g s, rate %g Hz, socket %s%s%s", st->cfg->out_dir,
-              st->cfg->interval_s, st->cfg->rate_hz, st->cfg->socket_path,
+    serve_log("started: out-dir %s, interval %g s, rate %g Hz, sampler %s, socket %s%s%s",
+              st->cfg->out_dir, st->cfg->interval_s, st->cfg->rate_hz,
+              st->cfg->sampler ? st->cfg->sampler : "auto", st->cfg->socket_path,
               st->cfg->pyroscope_url ? ", pushing to " : "",
               st->cfg->pyroscope_url ? st->cfg->pyroscope_url : "");
     window_schedule(st, 0);
@@ -498,6 +499,7 @@ int serve_run(serve_config_t *cfg, int argc, char **argv)
 out:
     for (size_t i = 0; i < st->n_targets; i++)
         serve_target_free(st->targets[i]);
+    sampler_bpf_share_free(st->bpf_share);
     for (size_t i = 0; i < st->n_wins; i++) {
         serve_agg_free(st->wins[i]->agg);
         free(st->wins[i]);

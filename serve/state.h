@@ -47,6 +47,7 @@ typedef struct serve_target {
     double cpu_pct;         /* over the last window */
     int busy;               /* used CPU at the last check */
     uint64_t unsampled;     /* CPU ticks seen since the last sampled check */
+    uint64_t taken;         /* what its sampler took so far (sampler_taken) */
     uint64_t busy_until_ns; /* stays at its rate until then after it last used CPU */
     uint64_t last_sample_ns;
     uint64_t opened_ns;  /* when its opening began: an exec before it is the program read */
@@ -140,6 +141,9 @@ typedef struct serve_state {
     uint64_t whoran_records, idle_checks_skipped;
     size_t trim_mark;      /* targets at the last malloc_trim, or the most since */
     uint64_t trim_last_ns; /* when it ran */
+    /* sampler = bpf: the targets' loaded programs (made at the first bpf target, freed after
+     * the last target) */
+    sampler_bpf_share_t *bpf_share;
 } serve_state_t;
 
 /* targets.c */

@@ -327,6 +327,41 @@ static int read_cpu_ticks(serve_target_t *t, uint64_t *ticks)
     return 0;
 }
 
+/* The sampler of target T, with the configured back end. Threads are picked up within a
+ * second, as targets are. The back end is named by a static string (the sampler keeps the
+ * pointer, a reload frees the configuration's). bpf: the targets share one loaded program
+ * per interpreter layout (st->bpf_share; one each would cost 2.5 MiB of kernel memory and a
+ * verifier run per target). Where the bpf back end is refused (BPF not allowed or not built,
+ * a version it does not walk: sampler_new printed why), the target is sampled with perf
+ * events (or ptrace where those are refused too), and the log says so.
+ * Returns 0 or SCRY_E_NOMEM. */
+static int new_sampler(serve_state_t *st, serve_target_t *t)
+{
+    const char *want = st->cfg->sampler ? st->cfg->sampler : "auto";
+    const char *backend = !strcmp(want, "ptrace") ? "ptrace"
+                          : !strcmp(want, "perf") ? "perf"
+                          : !strcmp(want, "bpf")  ? "bpf"
+                                                  : NULL;
+    sampler_opts_t so = {.rate_hz = serve_target_rate(st, t),
+                         .list_every_s = 1.0,
+                         .tick_charge = 1,
+                         .backend = backend};
+    if (backend && !strcmp(backend, "bpf") && !st->bpf_share &&
+        !(st->bpf_share = sampler_bpf_share_new()))
+        return SCRY_E_NOMEM;
+    so.bpf_share = st->bpf_share;
+    t->sampler = sampler_new(&so, t->py, t->strings);
+    if (!t->sampler && backend && !strcmp(backend, "bpf")) {
+        so.backend = NULL;
+        t->sampler = sampler_new(&so, t->py, t->strings);
+        if (t->sampler)
+            serve_log("target %d: sampler = bpf refused (the line above says why): %s instead",
+                      (int)t->pid,
+                      sampler_backend(t->sampler) == SAMPLER_PERF ? "perf events" : "ptrace");
+    }
+    return t->sampler ? 0 : SCRY_E_NOMEM;
+}
+
 static int open_target(serve_state_t *st, serve_pending_t *pd, char *msg, size_t msglen)
 {
     proc_process_t *p = malloc(sizeof *p);
@@ -370,17 +405,7 @@ static int open_target(serve_state_t *st, serve_pending_t *pd, char *msg, size_t
         goto fail;
     }
     t->cpu_ticks_w0 = t->cpu_ticks;
-    /* threads are picked up within a second, as targets are; the back end named by a static
-     * string (the sampler keeps the pointer, a reload frees the configuration's) */
-    const char *backend = st->cfg->sampler && !strcmp(st->cfg->sampler, "ptrace") ? "ptrace"
-                          : st->cfg->sampler && !strcmp(st->cfg->sampler, "perf") ? "perf"
-                                                                                  : NULL;
-    sampler_opts_t so = {.rate_hz = serve_target_rate(st, t),
-                         .list_every_s = 1.0,
-                         .tick_charge = 1,
-                         .backend = backend};
-    err = SCRY_E_NOMEM;
-    if (!(t->sampler = sampler_new(&so, t->py, t->strings)))
+    if ((err = new_sampler(st, t)) != 0)
         goto fail;
     t->busy = 1; /* take a first sample at once */
     t->next_ns = 0;
@@ -515,6 +540,16 @@ static void follow_rate(serve_state_t *st, serve_target_t *t)
     }
 }
 
+/* How much T's sampler has taken: the perf back end's records read, the bpf back end's
+ * samples (its shared ring hands a target its records at any target's tick); a busy target
+ * whose count moved ran, without a look at /proc. 0 for the ptrace back end. */
+static uint64_t sampler_taken(const serve_target_t *t)
+{
+    const sampler_stats_t *ss = sampler_stats(t->sampler);
+    int be = sampler_backend(t->sampler);
+    return be == SAMPLER_PERF ? ss->read_records : be == SAMPLER_BPF ? ss->samples : 0;
+}
+
 static uint64_t align_up(uint64_t now, uint64_t period)
 {
     return (now / period + 1) * period;
@@ -543,11 +578,11 @@ uint64_t serve_targets_tick(serve_state_t *st, uint64_t now)
         }
         t->seen = 0;
         t->checked_ns = now;
-        /* A busy target sampled through perf events needs no look at /proc: its own
-         * task-clock records, drained by the tick, say whether it ran (its exit shows in
-         * the sampler's thread listing). */
+        /* A busy target sampled through perf events (perf or bpf back end) needs no look at
+         * /proc: its own task-clock records say whether it ran (its exit shows in the
+         * sampler's thread listing). */
         int used = -1;
-        if (!t->busy || sampler_backend(t->sampler) != SAMPLER_PERF) {
+        if (!t->busy || sampler_backend(t->sampler) == SAMPLER_PTRACE) {
             uint64_t ticks;
             if (read_cpu_ticks(t, &ticks) != 0) {
                 remove_target(st, i, "exited");
@@ -564,7 +599,6 @@ uint64_t serve_targets_tick(serve_state_t *st, uint64_t now)
                                  (t->unsampled >= 1 && now - t->last_sample_ns >= 10000000000ull);
         }
         if (used || t->busy) {
-            uint64_t records = sampler_stats(t->sampler)->read_records;
             t->unsampled = 0;
             t->last_sample_ns = now;
             if (!t->win) {
@@ -580,8 +614,10 @@ uint64_t serve_targets_tick(serve_state_t *st, uint64_t now)
             }
             if (err)
                 t->errors++;
+            uint64_t taken = sampler_taken(t);
             if (used < 0)
-                used = sampler_stats(t->sampler)->read_records != records;
+                used = taken != t->taken;
+            t->taken = taken;
         }
         /* CPU time moves in clock ticks (4-10 ms): a service on a third of a CPU often
          * shows none over one 20-50 ms period, so it stays at its rate for 1 s after it

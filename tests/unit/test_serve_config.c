@@ -77,7 +77,7 @@ static void test_file_and_flags(void)
                           "cgroup = /system.slice/batch.service\n"
                           "container = 0123abcd\n");
     serve_config_t *c = from_args(msg, sizeof msg, "--config", conf, "--rate=30", "--interval", "5",
-                                  "--sampler", "ptrace", NULL);
+                                  "--sampler", "bpf", NULL);
     CHECK(c != NULL, "%s", msg);
     if (!c)
         return;
@@ -85,7 +85,7 @@ static void test_file_and_flags(void)
     CHECK(c->interval_s == 5, "flag wins over file: %g", c->interval_s);
     CHECK(c->rate_hz == 30, "flag wins: %g", c->rate_hz);
     CHECK(c->max_cpu_pct == 1, "%g", c->max_cpu_pct);
-    CHECK(c->sampler && strcmp(c->sampler, "ptrace") == 0, "flag wins: %s",
+    CHECK(c->sampler && strcmp(c->sampler, "bpf") == 0, "flag wins: %s",
           c->sampler ? c->sampler : "(none)");
     CHECK(c->retention_age_s == 2 * 86400, "%g", c->retention_age_s);
     CHECK(c->retention_bytes == 512ull << 20, "%llu", (unsigned long long)c->retention_bytes);
@@ -162,7 +162,7 @@ static void test_errors(void)
     expect_error("cgroup = relative/path\n", "absolute cgroup path");
     expect_error("max-cpu = 200%\n", "max-cpu: bad value");
     expect_error("formats = png\n", "formats: bad value");
-    expect_error("sampler = bpf\n", "sampler is perf, ptrace or auto, not 'bpf'");
+    expect_error("sampler = ebpf\n", "sampler is perf, ptrace, bpf or auto, not 'ebpf'");
     expect_error("out-dir = relative\n", "out-dir must be an absolute path");
     expect_error("out-group = no-such-group-here\n", "out-group: no group");
     expect_error("pyroscope-url = ftp://x\n", "must start with http");
