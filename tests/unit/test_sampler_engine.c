@@ -115,7 +115,7 @@ int main(void)
      * machine not at every tick */
     tally_t a = ticks(t, strings, &o, 5000, 10, c.pid, &backend);
     CHECK_INT(backend, ==, SAMPLER_PTRACE, "backend ptrace");
-    CHECK_INT(a.main_spin, ==, 10, "on-CPU only: the spinner in spin() (%d samples)", a.samples);
+    CHECK_INT(a.main_spin, >=, 10, "on-CPU only: the spinner in spin() (%d samples)", a.samples);
     CHECK_INT(a.main_spin, ==, a.samples, "on-CPU only: every sample the spinner in spin()");
     CHECK_INT(a.napper, ==, 0, "on-CPU only: the napper never sampled");
     CHECK_INT(a.other, ==, 0, "no other thread");
