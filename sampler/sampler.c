@@ -630,10 +630,11 @@ int sampler_run(sampler_t *s, double duration_s, volatile sig_atomic_t *stop, sa
      * three quarters with the perf back end, whose ticks wait up to half an interval for
      * a record (below). */
     /* The bpf back end's ring batches the samples: it is drained every STEP, not at every
-     * sample. */
-    uint64_t step = s->backend == SAMPLER_BPF && s->interval_ns < SAMPLER_BPF_DRAIN_NS
-                        ? SAMPLER_BPF_DRAIN_NS
-                        : s->interval_ns;
+     * sample (with --idle at each tick: each reads every thread's stack anyway). */
+    uint64_t step =
+        s->backend == SAMPLER_BPF && !s->opts.idle && s->interval_ns < SAMPLER_BPF_DRAIN_NS
+            ? SAMPLER_BPF_DRAIN_NS
+            : s->interval_ns;
     uint64_t late_after = perf ? s->interval_ns / 4 * 3 : step / 2;
     /* Without --idle a tick of the perf back end that no record preceded has nothing to
      * do (each record is a slice of CPU time; a tick only reads what records say ran): the
@@ -644,7 +645,7 @@ int sampler_run(sampler_t *s, double duration_s, volatile sig_atomic_t *stop, sa
     uint64_t quiet_wait =
         s->interval_ns * 2 > SAMPLER_QUIET_WAIT_NS ? s->interval_ns * 2 : SAMPLER_QUIET_WAIT_NS;
     uint64_t woke_due = 0; /* when the last wait ended without a record: its deadline */
-    int idle_timed = perf && s->opts.idle;
+    int idle_timed = (perf || s->backend == SAMPLER_BPF) && s->opts.idle;
     if (perf)
         sampler__ask_short_slice();
     while (!(stop && *stop)) {
@@ -653,8 +654,8 @@ int sampler_run(sampler_t *s, double duration_s, volatile sig_atomic_t *stop, sa
         uint64_t now = scry_now_ns();
         if (now >= end)
             break;
-        /* --idle with perf: the ticks keep their clock (idle_charge: the moment a tick
-         * stands for must have nothing to do with what the target does) */
+        /* --idle with perf or bpf: the ticks keep their clock (sampler__idle_charge: the
+         * moment a tick stands for must have nothing to do with what the target does) */
         if (idle_timed ? now < next : now + step / 2 < next) {
             /* Woken before the tick by a record (perf) or a signal: read the stacks of the
              * threads that ran while they are still the ones sampled; the tick stays due. */

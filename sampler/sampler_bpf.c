@@ -61,12 +61,14 @@ struct sampler_bpf {
     int stale;
     int ntasks;      /* the target's thread count at the last look (proc_count_tasks) */
     pid_t *tids;     /* the thread list (/proc) */
+    size_t ntids;
     pid_t *map_tids; /* the program's map: tid -> thread state */
     uint64_t *tstates;
     bpf_known_t *known; /* the Python threads' names, sorted by tid */
     size_t nknown;
     bpf_fallback_t fb[BPF_FALLBACK_MAX];
     size_t nfb;
+    sampler_idle_t *idle; /* --idle: each tick reads every thread's stack (idle_tick) */
     /* during a read */
     sampler_t *s;
     sampler_emit_fn emit;
@@ -133,6 +135,7 @@ static int refresh_states(sampler_t *s, pystate_thread_filter_fn filter)
 static int list_tids(struct sampler_bpf *p)
 {
     int n = proc_list_tasks(p->pid, p->tids, PROC_TASKS_MAX);
+    p->ntids = n > 0 ? (size_t)n : 0;
     char state = 0;
     if (n == 1 &&
         (proc_read_task_state(p->pid, p->tids[0], &state) != 0 || state == 'Z' || state == 'X'))
@@ -212,19 +215,22 @@ static void on_record(const struct bpfsamp_record *r, void *ctx)
     p->walked++;
     if (p->th.nframes == 0 && !p->th.truncated)
         return; /* no Python frame (starting or finishing) */
+    if (p->idle && p->th.nframes) {
+        uint64_t by_kind[SAMPLER_IP_KINDS] = {0};
+        by_kind[kind] = r->weight_ns;
+        sampler__idle_records(p->idle, (pid_t)r->tid, &p->th.frames[0], by_kind);
+    }
     unwind_classification_t cls;
     unwind_classify_ip(kind, PYSTATE_OP_UNKNOWN, &cls);
     sampler__emit(s, &p->th, NULL, 0, cls.cls, 0, r->weight_ns, 1, r->time_ns, p->emit,
                   p->emit_ctx);
 }
 
-/* Emits the samples the kernel could not walk, from one user-space read. */
-static int emit_fallbacks(sampler_t *s, uint64_t now, sampler_emit_fn emit, void *ctx)
+/* Emits the samples the kernel could not walk, from the read of the stacks that followed
+ * the drain (s->snap). */
+static void emit_fallbacks(sampler_t *s, uint64_t now, sampler_emit_fn emit, void *ctx)
 {
     struct sampler_bpf *p = s->bpf;
-    int err = refresh_states(s, wants_fallback);
-    if (err)
-        return err;
     size_t n = pystate_snapshot_count(s->snap);
     for (size_t i = 0; i < n; i++) {
         const pystate_thread_t *th = pystate_snapshot_thread(s->snap, i);
@@ -239,7 +245,20 @@ static int emit_fallbacks(sampler_t *s, uint64_t now, sampler_emit_fn emit, void
             sampler__emit(s, th, NULL, 0, cls.cls, 0, fb->w[k], 1, now, emit, ctx);
         }
     }
-    return 0;
+}
+
+/* --idle, after the drain and the read of every thread's stack: a sample of each thread that
+ * was off its CPU at the tick's moment (sampler__idle_charge, as the perf back end's). */
+static void emit_idle(sampler_t *s, uint64_t now, sampler_emit_fn emit, void *ctx)
+{
+    struct sampler_bpf *p = s->bpf;
+    size_t n = pystate_snapshot_count(s->snap);
+    for (size_t i = 0; i < n; i++) {
+        const pystate_thread_t *th = pystate_snapshot_thread(s->snap, i);
+        if ((s->opts.gil && !th->gil) || !sampler__stack_wanted(s, th))
+            continue;
+        sampler__idle_charge(s, p->idle, p->ev, th, now, emit, ctx);
+    }
 }
 
 /* Opens the events and the program; writes why not into WHY. */
@@ -261,9 +280,11 @@ static int bpf_open(sampler_t *s, struct sampler_bpf *p, char *why, size_t whyle
     perfev_opts_t o = {.pid = p->pid,
                        .rate_hz = s->opts.rate_hz > 0 ? s->opts.rate_hz : 100,
                        .clock = PERFEV_CLOCK_TASK,
-                       .ring_pages = 1, /* the program writes nothing there */
+                       /* the program writes nothing there; --idle: switch records */
+                       .ring_pages = s->opts.idle ? 0 : 1,
                        .exclude_kernel = p->exclude_kernel,
-                       .bpf_prog_fd = bpfsamp_prog_fd(p->b)};
+                       .bpf_prog_fd = bpfsamp_prog_fd(p->b),
+                       .switches = s->opts.idle};
     if (err || (err = perfev_open(&o, &p->ev)) != 0) {
         snprintf(why, whylen, "perf events: %s", scry_strerror(err));
         return err;
@@ -296,9 +317,9 @@ static int bpf_attach(sampler_t *s, char *why, size_t whylen)
 
 int sampler__bpf_new(sampler_t *s, char *why, size_t whylen)
 {
-    if (s->opts.native || s->opts.idle || s->opts.blocking || s->opts.gil || s->opts.async_labels ||
+    if (s->opts.native || s->opts.blocking || s->opts.gil || s->opts.async_labels ||
         s->opts.instant) {
-        snprintf(why, whylen, "not with --native, --idle, --blocking, --gil or --async yet");
+        snprintf(why, whylen, "not with --native, --blocking, --gil or --async yet");
         return SCRY_E_INVAL;
     }
     struct sampler_bpf *p = calloc(1, sizeof *p);
@@ -310,8 +331,11 @@ int sampler__bpf_new(sampler_t *s, char *why, size_t whylen)
     p->map_tids = calloc(BPFSAMP_MAX_THREADS, sizeof *p->map_tids);
     p->known = calloc(BPFSAMP_MAX_THREADS, sizeof *p->known);
     p->unw = unwind_new(p->pid);
+    if (s->opts.idle)
+        p->idle = sampler__idle_new(p->pid);
     int err = SCRY_E_NOMEM;
     if (!p->tids || !p->tstates || !p->map_tids || !p->known || !p->unw ||
+        (s->opts.idle && !p->idle) ||
         (err = bpf_open(s, p, why, whylen))) {
         if (err == SCRY_E_NOMEM && !why[0])
             snprintf(why, whylen, "%s", scry_strerror(err));
@@ -334,6 +358,7 @@ void sampler__bpf_free(sampler_bpf_t *p)
     perfev_free(p->ev); /* the events first: then nothing runs the program */
     bpfsamp_free(p->b);
     unwind_free(p->unw);
+    sampler__idle_free(p->idle);
     free(p->tids);
     free(p->tstates);
     free(p->map_tids);
@@ -384,7 +409,7 @@ static int relist(sampler_t *s, uint64_t now)
     if (sampler__follow_exec(s, 0))
         return 0; /* sampler__bpf_exec made the map anew; the next tick lists again */
     /* the map before the new threads' events, as at the start (bpf_attach) */
-    int err = p->nfb ? 0 : refresh_states(s, wants_fallback);
+    int err = p->nfb || p->idle ? 0 : refresh_states(s, wants_fallback);
     if (err)
         return err;
     int rc = perfev_set_threads(p->ev, p->tids, (size_t)n, NULL, NULL);
@@ -398,12 +423,17 @@ int sampler__bpf_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
     struct sampler_bpf *p = s->bpf;
     uint64_t t0 = scry_now_ns();
     /* a drain stands for the rate's ticks since the last one (sampler_run's step) */
-    s->stats.ticks +=
-        s->interval_ns < SAMPLER_BPF_DRAIN_NS ? SAMPLER_BPF_DRAIN_NS / s->interval_ns : 1;
+    s->stats.ticks += s->interval_ns < SAMPLER_BPF_DRAIN_NS && !p->idle
+                          ? SAMPLER_BPF_DRAIN_NS / s->interval_ns
+                          : 1;
     p->nfb = 0;
     p->s = s;
     p->emit = emit;
     p->emit_ctx = ctx;
+    if (p->idle) { /* the clocks, then the switch records (the event rings hold nothing else) */
+        sampler__idle_probe(s, p->idle, p->ev, p->tids, p->ntids, t0);
+        perfev_read(p->ev, NULL, NULL);
+    }
     int rc = bpfsamp_read(p->b, on_record, p);
     if (rc < 0)
         s->stats.errors++;
@@ -411,8 +441,13 @@ int sampler__bpf_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
     bpfsamp_counts(p->b, NULL, &bad, &lost);
     s->stats.lost = bad + lost + p->dropped;
     int err = s->gone ? SCRY_E_GONE : 0;
-    if (!err && p->nfb)
-        err = emit_fallbacks(s, t0, emit, ctx);
+    /* with --idle every thread's stack, else those of the threads with fallbacks */
+    if (!err && (p->nfb || p->idle) &&
+        (err = refresh_states(s, p->idle ? NULL : wants_fallback)) == 0) {
+        emit_fallbacks(s, t0, emit, ctx);
+        if (p->idle)
+            emit_idle(s, t0, emit, ctx);
+    }
     if (!err)
         err = relist(s, t0);
     if (err) {

@@ -514,12 +514,29 @@ def t_idle_wall(c):
     sampled time."""
     if c.sampler == "ptrace" or c.interp.label not in IDLE_WALL_VERSIONS:
         raise Skip("checked with scry's choice of sampler on %s" % ", ".join(IDLE_WALL_VERSIONS))
+    return idle_wall_check(c, None)
+
+
+@test("idle_wall_bpf")
+def t_idle_wall_bpf(c):
+    """idle_wall with the bpf sampler: CPU samples walked in the kernel, the time off a CPU
+    sampled at ticks as with perf (sampler/idle.c). Skipped where BPF cannot be loaded."""
+    if c.sampler == "ptrace" or c.interp.label not in IDLE_WALL_VERSIONS:
+        raise Skip("checked once per version, on %s" % ", ".join(IDLE_WALL_VERSIONS))
+    why = st.bpf_refused(c.scry_path, c.interp)
+    if why:
+        raise Skip("BPF not allowed here: " + why)
+    return idle_wall_check(c, "bpf")
+
+
+def idle_wall_check(c, sampler):
+    """idle_wall's run and checks, with SAMPLER (None: the suite's)."""
     out = c.path("idle_wall.json")
     p, ready = c.workload("idle_wall.py", ["--seconds", IDLE_WALL_SECONDS + 1.5, "--out",
                                            c.tpath(out)], target=False)
     prof = os.path.join(c.tmp, "idle_wall_prof.json")
     c.scry_ok(["record", "--pid", ready["pid"], "--idle", "--duration", IDLE_WALL_SECONDS,
-               "--format", "json", "-o", prof, "-q"])
+               "--format", "json", "-o", prof, "-q"] + (["--sampler", sampler] if sampler else []))
     rc = c.wait(p, 60, "idle_wall workload")
     check(rc == 0, "workload exit %s: %s" % (rc, short(c.proc_log(p))))
     with open(out) as f:
