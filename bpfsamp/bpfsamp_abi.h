@@ -30,6 +30,9 @@ struct bpfsamp_cfg {
     __u32 pad;
     __u64 pidns_dev, pidns_ino; /* scry's PID namespace (/proc/self/ns/pid): the map's tids
                                    are the ones scry sees; 0: the kernel's own ids */
+    __u64 gil_holder_addr;      /* the word holding the GIL holder's thread state
+                                   (pystate_gil_words), 0: unknown (no BPFSAMP_GIL_KNOWN) */
+    __u64 gil_locked_addr;      /* the GIL's int `locked`, 0: none (the holder word says) */
 };
 
 #define BPFSAMP_NO_OWNER 0x100u /* no owner byte equals it */
@@ -46,6 +49,8 @@ enum bpfsamp_flag {
     BPFSAMP_NO_TSTATE = 2, /* no thread state known for the thread: not walked */
     BPFSAMP_FAULT = 4,     /* a read failed (page not present): frames not trusted */
     BPFSAMP_TRUNCATED = 8, /* the depth bound cut the stack */
+    BPFSAMP_GIL_KNOWN = 16, /* the GIL's holder was read at the sample, */
+    BPFSAMP_GIL = 32,       /* and it was the sampled thread */
 };
 
 struct bpfsamp_frame {

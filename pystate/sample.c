@@ -714,28 +714,39 @@ static int resolve_thread(pystate_target_t *t, pystate_snapshot_t *s, size_t i)
     return 0;
 }
 
+int pystate_gil_words(pystate_target_t *t, const pystate_snapshot_t *s, uint64_t *holder_addr,
+                      uint64_t *locked_addr)
+{
+    const pystate_layout_t *L = &t->layout;
+    *holder_addr = *locked_addr = 0;
+    if (t->tstate_current_addr) {
+        *holder_addr = t->tstate_current_addr;
+        return 0;
+    }
+    raddr_t gil = 0;
+    if (L->runtime_gil >= 0 && t->runtime)
+        gil = t->runtime + (uint64_t)L->runtime_gil;
+    else if (L->interp_gil_ptr >= 0 && s->count)
+        pf_loose(t, s->work[0].interp + (uint64_t)L->interp_gil_ptr, &gil, 8);
+    if (!gil || L->gil_locked < 0 || L->gil_last_holder < 0)
+        return SCRY_E_NOTFOUND;
+    *holder_addr = gil + (uint64_t)L->gil_last_holder;
+    *locked_addr = gil + (uint64_t)L->gil_locked;
+    return 0;
+}
+
 /* GIL holder: marks the thread whose tstate holds the GIL, and every thread's gil_known
  * when the holder (or that nobody holds it) was read. */
 static void mark_gil(pystate_target_t *t, pystate_snapshot_t *s)
 {
-    const pystate_layout_t *L = &t->layout;
-    raddr_t holder = 0;
+    raddr_t holder = 0, holder_word = 0, locked_word = 0;
     int known = 0;
-    if (t->tstate_current_addr) {
-        known = pf_loose(t, t->tstate_current_addr, &holder, 8) == 0;
-    } else {
-        raddr_t gil = 0;
-        if (L->runtime_gil >= 0 && t->runtime)
-            gil = t->runtime + (uint64_t)L->runtime_gil;
-        else if (L->interp_gil_ptr >= 0 && s->count)
-            pf_loose(t, s->work[0].interp + (uint64_t)L->interp_gil_ptr, &gil, 8);
-        if (gil && L->gil_locked >= 0 && L->gil_last_holder >= 0) {
-            int32_t locked = 0;
-            known = pf_loose(t, gil + (uint64_t)L->gil_locked, &locked, 4) == 0 &&
-                    pf_loose(t, gil + (uint64_t)L->gil_last_holder, &holder, 8) == 0;
-            if (!known || !locked)
-                holder = 0;
-        }
+    if (pystate_gil_words(t, s, &holder_word, &locked_word) == 0) {
+        int32_t locked = 1;
+        known = (!locked_word || pf_loose(t, locked_word, &locked, 4) == 0) &&
+                pf_loose(t, holder_word, &holder, 8) == 0;
+        if (!known || !locked)
+            holder = 0;
     }
     for (size_t i = 0; i < s->count; i++) {
         s->threads[i].gil = holder && s->threads[i].tstate == holder;

@@ -68,7 +68,9 @@ struct sampler_bpf {
     size_t nknown;
     bpf_fallback_t fb[BPF_FALLBACK_MAX];
     size_t nfb;
-    sampler_idle_t *idle; /* --idle: each tick reads every thread's stack (idle_tick) */
+    sampler_idle_t *idle; /* --idle: each tick reads every thread's stack (emit_idle) */
+    struct bpfsamp_cfg cfg; /* what the program walks (walk_ok), with where the GIL is */
+    int gil_seen;           /* a record of this drain was of the GIL's holder */
     /* during a read */
     sampler_t *s;
     sampler_emit_fn emit;
@@ -107,6 +109,23 @@ static int cmp_known(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* Hands the program where the GIL's holder is (pystate_gil_words, as of the last read of the
+ * thread states: the address moves only with an exec) when that changed, so each record says
+ * whether its thread held the GIL at the sample. */
+static void set_gil_words(sampler_t *s)
+{
+    struct sampler_bpf *p = s->bpf;
+    uint64_t holder = 0, locked = 0;
+    if (!p->walk_ok || pystate_gil_words(s->target, s->snap, &holder, &locked) != 0)
+        holder = locked = 0;
+    if (holder == p->cfg.gil_holder_addr && locked == p->cfg.gil_locked_addr)
+        return;
+    p->cfg.gil_holder_addr = holder;
+    p->cfg.gil_locked_addr = locked;
+    if (bpfsamp_set_cfg(p->b, &p->cfg) != 0)
+        s->stats.errors++;
+}
+
 /* Reads the thread states of every thread (frames only of those FILTER takes) and makes
  * them the program's map. Returns as pystate_sample. */
 static int refresh_states(sampler_t *s, pystate_thread_filter_fn filter)
@@ -126,6 +145,7 @@ static int refresh_states(sampler_t *s, pystate_thread_filter_fn filter)
     }
     if (bpfsamp_set_threads(p->b, p->map_tids, p->tstates, k) != 0)
         s->stats.errors++;
+    set_gil_words(s);
     qsort(p->known, k, sizeof *p->known, cmp_known);
     p->nknown = k;
     return 0;
@@ -182,6 +202,8 @@ static int resolve(struct sampler_bpf *p, const struct bpfsamp_record *r)
                                .ns_tid = k ? k->ns_tid : (int32_t)r->tid,
                                .name = k ? k->name : NULL,
                                .truncated = (r->flags & BPFSAMP_TRUNCATED) != 0,
+                               .gil = (r->flags & BPFSAMP_GIL) != 0,
+                               .gil_known = (r->flags & BPFSAMP_GIL_KNOWN) != 0,
                                .leaf_opclass = PYSTATE_OP_UNKNOWN,
                                .nframes = n,
                                .frames = p->frames};
@@ -213,8 +235,11 @@ static void on_record(const struct bpfsamp_record *r, void *ctx)
         return;
     }
     p->walked++;
+    p->gil_seen |= p->th.gil;
     if (p->th.nframes == 0 && !p->th.truncated)
         return; /* no Python frame (starting or finishing) */
+    if (s->opts.gil && !p->th.gil)
+        return; /* --gil: only the holder at the sample's instant */
     if (p->idle && p->th.nframes) {
         uint64_t by_kind[SAMPLER_IP_KINDS] = {0};
         by_kind[kind] = r->weight_ns;
@@ -235,8 +260,8 @@ static void emit_fallbacks(sampler_t *s, uint64_t now, sampler_emit_fn emit, voi
     for (size_t i = 0; i < n; i++) {
         const pystate_thread_t *th = pystate_snapshot_thread(s->snap, i);
         bpf_fallback_t *fb = fallback_of(p, th->tid, 0);
-        if (!fb || (th->nframes == 0 && !th->truncated))
-            continue;
+        if (!fb || (th->nframes == 0 && !th->truncated) || (s->opts.gil && !th->gil))
+            continue; /* --gil: the holder as the read in user space found it */
         for (int k = 1; k < BPF_KINDS; k++) {
             if (!fb->w[k])
                 continue;
@@ -264,13 +289,12 @@ static void emit_idle(sampler_t *s, uint64_t now, sampler_emit_fn emit, void *ct
 /* Opens the events and the program; writes why not into WHY. */
 static int bpf_open(sampler_t *s, struct sampler_bpf *p, char *why, size_t whylen)
 {
-    struct bpfsamp_cfg cfg;
-    int err = bpfsamp_cfg_for(pystate_target_layout(s->target), &cfg, why, whylen);
+    int err = bpfsamp_cfg_for(pystate_target_layout(s->target), &p->cfg, why, whylen);
     if (err)
         return err;
     p->walk_ok = 1;
-    p->owner_cstack = cfg.owner_cstack;
-    if ((err = bpfsamp_open(&cfg, &p->b, why, whylen)) != 0)
+    p->owner_cstack = p->cfg.owner_cstack;
+    if ((err = bpfsamp_open(&p->cfg, &p->b, why, whylen)) != 0)
         return err;
     err = perfev_probe(p->pid, 0);
     if (err == SCRY_E_PERM && perfev_probe(p->pid, 1) == 0) {
@@ -317,9 +341,8 @@ static int bpf_attach(sampler_t *s, char *why, size_t whylen)
 
 int sampler__bpf_new(sampler_t *s, char *why, size_t whylen)
 {
-    if (s->opts.native || s->opts.blocking || s->opts.gil || s->opts.async_labels ||
-        s->opts.instant) {
-        snprintf(why, whylen, "not with --native, --blocking, --gil or --async yet");
+    if (s->opts.native || s->opts.blocking || s->opts.async_labels || s->opts.instant) {
+        snprintf(why, whylen, "not with --native, --blocking or --async yet");
         return SCRY_E_INVAL;
     }
     struct sampler_bpf *p = calloc(1, sizeof *p);
@@ -423,13 +446,15 @@ int sampler__bpf_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
     struct sampler_bpf *p = s->bpf;
     uint64_t t0 = scry_now_ns();
     /* a drain stands for the rate's ticks since the last one (sampler_run's step) */
-    s->stats.ticks += s->interval_ns < SAMPLER_BPF_DRAIN_NS && !p->idle
+    uint64_t nticks = s->interval_ns < SAMPLER_BPF_DRAIN_NS && !p->idle
                           ? SAMPLER_BPF_DRAIN_NS / s->interval_ns
                           : 1;
+    s->stats.ticks += nticks;
     p->nfb = 0;
     p->s = s;
     p->emit = emit;
     p->emit_ctx = ctx;
+    p->gil_seen = 0;
     if (p->idle) { /* the clocks, then the switch records (the event rings hold nothing else) */
         sampler__idle_probe(s, p->idle, p->ev, p->tids, p->ntids, t0);
         perfev_read(p->ev, NULL, NULL);
@@ -437,6 +462,8 @@ int sampler__bpf_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
     int rc = bpfsamp_read(p->b, on_record, p);
     if (rc < 0)
         s->stats.errors++;
+    if (p->gil_seen) /* the GIL's holder was seen in this drain's ticks */
+        s->stats.gil_ticks += nticks;
     uint64_t bad = 0, lost = 0;
     bpfsamp_counts(p->b, NULL, &bad, &lost);
     s->stats.lost = bad + lost + p->dropped;
@@ -467,13 +494,14 @@ int sampler__bpf_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
 void sampler__bpf_exec(sampler_t *s)
 {
     struct sampler_bpf *p = s->bpf;
-    struct bpfsamp_cfg cfg;
     char why[200];
-    /* Another interpreter: its layout, or every record read in user space. */
-    p->walk_ok = bpfsamp_cfg_for(pystate_target_layout(s->target), &cfg, why, sizeof why) == 0 &&
-                 bpfsamp_set_cfg(p->b, &cfg) == 0;
+    /* Another interpreter: its layout (the GIL's place comes with the map's refresh), or
+     * every record read in user space. */
+    p->walk_ok =
+        bpfsamp_cfg_for(pystate_target_layout(s->target), &p->cfg, why, sizeof why) == 0 &&
+        bpfsamp_set_cfg(p->b, &p->cfg) == 0;
     if (p->walk_ok)
-        p->owner_cstack = cfg.owner_cstack;
+        p->owner_cstack = p->cfg.owner_cstack;
     unwind_t *u = unwind_new(p->pid);
     if (u) {
         unwind_free(p->unw);
