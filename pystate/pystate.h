@@ -204,6 +204,12 @@ pystate_stats_t pystate_target_stats(const pystate_target_t *t);
  * gone). */
 int pystate_resolve_code(pystate_target_t *t, raddr_t code, uint32_t offset, scry_frame_t *out);
 
+/* The class (enum pystate_opclass) of the instruction at byte offset OFFSET of code object
+ * CODE, found as a stack's leaf_opclass is (remembered per code object and offset);
+ * PYSTATE_OP_UNKNOWN when it cannot be read. For a leaf read elsewhere (the bpf sampler's
+ * kernel walk). */
+uint8_t pystate_code_opclass(pystate_target_t *t, raddr_t code, uint32_t offset);
+
 /* ---- remote execution offsets (PEP 768) --------------------------------------------- */
 
 /* PEP 768's remote execution members (3.14+) of the interpreter's _Py_DebugOffsets block:

@@ -609,7 +609,25 @@ static void finish_entries(thread_work_t *w)
 
 /* The opclass of the instruction at byte OFFSET of CODE (HAS_OFFSET 0: the frame had not
  * started, no instruction), or -1 when unknown. */
+static int instr_opclass_via(pystate_target_t *t, int has_offset, pystate_code_t *code,
+                             uint32_t offset, int direct);
+
 static int instr_opclass(pystate_target_t *t, int has_offset, pystate_code_t *code, uint32_t offset)
+{
+    return instr_opclass_via(t, has_offset, code, offset, 0);
+}
+
+uint8_t pystate_code_opclass(pystate_target_t *t, raddr_t code, uint32_t offset)
+{
+    pystate_code_t *c = (pystate_code_t *)pystate__code_get(t, code, NULL);
+    int cls = c ? instr_opclass_via(t, 1, c, offset, 1) : -1;
+    return cls >= 0 ? (uint8_t)cls : PYSTATE_OP_UNKNOWN;
+}
+
+/* instr_opclass; DIRECT: the bytecode read outside a sample (not through the prefetch,
+ * whose plan is the next sample's). */
+static int instr_opclass_via(pystate_target_t *t, int has_offset, pystate_code_t *code,
+                             uint32_t offset, int direct)
 {
     const pystate_layout_t *L = &t->layout;
     if (code->bytecode && offset < code->bytecode_len)
@@ -626,8 +644,10 @@ static int instr_opclass(pystate_target_t *t, int has_offset, pystate_code_t *co
         blen = PYSTATE_BYTECODE_READ_MAX;
     uint32_t at = 0;
     uint8_t op = 0;
-    if (pystate__pf_read(t->prefetch, t->mem, code->addr + (uint64_t)L->code_adaptive,
-                         t->bytecode_buf, blen, 1 | PF_LOOSE) != 0 ||
+    raddr_t at_code = code->addr + (uint64_t)L->code_adaptive;
+    if ((direct ? rmem_read(t->mem, at_code, t->bytecode_buf, blen)
+                : pystate__pf_read(t->prefetch, t->mem, at_code, t->bytecode_buf, blen,
+                                   1 | PF_LOOSE)) != 0 ||
         pystate_opcode_find_instruction(L->major, L->minor, t->bytecode_buf, blen, offset, &at,
                                         &op) != 0)
         return -1;

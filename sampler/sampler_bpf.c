@@ -7,7 +7,8 @@
  * sampler (every 20 ms at most, however high the rate: the ring batches the samples):
  *  1. the ring is drained; each record's code objects are resolved through pystate's code
  *     cache (pystate_resolve_code) and the sample is emitted as the perf back end's are,
- *     classified from its IP (kernel -> system; outside CPython -> native; else Python);
+ *     classified from its IP and leaf instruction (kernel -> system; outside CPython ->
+ *     native; else Python, or native when the leaf instruction is a call);
  *  2. the records the kernel could not walk (a page not present at that instant, or a
  *     thread whose thread state it does not know yet) are read in user space the ordinary
  *     way, right after, with the CPU time they stand for (counted in the summary);
@@ -177,6 +178,7 @@ static int resolve(struct sampler_bpf *p, const struct bpfsamp_record *r)
 {
     pystate_target_t *t = p->s->target;
     uint32_t n = 0;
+    uint8_t leaf_op = PYSTATE_OP_UNKNOWN;
     /* 3.12+: every run of the eval loop has a shim frame at its bottom, so a whole stack
      * ends with one. One that does not was caught in the middle of a call, between the
      * store of the new current frame and that of its caller link (the compiler may order
@@ -193,6 +195,8 @@ static int resolve(struct sampler_bpf *p, const struct bpfsamp_record *r)
         if (pystate_resolve_code(t, r->frames[i].code, off == BPF_NO_OFFSET ? 0 : off,
                                  &p->frames[n]) != 0)
             return SCRY_E_FAULT;
+        if (n == 0 && off != BPF_NO_OFFSET) /* a call's leaf is C code: unwind_classify_ip */
+            leaf_op = pystate_code_opclass(t, r->frames[i].code, off);
         n++;
     }
     bpf_known_t key = {.tid = (pid_t)r->tid};
@@ -204,7 +208,7 @@ static int resolve(struct sampler_bpf *p, const struct bpfsamp_record *r)
                                .truncated = (r->flags & BPFSAMP_TRUNCATED) != 0,
                                .gil = (r->flags & BPFSAMP_GIL) != 0,
                                .gil_known = (r->flags & BPFSAMP_GIL_KNOWN) != 0,
-                               .leaf_opclass = PYSTATE_OP_UNKNOWN,
+                               .leaf_opclass = leaf_op,
                                .nframes = n,
                                .frames = p->frames};
     return 0;
@@ -246,7 +250,7 @@ static void on_record(const struct bpfsamp_record *r, void *ctx)
         sampler__idle_records(p->idle, (pid_t)r->tid, &p->th.frames[0], by_kind);
     }
     unwind_classification_t cls;
-    unwind_classify_ip(kind, PYSTATE_OP_UNKNOWN, &cls);
+    unwind_classify_ip(kind, p->th.leaf_opclass, &cls);
     sampler__emit(s, &p->th, NULL, 0, cls.cls, 0, r->weight_ns, 1, r->time_ns, p->emit,
                   p->emit_ctx);
 }
@@ -339,10 +343,20 @@ static int bpf_attach(sampler_t *s, char *why, size_t whylen)
     return 0;
 }
 
+const char *sampler__bpf_unsupported(const sampler_opts_t *o)
+{
+    return o->instant       ? "dump"
+           : o->native      ? "--native"
+           : o->blocking    ? "--blocking"
+           : o->async_labels ? "--async"
+                            : NULL;
+}
+
 int sampler__bpf_new(sampler_t *s, char *why, size_t whylen)
 {
-    if (s->opts.native || s->opts.blocking || s->opts.async_labels || s->opts.instant) {
-        snprintf(why, whylen, "not with --native, --blocking or --async yet");
+    const char *no = sampler__bpf_unsupported(&s->opts);
+    if (no) {
+        snprintf(why, whylen, "not with %s yet", no);
         return SCRY_E_INVAL;
     }
     struct sampler_bpf *p = calloc(1, sizeof *p);

@@ -65,6 +65,7 @@ struct sampler {
     uint64_t exec_checked_ns;
     char note[300];
     char desc[400]; /* sampler_backend_desc */
+    char bpf_note[200]; /* auto: why not the bpf back end ("" when not tried) */
 };
 
 /* Emits one sample of thread TH: its Python frames merged with NAT[0..NN) (may be empty),
@@ -190,6 +191,8 @@ void sampler__perf_counts(const sampler_perf_t *p, uint64_t *lost, uint64_t *bad
  * negative code after writing why into WHY (not built, not allowed, a version or an option
  * it does not handle yet). A tick drains the kernel's records and emits them. */
 int sampler__bpf_new(sampler_t *s, char *why, size_t whylen);
+/* The first option of O the bpf back end does not handle ("--native", ...), or NULL. */
+const char *sampler__bpf_unsupported(const sampler_opts_t *o);
 void sampler__bpf_free(sampler_bpf_t *p);
 int sampler__bpf_tick(sampler_t *s, sampler_emit_fn emit, void *ctx);
 /* The process exec'd: the program walks the new interpreter's layout (or hands every
