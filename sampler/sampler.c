@@ -24,8 +24,12 @@
 static int try_bpf(sampler_t *s)
 {
     const char *no = sampler__bpf_unsupported(&s->opts);
-    if (no) {
-        snprintf(s->bpf_note, sizeof s->bpf_note, "bpf: %s not supported", no);
+    if (no || s->opts.many) {
+        if (no)
+            snprintf(s->bpf_note, sizeof s->bpf_note, "bpf: %s not supported", no);
+        else
+            snprintf(s->bpf_note, sizeof s->bpf_note, "bpf: not loaded per process with "
+                                                      "--subprocesses");
         return SCRY_E_INVAL;
     }
     char why[256] = "";

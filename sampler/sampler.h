@@ -41,6 +41,9 @@ typedef struct sampler_opts {
                                     * 20 ticks, 0.2 to 1 s; scry serve, which needs no new thread
                                     * sooner than its targets, says 1) */
     pystate_open_opts_t open_opts; /* how to open the program a target execs */
+    int many;                      /* one of many processes sampled together (--subprocesses):
+                                    * auto loads no BPF program per process (each load is
+                                    * 0.1-0.5 s of the kernel's verifier) */
 } sampler_opts_t;
 
 typedef void (*sampler_emit_fn)(const scry_sample_t *sample, void *ctx);

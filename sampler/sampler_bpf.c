@@ -3,7 +3,8 @@
  * The same per-thread task-clock events as the perf back end (perfev/), each running the
  * BPF program of bpfsamp/ at each of its ticks: the program walks the thread's Python
  * frames at that instant and writes (tid, weight, time, IP, frames as code object and
- * instruction offset) into a ring; the event's own ring gets nothing. Each tick of the
+ * instruction offset) into a ring; the event's own ring gets nothing (with --idle: the
+ * thread's context-switch records, for sampler/idle.c). Each tick of the
  * sampler (every 20 ms at most, however high the rate: the ring batches the samples):
  *  1. the ring is drained; each record's code objects are resolved through pystate's code
  *     cache (pystate_resolve_code) and the sample is emitted as the perf back end's are,
@@ -79,7 +80,7 @@ struct sampler_bpf {
     pystate_thread_t th;
     scry_frame_t frames[BPFSAMP_MAX_DEPTH];
     /* counted for the summary */
-    uint64_t walked, fallback, faults, unknown, unresolved, midcall;
+    uint64_t walked, fallback, faults, unknown, unresolved, midcall, deep;
     uint64_t dropped; /* fallbacks beyond BPF_FALLBACK_MAX threads in one tick */
 };
 
@@ -220,7 +221,8 @@ static void on_record(const struct bpfsamp_record *r, void *ctx)
     sampler_t *s = p->s;
     int kind = ip_kind(p, r);
     int err = 0;
-    if (!p->walk_ok || (r->flags & (BPFSAMP_NO_TSTATE | BPFSAMP_FAULT)) ||
+    /* a stack deeper than the kernel's walk is read whole in user space */
+    if (!p->walk_ok || (r->flags & (BPFSAMP_NO_TSTATE | BPFSAMP_FAULT | BPFSAMP_TRUNCATED)) ||
         (err = resolve(p, r)) != 0) {
         bpf_fallback_t *fb = fallback_of(p, (pid_t)r->tid, 1);
         if (!fb) {
@@ -230,6 +232,7 @@ static void on_record(const struct bpfsamp_record *r, void *ctx)
         fb->w[kind] += r->weight_ns;
         p->fallback++;
         p->faults += (r->flags & BPFSAMP_FAULT) != 0;
+        p->deep += (r->flags & BPFSAMP_TRUNCATED) != 0;
         p->unresolved += err == SCRY_E_FAULT;
         p->midcall += err == SCRY_E_CORRUPT;
         if (r->flags & BPFSAMP_NO_TSTATE) {
@@ -414,11 +417,13 @@ const char *sampler__bpf_desc(sampler_t *s)
         snprintf(s->desc, sizeof s->desc,
                  "bpf (frames walked in the kernel at each task-clock tick%s: %llu samples; "
                  "%llu read in user space: %llu pages not readable then, %llu threads not known "
-                 "yet, %llu code objects gone, %llu stacks caught mid-call)",
+                 "yet, %llu code objects gone, %llu stacks caught mid-call, %llu deeper than "
+                 "%u frames)",
                  p->exclude_kernel ? ", user mode only" : "", (unsigned long long)p->walked,
                  (unsigned long long)p->fallback, (unsigned long long)p->faults,
                  (unsigned long long)p->unknown, (unsigned long long)p->unresolved,
-                 (unsigned long long)p->midcall);
+                 (unsigned long long)p->midcall, (unsigned long long)p->deep,
+                 (unsigned)BPFSAMP_MAX_DEPTH);
     if (n > 0 && (size_t)n < sizeof s->desc && kt[0])
         snprintf(s->desc + n - 1, sizeof s->desc - (size_t)n + 1, "%s)", kt);
     return s->desc;
