@@ -35,6 +35,9 @@ struct bpfsamp_cfg {
                               eval loop with; BPFSAMP_OWNER_ENTRY), else -1 */
     __u32 native;          /* 1: copy each user-mode sample's registers and stack top */
     __u32 pad2;
+    __u64 gil_holder_addr; /* the word holding the GIL holder's thread state
+                              (pystate_gil_words), 0: unknown (no BPFSAMP_GIL_KNOWN) */
+    __u64 gil_locked_addr; /* the GIL's int `locked`, 0: none (the holder word says) */
 };
 
 #define BPFSAMP_NO_OWNER 0x100u /* no owner byte equals it */
@@ -49,10 +52,12 @@ enum bpfsamp_instr {
 };
 
 enum bpfsamp_flag {
-    BPFSAMP_KERNEL = 1,    /* the thread was in the kernel (a system call, a fault) */
-    BPFSAMP_NO_TSTATE = 2, /* no thread state known for the thread: not walked */
-    BPFSAMP_FAULT = 4,     /* a read failed (page not present): frames not trusted */
-    BPFSAMP_TRUNCATED = 8, /* the depth bound cut the stack */
+    BPFSAMP_KERNEL = 1,     /* the thread was in the kernel (a system call, a fault) */
+    BPFSAMP_NO_TSTATE = 2,  /* no thread state known for the thread: not walked */
+    BPFSAMP_FAULT = 4,      /* a read failed (page not present): frames not trusted */
+    BPFSAMP_TRUNCATED = 8,  /* the depth bound cut the stack */
+    BPFSAMP_GIL_KNOWN = 16, /* the GIL's holder was read at the sample, */
+    BPFSAMP_GIL = 32,       /* and it was the sampled thread */
 
     BPFSAMP_NATIVE = 0x400, /* a bpfsamp_native_record: registers and stack top follow */
 };

@@ -159,6 +159,20 @@ discard:
     return -1;
 }
 
+/* Whether the thread whose state is TSTATE holds the GIL at this instant: BPFSAMP_GIL_KNOWN
+ * (and BPFSAMP_GIL when it does) when the cfg says where the holder is and it was read. */
+static __always_inline __u16 gil_flags(const struct bpfsamp_cfg *c, __u64 tstate)
+{
+    __u64 holder = 0;
+    __s32 locked = 1;
+    if (!c->gil_holder_addr ||
+        bpf_probe_read_user(&holder, sizeof holder, (const void *)c->gil_holder_addr) != 0 ||
+        (c->gil_locked_addr &&
+         bpf_probe_read_user(&locked, sizeof locked, (const void *)c->gil_locked_addr) != 0))
+        return 0;
+    return BPFSAMP_GIL_KNOWN | (locked && holder && holder == tstate ? BPFSAMP_GIL : 0);
+}
+
 SEC("perf_event")
 int scry_walk(struct bpf_perf_event_data *ctx)
 {
@@ -187,6 +201,7 @@ int scry_walk(struct bpf_perf_event_data *ctx)
         r->flags |= BPFSAMP_NO_TSTATE;
         goto out;
     }
+    r->flags |= gil_flags(c, *ts);
     if (read_u64(&f, *ts, c->tstate_frame) != 0 ||
         (c->cframe_current_frame >= 0 && f && read_u64(&f, f, c->cframe_current_frame) != 0)) {
         r->flags |= BPFSAMP_FAULT;

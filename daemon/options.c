@@ -504,9 +504,9 @@ static int check_values(scry_config_t *cfg)
 static int check_modes(const scry_config_t *cfg)
 {
     if (cfg->sampler && !strcmp(cfg->sampler, "bpf") &&
-        ((cfg->command != CMD_RECORD && cfg->command != CMD_TOP) || cfg->idle ||
-         cfg->blocking || cfg->async_tasks)) {
-        fprintf(stderr, "scry: the bpf sampler is for record and top, without --idle, "
+        ((cfg->command != CMD_RECORD && cfg->command != CMD_TOP) || cfg->blocking ||
+         cfg->async_tasks)) {
+        fprintf(stderr, "scry: the bpf sampler is for record and top, without "
                         "--blocking or --async so far\n");
         return SCRY_E_INVAL;
     }

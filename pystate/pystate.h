@@ -174,6 +174,15 @@ size_t pystate_snapshot_count(const pystate_snapshot_t *s);
 int pystate_snapshot_finalizing(const pystate_snapshot_t *s);
 const pystate_thread_t *pystate_snapshot_thread(const pystate_snapshot_t *s, size_t i);
 
+/* Where target T keeps its GIL's holder, as of snapshot S (whose first thread's interpreter
+ * holds the GIL's address on 3.12+): *HOLDER_ADDR, the address of the word that holds the
+ * holder's thread state; *LOCKED_ADDR, that of the GIL's int `locked` (0: none, the holder
+ * word alone says, as 3.6's _PyThreadState_Current does). The thread whose state the holder
+ * word names holds the GIL when `locked` is not 0. Returns 0, or SCRY_E_NOTFOUND when the
+ * layout does not say (or the interpreter's GIL pointer could not be read). */
+int pystate_gil_words(pystate_target_t *t, const pystate_snapshot_t *s, uint64_t *holder_addr,
+                      uint64_t *locked_addr);
+
 /* Counters since the target was opened. */
 typedef struct pystate_stats {
     uint64_t samples;
@@ -194,6 +203,12 @@ pystate_stats_t pystate_target_stats(const pystate_target_t *t);
  * shim reports them, into a frame. Returns 0 or a negative code (the code object may be
  * gone). */
 int pystate_resolve_code(pystate_target_t *t, raddr_t code, uint32_t offset, scry_frame_t *out);
+
+/* The class (enum pystate_opclass) of the instruction at byte offset OFFSET of code object
+ * CODE, found as a stack's leaf_opclass is (remembered per code object and offset);
+ * PYSTATE_OP_UNKNOWN when it cannot be read. For a leaf read elsewhere (the bpf sampler's
+ * kernel walk). */
+uint8_t pystate_code_opclass(pystate_target_t *t, raddr_t code, uint32_t offset);
 
 /* ---- remote execution offsets (PEP 768) --------------------------------------------- */
 

@@ -609,7 +609,25 @@ static void finish_entries(thread_work_t *w)
 
 /* The opclass of the instruction at byte OFFSET of CODE (HAS_OFFSET 0: the frame had not
  * started, no instruction), or -1 when unknown. */
+static int instr_opclass_via(pystate_target_t *t, int has_offset, pystate_code_t *code,
+                             uint32_t offset, int direct);
+
 static int instr_opclass(pystate_target_t *t, int has_offset, pystate_code_t *code, uint32_t offset)
+{
+    return instr_opclass_via(t, has_offset, code, offset, 0);
+}
+
+uint8_t pystate_code_opclass(pystate_target_t *t, raddr_t code, uint32_t offset)
+{
+    pystate_code_t *c = (pystate_code_t *)pystate__code_get(t, code, NULL);
+    int cls = c ? instr_opclass_via(t, 1, c, offset, 1) : -1;
+    return cls >= 0 ? (uint8_t)cls : PYSTATE_OP_UNKNOWN;
+}
+
+/* instr_opclass; DIRECT: the bytecode read outside a sample (not through the prefetch,
+ * whose plan is the next sample's). */
+static int instr_opclass_via(pystate_target_t *t, int has_offset, pystate_code_t *code,
+                             uint32_t offset, int direct)
 {
     const pystate_layout_t *L = &t->layout;
     if (code->bytecode && offset < code->bytecode_len)
@@ -626,8 +644,10 @@ static int instr_opclass(pystate_target_t *t, int has_offset, pystate_code_t *co
         blen = PYSTATE_BYTECODE_READ_MAX;
     uint32_t at = 0;
     uint8_t op = 0;
-    if (pystate__pf_read(t->prefetch, t->mem, code->addr + (uint64_t)L->code_adaptive,
-                         t->bytecode_buf, blen, 1 | PF_LOOSE) != 0 ||
+    raddr_t at_code = code->addr + (uint64_t)L->code_adaptive;
+    if ((direct ? rmem_read(t->mem, at_code, t->bytecode_buf, blen)
+                : pystate__pf_read(t->prefetch, t->mem, at_code, t->bytecode_buf, blen,
+                                   1 | PF_LOOSE)) != 0 ||
         pystate_opcode_find_instruction(L->major, L->minor, t->bytecode_buf, blen, offset, &at,
                                         &op) != 0)
         return -1;
@@ -714,28 +734,39 @@ static int resolve_thread(pystate_target_t *t, pystate_snapshot_t *s, size_t i)
     return 0;
 }
 
+int pystate_gil_words(pystate_target_t *t, const pystate_snapshot_t *s, uint64_t *holder_addr,
+                      uint64_t *locked_addr)
+{
+    const pystate_layout_t *L = &t->layout;
+    *holder_addr = *locked_addr = 0;
+    if (t->tstate_current_addr) {
+        *holder_addr = t->tstate_current_addr;
+        return 0;
+    }
+    raddr_t gil = 0;
+    if (L->runtime_gil >= 0 && t->runtime)
+        gil = t->runtime + (uint64_t)L->runtime_gil;
+    else if (L->interp_gil_ptr >= 0 && s->count)
+        pf_loose(t, s->work[0].interp + (uint64_t)L->interp_gil_ptr, &gil, 8);
+    if (!gil || L->gil_locked < 0 || L->gil_last_holder < 0)
+        return SCRY_E_NOTFOUND;
+    *holder_addr = gil + (uint64_t)L->gil_last_holder;
+    *locked_addr = gil + (uint64_t)L->gil_locked;
+    return 0;
+}
+
 /* GIL holder: marks the thread whose tstate holds the GIL, and every thread's gil_known
  * when the holder (or that nobody holds it) was read. */
 static void mark_gil(pystate_target_t *t, pystate_snapshot_t *s)
 {
-    const pystate_layout_t *L = &t->layout;
-    raddr_t holder = 0;
+    raddr_t holder = 0, holder_word = 0, locked_word = 0;
     int known = 0;
-    if (t->tstate_current_addr) {
-        known = pf_loose(t, t->tstate_current_addr, &holder, 8) == 0;
-    } else {
-        raddr_t gil = 0;
-        if (L->runtime_gil >= 0 && t->runtime)
-            gil = t->runtime + (uint64_t)L->runtime_gil;
-        else if (L->interp_gil_ptr >= 0 && s->count)
-            pf_loose(t, s->work[0].interp + (uint64_t)L->interp_gil_ptr, &gil, 8);
-        if (gil && L->gil_locked >= 0 && L->gil_last_holder >= 0) {
-            int32_t locked = 0;
-            known = pf_loose(t, gil + (uint64_t)L->gil_locked, &locked, 4) == 0 &&
-                    pf_loose(t, gil + (uint64_t)L->gil_last_holder, &holder, 8) == 0;
-            if (!known || !locked)
-                holder = 0;
-        }
+    if (pystate_gil_words(t, s, &holder_word, &locked_word) == 0) {
+        int32_t locked = 1;
+        known = (!locked_word || pf_loose(t, locked_word, &locked, 4) == 0) &&
+                pf_loose(t, holder_word, &holder, 8) == 0;
+        if (!known || !locked)
+            holder = 0;
     }
     for (size_t i = 0; i < s->count; i++) {
         s->threads[i].gil = holder && s->threads[i].tstate == holder;

@@ -20,7 +20,35 @@
 #include <string.h>
 #include <time.h>
 
-/* Chooses the back end; returns 0, or SCRY_E_PERM when perf was forced and refused. */
+/* Tries the bpf back end for auto: 0 with it chosen, else why not in S->bpf_note. */
+static int try_bpf(sampler_t *s)
+{
+    const char *no = sampler__bpf_unsupported(&s->opts);
+    if (no || s->opts.many || s->opts.native) {
+        if (no)
+            snprintf(s->bpf_note, sizeof s->bpf_note, "bpf: %s not supported", no);
+        else if (s->opts.native) /* new: asked for by name (--sampler bpf) until it has run
+                                  * the native suites as the default */
+            snprintf(s->bpf_note, sizeof s->bpf_note, "bpf: --native only with --sampler bpf");
+        else
+            snprintf(s->bpf_note, sizeof s->bpf_note,
+                     "bpf: not loaded per process with "
+                     "--subprocesses");
+        return SCRY_E_INVAL;
+    }
+    char why[256] = "";
+    int err = sampler__bpf_new(s, why, sizeof why);
+    if (err) {
+        snprintf(s->bpf_note, sizeof s->bpf_note, "bpf: %s", why[0] ? why : scry_strerror(err));
+        return err;
+    }
+    s->backend = SAMPLER_BPF;
+    return 0;
+}
+
+/* Chooses the back end; returns 0, or SCRY_E_PERM when perf was forced and refused. Auto:
+ * bpf where it may load and handles every option asked for (record, top), else perf, else
+ * ptrace; dump, --blocking: ptrace. */
 static int choose_backend(sampler_t *s)
 {
     const char *want = s->opts.backend ? s->opts.backend : "auto";
@@ -43,9 +71,15 @@ static int choose_backend(sampler_t *s)
         s->backend_note = s->opts.blocking ? "--blocking" : NULL;
         return 0;
     }
+    /* scry serve (tick_charge) has its own choice */
+    if (!forced && !s->opts.tick_charge && try_bpf(s) == 0)
+        return 0;
     int err = sampler__perf_new(s, why, sizeof why);
     if (err == 0) {
         s->backend = SAMPLER_PERF;
+        size_t n = strlen(s->desc);
+        if (s->bpf_note[0] && n < sizeof s->desc)
+            snprintf(s->desc + n, sizeof s->desc - n, " (%s)", s->bpf_note);
         return 0;
     }
     if (forced) {
@@ -665,10 +699,11 @@ int sampler_run(sampler_t *s, double duration_s, volatile sig_atomic_t *stop, sa
      * three quarters with the perf back end, whose ticks wait up to half an interval for
      * a record (below). */
     /* The bpf back end's ring batches the samples: it is drained every STEP, not at every
-     * sample. */
-    uint64_t step = s->backend == SAMPLER_BPF && s->interval_ns < SAMPLER_BPF_DRAIN_NS
-                        ? SAMPLER_BPF_DRAIN_NS
-                        : s->interval_ns;
+     * sample (with --idle at each tick: each reads every thread's stack anyway). */
+    uint64_t step =
+        s->backend == SAMPLER_BPF && !s->opts.idle && s->interval_ns < SAMPLER_BPF_DRAIN_NS
+            ? SAMPLER_BPF_DRAIN_NS
+            : s->interval_ns;
     uint64_t late_after = perf ? s->interval_ns / 4 * 3 : step / 2;
     /* Without --idle a tick of the perf back end that no record preceded has nothing to
      * do (each record is a slice of CPU time; a tick only reads what records say ran): the
@@ -679,7 +714,7 @@ int sampler_run(sampler_t *s, double duration_s, volatile sig_atomic_t *stop, sa
     uint64_t quiet_wait =
         s->interval_ns * 2 > SAMPLER_QUIET_WAIT_NS ? s->interval_ns * 2 : SAMPLER_QUIET_WAIT_NS;
     uint64_t woke_due = 0; /* when the last wait ended without a record: its deadline */
-    int idle_timed = perf && s->opts.idle;
+    int idle_timed = (perf || s->backend == SAMPLER_BPF) && s->opts.idle;
     if (perf)
         sampler__ask_short_slice();
     while (!(stop && *stop)) {
@@ -688,8 +723,8 @@ int sampler_run(sampler_t *s, double duration_s, volatile sig_atomic_t *stop, sa
         uint64_t now = scry_now_ns();
         if (now >= end)
             break;
-        /* --idle with perf: the ticks keep their clock (idle_charge: the moment a tick
-         * stands for must have nothing to do with what the target does) */
+        /* --idle with perf or bpf: the ticks keep their clock (sampler__idle_charge: the
+         * moment a tick stands for must have nothing to do with what the target does) */
         if (idle_timed ? now < next : now + step / 2 < next) {
             /* Woken before the tick by a record (perf) or a signal: read the stacks of the
              * threads that ran while they are still the ones sampled; the tick stays due. */

@@ -3,14 +3,15 @@
  * The same per-thread task-clock events as the perf back end (perfev/), each running the
  * BPF program of bpfsamp/ at each of its ticks: the program walks the thread's Python
  * frames at that instant and writes (tid, weight, time, IP, frames as code object and
- * instruction offset) into a ring; the event's own ring gets nothing. Each tick of the
+ * instruction offset) into a ring; the event's own ring gets nothing (with --idle: the
+ * thread's context-switch records, for sampler/idle.c). Each tick of the
  * sampler (every 20 ms at most, however high the rate: the ring batches the samples):
  *  1. the ring is drained; each record's code objects are resolved through pystate's code
  *     cache (pystate_resolve_code) and the sample is emitted as the perf back end's are,
- *     classified from its IP (kernel -> system; outside CPython -> native; else Python);
- *     with --native the record's copy of the user registers and stack top is unwound
- *     (unwind_copied) and merged with the Python frames (sampler__emit), as the perf back
- *     end's copies are;
+ *     classified from its IP and leaf instruction (kernel -> system; outside CPython ->
+ *     native; else Python, or native when the leaf instruction is a call); with --native
+ *     the record's copy of the user registers and stack top is unwound (unwind_copied) and
+ *     merged with the Python frames (sampler__emit), as the perf back end's copies are;
  *  2. the records the kernel could not walk (a page not present at that instant, or a
  *     thread whose thread state it does not know yet) are read in user space the ordinary
  *     way, right after, with the CPU time they stand for (counted in the summary);
@@ -100,14 +101,18 @@ struct sampler_bpf {
     uint64_t last_list_ns;
     uint64_t counted_ns; /* the ring's lost records last looked up */
     int stale;
-    int ntasks;      /* the target's thread count at the last look (proc_count_tasks) */
-    pid_t *tids;     /* the thread list (/proc) */
+    int ntasks;  /* the target's thread count at the last look (proc_count_tasks) */
+    pid_t *tids; /* the thread list (/proc) */
+    size_t ntids;
     pid_t *map_tids; /* the program's map: tid -> thread state */
     uint64_t *tstates;
     bpf_known_t *known; /* the Python threads' names, sorted by tid */
     size_t nknown;
     bpf_fallback_t fb[BPF_FALLBACK_MAX];
     size_t nfb;
+    sampler_idle_t *idle;   /* --idle: each tick reads every thread's stack (emit_idle) */
+    struct bpfsamp_cfg cfg; /* what the program walks (walk_ok), with where the GIL is */
+    int gil_seen;           /* a record of this drain was of the GIL's holder */
     /* during a read */
     sampler_t *s;
     sampler_emit_fn emit;
@@ -115,7 +120,7 @@ struct sampler_bpf {
     pystate_thread_t th;
     scry_frame_t frames[BPFSAMP_MAX_DEPTH];
     /* counted for the summary */
-    uint64_t walked, fallback, faults, unknown, unresolved, midcall;
+    uint64_t walked, fallback, faults, unknown, unresolved, midcall, deep;
     uint64_t dropped; /* fallbacks beyond BPF_FALLBACK_MAX threads in one tick */
     /* --native: the sampler's unwinder (S->unwind) serves P->unw too */
     int own_unw;
@@ -188,6 +193,23 @@ static void share_update(sampler_t *s, size_t k)
     }
 }
 
+/* Hands the program where the GIL's holder is (pystate_gil_words, as of the last read of the
+ * thread states: the address moves only with an exec) when that changed, so each record says
+ * whether its thread held the GIL at the sample. */
+static void set_gil_words(sampler_t *s)
+{
+    struct sampler_bpf *p = s->bpf;
+    uint64_t holder = 0, locked = 0;
+    if (!p->walk_ok || pystate_gil_words(s->target, s->snap, &holder, &locked) != 0)
+        holder = locked = 0;
+    if (holder == p->cfg.gil_holder_addr && locked == p->cfg.gil_locked_addr)
+        return;
+    p->cfg.gil_holder_addr = holder;
+    p->cfg.gil_locked_addr = locked;
+    if (bpfsamp_set_cfg(p->b, &p->cfg) != 0)
+        s->stats.errors++;
+}
+
 /* Reads the thread states of every thread (frames only of those FILTER takes) and makes
  * them the program's map. Returns as pystate_sample. */
 static int refresh_states(sampler_t *s, pystate_thread_filter_fn filter)
@@ -210,6 +232,7 @@ static int refresh_states(sampler_t *s, pystate_thread_filter_fn filter)
     if (!p->share) {
         if (bpfsamp_set_threads(p->b, p->map_tids, p->tstates, k) != 0)
             s->stats.errors++;
+        set_gil_words(s); /* not with a share: its program's cfg is every target's */
         return 0;
     }
     share_update(s, k);
@@ -235,6 +258,7 @@ static void set_sorted(struct sampler_bpf *p, int n)
 static int list_tids(struct sampler_bpf *p)
 {
     int n = proc_list_tasks(p->pid, p->tids, PROC_TASKS_MAX);
+    p->ntids = n > 0 ? (size_t)n : 0;
     char state = 0;
     if (n == 1 &&
         (proc_read_task_state(p->pid, p->tids[0], &state) != 0 || state == 'Z' || state == 'X'))
@@ -256,6 +280,7 @@ static int resolve(struct sampler_bpf *p, const struct bpfsamp_record *r)
 {
     pystate_target_t *t = p->s->target;
     uint32_t n = 0;
+    uint8_t leaf_op = PYSTATE_OP_UNKNOWN;
     /* 3.12+: every run of the eval loop has a shim frame at its bottom, so a whole stack
      * ends with one. One that does not was caught in the middle of a call, between the
      * store of the new current frame and that of its caller link (the compiler may order
@@ -276,6 +301,8 @@ static int resolve(struct sampler_bpf *p, const struct bpfsamp_record *r)
         if (pystate_resolve_code(t, r->frames[i].code, off == BPF_NO_OFFSET ? 0 : off,
                                  &p->frames[n]) != 0)
             return SCRY_E_FAULT;
+        if (n == 0 && off != BPF_NO_OFFSET) /* a call's leaf is C code: unwind_classify_ip */
+            leaf_op = pystate_code_opclass(t, r->frames[i].code, off);
         n++;
     }
     if (n > 0) /* the root frame, as pystate has it */
@@ -287,7 +314,9 @@ static int resolve(struct sampler_bpf *p, const struct bpfsamp_record *r)
                                .ns_tid = k ? k->ns_tid : (int32_t)r->tid,
                                .name = k ? k->name : NULL,
                                .truncated = (r->flags & BPFSAMP_TRUNCATED) != 0,
-                               .leaf_opclass = PYSTATE_OP_UNKNOWN,
+                               .gil = (r->flags & BPFSAMP_GIL) != 0,
+                               .gil_known = (r->flags & BPFSAMP_GIL_KNOWN) != 0,
+                               .leaf_opclass = leaf_op,
                                .nframes = n,
                                .frames = p->frames,
                                .entry = p->entry};
@@ -335,7 +364,8 @@ static void on_record(const struct bpfsamp_record *r, void *ctx)
     sampler_t *s = p->s;
     int kind = ip_kind(p, r);
     int err = 0;
-    if (!p->walk_ok || (r->flags & (BPFSAMP_NO_TSTATE | BPFSAMP_FAULT)) ||
+    /* a stack deeper than the kernel's walk is read whole in user space */
+    if (!p->walk_ok || (r->flags & (BPFSAMP_NO_TSTATE | BPFSAMP_FAULT | BPFSAMP_TRUNCATED)) ||
         (err = resolve(p, r)) != 0) {
         bpf_fallback_t *fb = fallback_of(p, (pid_t)r->tid, 1);
         if (!fb) {
@@ -345,6 +375,7 @@ static void on_record(const struct bpfsamp_record *r, void *ctx)
         fb->w[kind] += record_weight(p, r);
         p->fallback++;
         p->faults += (r->flags & BPFSAMP_FAULT) != 0;
+        p->deep += (r->flags & BPFSAMP_TRUNCATED) != 0;
         p->unresolved += err == SCRY_E_FAULT;
         p->midcall += err == SCRY_E_CORRUPT;
         if (r->flags & BPFSAMP_NO_TSTATE) {
@@ -355,10 +386,18 @@ static void on_record(const struct bpfsamp_record *r, void *ctx)
     }
     p->walked++;
     uint64_t weight = record_weight(p, r);
+    p->gil_seen |= p->th.gil;
     if (p->th.nframes == 0 && !p->th.truncated)
         return; /* no Python frame (starting or finishing) */
+    if (s->opts.gil && !p->th.gil)
+        return; /* --gil: only the holder at the sample's instant */
+    if (p->idle && p->th.nframes) {
+        uint64_t by_kind[SAMPLER_IP_KINDS] = {0};
+        by_kind[kind] = weight;
+        sampler__idle_records(p->idle, (pid_t)r->tid, &p->th.frames[0], by_kind);
+    }
     unwind_classification_t cls;
-    unwind_classify_ip(kind, PYSTATE_OP_UNKNOWN, &cls);
+    unwind_classify_ip(kind, p->th.leaf_opclass, &cls);
     size_t nn = s->opts.native ? unwind_record(p, r) : 0;
     sampler__emit(s, &p->th, p->nat, nn, cls.cls, 0, weight, 1, r->time_ns, p->emit, p->emit_ctx);
 }
@@ -381,19 +420,17 @@ static void on_shared(const struct bpfsamp_record *r, void *ctx)
     sh->unowned++;
 }
 
-/* Emits the samples the kernel could not walk, from one user-space read. */
-static int emit_fallbacks(sampler_t *s, uint64_t now, sampler_emit_fn emit, void *ctx)
+/* Emits the samples the kernel could not walk, from the read of the stacks that followed
+ * the drain (s->snap). */
+static void emit_fallbacks(sampler_t *s, uint64_t now, sampler_emit_fn emit, void *ctx)
 {
     struct sampler_bpf *p = s->bpf;
-    int err = refresh_states(s, wants_fallback);
-    if (err)
-        return err;
     size_t n = pystate_snapshot_count(s->snap);
     for (size_t i = 0; i < n; i++) {
         const pystate_thread_t *th = pystate_snapshot_thread(s->snap, i);
         bpf_fallback_t *fb = fallback_of(p, th->tid, 0);
-        if (!fb || (th->nframes == 0 && !th->truncated))
-            continue;
+        if (!fb || (th->nframes == 0 && !th->truncated) || (s->opts.gil && !th->gil))
+            continue; /* --gil: the holder as the read in user space found it */
         for (int k = 1; k < BPF_KINDS; k++) {
             if (!fb->w[k])
                 continue;
@@ -402,7 +439,20 @@ static int emit_fallbacks(sampler_t *s, uint64_t now, sampler_emit_fn emit, void
             sampler__emit(s, th, NULL, 0, cls.cls, 0, fb->w[k], 1, now, emit, ctx);
         }
     }
-    return 0;
+}
+
+/* --idle, after the drain and the read of every thread's stack: a sample of each thread that
+ * was off its CPU at the tick's moment (sampler__idle_charge, as the perf back end's). */
+static void emit_idle(sampler_t *s, uint64_t now, sampler_emit_fn emit, void *ctx)
+{
+    struct sampler_bpf *p = s->bpf;
+    size_t n = pystate_snapshot_count(s->snap);
+    for (size_t i = 0; i < n; i++) {
+        const pystate_thread_t *th = pystate_snapshot_thread(s->snap, i);
+        if ((s->opts.gil && !th->gil) || !sampler__stack_wanted(s, th))
+            continue;
+        sampler__idle_charge(s, p->idle, p->ev, th, now, emit, ctx);
+    }
 }
 
 /* P joins share SH: the program loaded for CFG (loaded now when no member has it yet).
@@ -476,15 +526,14 @@ void sampler_bpf_share_free(sampler_bpf_share_t *sh)
 /* Opens the events and the program; writes why not into WHY. */
 static int bpf_open(sampler_t *s, struct sampler_bpf *p, char *why, size_t whylen)
 {
-    struct bpfsamp_cfg cfg;
-    int err = bpfsamp_cfg_for(pystate_target_layout(s->target), &cfg, why, whylen);
+    int err = bpfsamp_cfg_for(pystate_target_layout(s->target), &p->cfg, why, whylen);
     if (err)
         return err;
     p->walk_ok = 1;
-    p->owner_cstack = cfg.owner_cstack;
-    cfg.native = s->opts.native != 0;
-    if ((err = s->opts.bpf_share ? share_join(s->opts.bpf_share, p, &cfg, why, whylen)
-                                 : bpfsamp_open(&cfg, &p->b, why, whylen)) != 0)
+    p->owner_cstack = p->cfg.owner_cstack;
+    p->cfg.native = s->opts.native != 0;
+    if ((err = s->opts.bpf_share ? share_join(s->opts.bpf_share, p, &p->cfg, why, whylen)
+                                 : bpfsamp_open(&p->cfg, &p->b, why, whylen)) != 0)
         return err;
     err = perfev_probe(p->pid, 0);
     if (err == SCRY_E_PERM && perfev_probe(p->pid, 1) == 0) {
@@ -494,9 +543,11 @@ static int bpf_open(sampler_t *s, struct sampler_bpf *p, char *why, size_t whyle
     perfev_opts_t o = {.pid = p->pid,
                        .rate_hz = s->opts.rate_hz > 0 ? s->opts.rate_hz : 100,
                        .clock = PERFEV_CLOCK_TASK,
-                       .ring_pages = 1, /* the program writes nothing there */
+                       /* the program writes nothing there; --idle: switch records */
+                       .ring_pages = s->opts.idle ? 0 : 1,
                        .exclude_kernel = p->exclude_kernel,
-                       .bpf_prog_fd = bpfsamp_prog_fd(p->b)};
+                       .bpf_prog_fd = bpfsamp_prog_fd(p->b),
+                       .switches = s->opts.idle};
     p->period_ns = (uint64_t)(1e9 / o.rate_hz);
     if (err || (err = perfev_open(&o, &p->ev)) != 0) {
         snprintf(why, whylen, "perf events: %s", scry_strerror(err));
@@ -529,11 +580,16 @@ static int bpf_attach(sampler_t *s, char *why, size_t whylen)
     return 0;
 }
 
+const char *sampler__bpf_unsupported(const sampler_opts_t *o)
+{
+    return o->instant ? "dump" : o->blocking ? "--blocking" : o->async_labels ? "--async" : NULL;
+}
+
 int sampler__bpf_new(sampler_t *s, char *why, size_t whylen)
 {
-    if (s->opts.idle || s->opts.blocking || s->opts.gil || s->opts.async_labels ||
-        s->opts.instant) {
-        snprintf(why, whylen, "not with --idle, --blocking, --gil or --async yet");
+    const char *no = sampler__bpf_unsupported(&s->opts);
+    if (no) {
+        snprintf(why, whylen, "not with %s yet", no);
         return SCRY_E_INVAL;
     }
     struct sampler_bpf *p = calloc(1, sizeof *p);
@@ -551,9 +607,12 @@ int sampler__bpf_new(sampler_t *s, char *why, size_t whylen)
     p->own_unw = !s->unwind;
     p->unw = p->own_unw ? unwind_new(p->pid) : s->unwind;
     p->s = s;
+    if (s->opts.idle)
+        p->idle = sampler__idle_new(p->pid);
     int err = SCRY_E_NOMEM;
     if (!p->tids || !p->tstates || !p->map_tids || !p->known || !p->gone || !p->put_ts ||
-        !p->prev || !p->sorted || !p->unw || (err = bpf_open(s, p, why, whylen))) {
+        !p->prev || !p->sorted || !p->unw || (s->opts.idle && !p->idle) ||
+        (err = bpf_open(s, p, why, whylen))) {
         if (err == SCRY_E_NOMEM && !why[0])
             snprintf(why, whylen, "%s", scry_strerror(err));
         sampler__bpf_free(p);
@@ -583,6 +642,7 @@ void sampler__bpf_free(sampler_bpf_t *p)
     free(p->put_ts);
     free(p->prev);
     free(p->sorted);
+    sampler__idle_free(p->idle);
     free(p->tids);
     free(p->tstates);
     free(p->map_tids);
@@ -601,15 +661,16 @@ const char *sampler__bpf_desc(sampler_t *s)
     if (s->opts.native && k >= 0 && (size_t)k < sizeof kt)
         snprintf(kt + k, sizeof kt - (size_t)k, ", native stacks of %llu (%llu without one)",
                  (unsigned long long)p->nat_unwound, (unsigned long long)p->nat_none);
-    int n =
-        snprintf(s->desc, sizeof s->desc,
-                 "bpf (frames walked in the kernel at each task-clock tick%s: %llu samples; "
-                 "%llu read in user space: %llu pages not readable then, %llu threads not known "
-                 "yet, %llu code objects gone, %llu stacks caught mid-call)",
-                 p->exclude_kernel ? ", user mode only" : "", (unsigned long long)p->walked,
-                 (unsigned long long)p->fallback, (unsigned long long)p->faults,
-                 (unsigned long long)p->unknown, (unsigned long long)p->unresolved,
-                 (unsigned long long)p->midcall);
+    int n = snprintf(
+        s->desc, sizeof s->desc,
+        "bpf (frames walked in the kernel at each task-clock tick%s: %llu samples; "
+        "%llu read in user space: %llu pages not readable then, %llu threads not known "
+        "yet, %llu code objects gone, %llu stacks caught mid-call, %llu deeper than "
+        "%u frames)",
+        p->exclude_kernel ? ", user mode only" : "", (unsigned long long)p->walked,
+        (unsigned long long)p->fallback, (unsigned long long)p->faults,
+        (unsigned long long)p->unknown, (unsigned long long)p->unresolved,
+        (unsigned long long)p->midcall, (unsigned long long)p->deep, (unsigned)BPFSAMP_MAX_DEPTH);
     if (n > 0 && (size_t)n < sizeof s->desc && kt[0])
         snprintf(s->desc + n - 1, sizeof s->desc - (size_t)n + 1, "%s)", kt);
     return s->desc;
@@ -654,15 +715,24 @@ int sampler__bpf_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
     struct sampler_bpf *p = s->bpf;
     uint64_t t0 = scry_now_ns();
     /* a drain stands for the rate's ticks since the last one (sampler_run's step) */
-    s->stats.ticks +=
-        s->interval_ns < SAMPLER_BPF_DRAIN_NS ? SAMPLER_BPF_DRAIN_NS / s->interval_ns : 1;
+    uint64_t nticks = s->interval_ns < SAMPLER_BPF_DRAIN_NS && !p->idle
+                          ? SAMPLER_BPF_DRAIN_NS / s->interval_ns
+                          : 1;
+    s->stats.ticks += nticks;
     p->s = s;
     p->emit = emit;
     p->emit_ctx = ctx;
+    p->gil_seen = 0;
+    if (p->idle) { /* the clocks, then the switch records (the event rings hold nothing else) */
+        sampler__idle_probe(s, p->idle, p->ev, p->tids, p->ntids, t0);
+        perfev_read(p->ev, NULL, NULL);
+    }
     /* with a share, other samplers' ticks may have left records to read in user space */
     int rc = bpfsamp_read(p->b, p->share ? on_shared : on_record, p);
     if (rc < 0)
         s->stats.errors++;
+    if (p->gil_seen) /* the GIL's holder was seen in this drain's ticks */
+        s->stats.gil_ticks += nticks;
     uint64_t bad = 0, lost = 0;
     if (!p->share || t0 - p->counted_ns >= BPF_LIST_NS) { /* a share: a lookup less per tick */
         p->counted_ns = t0;
@@ -670,12 +740,17 @@ int sampler__bpf_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
         s->stats.lost = bad + lost + p->dropped + (p->share ? p->share->unowned : 0);
     }
     int err = s->gone ? SCRY_E_GONE : 0;
-    int had_fb = p->nfb != 0;
-    if (!err && p->nfb)
-        err = emit_fallbacks(s, t0, emit, ctx);
+    /* with --idle every thread's stack, else those of the threads with fallbacks (a share's
+     * other samplers' ticks may have left some) */
+    int read = !err && (p->nfb || p->idle);
+    if (read && (err = refresh_states(s, p->idle ? NULL : wants_fallback)) == 0) {
+        emit_fallbacks(s, t0, emit, ctx);
+        if (p->idle)
+            emit_idle(s, t0, emit, ctx);
+    }
     p->nfb = 0;
     if (!err)
-        err = relist(s, t0, !had_fb);
+        err = relist(s, t0, !read);
     if (err) {
         if (err == SCRY_E_GONE || proc_exists(p->pid) != 0) {
             s->stats.target_exited = 1;
@@ -704,18 +779,18 @@ int sampler__bpf_set_rate(sampler_bpf_t *p, double rate_hz)
 void sampler__bpf_exec(sampler_t *s)
 {
     struct sampler_bpf *p = s->bpf;
-    struct bpfsamp_cfg cfg;
     char why[200];
-    /* Another interpreter: its layout, or every record read in user space. */
-    p->walk_ok = bpfsamp_cfg_for(pystate_target_layout(s->target), &cfg, why, sizeof why) == 0;
-    cfg.native = s->opts.native != 0;
+    /* Another interpreter: its layout (the GIL's place comes with the map's refresh), or
+     * every record read in user space. */
+    p->walk_ok = bpfsamp_cfg_for(pystate_target_layout(s->target), &p->cfg, why, sizeof why) == 0;
+    p->cfg.native = s->opts.native != 0;
     /* a shared program keeps its layout: another one's records are read in user space */
     if (p->share)
-        p->walk_ok = p->walk_ok && !memcmp(&cfg, &p->load->cfg, sizeof cfg);
+        p->walk_ok = p->walk_ok && !memcmp(&p->cfg, &p->load->cfg, sizeof p->cfg);
     else
-        p->walk_ok = p->walk_ok && bpfsamp_set_cfg(p->b, &cfg) == 0;
+        p->walk_ok = p->walk_ok && bpfsamp_set_cfg(p->b, &p->cfg) == 0;
     if (p->walk_ok)
-        p->owner_cstack = cfg.owner_cstack;
+        p->owner_cstack = p->cfg.owner_cstack;
     unwind_t *u = p->own_unw ? unwind_new(p->pid) : NULL;
     if (!p->own_unw)
         p->unw = s->unwind; /* the sampler's, made anew for the new program */

@@ -10,6 +10,7 @@
 
 #include "asyncio.h"
 #include "merge.h"
+#include "perfev.h"
 #include "sampler.h"
 #include "tasks.h"
 #include "unwind.h"
@@ -48,9 +49,9 @@ struct sampler {
     unwind_merge_stats_t merge_stats;
     thread_label_t labels[SAMPLER_LABELS];
     uint64_t interval_ns;
-    uint64_t tick_due; /* perf back end, --idle: when sampler_run's tick was due (the moment it
-                        * stands for; a thread taken off its CPU after it was on one then:
-                        * idle_charge); 0 outside sampler_run */
+    uint64_t tick_due; /* perf and bpf back ends, --idle: when sampler_run's tick was due
+                        * (the moment it stands for; a thread taken off its CPU after it
+                        * was on one then: sampler__idle_charge); 0 outside sampler_run */
     const char *s_truncated;
     const char *s_torn; /* "<changed while reading>" */
     const char *s_gil_wait;
@@ -68,6 +69,7 @@ struct sampler {
     uint64_t exec_checked_ns;
     char note[300];
     char desc[400]; /* sampler_backend_desc */
+    char bpf_note[200]; /* auto: why not the bpf back end ("" when not tried) */
 };
 
 /* Emits one sample of thread TH: its Python frames merged with NAT[0..NN) (may be empty),
@@ -134,6 +136,40 @@ int sampler__suspend_if_requested(void);
  * read woken by a perf record preempts the target at once (sampler.c says why). */
 void sampler__ask_short_slice(void);
 
+/* --idle with the back ends driven by the kernel's CPU clock (sampler/idle.c; perf and bpf):
+ * a thread's time off a CPU sampled at ticks (docs/accuracy.md, "Wall time"). Their events
+ * are opened with perfev_opts.switches. */
+typedef struct sampler_idle sampler_idle_t;
+#define SAMPLER_IP_KINDS 4 /* enum unwind_ip_kind + 1 */
+
+/* A table for the threads of process PID; NULL when out of memory. Free with
+ * sampler__idle_free (NULL: a no-op). */
+sampler_idle_t *sampler__idle_new(pid_t pid);
+void sampler__idle_free(sampler_idle_t *d);
+
+/* At a tick, before the rings of EV are drained: the CPU clock of each thread of the list
+ * TIDS[0..N) and the wall time since its previous tick (one interval for a thread new to the
+ * list, at most SAMPLER_HELD_INTERVALS of them). Threads not in TIDS are forgotten. */
+void sampler__idle_probe(sampler_t *s, sampler_idle_t *d, const perfev_t *ev, const pid_t *tids,
+                         size_t n, uint64_t now);
+
+/* Thread TID's latest records: their leaf Python frame LEAF (NULL: ignored) and the CPU ns
+ * they carried per IP kind (enum unwind_ip_kind): the class of its runnable time on that line
+ * when a tick finds it preempted there. */
+void sampler__idle_records(sampler_idle_t *d, pid_t tid, const scry_frame_t *leaf,
+                           const uint64_t by_kind[SAMPLER_IP_KINDS]);
+
+/* After the drain of EV's rings that followed the probe, and a read of thread TH's stack:
+ * when TH was off its CPU at the tick's moment (s->tick_due, else NOW), emits one sample of
+ * the wall time since its previous tick at TH's stack, classified as docs/accuracy.md says
+ * (its switch records, its scheduler state: one pread of its stat file). A tick falls at a
+ * moment that has nothing to do with what the thread does: the share of ticks that find it
+ * waiting on a line, each weighing its interval, is an unbiased estimate of its time off a
+ * CPU there. */
+void sampler__idle_charge(sampler_t *s, sampler_idle_t *d, const perfev_t *ev,
+                          const pystate_thread_t *th, uint64_t now, sampler_emit_fn emit,
+                          void *ctx);
+
 /* The perf back end (sampler_perf.c). sampler__perf_new returns 0 and sets S->perf, or a
  * negative code (SCRY_E_PERM/SCRY_E_NOSYS: perf events refused) after writing why into
  * WHY. */
@@ -159,6 +195,8 @@ void sampler__perf_counts(const sampler_perf_t *p, uint64_t *lost, uint64_t *bad
  * negative code after writing why into WHY (not built, not allowed, a version or an option
  * it does not handle yet). A tick drains the kernel's records and emits them. */
 int sampler__bpf_new(sampler_t *s, char *why, size_t whylen);
+/* The first option of O the bpf back end does not handle ("--native", ...), or NULL. */
+const char *sampler__bpf_unsupported(const sampler_opts_t *o);
 void sampler__bpf_free(sampler_bpf_t *p);
 int sampler__bpf_tick(sampler_t *s, sampler_emit_fn emit, void *ctx);
 /* The process exec'd: the program walks the new interpreter's layout (or hands every

@@ -11,7 +11,7 @@
  *  3. each Python thread that ran gets one sample per record with a native stack (merged),
  *     or one per class with the CPU time its records add up to; with --idle, a thread
  *     that a tick finds off its CPU gets a sample of the wall time since its previous
- *     tick where it waits (idle_charge; docs/accuracy.md, "Wall time").
+ *     tick where it waits (sampler/idle.c; docs/accuracy.md, "Wall time").
  * Without --idle no /proc file is read per thread per tick: the thread list
  * (/proc/PID/task) is read every 200 ms (every 20 ticks, at most 1 s, at rates under 100 Hz) or
  * when a Python thread without an event shows up. Nothing is stopped.
@@ -35,7 +35,7 @@
 #define PERF_LIST_TICKS  20u           /* or every this many ticks when that is longer, */
 #define PERF_LIST_MAX_NS 1000000000ull /* but at least once a second */
 #define PERF_STACK_BYTES 32768u
-#define PERF_KINDS       4 /* enum unwind_ip_kind + 1 */
+#define PERF_KINDS       SAMPLER_IP_KINDS
 
 typedef struct perf_thread {
     pid_t tid;                   /* 0 = empty */
@@ -43,12 +43,6 @@ typedef struct perf_thread {
     uint64_t rgen;               /* read in which W is valid */
     uint64_t w[PERF_KINDS];      /* CPU ns this read per IP kind, records without stack */
     uint64_t cpu;                /* CPU ns this tick, all records */
-    uint64_t last_wall;          /* --idle: time of the previous tick that looked at it, */
-    uint64_t idle_probe;         /* its CPU clock at this tick, before the stacks were read
-                                  * (0: unread), */
-    uint64_t idle_span;          /* the wall time from its previous tick to this one, */
-    scry_frame_t rec_leaf;       /* the leaf Python frame of its latest records' read, */
-    uint8_t rec_kind;            /* and the IP kind that carried most of their CPU */
     uint64_t held[PERF_KINDS];   /* tick_charge: CPU ns per IP kind not charged yet, */
     uint32_t held_n[PERF_KINDS]; /* and the records they came in, */
     uint64_t held_sum;           /* their sum, */
@@ -85,7 +79,7 @@ struct sampler_perf {
     size_t npend;
     uint64_t touched;
     int ran_since_list;     /* some record came since the thread list was last read */
-    proc_threads_t *states; /* --idle, tick_charge: stat and schedstat files */
+    sampler_idle_t *idle;   /* --idle */
     pid_t *held;            /* tick_charge: threads with CPU not charged yet */
     size_t nheld;
 };
@@ -253,8 +247,8 @@ int sampler__perf_new(sampler_t *s, char *why, size_t whylen)
     p->tids = calloc(PROC_TASKS_MAX, sizeof *p->tids);
     p->tab = calloc(PERF_SLOTS, sizeof *p->tab);
     int tick_charge = s->opts.tick_charge && !s->opts.native && !s->opts.idle;
-    if (s->opts.idle || tick_charge)
-        p->states = proc_threads_new(pid);
+    if (s->opts.idle)
+        p->idle = sampler__idle_new(pid);
     if (tick_charge)
         p->held = calloc(PROC_TASKS_MAX, sizeof *p->held);
     if (s->opts.native) {
@@ -272,7 +266,7 @@ int sampler__perf_new(sampler_t *s, char *why, size_t whylen)
                        .wake_each = 1,
                        .switches = s->opts.idle};
     err = SCRY_E_NOMEM;
-    if (!p->tids || !p->tab || !p->unw || ((s->opts.idle || tick_charge) && !p->states) ||
+    if (!p->tids || !p->tab || !p->unw || (s->opts.idle && !p->idle) ||
         (tick_charge && !p->held) || (s->opts.native && !p->pend) ||
         (err = perfev_open(&o, &p->ev)) != 0) {
         snprintf(why, whylen, "%s", scry_strerror(err));
@@ -309,7 +303,7 @@ void sampler__perf_free(sampler_perf_t *p)
     free(p->tab);
     free(p->pend);
     free(p->held);
-    proc_threads_free(p->states);
+    sampler__idle_free(p->idle);
     free(p);
 }
 
@@ -344,88 +338,14 @@ static void emit_cpu(sampler_t *s, const pystate_thread_t *th, perf_thread_t *t,
         unwind_classify_ip(pd->kind, th->leaf_opclass, &cls);
         sampler__emit(s, th, pd->f, pd->nn, cls.cls, 0, pd->weight, 1, pd->time_ns, emit, ctx);
     }
-    if (s->opts.idle && th->nframes) { /* for idle_charge */
-        t->rec_leaf = th->frames[0];
-        t->rec_kind = 0;
-        for (int k = 1; k < PERF_KINDS; k++)
-            if (by_kind[k] > (t->rec_kind ? by_kind[t->rec_kind] : 0))
-                t->rec_kind = (uint8_t)k;
-    }
+    if (p->idle && th->nframes)
+        sampler__idle_records(p->idle, th->tid, &th->frames[0], by_kind);
     for (int k = 1; k < PERF_KINDS; k++) {
         if (!t->w[k])
             continue;
         unwind_classify_ip(k, th->leaf_opclass, &cls);
         sampler__emit(s, th, NULL, 0, cls.cls, 0, t->w[k], 1, now, emit, ctx);
     }
-}
-
-/* --idle, before the rings are drained: every listed thread's CPU clock (idle_probe; its
- * task-clock event's count, exact) and the wall time since its previous tick (one interval
- * for a thread new to the list, at most SAMPLER_HELD_INTERVALS of them). */
-static void idle_probe(sampler_t *s, uint64_t now)
-{
-    struct sampler_perf *p = s->perf;
-    uint64_t cap = SAMPLER_HELD_INTERVALS * s->interval_ns;
-    for (size_t i = 0; i < p->ntids; i++) {
-        perf_thread_t *t = slot(p, p->tids[i]);
-        if (!t)
-            continue;
-        uint64_t c = 0;
-        t->idle_probe = 0;
-        if (perfev_thread_clock(p->ev, t->tid, &c) != 0)
-            continue;
-        t->idle_probe = c ? c : 1;
-        t->idle_span = t->last_wall && now > t->last_wall ? now - t->last_wall : s->interval_ns;
-        if (t->idle_span > cap)
-            t->idle_span = cap;
-        t->last_wall = now;
-    }
-}
-
-/* --idle, after the stacks were read: when thread TH (entry T) was off its CPU at the tick's
- * moment, its stack is where it waits, and it gets a sample of the wall time since its
- * previous tick there. A tick falls at a moment that has nothing to do with what the thread
- * does: the share of ticks that find it waiting on a line, each weighing its interval, is an
- * unbiased estimate of its time off a CPU there (its CPU time is in its records). Off at
- * the moment: its switch records (read by the drain that followed its probe) say so; without
- * any, it did not run from its probe to now. Its stack may have been read after it ran
- * again for a moment, as a record's is.
- * Sleeping, blocked or waiting for the GIL (not runnable), or runnable but woken from such a
- * wait and not yet on a CPU: system. Runnable after a preemption (its last switch off a CPU
- * said so): the class of the code it was preempted in, as if it ran (time waiting for a CPU
- * is wall time of the line that was running): the class most of its latest records had when
- * they were read on the same line, else C code when it let go of the GIL or its leaf
- * instruction is a call, else Python. One pread of its stat file. */
-static void idle_charge(sampler_t *s, const pystate_thread_t *th, perf_thread_t *t, uint64_t now,
-                        sampler_emit_fn emit, void *ctx)
-{
-    uint64_t c = 0;
-    if (!t->idle_probe || !t->idle_span || perfev_thread_clock(s->perf->ev, th->tid, &c) != 0)
-        return;
-    uint64_t moment = s->tick_due && s->tick_due < now ? s->tick_due : now;
-    int off = perfev_thread_off_cpu_at(s->perf->ev, th->tid, moment);
-    if (off == 0 || (off < 0 && (c ? c : 1) != t->idle_probe))
-        return; /* on a CPU at the tick's moment (often taken off it by scry's own wake-up) */
-    int preempted = perfev_thread_preempted(s->perf->ev, th->tid, NULL);
-    char state = proc_threads_state(s->perf->states, th->tid, NULL);
-    if (state == 0)
-        return;
-    unwind_classification_t cls = {.cls = SCRY_CLASS_SYSTEM};
-    const scry_frame_t *leaf = th->nframes ? &th->frames[0] : NULL;
-    if (state == 'R' && preempted == 1 && t->rec_kind && leaf &&
-        leaf->function == t->rec_leaf.function && leaf->file == t->rec_leaf.file &&
-        leaf->line == t->rec_leaf.line) {
-        unwind_classify_ip(t->rec_kind, th->leaf_opclass, &cls); /* its records on the line */
-    } else if (state == 'R' && preempted == 1) {
-        /* no record on this line: the rule of a running sample without an instruction
-         * pointer (the kernel gives a runnable thread's only to a tracer) */
-        unwind_task_t ut = {.state = 'R', .sc = {.nr = PROC_SYSCALL_RUNNING}};
-        if (th->gil_known)
-            ut.gil = th->gil ? UNWIND_GIL_HELD : UNWIND_GIL_RELEASED;
-        unwind_classify(&ut, NULL, 0, th->leaf_opclass, &cls);
-    }
-    sampler__emit(s, th, NULL, 0, cls.cls, 0, t->idle_span, 0, now, emit, ctx);
-    t->idle_span = 0;
 }
 
 /* Counts this read's records in the stats, with how stale the stacks they get are (read at
@@ -593,7 +513,7 @@ static int perf_read(sampler_t *s, int tick, uint64_t t0, sampler_emit_fn emit, 
     p->rec_n = p->rec_sum_ns = p->rec_min_ns = 0;
     int idle = tick && s->opts.idle;
     if (idle) /* before the drain: it reads how each thread off a CPU now left it */
-        idle_probe(s, t0);
+        sampler__idle_probe(s, p->idle, p->ev, p->tids, p->ntids, t0);
     perfev_read(p->ev, on_record, s);
     uint64_t lost = 0, bad = 0;
     sampler__perf_counts(p, &lost, &bad);
@@ -637,7 +557,7 @@ static int perf_read(sampler_t *s, int tick, uint64_t t0, sampler_emit_fn emit, 
         if (t->rgen == p->rgen)
             emit_cpu(s, th, t, t0, emit, ctx);
         if (idle)
-            idle_charge(s, th, t, t0, emit, ctx);
+            sampler__idle_charge(s, p->idle, p->ev, th, t0, emit, ctx);
     }
     p->gil_seen |= any_gil;
     if (tick && p->gil_seen) {

@@ -1273,9 +1273,30 @@ def t_option_quiet(c):
 
 @test("option_gil")
 def t_option_gil(c):
+    return option_gil_check(c, [])
+
+
+GIL_BPF_VERSIONS = ("3.6", "3.12", "3.14")  # where the holder is: one of each kind
+
+
+@test("option_gil_bpf")
+def t_option_gil_bpf(c):
+    """option_gil with the bpf sampler: the program reads the GIL's holder at each sample.
+    Skipped where BPF cannot be loaded."""
+    if c.interp.label not in GIL_BPF_VERSIONS:
+        raise Skip("checked on %s (3.6's current thread state, 3.7-3.11's runtime GIL, "
+                   "3.12+'s interpreter GIL)" % ", ".join(GIL_BPF_VERSIONS))
+    why = st.bpf_refused(c.scry_path, c.interp)
+    if why:
+        raise Skip("BPF not allowed here: " + why)
+    return option_gil_check(c, ["--sampler", "bpf"])
+
+
+def option_gil_check(c, extra):
+    """--gil samples only the GIL's holder, with the EXTRA options of record."""
     p, truth = c.workload("threads.py", ["--count", 5, "--nap", 1000, "--spin"])
     pid = truth["pid"]
-    base = ["--pid", pid, "--duration", 1.5, "--idle", "--threads"]
+    base = ["--pid", pid, "--duration", 1.5, "--idle", "--threads"] + extra
     res, text = c.record(base, "collapsed", name="all.txt")
     roots = set(int(THREAD_ROOT_RE.match(f[0][0]).group(1)) for f, _ in parse_collapsed(text))
     check(len(roots) == 6, "--idle --threads shows %d threads, expected 6" % len(roots))

@@ -4,8 +4,8 @@
 
 usage: run_attr.py --scry PATH --python VERSION [--sampler perf|ptrace] [-k PATTERN] [--smoke] [-v]
 
---sampler: the back end every `scry record` of the suite uses (default: scry's choice, perf
-where perf events are allowed). `scry dump` always reads one instant (ptrace and /proc).
+--sampler: the back end every `scry record` of the suite uses (default: scry's choice, bpf
+where its program loads, else perf where perf events are allowed). `scry dump` always reads one instant (ptrace and /proc).
 
 VERSION: 3.6 ... 3.13 (pyenv builds), debian3.11 (/usr/bin/python3.11), or 3.14 / 3.15 /
 3.14d / 3.15d from the Debian sid root (chroot in a private mount namespace). --smoke runs only
@@ -554,13 +554,30 @@ def t_idle_wall(c):
     the busy threads' wall time (most of it runnable: waiting for a CPU) within 10% of the
     sampled time."""
     if c.sampler == "ptrace" or c.interp.label not in IDLE_WALL_VERSIONS:
-        raise Skip("checked with scry's choice of sampler on %s" % ", ".join(IDLE_WALL_VERSIONS))
+        raise Skip("checked with the perf and bpf samplers on %s" % ", ".join(IDLE_WALL_VERSIONS))
+    return idle_wall_check(c, "perf")  # the default is bpf where it loads: idle_wall_bpf
+
+
+@test("idle_wall_bpf")
+def t_idle_wall_bpf(c):
+    """idle_wall with the bpf sampler: CPU samples walked in the kernel, the time off a CPU
+    sampled at ticks as with perf (sampler/idle.c). Skipped where BPF cannot be loaded."""
+    if c.sampler == "ptrace" or c.interp.label not in IDLE_WALL_VERSIONS:
+        raise Skip("checked once per version, on %s" % ", ".join(IDLE_WALL_VERSIONS))
+    why = st.bpf_refused(c.scry_path, c.interp)
+    if why:
+        raise Skip("BPF not allowed here: " + why)
+    return idle_wall_check(c, "bpf")
+
+
+def idle_wall_check(c, sampler):
+    """idle_wall's run and checks, with SAMPLER."""
     out = c.path("idle_wall.json")
     p, ready = c.workload("idle_wall.py", ["--seconds", IDLE_WALL_SECONDS + 1.5, "--out",
                                            c.tpath(out)], target=False)
     prof = os.path.join(c.tmp, "idle_wall_prof.json")
     c.scry_ok(["record", "--pid", ready["pid"], "--idle", "--duration", IDLE_WALL_SECONDS,
-               "--format", "json", "-o", prof, "-q"])
+               "--format", "json", "-o", prof, "-q", "--sampler", sampler])
     rc = c.wait(p, 60, "idle_wall workload")
     check(rc == 0, "workload exit %s: %s" % (rc, short(c.proc_log(p))))
     with open(out) as f:
@@ -881,10 +898,11 @@ def t_perf_refused(c):
     err2 = r2.stderr.decode("utf-8", "replace")
     check(r2.returncode != 0 and "--sampler perf" in err2 and "out of memory" not in err2,
           "--sampler perf under the filter: exit %d: %s" % (r2.returncode, short(err2)))
-    # and without the filter, perf is chosen and named
+    # and without the filter, perf (or bpf, where it loads) is chosen and named
     r3 = c.scry(["record", "--pid", ready["pid"], "--duration", 1, "--format", "collapsed",
                  "-o", prof])
-    check("sampler: perf events" in r3.err, "perf not chosen without the filter: %s" % r3)
+    check(re.search(r"sampler: (perf events|bpf)", r3.err),
+          "perf or bpf not chosen without the filter: %s" % r3)
     return "fallback named: %s" % re.search(r"sampler: [^;]*", err).group(0)
 
 

@@ -176,14 +176,14 @@ def native_in_kernel(c):
 
 @TESTS("refusals")
 def t_refusals(c):
-    """What the bpf sampler does not do yet is refused with the reason: dump and --idle; and
-    a user without CAP_BPF is told so."""
+    """What the bpf sampler does not do yet is refused with the reason: dump and record
+    --blocking; and a user without CAP_BPF is told so."""
     pid = str(os.getpid())
     for args in (["dump", "--sampler", "bpf", "--pid", pid],
-                 ["record", "--sampler", "bpf", "--idle", "--pid", pid]):
+                 ["record", "--sampler", "bpf", "--blocking", "--pid", pid]):
         r = c.scry(args)
         check(r.rc != 0 and "bpf sampler is for record" in r.err, "%s" % r)
-    what = "dump, --idle refused"
+    what = "dump, --blocking refused"
     host = "/usr/bin/python3"  # one nobody may run (pyenv's live under /root)
     if os.geteuid() == 0 and os.access(host, os.X_OK):
         # without privileges: the program is refused, and the reason says what is missing
@@ -194,24 +194,6 @@ def t_refusals(c):
     return what
 
 
-def bpf_refused(scry, interp):
-    """Why this scry cannot load its BPF program here, or None (one short record)."""
-    p = subprocess.Popen(interp.argv("-c", "import time\nwhile True: time.sleep(0.05)"))
-    try:
-        r = subprocess.run([scry, "record", "-q", "--sampler", "bpf", "--pid", str(p.pid),
-                            "--duration", "0.2", "-o", os.devnull], capture_output=True,
-                           text=True, timeout=30)
-    finally:
-        p.kill()
-        p.wait()
-    if r.returncode == 0:
-        return None
-    for why in ("built without", "needs root", "refused the BPF program"):
-        if why in r.stderr:
-            return r.stderr.strip()
-    return None  # another failure: the tests say what
-
-
 def main():
     ap = st.add_common_args(st.runner.parser(__doc__), VERSIONS)
     a = ap.parse_args()
@@ -219,7 +201,7 @@ def main():
     scry, interp, rc = st.open_suite(a, tests)
     if rc is not None:
         return rc
-    why = bpf_refused(scry, interp)
+    why = st.bpf_refused(scry, interp)
     if why:
         return st.skip_all(a.python, Skip("BPF not allowed here: " + why), len(tests))
     print("scry bpf sampler tests: %s, %s" % (scry, interp.describe()))

@@ -22,4 +22,4 @@ from .procs import Ctx, Result, clean_env, cpu_seconds, task_states, task_tids  
 from .procs import task_tracers  # noqa: F401
 from .runner import Fail, Skip, Tests, XFail, add_common_args, check, run, short  # noqa: F401
 from .runner import setup_failed, skip_all  # noqa: F401
-from .suite import lookup, open_suite, positional, run_as_root, run_on  # noqa: F401
+from .suite import bpf_refused, lookup, open_suite, positional, run_as_root, run_on  # noqa: F401

@@ -6,6 +6,7 @@ runner.add_common_args) call open_suite(); the positional ones (`SUITE SCRY [PYT
 bring their own interpreter path (security/) run_as_root().
 """
 import os
+import subprocess
 import sys
 
 from .interp import LABELS, find, from_path
@@ -69,3 +70,21 @@ def run_as_root(a, tests, label, prefix, python):
         return skip_all(label, "no %s" % python, len(sel))
     return run(sel, lambda t: Ctx(t.name, scry=os.path.abspath(a.scry), verbose=a.v,
                                   prefix=prefix), label, verbose=a.v)
+
+
+def bpf_refused(scry, interp):
+    """Why this scry cannot load its BPF program here, or None (one short record)."""
+    p = subprocess.Popen(interp.argv("-c", "import time\nwhile True: time.sleep(0.05)"))
+    try:
+        r = subprocess.run([scry, "record", "-q", "--sampler", "bpf", "--pid", str(p.pid),
+                            "--duration", "0.2", "-o", os.devnull], capture_output=True,
+                           text=True, timeout=30)
+    finally:
+        p.kill()
+        p.wait()
+    if r.returncode == 0:
+        return None
+    for why in ("built without", "needs root", "refused the BPF program"):
+        if why in r.stderr:
+            return r.stderr.strip()
+    return None  # another failure: the tests say what
