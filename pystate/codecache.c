@@ -181,7 +181,7 @@ static pystate_code_memo_t *memo_entry(const pystate_codecache_t *c, const pysta
     uint64_t h = (code->addr ^ ((uint64_t)offset << 32)) * 0x9E3779B97F4A7C15ULL;
     pystate_code_memo_t *m = &c->memo[(h >> 40) & (PYSTATE_CODE_MEMO - 1)];
     if (m->code != code->addr || m->gen != code->gen || m->offset != offset)
-        *m = (pystate_code_memo_t){code->addr, code->gen, offset, INT32_MIN, -1};
+        *m = (pystate_code_memo_t){code->addr, code->gen, offset, INT32_MIN, -1, 1};
     return m;
 }
 
@@ -201,16 +201,22 @@ int pystate__code_line(const pystate_target_t *t, pystate_code_t *code, uint32_t
     return line;
 }
 
-int pystate__code_opclass(const pystate_target_t *t, const pystate_code_t *code, uint32_t offset)
+int pystate__code_opclass(const pystate_target_t *t, const pystate_code_t *code, uint32_t offset,
+                          int *pushes)
 {
     const pystate_code_memo_t *m = memo_entry(&t->codes, code, offset);
-    return m ? m->opclass : -1;
+    if (!m || m->opclass < 0)
+        return -1;
+    *pushes = m->pushes;
+    return m->opclass;
 }
 
 void pystate__code_remember_opclass(const pystate_target_t *t, const pystate_code_t *code,
-                                    uint32_t offset, int opclass)
+                                    uint32_t offset, int opclass, int pushes)
 {
     pystate_code_memo_t *m = memo_entry(&t->codes, code, offset);
-    if (m && opclass >= 0 && opclass <= INT16_MAX)
+    if (m && opclass >= 0 && opclass <= INT16_MAX) {
         m->opclass = (int16_t)opclass;
+        m->pushes = (int8_t)(pushes != 0);
+    }
 }

@@ -34,14 +34,15 @@ typedef struct pystate_code {
                                 object: within that sample it is not read again */
 } pystate_code_t;
 
-/* What an offset of a code object was found to be: its line and its instruction's opclass
- * (a busy leaf cycles through a few dozen offsets). */
+/* What an offset of a code object was found to be: its line, its instruction's opclass and
+ * whether its family may push a frame (a busy leaf cycles through a few dozen offsets). */
 typedef struct pystate_code_memo {
     raddr_t code;    /* 0: empty */
     uint32_t gen;    /* the code's pystate_code_t.gen */
     uint32_t offset; /* byte offset */
     int32_t line;    /* INT32_MIN: not looked up */
     int16_t opclass; /* -1: not looked up */
+    int8_t pushes;   /* pystate_opcode_pushes_frame, with opclass */
 } pystate_code_memo_t;
 
 typedef struct pystate_codecache {
@@ -162,14 +163,17 @@ const pystate_code_t *pystate__code_checked(pystate_target_t *t, raddr_t addr);
 int pystate__code_line(const pystate_target_t *t, pystate_code_t *code, uint32_t offset);
 
 /* The opclass of the instruction at byte offset OFFSET of CODE when it was remembered
- * (pystate__code_remember_opclass) and not forgotten since (the memo is small), else -1. 3.11+
- * rewrite instructions in place only within their family (specialisation, instrumentation), whose
- * opclass is the same. */
-int pystate__code_opclass(const pystate_target_t *t, const pystate_code_t *code, uint32_t offset);
+ * (pystate__code_remember_opclass) and not forgotten since (the memo is small), else -1;
+ * then *PUSHES is what was remembered with it. 3.11+ rewrite instructions in place only
+ * within their family (specialisation, instrumentation), whose opclass and pushes are the
+ * same. */
+int pystate__code_opclass(const pystate_target_t *t, const pystate_code_t *code, uint32_t offset,
+                          int *pushes);
 
-/* Remembers OPCLASS for the instruction at byte offset OFFSET of CODE. */
+/* Remembers OPCLASS and PUSHES (pystate_opcode_pushes_frame) for the instruction at byte
+ * offset OFFSET of CODE. */
 void pystate__code_remember_opclass(const pystate_target_t *t, const pystate_code_t *code,
-                                    uint32_t offset, int opclass);
+                                    uint32_t offset, int opclass, int pushes);
 
 /* Sets T's code-object key window (the fields compared to validate a code cache hit) from
  * T->layout. */

@@ -3,6 +3,8 @@
 
 #include "scry_err.h"
 
+#include <string.h>
+
 static const pystate__opcode_table_t *table_for(int major, int minor)
 {
     for (size_t i = 0; i < pystate__opcode_ntables; i++) {
@@ -40,6 +42,25 @@ int pystate_opcode_class(int major, int minor, uint8_t opcode)
         return PYSTATE_OP_UNKNOWN;
     }
     return info.klass;
+}
+
+int pystate_opcode_pushes_frame(int major, int minor, uint8_t opcode)
+{
+    static const char *const inline_families[] = {"FOR_ITER", "SEND", "LOAD_ATTR", "BINARY_SUBSCR"};
+    pystate_opcode_info_t info, base;
+    if (pystate_opcode_info(major, minor, opcode, &info) != 0 || info.base < 0 ||
+        pystate_opcode_info(major, minor, (uint8_t)info.base, &base) != 0) {
+        return 1;
+    }
+    if (base.klass != PYSTATE_OP_MAYCALL) {
+        return base.klass != PYSTATE_OP_OTHER;
+    }
+    for (size_t i = 0; i < sizeof inline_families / sizeof inline_families[0]; i++) {
+        if (strcmp(base.name, inline_families[i]) == 0) {
+            return 1;
+        }
+    }
+    return (major > 3 || minor >= 14) && strcmp(base.name, "BINARY_OP") == 0;
 }
 
 int pystate_opcode_extended_arg(int major, int minor)

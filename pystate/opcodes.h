@@ -53,6 +53,17 @@ int pystate_opcode_class(int major, int minor, uint8_t opcode);
  * SCRY_E_INVAL for a NULL OUT. */
 int pystate_opcode_info(int major, int minor, uint8_t opcode, pystate_opcode_info_t *out);
 
+/* Returns 1 when an instruction of OPCODE's family (any specialised or instrumented form of
+ * its base) may push a Python frame from the eval loop itself, with no C call between: the
+ * calls, and from 3.12 on the generator, __getitem__, property and __getattribute__ forms
+ * (FOR_ITER, SEND, LOAD_ATTR, BINARY_SUBSCR; 3.14+ BINARY_OP, whose family took
+ * BINARY_SUBSCR in). 0 when it never does: a frame that such an instruction leads to was
+ * entered from C (3.11: is_entry; 3.12+: a shim frame below it), so a caller stopped there
+ * whose callee was not entered from C is a frame read at another moment than its callee.
+ * Also 1 for an unknown version or opcode and an opcode that hides the real one. Before 3.11
+ * every call goes through C and the answer is only the family's. */
+int pystate_opcode_pushes_frame(int major, int minor, uint8_t opcode);
+
 /* Returns the number of EXTENDED_ARG in MAJOR.MINOR, or SCRY_E_UNSUPPORTED. */
 int pystate_opcode_extended_arg(int major, int minor);
 

@@ -540,11 +540,15 @@ static void walk_interpreter_frames(pystate_target_t *t, thread_work_t *w)
         }
         uint8_t owner = pystate__u8_at(buf, len, L->iframe_owner);
         raddr_t next = pystate__u64_at(buf, len, L->iframe_previous);
-        /* Below the leaf, a frame is suspended in a call: its code and caller stay put. One
+        /* Below the leaf, a frame is suspended in a call: its code and caller stay put, and
+         * a careful reader's instruction too (a sampler lets it move: a leaf that returned
+         * during the copy leaves its caller running on, a sample still mostly right). One
          * that differs between the two copies of the chunk was popped (and its slot reused)
-         * while the chunk was read: the chain may join frames that never coexisted. */
+         * or resumed while the chunk was read: the chain may join frames that never
+         * coexisted, even when the current frame is the same before and after the copy. */
         if (steps > 1 &&
-            (!same_in_both(w, f, L->iframe_code) || !same_in_both(w, f, L->iframe_previous))) {
+            (!same_in_both(w, f, L->iframe_code) || !same_in_both(w, f, L->iframe_previous) ||
+             (t->torn_retries && !same_in_both(w, f, L->iframe_instr)))) {
             w->torn = 1;
             t->stats.torn++;
             return;
@@ -608,33 +612,39 @@ static void finish_entries(thread_work_t *w)
 }
 
 /* The opclass of the instruction at byte OFFSET of CODE (HAS_OFFSET 0: the frame had not
- * started, no instruction), or -1 when unknown. */
+ * started, no instruction), or -1 when unknown; *PUSHES whether its family may push a frame
+ * from the eval loop (pystate_opcode_pushes_frame; 1 when unknown). */
 static int instr_opclass_via(pystate_target_t *t, int has_offset, pystate_code_t *code,
-                             uint32_t offset, int direct);
+                             uint32_t offset, int direct, int *pushes);
 
-static int instr_opclass(pystate_target_t *t, int has_offset, pystate_code_t *code, uint32_t offset)
+static int instr_opclass(pystate_target_t *t, int has_offset, pystate_code_t *code, uint32_t offset,
+                         int *pushes)
 {
-    return instr_opclass_via(t, has_offset, code, offset, 0);
+    return instr_opclass_via(t, has_offset, code, offset, 0, pushes);
 }
 
 uint8_t pystate_code_opclass(pystate_target_t *t, raddr_t code, uint32_t offset)
 {
     pystate_code_t *c = (pystate_code_t *)pystate__code_get(t, code, NULL);
-    int cls = c ? instr_opclass_via(t, 1, c, offset, 1) : -1;
+    int pushes;
+    int cls = c ? instr_opclass_via(t, 1, c, offset, 1, &pushes) : -1;
     return cls >= 0 ? (uint8_t)cls : PYSTATE_OP_UNKNOWN;
 }
 
 /* instr_opclass; DIRECT: the bytecode read outside a sample (not through the prefetch,
  * whose plan is the next sample's). */
 static int instr_opclass_via(pystate_target_t *t, int has_offset, pystate_code_t *code,
-                             uint32_t offset, int direct)
+                             uint32_t offset, int direct, int *pushes)
 {
     const pystate_layout_t *L = &t->layout;
-    if (code->bytecode && offset < code->bytecode_len)
+    *pushes = 1;
+    if (code->bytecode && offset < code->bytecode_len) {
+        *pushes = pystate_opcode_pushes_frame(L->major, L->minor, code->bytecode[offset]);
         return pystate_opcode_class(L->major, L->minor, code->bytecode[offset]);
+    }
     if (!has_offset || !code->ncodeunits)
         return -1;
-    int cls = pystate__code_opclass(t, code, offset);
+    int cls = pystate__code_opclass(t, code, offset, pushes);
     if (cls >= 0)
         return cls; /* this offset's, found before */
     /* 3.11/3.12 may leave prev_instr inside a CALL's inline caches: find the instruction by
@@ -652,7 +662,8 @@ static int instr_opclass_via(pystate_target_t *t, int has_offset, pystate_code_t
                                         &op) != 0)
         return -1;
     cls = pystate_opcode_class(L->major, L->minor, op);
-    pystate__code_remember_opclass(t, code, offset, cls);
+    *pushes = pystate_opcode_pushes_frame(L->major, L->minor, op);
+    pystate__code_remember_opclass(t, code, offset, cls, *pushes);
     return cls;
 }
 
@@ -719,13 +730,17 @@ static int resolve_thread(pystate_target_t *t, pystate_snapshot_t *s, size_t i)
             f->kind = SCRY_FRAME_PYTHON;
             th->entry[n] = r->entry;
             th->frame_addrs[n] = r->frame;
+            int pushes = 1;
             if (n == 0) {
-                int cls = instr_opclass(t, w->leaf_instr_addr != 0, code, r->offset);
+                int cls = instr_opclass(t, w->leaf_instr_addr != 0, code, r->offset, &pushes);
                 if (cls >= 0)
                     th->leaf_opclass = (uint8_t)cls;
-            } else if (t->torn_retries &&
-                       instr_opclass(t, r->has_offset, code, r->offset) == PYSTATE_OP_OTHER) {
-                w->odd_caller = 1; /* see read_thread */
+            } else if (t->torn_retries) {
+                /* see read_once; a callee pushed by the eval loop itself (not entered from
+                 * C) needs a caller stopped at an instruction that pushes frames */
+                int cls = instr_opclass(t, r->has_offset, code, r->offset, &pushes);
+                if (cls == PYSTATE_OP_OTHER || (!pushes && !th->entry[n - 1]))
+                    w->odd_caller = 1;
             }
             n++;
         }
@@ -889,7 +904,11 @@ static uint64_t raw_signature(const thread_work_t *w)
  * and the checks that it is whole. A careful reader (pystate_set_torn_retries) also takes a
  * caller stopped at an instruction that cannot call for a tear (a frame slot popped and
  * pushed again while the copy was taken: a loop's call at its first line, a shallower
- * round's bottom) unless the read before found exactly the same frames: a real stack that
+ * round's bottom), and on 3.11+ one whose callee the eval loop pushed itself (not entered
+ * from C) stopped at an instruction whose family never pushes a frame (a recursion's
+ * `if n > 0:` at COMPARE_OP_INT under a callee of the next round; a specialised instruction
+ * that deoptimised into a dunder method calls it through C: an entry frame),
+ * unless the read before found exactly the same frames: a real stack that
  * looks like that (a signal handler or a __del__ entered from any instruction) reads the
  * same twice, a tear almost never does. A leaf that was not executing (leaf_idle) must
  * read the same twice too, careful or not: a freed frame reused at the same place looks

@@ -247,10 +247,62 @@ static void test_find_instruction(void)
           "3.4");
 }
 
+/* The opcode of NAME in 3.MINOR, or -1. */
+static int opcode_named(int minor, const char *name)
+{
+    pystate_opcode_info_t info;
+    for (int op = 0; op < 256; op++)
+        if (pystate_opcode_info(3, minor, (uint8_t)op, &info) == 0 && strcmp(info.name, name) == 0)
+            return op;
+    return -1;
+}
+
+/* Which instructions may push a Python frame from the eval loop itself (a careful reader's
+ * caller check): the families of the calls, generators, __getitem__ and properties do, a
+ * compare, a branch or a load never do; what hides the real opcode may. */
+static void test_pushes_frame(void)
+{
+    static const struct {
+        int from, to; /* minor versions */
+        const char *name;
+        int pushes;
+    } cases[] = {
+        {11, 15, "CALL_PY_EXACT_ARGS", 1},
+        {11, 13, "BINARY_SUBSCR_GETITEM", 1},
+        {14, 15, "BINARY_OP_SUBSCR_GETITEM", 1},
+        {12, 15, "LOAD_ATTR_PROPERTY", 1},
+        {12, 15, "LOAD_ATTR_GETATTRIBUTE_OVERRIDDEN", 1},
+        {12, 15, "FOR_ITER_GEN", 1},
+        {12, 15, "SEND_GEN", 1},
+        {12, 15, "INSTRUMENTED_FOR_ITER", 1},
+        {12, 15, "INSTRUMENTED_CALL", 1},
+        {12, 15, "INSTRUMENTED_LINE", 1},
+        {13, 15, "ENTER_EXECUTOR", 1},
+        {12, 15, "COMPARE_OP_INT", 0},
+        {12, 15, "POP_JUMP_IF_FALSE", 0},
+        {11, 13, "BINARY_OP_ADD_INT", 0},
+        {14, 15, "BINARY_OP_ADD_INT", 1}, /* its family took BINARY_SUBSCR_GETITEM in */
+        {11, 15, "LOAD_FAST", 0},
+        {11, 15, "LOAD_GLOBAL", 0},
+        {11, 13, "RETURN_VALUE", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        for (int minor = cases[i].from; minor <= cases[i].to; minor++) {
+            int op = opcode_named(minor, cases[i].name);
+            CHECK(op >= 0, "3.%d has no %s", minor, cases[i].name);
+            if (op >= 0)
+                CHECK(pystate_opcode_pushes_frame(3, minor, (uint8_t)op) == cases[i].pushes,
+                      "3.%d %s pushes a frame: not %d", minor, cases[i].name, cases[i].pushes);
+        }
+    }
+    CHECK(pystate_opcode_pushes_frame(3, 16, 1) == 1, "3.16: unknown, so it may");
+}
+
 int main(void)
 {
     test_known();
     test_versions();
     test_find_instruction();
+    test_pushes_frame();
     return check_summary("test_pystate_opcodes");
 }
