@@ -428,21 +428,41 @@ static int on_cpu_while_read(sampler_t *s, proc_task_t *task)
     return task->on_cpu;
 }
 
-/* What a thread found on a CPU while read stands for. scry record: the CPU it used since its
- * previous sample (carried while it was not found), so each thread's samples add up to its
- * CPU time however often it is found (a thread that shares a CPU with scry, or runs in short
- * bursts, is found less often than one that spins), and a tick finds it at a moment that has
- * nothing to do with its lines, so within the thread no line is favoured. scry serve
- * (tick_charge): one interval, so a window holds only what was found in it
- * (docs/daemon.md, "Where the CPU is charged"). */
-static uint64_t on_cpu_weight(sampler_t *s, proc_task_t *task)
+/* How many samples of an interval each a thread found on a CPU while read stands for, its
+ * CPU carried into *CARRY_NS (its CPU since it was last read, added to what it carried).
+ * scry record: one per whole interval of CPU carried, the rest kept for its next finding, so
+ * each thread's samples add up to its CPU time however often it is found (a thread that
+ * shares a CPU with scry, or runs in short bursts, is found less often than one that spins;
+ * one found at every tick that ran half of each interval weighs half as much), and a tick
+ * finds it at a moment that has nothing to do with its lines, so within the thread no line
+ * is favoured; at most SAMPLER_CARRY_MAX_SAMPLES (the last takes the rest then). scry serve
+ * (tick_charge): one, so a window holds only what was found in it (docs/daemon.md, "Where
+ * the CPU is charged"). */
+static uint64_t on_cpu_samples(sampler_t *s, proc_task_t *task)
 {
     if (s->opts.tick_charge)
-        return s->interval_ns;
-    uint64_t w =
-        task->carry_ns + (task->cpu_delta == PROC_NO_DELTA ? s->interval_ns : task->cpu_delta);
-    task->carry_ns = 0;
-    return w;
+        return 1;
+    task->carry_ns += task->cpu_delta == PROC_NO_DELTA ? s->interval_ns : task->cpu_delta;
+    task->cpu_delta = 0; /* carried: a second call this tick adds nothing */
+    uint64_t k = task->carry_ns / s->interval_ns;
+    return k < SAMPLER_CARRY_MAX_SAMPLES ? k : SAMPLER_CARRY_MAX_SAMPLES;
+}
+
+/* Emits thread TH (TASK), found on a CPU while read, with NN native frames, as
+ * on_cpu_samples says: each sample an interval (the last of SAMPLER_CARRY_MAX_SAMPLES takes
+ * the rest of the carry). */
+static void emit_found(sampler_t *s, const pystate_thread_t *th, proc_task_t *task, size_t nn,
+                       const unwind_classification_t *cls, uint64_t now, sampler_emit_fn emit,
+                       void *ctx)
+{
+    uint64_t k = on_cpu_samples(s, task), each = s->interval_ns;
+    int full = !s->opts.tick_charge && k == SAMPLER_CARRY_MAX_SAMPLES;
+    for (uint64_t i = 0; i < k; i++) {
+        uint64_t w = full && i + 1 == k ? task->carry_ns - each * (k - 1) : each;
+        sampler__emit(s, th, s->native, nn, cls->cls, cls->flags, w, 1, now, emit, ctx);
+    }
+    if (!s->opts.tick_charge)
+        task->carry_ns = full ? 0 : task->carry_ns - each * k;
 }
 
 static void emit_thread(sampler_t *s, const pystate_thread_t *th, proc_task_t *task, uint64_t now,
@@ -467,11 +487,7 @@ static void emit_thread(sampler_t *s, const pystate_thread_t *th, proc_task_t *t
     if (task && task->on_cpu) { /* docs/accuracy.md, "Where the ptrace sampler charges CPU" */
         /* as many samples as intervals it stands for, so the formats that count samples
          * (collapsed, flame graphs) agree with those that sum CPU time */
-        uint64_t w = on_cpu_weight(s, task), k = (w + s->interval_ns / 2) / s->interval_ns;
-        k = k < 1 ? 1 : k > SAMPLER_CARRY_MAX_SAMPLES ? SAMPLER_CARRY_MAX_SAMPLES : k;
-        for (uint64_t i = 0; i < k; i++)
-            sampler__emit(s, th, s->native, nn, cls.cls, cls.flags,
-                          i + 1 < k ? w / k : w - w / k * (k - 1), 1, now, emit, ctx);
+        emit_found(s, th, task, nn, &cls, now, emit, ctx);
         return;
     }
     /* --idle: every thread stands for the wall time since its previous tick, charged where
@@ -606,7 +622,7 @@ int sampler_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
             continue;
         if (task && !proc_tasks_stop_counts(task)) {
             if (task->on_cpu)
-                task->carry_ns = on_cpu_weight(s, task); /* all of it, to the next sample */
+                on_cpu_samples(s, task); /* its CPU carried to its next sample */
             else if (task->carry_ns < 100 * s->interval_ns)
                 task->carry_ns += sample_weight(s, 1, task);
             s->stats.syscall_stops++;
