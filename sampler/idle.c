@@ -135,8 +135,7 @@ static uint8_t off_cpu_class(const idle_thread_t *t, const pystate_thread_t *th,
 }
 
 void sampler__idle_charge(sampler_t *s, sampler_idle_t *d, const perfev_t *ev,
-                          const pystate_thread_t *th, uint64_t now, sampler_emit_fn emit,
-                          void *ctx)
+                          const pystate_thread_t *th, uint64_t now, sampler_emit_fn emit, void *ctx)
 {
     idle_thread_t *t = find(d, th->tid);
     uint64_t c = 0;

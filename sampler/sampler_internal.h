@@ -68,7 +68,7 @@ struct sampler {
     int gone;                 /* the pid names another process now (reused): the target is gone */
     uint64_t exec_checked_ns;
     char note[300];
-    char desc[400]; /* sampler_backend_desc */
+    char desc[400];     /* sampler_backend_desc */
     char bpf_note[200]; /* auto: why not the bpf back end ("" when not tried) */
 };
 

@@ -78,9 +78,9 @@ struct sampler_perf {
     perf_pending_t *pend;
     size_t npend;
     uint64_t touched;
-    int ran_since_list;     /* some record came since the thread list was last read */
-    sampler_idle_t *idle;   /* --idle */
-    pid_t *held;            /* tick_charge: threads with CPU not charged yet */
+    int ran_since_list;   /* some record came since the thread list was last read */
+    sampler_idle_t *idle; /* --idle */
+    pid_t *held;          /* tick_charge: threads with CPU not charged yet */
     size_t nheld;
 };
 
@@ -266,9 +266,8 @@ int sampler__perf_new(sampler_t *s, char *why, size_t whylen)
                        .wake_each = 1,
                        .switches = s->opts.idle};
     err = SCRY_E_NOMEM;
-    if (!p->tids || !p->tab || !p->unw || (s->opts.idle && !p->idle) ||
-        (tick_charge && !p->held) || (s->opts.native && !p->pend) ||
-        (err = perfev_open(&o, &p->ev)) != 0) {
+    if (!p->tids || !p->tab || !p->unw || (s->opts.idle && !p->idle) || (tick_charge && !p->held) ||
+        (s->opts.native && !p->pend) || (err = perfev_open(&o, &p->ev)) != 0) {
         snprintf(why, whylen, "%s", scry_strerror(err));
         sampler__perf_free(p);
         return err;
