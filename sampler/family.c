@@ -447,7 +447,6 @@ family_t *family_new(pid_t root, pystate_target_t *root_target, const sampler_op
     f->root = root;
     f->root_target = root_target;
     f->opts = *opts;
-    f->opts.many = 1;
     f->strings = strings;
     f->m = calloc(FAMILY_MAX_PROCS, sizeof *f->m);
     f->listed = calloc(FAMILY_MAX_PROCS, sizeof *f->listed);

@@ -20,35 +20,9 @@
 #include <string.h>
 #include <time.h>
 
-/* Tries the bpf back end for auto: 0 with it chosen, else why not in S->bpf_note. */
-static int try_bpf(sampler_t *s)
-{
-    const char *no = sampler__bpf_unsupported(&s->opts);
-    if (no || s->opts.many || s->opts.native) {
-        if (no)
-            snprintf(s->bpf_note, sizeof s->bpf_note, "bpf: %s not supported", no);
-        else if (s->opts.native) /* new: asked for by name (--sampler bpf) until it has run
-                                  * the native suites as the default */
-            snprintf(s->bpf_note, sizeof s->bpf_note, "bpf: --native only with --sampler bpf");
-        else
-            snprintf(s->bpf_note, sizeof s->bpf_note,
-                     "bpf: not loaded per process with "
-                     "--subprocesses");
-        return SCRY_E_INVAL;
-    }
-    char why[256] = "";
-    int err = sampler__bpf_new(s, why, sizeof why);
-    if (err) {
-        snprintf(s->bpf_note, sizeof s->bpf_note, "bpf: %s", why[0] ? why : scry_strerror(err));
-        return err;
-    }
-    s->backend = SAMPLER_BPF;
-    return 0;
-}
-
 /* Chooses the back end; returns 0, or SCRY_E_PERM when perf was forced and refused. Auto:
- * bpf where it may load and handles every option asked for (record, top), else perf, else
- * ptrace; dump, --blocking: ptrace. */
+ * perf, else ptrace; dump, --blocking: ptrace. bpf only by name (docs/architecture.md,
+ * "Stacks read in the kernel": not auto's yet). */
 static int choose_backend(sampler_t *s)
 {
     const char *want = s->opts.backend ? s->opts.backend : "auto";
@@ -71,15 +45,9 @@ static int choose_backend(sampler_t *s)
         s->backend_note = s->opts.blocking ? "--blocking" : NULL;
         return 0;
     }
-    /* scry serve (tick_charge) has its own choice */
-    if (!forced && !s->opts.tick_charge && try_bpf(s) == 0)
-        return 0;
     int err = sampler__perf_new(s, why, sizeof why);
     if (err == 0) {
         s->backend = SAMPLER_PERF;
-        size_t n = strlen(s->desc);
-        if (s->bpf_note[0] && n < sizeof s->desc)
-            snprintf(s->desc + n, sizeof s->desc - n, " (%s)", s->bpf_note);
         return 0;
     }
     if (forced) {

@@ -46,9 +46,6 @@ typedef struct sampler_opts {
     /* bpf back end: the loaded programs the samplers of one process share (scry serve), or
      * NULL: its own */
     sampler_bpf_share_t *bpf_share;
-    int many; /* one of many processes sampled together (--subprocesses):
-               * auto loads no BPF program per process (each load is
-               * 0.1-0.5 s of the kernel's verifier) */
 } sampler_opts_t;
 
 /* What several bpf samplers of one process share (scry serve's targets): one loaded program,

@@ -69,7 +69,6 @@ struct sampler {
     uint64_t exec_checked_ns;
     char note[300];
     char desc[400];     /* sampler_backend_desc */
-    char bpf_note[200]; /* auto: why not the bpf back end ("" when not tried) */
 };
 
 /* Emits one sample of thread TH: its Python frames merged with NAT[0..NN) (may be empty),

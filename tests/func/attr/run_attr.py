@@ -555,7 +555,7 @@ def t_idle_wall(c):
     sampled time."""
     if c.sampler == "ptrace" or c.interp.label not in IDLE_WALL_VERSIONS:
         raise Skip("checked with the perf and bpf samplers on %s" % ", ".join(IDLE_WALL_VERSIONS))
-    return idle_wall_check(c, "perf")  # the default is bpf where it loads: idle_wall_bpf
+    return idle_wall_check(c, "perf")  # the bpf back end: idle_wall_bpf
 
 
 @test("idle_wall_bpf")
