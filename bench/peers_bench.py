@@ -67,9 +67,10 @@ def profile(cmd):
     return ru.ru_utime + ru.ru_stime, wall, err, status
 
 
-def scry_record(a, pid, rate, seconds, extra, out):
+def scry_record(a, pid, rate, seconds, extra, out, quiet=True):
+    """Records PID with a.scry; (CPU s, samples, ticks, stderr: the summary unless QUIET)."""
     cmd = [a.scry, "record", "--pid", str(pid), "--rate", str(rate), "--duration", str(seconds),
-           "--format", "json", "-o", out, "-q"] + extra
+           "--format", "json", "-o", out] + (["-q"] if quiet else []) + extra
     cpu, wall, err, st = profile(cmd)
     with open(out) as f:
         rep = json.load(f)
