@@ -35,12 +35,13 @@ import peers_bench as pb  # noqa: E402  (the spin target, scry_record, austin_re
 import scrytest as st  # noqa: E402
 
 KERNEL_US = re.compile(r"([0-9.]+) us of the target's CPU per run")
+STARVED = 1.5  # a run of 2S seconds with fewer samples than this times the S run's
 
 
 def run_scry(a, pid, seconds, name):
     """One scry record of PID: (CPU s, samples, µs of the BPF program per sample or 0)."""
     cpu, n, _, err = pb.scry_record(a, pid, 1000, seconds, ["--sampler", name],
-                                    "/tmp/bpf-bench.json", quiet=False)
+                                    pb.tmp("run.json"), quiet=False)
     m = KERNEL_US.search(err)
     if name == "bpf" and not m:
         raise SystemExit("no BPF run time in scry's summary: %r" % err[-400:])
@@ -48,15 +49,18 @@ def run_scry(a, pid, seconds, name):
 
 
 def run_austin(a, pid, seconds):
-    cpu, n, _ = pb.austin_record(a.austin, pid, seconds, "/tmp/bpf-bench.austin")
+    cpu, n, _ = pb.austin_record(a.austin, pid, seconds, pb.tmp("run.austin"))
     return cpu, n, 0.0
 
 
 def marginal(run, seconds):
     """RUN(seconds) -> (CPU s, samples, kernel µs per sample), for S and 2S seconds: (scry's
     marginal µs per sample, the same plus the kernel's part, whole long run µs per sample,
-    samples of the long run)."""
+    samples of the long run); None when the long run got less than STARVED times the short
+    run's samples (the target lost its CPU: the difference would measure the load)."""
     short, long_ = run(seconds), run(2 * seconds)
+    if long_[1] < STARVED * short[1]:
+        return None
     us = (long_[0] - short[0]) / max(1, long_[1] - short[1]) * 1e6
     return us, us + long_[2], long_[0] / max(1, long_[1]) * 1e6, long_[1]
 
@@ -80,14 +84,21 @@ def bench_cpu1(a):
     load = [os.getloadavg()[0]]
     try:
         for _ in range(a.reps):
-            for name, run in runs.items():
-                rows[name].append(marginal(run, a.seconds))
+            rep = dict((name, marginal(run, a.seconds)) for name, run in runs.items())
             load.append(os.getloadavg()[0])
+            if None in rep.values():  # a repetition counts whole or not at all
+                continue
+            for name, r in rep.items():
+                rows[name].append(r)
     finally:
         p.kill()
         p.wait()
-    print("python %s, runs of %g and %g s, %d pairs each, load %.1f-%.1f" % (
-        a.python, a.seconds, 2 * a.seconds, a.reps, min(load), max(load)))
+    print("python %s, runs of %g and %g s, %d of %d repetitions kept (the others had a 2S run "
+          "with less than %g times its S run's samples), load %.1f-%.1f" % (
+              a.python, a.seconds, 2 * a.seconds, len(rows["scry bpf"]), a.reps, STARVED,
+              min(load), max(load)))
+    if not rows["scry bpf"]:
+        return
     print("| profiler | own CPU µs per sample, marginal (median, min-max) | with the BPF "
           "program's time in the target | whole long run incl. start-up | samples (long run) |")
     print("|---|---:|---:|---:|---:|")
