@@ -20,6 +20,7 @@ target process (bench/workloads/spin.py), so they see the same program:
            perf-event sampler; it wakes only when its ring is half full), interleaved
   dump     wall time of one dump of a 100-thread target: scry dump vs austin -w
 """
+import atexit
 import json
 import os
 import re
@@ -38,6 +39,16 @@ import benchlib  # noqa: E402  (bench/, this script's directory)
 HERE = os.path.dirname(os.path.abspath(__file__))
 SPIN = os.path.join(HERE, "workloads", "spin.py")
 SLOW = os.path.join(HERE, "workloads", "slowdown.py")
+# This process's own files: other benchmarks (this script, bpf_bench.py) may run at once.
+TMP = "/tmp/scry-bench-%d" % os.getpid()
+
+
+def tmp(name):
+    """The path of NAME in this process's own directory (made on first use, removed at exit)."""
+    if not os.path.isdir(TMP):
+        os.makedirs(TMP)
+        atexit.register(shutil.rmtree, TMP, True)
+    return os.path.join(TMP, name)
 
 
 def start_spin(python, depth, threads):
@@ -53,23 +64,25 @@ def start_spin(python, depth, threads):
 
 def profile(cmd):
     """Runs profiler CMD as a child; (CPU s, wall s, stdout, stderr) with CPU from wait4."""
+    err_path = tmp("err.txt")
     t0 = st.now()
     pid = os.fork()
     if pid == 0:
-        fd = os.open("/tmp/peers-bench-err.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        fd = os.open(err_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         os.dup2(fd, 2)
         os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
         os.execv(cmd[0], cmd)
     _, status, ru = os.wait4(pid, 0)
     wall = st.now() - t0
-    with open("/tmp/peers-bench-err.txt", "rb") as f:
+    with open(err_path, "rb") as f:
         err = f.read().decode("utf-8", "replace")
     return ru.ru_utime + ru.ru_stime, wall, err, status
 
 
-def scry_record(a, pid, rate, seconds, extra, out):
+def scry_record(a, pid, rate, seconds, extra, out, quiet=True):
+    """Records PID with a.scry; (CPU s, samples, ticks, stderr: the summary unless QUIET)."""
     cmd = [a.scry, "record", "--pid", str(pid), "--rate", str(rate), "--duration", str(seconds),
-           "--format", "json", "-o", out, "-q"] + extra
+           "--format", "json", "-o", out] + (["-q"] if quiet else []) + extra
     cpu, wall, err, st = profile(cmd)
     with open(out) as f:
         rep = json.load(f)
@@ -126,10 +139,10 @@ def bench_cpu(a, threads, res):
         for _ in range(a.reps):
             for name, extra in (("scry perf", ["--sampler", "perf"]),
                                 ("scry ptrace", ["--sampler", "ptrace"])):
-                cpu, n, ticks, err = scry_record(a, p.pid, 1000, a.seconds, extra, "/tmp/pb.json")
+                cpu, n, ticks, err = scry_record(a, p.pid, 1000, a.seconds, extra, tmp("pb.json"))
                 per = cpu / max(1, n) if threads == 1 else cpu / max(1, ticks * threads)
                 rows[name].append((per * 1e6, cpu, n, ticks, cpu / max(1, ticks) * 1e6))
-            cpu, n, err = austin_record(a.austin, p.pid, a.seconds, "/tmp/pb.austin")
+            cpu, n, err = austin_record(a.austin, p.pid, a.seconds, tmp("pb.austin"))
             ticks = n / threads
             rows["austin"].append((cpu / max(1, n) * 1e6, cpu, n, ticks,
                                    cpu / max(1, ticks) * 1e6))
@@ -152,14 +165,14 @@ def bench_native(a, res):
                                 ("scry ptrace --native", ["--sampler", "ptrace", "--native"])):
                 w = Watch(p.pid)
                 w.start()
-                cpu, n, ticks, err = scry_record(a, p.pid, 1000, a.seconds, extra, "/tmp/pb.json")
+                cpu, n, ticks, err = scry_record(a, p.pid, 1000, a.seconds, extra, tmp("pb.json"))
                 w.halt = True
                 w.join()
                 stopped[name] = stopped.get(name, 0) + w.seen
                 rows[name].append((cpu / max(1, n) * 1e6, cpu, n))
             w = Watch(p.pid)
             w.start()
-            cpu, n, err = austin_record(a.austinp, p.pid, a.seconds, "/tmp/pb.austinp")
+            cpu, n, err = austin_record(a.austinp, p.pid, a.seconds, tmp("pb.austinp"))
             w.halt = True
             w.join()
             stopped["austinp"] = stopped.get("austinp", 0) + w.seen
@@ -182,14 +195,14 @@ def slow_once(a, how, units):
         extra = {"scry ptrace": ["--sampler", "ptrace"], "scry bpf": ["--sampler", "bpf"]}.get(
             how, [])
         prof = subprocess.Popen([a.scry, "record", "--pid", str(p.pid), "--rate", "1000", "-q",
-                                 "--format", "collapsed", "-o", "/tmp/pb-slow.txt"] + extra,
+                                 "--format", "collapsed", "-o", tmp("slow.txt")] + extra,
                                 stderr=subprocess.DEVNULL)
     elif how == "austin":
-        prof = subprocess.Popen([a.austin, "-i", "1ms", "-p", str(p.pid), "-o", "/tmp/pb-slow.a"],
+        prof = subprocess.Popen([a.austin, "-i", "1ms", "-p", str(p.pid), "-o", tmp("slow.austin")],
                                 stderr=subprocess.DEVNULL)
     elif how == "perf record":
         prof = subprocess.Popen(["perf", "record", "-q", "-e", "task-clock", "-c", "1000000",
-                                 "--per-thread", "-p", str(p.pid), "-o", "/tmp/pb-slow.perf"],
+                                 "--per-thread", "-p", str(p.pid), "-o", tmp("slow.perf")],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(0.3)
     p.stdin.write(b"go\n")
