@@ -31,7 +31,7 @@ typedef struct proc_task {
     uint32_t stops_running;  /* stops of it asked while it ran */
     uint32_t syscall_kept;   /* of those, taken at a system call's exit and counted */
     uint64_t carry_ns;       /* weight of its stops not counted, for its next sample */
-    uint8_t on_cpu;          /* on a CPU while its stack was read, this tick (ptrace) */
+    uint8_t on_cpu;          /* tick_charge: on a CPU while its stack was read, this tick */
 } proc_task_t;
 
 /* Creates the table for process PID. NULL when out of memory. */

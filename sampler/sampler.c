@@ -281,10 +281,11 @@ const char *sampler_thread_name(sampler_t *s, pid_t tid)
     return thread_label(s, tid, th ? th->ns_tid : 0, th ? th->name : NULL, now)->name;
 }
 
-/* What a sample not judged by on_cpu_while_read stands for: when the thread is running
- * (--blocking, where every thread is stopped), the CPU time it really used since it was last
- * seen running; when it is off CPU (--idle), the wall time since its previous tick (so late
- * or skipped ticks lose no waiting time). Both capped, so one long pause claims no more than
+/* What a sample stands for: when the thread is running, the CPU time it really used
+ * since it was last seen running (so CPU shares are real shares, also when more threads
+ * are runnable than there are CPUs, and the total is kept when it is not running at every
+ * tick); when it is off CPU (--idle), the wall time since its previous tick (so late or
+ * skipped ticks lose no waiting time). Both capped, so one long pause claims no more than
  * ten intervals. */
 static uint64_t sample_weight(const sampler_t *s, int running, const proc_task_t *task)
 {
@@ -379,58 +380,18 @@ void sampler__emit_split(sampler_t *s, const pystate_thread_t *th, uint8_t cls, 
                       emit, ctx);
 }
 
-/* The ptrace back end's test of a thread runnable at this tick's task list: 1 when it was on
- * a CPU, without a break, from the read of its CPU time (the tick's task list) to now
- * (proc_tasks_on_cpu): the stack read next (or, with --native, the stop that comes next)
- * is where it ran. Else 0 (its stack is not used): a thread woken up from a wait and not on
- * a CPU yet, or waiting again, has its stack where it waits; scry record carries the CPU it
- * used since its previous read to its next sample (on_cpu_weight). */
+/* tick_charge (scry serve), called by pystate once the target's memory was read and before
+ * runnable thread TASK's stack is walked: 1 when it was on a CPU, without a break, from the
+ * read of its CPU time (the tick's task list, before the target's memory was read) to now
+ * (tasks_on_cpu): the stack read between is where it ran. Else 0 (its stack is not used):
+ * a thread woken up from a wait and not on a CPU yet, or waiting again, has its stack where
+ * it waits. */
 static int on_cpu_while_read(sampler_t *s, proc_task_t *task)
 {
     task->on_cpu = (uint8_t)proc_tasks_on_cpu(s->tasks, task);
-    if (!task->on_cpu) {
+    if (!task->on_cpu)
         s->stats.held++;
-        if (!s->opts.tick_charge && task->cpu_delta != PROC_NO_DELTA)
-            task->carry_ns += task->cpu_delta;
-    }
     return task->on_cpu;
-}
-
-/* How many samples of an interval each a thread found on a CPU while read stands for, its
- * CPU carried into *CARRY_NS (its CPU since it was last read, added to what it carried).
- * scry record: one per whole interval of CPU carried, the rest kept for its next finding, so
- * each thread's samples add up to its CPU time however often it is found (a thread that
- * shares a CPU with scry, or runs in short bursts, is found less often than one that spins;
- * one found at every tick that ran half of each interval weighs half as much), and a tick
- * finds it at a moment that has nothing to do with its lines, so within the thread no line
- * is favoured; at most SAMPLER_CARRY_MAX_SAMPLES (the last takes the rest then). scry serve
- * (tick_charge): one, so a window holds only what was found in it (docs/daemon.md, "Where
- * the CPU is charged"). */
-static uint64_t on_cpu_samples(sampler_t *s, proc_task_t *task)
-{
-    if (s->opts.tick_charge)
-        return 1;
-    task->carry_ns += task->cpu_delta == PROC_NO_DELTA ? s->interval_ns : task->cpu_delta;
-    task->cpu_delta = 0; /* carried: a second call this tick adds nothing */
-    uint64_t k = task->carry_ns / s->interval_ns;
-    return k < SAMPLER_CARRY_MAX_SAMPLES ? k : SAMPLER_CARRY_MAX_SAMPLES;
-}
-
-/* Emits thread TH (TASK), found on a CPU while read, with NN native frames, as
- * on_cpu_samples says: each sample an interval (the last of SAMPLER_CARRY_MAX_SAMPLES takes
- * the rest of the carry). */
-static void emit_found(sampler_t *s, const pystate_thread_t *th, proc_task_t *task, size_t nn,
-                       const unwind_classification_t *cls, uint64_t now, sampler_emit_fn emit,
-                       void *ctx)
-{
-    uint64_t k = on_cpu_samples(s, task), each = s->interval_ns;
-    int full = !s->opts.tick_charge && k == SAMPLER_CARRY_MAX_SAMPLES;
-    for (uint64_t i = 0; i < k; i++) {
-        uint64_t w = full && i + 1 == k ? task->carry_ns - each * (k - 1) : each;
-        sampler__emit(s, th, s->native, nn, cls->cls, cls->flags, w, 1, now, emit, ctx);
-    }
-    if (!s->opts.tick_charge)
-        task->carry_ns = full ? 0 : task->carry_ns - each * k;
 }
 
 static void emit_thread(sampler_t *s, const pystate_thread_t *th, proc_task_t *task, uint64_t now,
@@ -452,10 +413,12 @@ static void emit_thread(sampler_t *s, const pystate_thread_t *th, proc_task_t *t
     unwind_classification_t cls = {.cls = SCRY_CLASS_PYTHON};
     unwind_classify(&ut, nn ? s->native : NULL, nn, th->leaf_opclass, &cls);
     int running = state == 'R' || state == 0;
-    if (task && task->on_cpu) { /* docs/accuracy.md, "Where the ptrace sampler charges CPU" */
-        /* as many samples as intervals it stands for, so the formats that count samples
-         * (collapsed, flame graphs) agree with those that sum CPU time */
-        emit_found(s, th, task, nn, &cls, now, emit, ctx);
+    if (task && task->on_cpu) {
+        /* tick_charge: a tick falls at a moment that has nothing to do with what the
+         * target does, so a thread found on a CPU stands for an interval there (not the
+         * time since it was last looked at: a target that used no CPU is looked at again
+         * only a second later; docs/daemon.md, "Where the CPU is charged") */
+        sampler__emit(s, th, NULL, 0, cls.cls, cls.flags, s->interval_ns, 1, now, emit, ctx);
         return;
     }
     /* --idle: every thread stands for the wall time since its previous tick, charged where
@@ -474,33 +437,23 @@ static int wanted(const sampler_t *s, char state)
     return s->opts.idle || state == 'R';
 }
 
-/* Whether this tick judges running threads by on_cpu_while_read: always but with --blocking
- * (every thread stopped: each stop weighs the CPU since the previous one, proc_tasks_stop_counts)
- * and --idle (every thread weighs its wall time). */
+/* Whether this tick judges running threads by on_cpu_while_read (scry serve's ticks, when no
+ * thread is stopped: a stopped thread runs no CPU). */
 static int charge_on_cpu(const sampler_t *s)
 {
-    return !s->opts.blocking && !s->opts.idle;
-}
-
-/* Whether runnable thread TASK is sampled this tick: on a CPU while read (charge_on_cpu), or
- * always. With --native the test was made before the thread was stopped (a stop takes it
- * off its CPU), and only those on a CPU were stopped. */
-static int runnable_sampled(sampler_t *s, proc_task_t *task)
-{
-    if (!charge_on_cpu(s))
-        return 1;
-    return s->opts.native ? task->on_cpu : on_cpu_while_read(s, task);
+    return s->opts.tick_charge && !s->opts.blocking && !s->opts.native && !s->opts.idle;
 }
 
 /* pystate's thread filter without --idle: only the threads that are running (as this
- * tick's task list has them, and on a CPU while read); the others would not be emitted. */
+ * tick's task list has them; with tick_charge, and on a CPU while read); the others would
+ * not be emitted. */
 static int running_now(void *ctx, int32_t tid)
 {
     sampler_t *s = ctx;
     proc_task_t *task = proc_tasks_find(s->tasks, tid);
     if (!task || !wanted(s, task->state))
         return 0;
-    return task->state != 'R' || runnable_sampled(s, task);
+    return !charge_on_cpu(s) || task->state != 'R' || on_cpu_while_read(s, task);
 }
 
 int sampler__stack_wanted(const sampler_t *s, const pystate_thread_t *th)
@@ -552,8 +505,7 @@ int sampler_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
             proc_task_t *ti = proc_tasks_at(s->tasks, i);
             if (!ti)
                 break;
-            if (wanted(s, ti->state) &&
-                (ti->state != 'R' || !charge_on_cpu(s) || on_cpu_while_read(s, ti)))
+            if (wanted(s, ti->state))
                 proc_tasks_stop(s->tasks, ti);
         }
     }
@@ -589,10 +541,9 @@ int sampler_tick(sampler_t *s, sampler_emit_fn emit, void *ctx)
         if (!sampler__stack_wanted(s, th))
             continue;
         if (task && !proc_tasks_stop_counts(task)) {
-            if (task->on_cpu)
-                on_cpu_samples(s, task); /* its CPU carried to its next sample */
-            else if (task->carry_ns < 100 * s->interval_ns)
-                task->carry_ns += sample_weight(s, 1, task);
+            uint64_t w = sample_weight(s, 1, task);
+            if (task->carry_ns < 100 * s->interval_ns)
+                task->carry_ns += w;
             s->stats.syscall_stops++;
             continue;
         }

@@ -74,8 +74,7 @@ typedef struct sampler_stats {
     uint64_t read_delay_ns; /* the time from each record to that read, summed */
     uint64_t read_delay_max_ns;
     uint64_t held;            /* samples not taken because the thread was off CPU while its
-                               * stack was read (ptrace; perf with tick_charge: its records
-                               * carried over) */
+                               * stack was read (tick_charge; perf: its records carried over) */
     uint64_t held_dropped_ns; /* CPU time over the carry's cap, not charged */
     uint64_t syscall_stops;   /* stops (--blocking, --native with ptrace) caught at a system
                                * call's exit beyond the thread's system time: not counted */

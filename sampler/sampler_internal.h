@@ -17,10 +17,6 @@
 
 #define SAMPLER_MAX_FRAMES (PYSTATE_MAX_DEPTH + UNWIND_MAX_DEPTH + 3 + PYSTATE_ASYNC_LABEL_DEPTH)
 #define SAMPLER_LABELS     1024
-/* The most samples one finding of a thread on a CPU is emitted as (ptrace back end, scry
- * record: the CPU carried since its previous sample, one sample per interval; the last one
- * takes the rest). */
-#define SAMPLER_CARRY_MAX_SAMPLES 1000
 /* The longest wait of the perf back end for a record, without --idle (sampler_run). */
 #define SAMPLER_QUIET_WAIT_NS 20000000ull
 
@@ -68,7 +64,7 @@ struct sampler {
     int gone;                 /* the pid names another process now (reused): the target is gone */
     uint64_t exec_checked_ns;
     char note[300];
-    char desc[400];     /* sampler_backend_desc */
+    char desc[400]; /* sampler_backend_desc */
 };
 
 /* Emits one sample of thread TH: its Python frames merged with NAT[0..NN) (may be empty),

@@ -12,8 +12,7 @@ Tests (PASS/FAIL/SKIP name: detail; the run ends with `N passed, N failed, N ski
             standard errors when the windows hold too few samples for 6), waiting lines
             (threading, queue, the pool's _worker) under 5% of the samples (plus 2 standard
             errors), `scry record --pid` on the 19 Hz pool within 5 points of serve, and the
-            99 Hz windows' rate_hz 99 (window JSON, index.json), and `scry record --pid
-            --sampler ptrace` on the 19 Hz pool by the same rules; a service on less than 30%
+            99 Hz windows' rate_hz 99 (window JSON, index.json); a service on less than 30%
             of a CPU (an overloaded host) SKIPs instead of failing
   set_rate  `scry ctl set-rate PID 97`, then two full windows (up to five, until they hold
             0.6 s of the service's CPU): samples per CPU second within 20% of 97 and rate_hz
@@ -168,11 +167,9 @@ def t_pool(ctx):
     # one carries its first records for seconds. The checks start after 8-12 s of that.
     t_from = (int(time.time()) // 4 + 3) * 4
     time.sleep(max(0, t_from - time.time()))
-    recs = [ctx.scry_start(["record", "--pid", str(pid19), "--duration", "16", "--format",
-                            "collapsed", "-o", ctx.path("rec%s.collapsed" % suffix)] + extra)
-            for suffix, extra in (("", []), ("-ptrace", ["--sampler", "ptrace"]))]
-    for rec in recs:
-        ctx.scry_finish(rec)
+    rec = ctx.scry_start(["record", "--pid", str(pid19), "--duration", "16", "--format",
+                          "collapsed", "-o", ctx.path("rec.collapsed")])
+    ctx.scry_finish(rec)
     time.sleep(max(0, t_from + 16.3 - time.time()))
     for _, _, dm in outs:
         check(dm.stop() == 0, "scry serve failed: %s" % short(dm.text(), 600))
@@ -183,13 +180,6 @@ def t_pool(ctx):
             details.append(check_daemon(ctx, backend, out, t_from, truths, names, overloaded))
         except Fail as e:
             failed.append(str(e))
-    try:  # scry record's ptrace back end, by the same rules as the daemon's
-        truth, on_cpu = truth_between(truths["pool19"], t_from, t_from + 16, names["pool"])
-        details.append(check_shares("record --sampler ptrace pool19 (on CPU %.0f%%)" % (
-            100 * on_cpu), count([ctx.path("rec-ptrace.collapsed")], names["pool"]), truth,
-            on_cpu, overloaded))
-    except Fail as e:
-        failed.append(str(e))
     check(not failed, "; ".join(failed + ["passed: " + d for d in details]))
     if overloaded:
         raise Skip("machine overloaded, shares not conclusive: %s (%s)" % (
